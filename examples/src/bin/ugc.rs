@@ -1,0 +1,2 @@
+//! The UGC community server (being built).
+fn main() {}

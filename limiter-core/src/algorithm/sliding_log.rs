@@ -1,0 +1,151 @@
+//! The sliding log over several rules.
+//!
+//! A request at `now` passes iff, for every rule `(N, W)`, the allowed
+//! requests in `(now - W, now]` plus its cost stay within `N`. An allowed
+//! request is recorded as `cost` entries at `now`; a denied one is not recorded.
+
+use std::collections::VecDeque;
+
+use super::Micros;
+use crate::decision::{Decision, MAX_RULES, RuleStatus};
+use crate::rule::Rule;
+
+/// The log: timestamps of allowed requests, oldest first.
+pub(crate) type Log = VecDeque<Micros>;
+
+/// Checks (and on success records) a request of `cost` at `now`.
+pub(crate) fn check(log: &mut Log, rules: &[Rule], now: Micros, cost: u64) -> Decision {
+    let longest = rules.iter().map(|r| r.window_us()).max().unwrap_or(0);
+    // Entries at or before `now - longest` are outside every window.
+    if let Some(expired_before) = now.checked_sub(longest) {
+        let expired = log.partition_point(|&t| t <= expired_before);
+        log.drain(..expired);
+    }
+    // Entries after `now` (only when a clock moved back) are in no window yet.
+    let end = log.partition_point(|&t| t <= now);
+    let newest = end.checked_sub(1).map(|i| log[i]);
+
+    let mut counts = [0u64; MAX_RULES];
+    let mut retry_after = None::<(u64, usize)>;
+    for (i, rule) in rules.iter().enumerate() {
+        let start = window_start(log, now, rule);
+        let count = (end - start) as u64;
+        if count + cost > rule.limit() {
+            // The request passes once enough entries have left this window:
+            // the oldest `excess` ones, so the last of them decides.
+            let excess = (count + cost - rule.limit()) as usize;
+            let blocking = log[start + excess - 1];
+            let wait = blocking + rule.window_us() - now;
+            if retry_after.is_none_or(|(longest_wait, _)| wait > longest_wait) {
+                retry_after = Some((wait, i));
+            }
+        }
+        counts[i] = count;
+    }
+
+    let allowed = retry_after.is_none();
+    let recorded = if allowed { cost } else { 0 };
+    for _ in 0..recorded {
+        log.insert(end, now);
+    }
+    let newest = if allowed { Some(now) } else { newest };
+    let mut out = [RuleStatus::EMPTY; MAX_RULES];
+    for (i, rule) in rules.iter().enumerate() {
+        out[i] = RuleStatus {
+            rule: *rule,
+            remaining: rule.limit().saturating_sub(counts[i] + recorded),
+            reset_after_us: reset_after(newest, now, rule),
+        };
+    }
+    let out = &out[..rules.len()];
+    let decided_by = match retry_after {
+        Some((_, i)) => i,
+        None => fewest_remaining(out),
+    };
+    Decision::new(out, decided_by, retry_after.map(|(wait, _)| wait), 0)
+}
+
+/// The index of the first entry inside the rule's window `(now - W, now]`.
+fn window_start(log: &Log, now: Micros, rule: &Rule) -> usize {
+    match now.checked_sub(rule.window_us()) {
+        Some(outside) => log.partition_point(|&t| t <= outside),
+        None => 0,
+    }
+}
+
+/// Time until the newest entry leaves the rule's window (then the rule is clear).
+fn reset_after(newest: Option<Micros>, now: Micros, rule: &Rule) -> u64 {
+    match newest {
+        Some(t) if t + rule.window_us() > now => t + rule.window_us() - now,
+        _ => 0,
+    }
+}
+
+/// The first rule with the fewest requests remaining.
+pub(crate) fn fewest_remaining(statuses: &[RuleStatus]) -> usize {
+    let mut best = 0;
+    for (i, s) in statuses.iter().enumerate() {
+        if s.remaining < statuses[best].remaining {
+            best = i;
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    const S: u64 = 1_000_000;
+
+    fn rules() -> [Rule; 2] {
+        [
+            Rule::new(10, Duration::from_secs(60)).unwrap(),
+            Rule::new(20, Duration::from_secs(120)).unwrap(),
+        ]
+    }
+
+    #[test]
+    fn an_entry_exactly_one_window_old_no_longer_counts() {
+        let rule = [Rule::new(1, Duration::from_secs(60)).unwrap()];
+        let mut log = Log::new();
+        assert!(check(&mut log, &rule, 1_000 * S, 1).allowed());
+        let denied = check(&mut log, &rule, 1_060 * S - 1, 1);
+        assert_eq!(denied.retry_after(), Some(Duration::from_micros(1)));
+        assert!(check(&mut log, &rule, 1_060 * S, 1).allowed());
+    }
+
+    #[test]
+    fn the_longest_wait_over_violated_rules_decides() {
+        let mut log = Log::new();
+        let t0 = 10_000 * S;
+        // 10 at t0, then 10 more at t0 + 60 s: rule 1 is full again, rule 2 too.
+        for _ in 0..10 {
+            assert!(check(&mut log, &rules(), t0, 1).allowed());
+        }
+        for _ in 0..10 {
+            assert!(check(&mut log, &rules(), t0 + 60 * S, 1).allowed());
+        }
+        let d = check(&mut log, &rules(), t0 + 70 * S, 1);
+        assert!(!d.allowed());
+        // Rule 1 frees at t0 + 120 s (50 s), rule 2 at t0 + 120 s too (50 s): the first wins ties.
+        assert_eq!(d.retry_after(), Some(Duration::from_secs(50)));
+        assert_eq!(d.rule_index(), 0);
+        assert_eq!(d.rules()[0].remaining(), 0);
+        assert_eq!(d.rules()[1].remaining(), 0);
+        assert_eq!(d.reset_after(), Duration::from_secs(110));
+    }
+
+    #[test]
+    fn allowed_requests_report_the_tightest_rule() {
+        let mut log = Log::new();
+        let d = check(&mut log, &rules(), 5 * S, 3);
+        assert!(d.allowed());
+        assert_eq!((d.limit(), d.remaining(), d.rule_index()), (10, 7, 0));
+        assert_eq!(d.rules()[1].remaining(), 17);
+        assert_eq!(d.reset_after(), Duration::from_secs(120));
+        assert_eq!(log.len(), 3);
+    }
+}

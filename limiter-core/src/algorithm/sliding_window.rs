@@ -1,0 +1,144 @@
+//! The sliding window counter: windows aligned to multiples of `W`; the
+//! previous window's count is weighted by how much of it still overlaps
+//! `(now - W, now]`, as if its requests were spread evenly.
+//!
+//! The weight is an IEEE double, computed in exactly this order by the Lua
+//! script too, so both stores agree to the bit.
+
+use super::Micros;
+use crate::decision::{Decision, RuleStatus};
+use crate::rule::Rule;
+
+/// The counts of the current and the previous window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Counters {
+    pub(crate) previous: u64,
+    pub(crate) current: u64,
+    /// Start of the current window, a multiple of `W`.
+    pub(crate) start: Micros,
+}
+
+pub(crate) fn check(state: &mut Option<Counters>, rule: &Rule, now: Micros, cost: u64) -> Decision {
+    let w = rule.window_us();
+    let start = now - now % w;
+    let (previous, current) = match *state {
+        Some(c) if c.start == start => (c.previous, c.current),
+        Some(c) if c.start + w == start => (c.current, 0),
+        _ => (0, 0),
+    };
+    let elapsed = now - start;
+    let estimate = Estimate {
+        w,
+        limit: rule.limit(),
+        cost,
+    };
+    let allowed = estimate.passes(previous, current, elapsed);
+    let mut retry_after = None;
+    let current = if allowed {
+        *state = Some(Counters {
+            previous,
+            current: current + cost,
+            start,
+        });
+        current + cost
+    } else {
+        retry_after = Some(estimate.retry_after(previous, current, start, now));
+        current
+    };
+    let used = estimate.weighted(previous, current, elapsed);
+    let reset_after_us = if current > 0 {
+        start + 2 * w - now
+    } else if previous > 0 {
+        start + w - now
+    } else {
+        0
+    };
+    let status = RuleStatus {
+        rule: *rule,
+        remaining: (rule.limit() as f64 - used).max(0.0).floor() as u64,
+        reset_after_us,
+    };
+    Decision::new(&[status], 0, retry_after, 0)
+}
+
+struct Estimate {
+    w: u64,
+    limit: u64,
+    cost: u64,
+}
+
+impl Estimate {
+    /// The requests counted at `elapsed` µs into the current window.
+    fn weighted(&self, previous: u64, current: u64, elapsed: u64) -> f64 {
+        previous as f64 * ((self.w - elapsed) as f64 / self.w as f64) + current as f64
+    }
+
+    fn passes(&self, previous: u64, current: u64, elapsed: u64) -> bool {
+        self.weighted(previous, current, elapsed) + self.cost as f64 <= self.limit as f64
+    }
+
+    /// The exact wait until a denied request would pass.
+    fn retry_after(&self, previous: u64, current: u64, start: Micros, now: Micros) -> u64 {
+        if current + self.cost <= self.limit {
+            // Passes later in this window, as the previous window's weight falls.
+            let elapsed = now - start;
+            start + self.first_passing(previous, current, elapsed + 1) - now
+        } else {
+            // Passes in the next window, as this window's weight falls.
+            start + self.w + self.first_passing(current, 0, 0) - now
+        }
+    }
+
+    /// The first offset in `[from, w]` at which the request passes, solving
+    /// the linear estimate and then stepping to the exact microsecond.
+    fn first_passing(&self, previous: u64, current: u64, from: u64) -> u64 {
+        let (w, slack) = (self.w as f64, (self.limit - current - self.cost) as f64);
+        let guess = (w - slack * w / previous as f64).ceil();
+        let mut e = guess.min(w).max(from as f64) as u64;
+        while e < self.w && !self.passes(previous, current, e) {
+            e += 1;
+        }
+        while e > from && self.passes(previous, current, e - 1) {
+            e -= 1;
+        }
+        e
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn the_previous_window_counts_by_its_overlap() {
+        let rule = Rule::new(10, Duration::from_micros(1_000)).unwrap();
+        let mut state = None;
+        for _ in 0..10 {
+            assert!(check(&mut state, &rule, 5_000, 1).allowed());
+        }
+        // At 6_250 the previous window weighs 0.75: 7.5 used, 2 more fit.
+        let d = check(&mut state, &rule, 6_250, 2);
+        assert!(d.allowed());
+        assert_eq!(d.remaining(), 0);
+        let denied = check(&mut state, &rule, 6_250, 1);
+        // 10 * (1000 - e) / 1000 + 2 + 1 <= 10  <=>  e >= 300.
+        assert_eq!(denied.retry_after(), Some(Duration::from_micros(50)));
+        assert!(!check(&mut state, &rule, 6_299, 1).allowed());
+        assert!(check(&mut state, &rule, 6_300, 1).allowed());
+    }
+
+    #[test]
+    fn a_full_window_waits_for_the_next_one() {
+        let rule = Rule::new(4, Duration::from_micros(1_000)).unwrap();
+        let mut state = None;
+        assert!(check(&mut state, &rule, 2_100, 4).allowed());
+        let denied = check(&mut state, &rule, 2_500, 1);
+        // Next window: 4 * (1000 - e) / 1000 + 1 <= 4  <=>  e >= 250, at 3_250.
+        assert_eq!(denied.retry_after(), Some(Duration::from_micros(750)));
+        assert_eq!(denied.reset_after(), Duration::from_micros(1_500));
+        assert!(!check(&mut state, &rule, 3_249, 1).allowed());
+        assert!(check(&mut state, &rule, 3_250, 1).allowed());
+    }
+}

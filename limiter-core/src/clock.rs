@@ -1,0 +1,78 @@
+//! Where the memory store's time comes from.
+//!
+//! The algorithms never read a clock; the memory store asks its [`Clock`].
+//! Tests use a [`ManualClock`] and move time by hand instead of sleeping.
+//! (The Redis store reads the Redis server's clock inside its scripts, so
+//! application clocks never matter there.)
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// A source of the current time, in microseconds since the Unix epoch.
+pub trait Clock: Send + Sync + 'static {
+    /// Microseconds since the Unix epoch.
+    fn now_micros(&self) -> u64;
+}
+
+/// The system's wall clock: the default.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_micros(&self) -> u64 {
+        // A clock set before 1970 is a broken host; treat it as the epoch.
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64)
+    }
+}
+
+/// A clock that moves only when told to. Clones share the same time.
+///
+/// ```
+/// use std::time::Duration;
+/// use limiter_core::{Clock, ManualClock};
+///
+/// let clock = ManualClock::new(Duration::from_secs(1_000));
+/// let seen_by_store = clock.clone();
+/// clock.advance(Duration::from_millis(1_500));
+/// assert_eq!(seen_by_store.now_micros(), 1_001_500_000);
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct ManualClock {
+    micros: Arc<AtomicU64>,
+}
+
+impl ManualClock {
+    /// A clock showing `since_epoch`.
+    pub fn new(since_epoch: Duration) -> Self {
+        Self {
+            micros: Arc::new(AtomicU64::new(since_epoch.as_micros() as u64)),
+        }
+    }
+
+    /// Moves the time forward by `by`.
+    pub fn advance(&self, by: Duration) {
+        self.micros
+            .fetch_add(by.as_micros() as u64, Ordering::SeqCst);
+    }
+
+    /// Sets the time to `since_epoch` (which may be earlier than now).
+    pub fn set(&self, since_epoch: Duration) {
+        self.micros
+            .store(since_epoch.as_micros() as u64, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_micros(&self) -> u64 {
+        self.micros.load(Ordering::SeqCst)
+    }
+}
+
+impl<C: Clock> Clock for Arc<C> {
+    fn now_micros(&self) -> u64 {
+        (**self).now_micros()
+    }
+}

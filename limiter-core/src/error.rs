@@ -1,0 +1,113 @@
+//! What can go wrong: invalid configuration, refused when a policy is built,
+//! and store failures, reported when a check runs.
+
+use std::time::Duration;
+
+/// A policy parameter that cannot work, refused when the policy is built.
+///
+/// Every variant names the offending value so the message alone says what to fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A rule allows zero requests: it would deny everything.
+    #[error("the limit of a rule must be at least 1, got 0 (window {window:?})")]
+    ZeroLimit {
+        /// The window of the rule whose limit is zero.
+        window: Duration,
+    },
+    /// A rule's window is zero (or shorter than a microsecond, the store's resolution).
+    #[error("the window of a rule must be at least 1 µs, got {window:?} (limit {limit})")]
+    ZeroWindow {
+        /// The limit of the rule whose window is zero.
+        limit: u64,
+        /// The window that was given.
+        window: Duration,
+    },
+    /// A window longer than [`MAX_WINDOW`](crate::MAX_WINDOW).
+    #[error("the window of a rule must be at most 366 days, got {window:?}")]
+    WindowTooLong {
+        /// The window that was given.
+        window: Duration,
+    },
+    /// A rate of zero requests, or over a zero period.
+    #[error(
+        "a rate must allow at least 1 request over a period of at least 1 µs, got {amount} per {period:?}"
+    )]
+    ZeroRate {
+        /// The number of requests per period.
+        amount: u64,
+        /// The period.
+        period: Duration,
+    },
+    /// A rate's period is longer than [`MAX_WINDOW`](crate::MAX_WINDOW).
+    #[error("the period of a rate must be at most 366 days, got {period:?}")]
+    PeriodTooLong {
+        /// The period that was given.
+        period: Duration,
+    },
+    /// A bucket or burst of zero: no request could ever pass.
+    #[error("the {what} must be at least 1, got 0")]
+    ZeroCapacity {
+        /// `"capacity"` or `"burst"`.
+        what: &'static str,
+    },
+    /// A request cost of zero.
+    #[error("the cost of a request must be at least 1, got 0")]
+    ZeroCost,
+    /// A cost that can never pass because it exceeds what the policy holds.
+    #[error("a cost of {cost} can never pass: it exceeds the {what} of {capacity}")]
+    CostExceedsCapacity {
+        /// The cost that was given.
+        cost: u64,
+        /// The capacity, burst or rule limit it exceeds.
+        capacity: u64,
+        /// What the capacity is: `"capacity"`, `"burst"` or `"limit of rule 10-per-60s"`.
+        what: String,
+    },
+    /// A sliding log policy without any rule.
+    #[error("a sliding log policy needs at least one rule")]
+    NoRules,
+    /// More rules than one policy can hold.
+    #[error("a policy holds at most {max} rules, got {count}")]
+    TooManyRules {
+        /// The number of rules given.
+        count: usize,
+        /// [`MAX_RULES`](crate::MAX_RULES).
+        max: usize,
+    },
+    /// Parameters whose exact integer arithmetic would leave the range both
+    /// stores compute in exactly (2^50 units).
+    #[error("{what} is too large to compute exactly: {detail}")]
+    TooLarge {
+        /// Which parameter.
+        what: &'static str,
+        /// The values involved.
+        detail: String,
+    },
+    /// `prevent_duplicate` is a sliding log rule and cannot join another algorithm.
+    #[error("prevent_duplicate works with the sliding log only, not with {algorithm}")]
+    PreventDuplicateNeedsSlidingLog {
+        /// The algorithm of the policy.
+        algorithm: &'static str,
+    },
+}
+
+/// Why a check could not be decided.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The policy or the cost is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The Redis server answered with an error, or the connection failed.
+    #[cfg(feature = "redis")]
+    #[error("redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    /// The store did not answer within its deadline. The call may still have
+    /// executed on the server, so it is never replayed.
+    #[error("the store did not answer within {0:?}")]
+    Timeout(Duration),
+    /// The store answered something this version does not understand.
+    #[error("unexpected reply from the store: {0}")]
+    Protocol(String),
+}

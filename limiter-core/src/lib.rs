@@ -1,0 +1,62 @@
+//! Exact rate limiting, shared through Redis or kept in memory.
+//!
+//! `limiter-core` holds the rules and policies, the algorithms, the [`Store`]
+//! trait with its two stores, and the programmatic API, [`Limiter`]. The Tower
+//! layer and the `#[rate_limit]` macro for axum live in `limiter-tower`.
+//!
+//! ```
+//! use std::time::Duration;
+//! use limiter_core::{Limiter, MemoryStore, Policy, Rule};
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let limiter = Limiter::new(MemoryStore::new()); // or RedisStore::connect(url).await?
+//! let policy = Policy::sliding_log([
+//!     Rule::new(10, Duration::from_secs(60))?,
+//!     Rule::new(20, Duration::from_secs(120))?,
+//! ])?;
+//! for _ in 0..10 {
+//!     assert!(limiter.check("203.0.113.7:posts", &policy).await?.allowed());
+//! }
+//! let denied = limiter.check("203.0.113.7:posts", &policy).await?;
+//! assert!(!denied.allowed());
+//! assert_eq!(denied.rule().to_string(), "10-per-60s");
+//! assert!(denied.retry_after().unwrap() <= Duration::from_secs(60));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+//!
+//! # Algorithms
+//! Every algorithm runs on both stores with identical decisions for identical
+//! timestamps; see [`Policy`] for their semantics.
+//!
+//! # Time
+//! The Redis store reads the Redis server's clock inside its scripts, so
+//! application instances with skewed clocks still agree. The memory store
+//! reads an injected [`Clock`]; tests use [`ManualClock`].
+//!
+//! # Feature flags
+//! - `redis` (default): [`RedisStore`], for standalone Redis.
+//! - `test-util`: lets the Redis store take the timestamp from the caller,
+//!   so tests can compare it with the memory store on the same times.
+
+mod algorithm;
+mod clock;
+mod decision;
+mod error;
+mod key;
+mod limiter;
+mod policy;
+mod rule;
+mod store;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use decision::{Decision, MAX_RULES, RuleStatus};
+pub use error::{ConfigError, Error};
+pub use key::{MAX_IDENTITY_LEN, push_identity};
+pub use limiter::{DEFAULT_PREFIX, Limiter};
+pub use policy::{Algorithm, DEFAULT_DUPLICATE_WINDOW, Policy};
+pub use rule::{MAX_WINDOW, Rate, Rule};
+pub use store::Store;
+pub use store::memory::MemoryStore;
+#[cfg(feature = "redis")]
+pub use store::redis::{RedisConfig, RedisStore};

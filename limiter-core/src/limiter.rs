@@ -1,0 +1,111 @@
+//! The programmatic API: a store plus a key prefix.
+
+use std::time::Duration;
+
+use crate::decision::Decision;
+use crate::error::Error;
+use crate::key::push_identity;
+use crate::policy::Policy;
+use crate::rule::Rule;
+use crate::store::Store;
+
+/// The key prefix unless another is set: keys look like `rate_limit:{user}:{action}`.
+pub const DEFAULT_PREFIX: &str = "rate_limit";
+
+/// Rate limiting for anything, not only HTTP routes: a [`Store`] and a key prefix.
+///
+/// ```
+/// use std::time::Duration;
+/// use limiter_core::{Limiter, MemoryStore};
+///
+/// # tokio_test_block(async {
+/// let limiter = Limiter::new(MemoryStore::new());
+/// // "May laoqian reply again? At most 5 replies a minute."
+/// for _ in 0..5 {
+///     assert!(limiter.is_action_allowed("laoqian", "reply", Duration::from_secs(60), 5).await?);
+/// }
+/// assert!(!limiter.is_action_allowed("laoqian", "reply", Duration::from_secs(60), 5).await?);
+/// assert!(limiter.is_action_allowed("xiaoming", "reply", Duration::from_secs(60), 5).await?);
+/// # Ok::<(), limiter_core::Error>(())
+/// # });
+/// # fn tokio_test_block<F: std::future::Future>(f: F) -> F::Output {
+/// #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Limiter<S> {
+    store: S,
+    prefix: Box<str>,
+}
+
+impl<S: Store> Limiter<S> {
+    /// A limiter over `store` with the prefix [`DEFAULT_PREFIX`].
+    pub fn new(store: S) -> Self {
+        Self {
+            store,
+            prefix: DEFAULT_PREFIX.into(),
+        }
+    }
+
+    /// Sets the prefix of every key this limiter builds.
+    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into().into_boxed_str();
+        self
+    }
+
+    /// Whether `user` may perform `action` again: at most `max_count` times in
+    /// any `period` (a sliding log), counted on the key `{prefix}:{user}:{action}`.
+    ///
+    /// `user` and `action` are escaped, so neither can change the key's shape.
+    /// Fails with [`Error::Config`] for a zero `period` or `max_count`.
+    pub async fn is_action_allowed(
+        &self,
+        user: &str,
+        action: &str,
+        period: Duration,
+        max_count: u64,
+    ) -> Result<bool, Error> {
+        let policy = Policy::sliding_log([Rule::new(max_count, period)?])?;
+        let mut key = self.key_with_prefix();
+        push_identity(&mut key, user);
+        key.push(':');
+        push_identity(&mut key, action);
+        Ok(self.store.check(&key, &policy, 1).await?.allowed())
+    }
+
+    /// Checks a request on `{prefix}:{key}` at the policy's cost and records it if allowed.
+    pub async fn check(&self, key: &str, policy: &Policy) -> Result<Decision, Error> {
+        self.check_with_cost(key, policy, policy.cost()).await
+    }
+
+    /// Checks a request of `cost` (tokens, or log entries) on `{prefix}:{key}`.
+    /// `key` is used as given: escape untrusted parts with
+    /// [`push_identity`](crate::push_identity).
+    pub async fn check_with_cost(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+    ) -> Result<Decision, Error> {
+        let mut full = self.key_with_prefix();
+        full.push_str(key);
+        self.store.check(&full, policy, cost).await
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// The key prefix.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    fn key_with_prefix(&self) -> String {
+        let mut key = String::with_capacity(self.prefix.len() + 48);
+        key.push_str(&self.prefix);
+        key.push(':');
+        key
+    }
+}

@@ -1,0 +1,47 @@
+//! Where the state lives: the [`Store`] trait and its implementations.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use crate::decision::Decision;
+use crate::error::Error;
+use crate::policy::Policy;
+
+pub(crate) mod memory;
+#[cfg(feature = "redis")]
+pub(crate) mod redis;
+
+/// A place that keeps rate-limit state and decides atomically.
+///
+/// One check is one atomic step: every rule of the policy is checked and the
+/// request is recorded only if it is allowed, even when many tasks, processes
+/// or instances check the same key at once.
+///
+/// Implemented by [`MemoryStore`](crate::MemoryStore) (in process) and
+/// [`RedisStore`](crate::RedisStore) (shared). Both decide identically for
+/// identical timestamps.
+pub trait Store: Send + Sync + 'static {
+    /// Checks a request of `cost` against `policy` on `key`, and records it if
+    /// allowed. `key` is used as given (the [`Limiter`](crate::Limiter) adds
+    /// its prefix).
+    ///
+    /// Fails with [`Error::Config`] when `cost` could never pass the policy,
+    /// and with a store error when the store cannot answer.
+    fn check(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+    ) -> impl Future<Output = Result<Decision, Error>> + Send;
+}
+
+impl<S: Store> Store for Arc<S> {
+    fn check(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+    ) -> impl Future<Output = Result<Decision, Error>> + Send {
+        (**self).check(key, policy, cost)
+    }
+}

@@ -1,0 +1,55 @@
+-- Shared by every script. Times are microseconds; every number is an integer
+-- below 2^53, so Lua's doubles hold it exactly.
+--
+-- Reply: { allowed (1/0), deciding rule (0-based), retry after (-1 when
+-- allowed), delay, rule count, then for each rule: remaining, reset after }.
+
+-- ARGV[1] is empty in production: the time is the Redis server's, so
+-- application clocks never matter. Tests may pass a timestamp instead.
+local function server_now(given)
+  if given ~= '' then
+    return tonumber(given)
+  end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- Exact floor(a / b) for 0 <= a, 0 < b below 2^52: the double quotient may
+-- round across an integer, so step back or forward by one.
+local function floor_div(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q
+end
+
+local function ceil_div(a, b)
+  return floor_div(a + b - 1, b)
+end
+
+-- An integer as Redis should store it (tostring would round to 14 digits).
+local function int(n)
+  return string.format('%d', n)
+end
+
+local injected = ARGV[1] ~= ''
+local now = server_now(ARGV[1])
+
+-- A key's TTL in ms: the state expires when it means the same as no state.
+-- With a caller's timestamp, Redis's own clock does not follow that time, so
+-- the TTL (garbage collection only) is padded by a minute.
+local function ttl_ms(us)
+  if injected then
+    us = us + 60000000
+  end
+  return math.max(1, ceil_div(us, 1000))
+end
+
+local function expire_in(key, us)
+  redis.call('PEXPIRE', key, ttl_ms(us))
+end
+
+local cost = tonumber(ARGV[2])

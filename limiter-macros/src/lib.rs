@@ -1,0 +1,1 @@
+//! The `#[rate_limit]` attribute for `limiter-tower` (being built).

@@ -1,0 +1,238 @@
+//! The shared test harness: real `redis-server` processes on free ports in
+//! temporary directories, stopped when dropped.
+//!
+//! Every test that needs Redis gets it from [`redis`]: a fresh server of its
+//! own, or, when `REDIS_URL` is set, that server with a unique key prefix (and
+//! never a FLUSHALL).
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use limiter_core::{RedisConfig, RedisStore};
+
+/// A `redis-server` process of the test's own, killed on drop.
+#[derive(Debug)]
+pub struct RedisServer {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+/// The `redis-server` binary, or a panic that says how to install it.
+pub fn redis_server_binary() -> PathBuf {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("redis-server"))
+            .find(|path| path.is_file())
+    });
+    found.unwrap_or_else(|| {
+        panic!(
+            "redis-server was not found on PATH; the tests start their own Redis servers. \
+             Install it with `sudo apt-get install redis-server` (Debian/Ubuntu) and run the tests again."
+        )
+    })
+}
+
+impl RedisServer {
+    /// Starts a standalone server on a free port.
+    pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Starts a server on a free port with extra `redis-server` arguments.
+    pub fn start_with(extra: &[&str]) -> Self {
+        let binary = redis_server_binary();
+        let mut last_error = String::new();
+        for _ in 0..10 {
+            let port = free_port();
+            let dir = tempfile::tempdir().expect("a temporary directory");
+            let mut command = Command::new(&binary);
+            command
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+                .arg("--dir")
+                .arg(dir.path())
+                .args(extra)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            let child = command.spawn().expect("redis-server starts");
+            let mut server = Self {
+                child,
+                port,
+                _dir: dir,
+            };
+            match server.wait_ready(Duration::from_secs(10)) {
+                Ok(()) => return server,
+                // Another process took the port first: try another one.
+                Err(e) => last_error = e,
+            }
+        }
+        panic!("redis-server did not start: {last_error}");
+    }
+
+    fn wait_ready(&mut self, within: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(format!("exited with {status}"));
+            }
+            if ping(self.port) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err("no PONG within the deadline".into());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// The server's port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:{port}/`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// The process id (for SIGSTOP and SIGKILL in failure tests).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+fn ping(port: u16) -> bool {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+    let mut reply = [0; 7];
+    stream.write_all(b"PING\r\n").is_ok()
+        && stream.read_exact(&mut reply).is_ok()
+        && &reply == b"+PONG\r\n"
+}
+
+/// A Redis for one test: its own server, or `REDIS_URL` with a unique prefix.
+#[derive(Debug)]
+pub struct TestRedis {
+    url: String,
+    prefix: String,
+    server: Option<RedisServer>,
+}
+
+/// A Redis for one test (see [`TestRedis`]).
+pub fn redis() -> TestRedis {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let prefix = format!(
+        "limiter-test-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    match std::env::var("REDIS_URL") {
+        Ok(url) if !url.is_empty() => TestRedis {
+            url,
+            prefix,
+            server: None,
+        },
+        _ => {
+            let server = RedisServer::start();
+            TestRedis {
+                url: server.url(),
+                prefix,
+                server: Some(server),
+            }
+        }
+    }
+}
+
+impl TestRedis {
+    /// The server's URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// A key prefix no other test uses.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// `{prefix}:{name}`.
+    pub fn key(&self, name: &str) -> String {
+        format!("{}:{name}", self.prefix)
+    }
+
+    /// The server process, when this test started its own.
+    pub fn server(&self) -> Option<&RedisServer> {
+        self.server.as_ref()
+    }
+
+    /// A new connection, with a deadline generous enough for a loaded test machine.
+    pub async fn store(&self) -> RedisStore {
+        let config = RedisConfig::new().response_timeout(Duration::from_secs(5));
+        RedisStore::connect_with(&self.url, config)
+            .await
+            .expect("connect to the test Redis")
+    }
+
+    /// A plain redis-rs connection, for inspecting keys.
+    pub async fn raw(&self) -> redis::aio::MultiplexedConnection {
+        redis::Client::open(self.url.as_str())
+            .expect("a valid URL")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect to the test Redis")
+    }
+}
+
+/// Either store, checked at a timestamp the test chooses, so both can be
+/// driven through the same trace.
+#[derive(Debug, Clone)]
+pub enum TimedStore {
+    /// The memory store.
+    Memory(limiter_core::MemoryStore),
+    /// The Redis store, given the timestamp instead of reading Redis's clock.
+    Redis(RedisStore),
+}
+
+impl TimedStore {
+    /// Checks `key` at `now` µs.
+    pub async fn check_at(
+        &self,
+        key: &str,
+        policy: &limiter_core::Policy,
+        cost: u64,
+        now: u64,
+    ) -> Result<limiter_core::Decision, limiter_core::Error> {
+        match self {
+            Self::Memory(store) => store.check_at(key, policy, cost, now),
+            Self::Redis(store) => store.check_at(key, policy, cost, now).await,
+        }
+    }
+
+    /// `"memory"` or `"redis"`, for assertion messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Memory(_) => "memory",
+            Self::Redis(_) => "redis",
+        }
+    }
+}

@@ -1,0 +1,301 @@
+//! The programmatic API on both stores: the reply scenario, multi-rule
+//! boundaries, GCRA against redis-cell's documented answers, invalid input.
+
+use std::time::Duration;
+
+use limiter_core::{ConfigError, Error, Limiter, ManualClock, MemoryStore, Policy, Rate, Rule};
+use limiter_tests::{TimedStore, redis};
+use redis::AsyncCommands;
+
+const SECOND: u64 = 1_000_000;
+const T0: u64 = 1_750_000_000 * SECOND;
+
+async fn is_allowed_20_times<S: limiter_core::Store>(
+    limiter: &Limiter<S>,
+    user: &str,
+) -> Vec<bool> {
+    let mut answers = Vec::new();
+    for _ in 0..20 {
+        answers.push(
+            limiter
+                .is_action_allowed(user, "reply", Duration::from_secs(60), 5)
+                .await
+                .unwrap(),
+        );
+    }
+    answers
+}
+
+fn five_then_fifteen() -> Vec<bool> {
+    [vec![true; 5], vec![false; 15]].concat()
+}
+
+#[tokio::test]
+async fn laoqian_replies_five_times_a_minute_in_memory() {
+    let clock = ManualClock::new(Duration::from_micros(T0));
+    let limiter = Limiter::new(MemoryStore::with_clock(clock.clone()));
+    assert_eq!(
+        is_allowed_20_times(&limiter, "laoqian").await,
+        five_then_fifteen()
+    );
+    assert_eq!(
+        is_allowed_20_times(&limiter, "xiaoming").await,
+        five_then_fifteen()
+    );
+    clock.advance(Duration::from_secs(60) - Duration::from_micros(1));
+    assert!(
+        !limiter
+            .is_action_allowed("laoqian", "reply", Duration::from_secs(60), 5)
+            .await
+            .unwrap()
+    );
+    clock.advance(Duration::from_micros(1));
+    assert_eq!(
+        is_allowed_20_times(&limiter, "laoqian").await,
+        five_then_fifteen()
+    );
+}
+
+#[tokio::test]
+async fn laoqian_replies_five_times_a_minute_on_redis() {
+    let redis = redis();
+    let store = redis.store().await;
+    let limiter = Limiter::new(store.clone()).with_prefix(redis.prefix());
+    assert_eq!(
+        is_allowed_20_times(&limiter, "laoqian").await,
+        five_then_fifteen()
+    );
+    assert_eq!(
+        is_allowed_20_times(&limiter, "xiaoming").await,
+        five_then_fifteen()
+    );
+
+    // The key has the documented shape and expires after the window.
+    let key = format!("{}:laoqian:reply", redis.prefix());
+    let mut raw = redis.raw().await;
+    let entries: u64 = raw.zcard(&key).await.unwrap();
+    assert_eq!(entries, 5);
+    let ttl: i64 = raw.pttl(&key).await.unwrap();
+    assert!(
+        (59_000..=60_000).contains(&ttl),
+        "TTL {ttl} ms is the 60 s window, less the test's own run time"
+    );
+
+    // A minute later by Redis's clock (given explicitly: the test does not sleep).
+    let server_now = redis_time(&mut raw).await;
+    let policy = Policy::sliding_log([Rule::new(5, Duration::from_secs(60)).unwrap()]).unwrap();
+    let later = store
+        .check_at(&key, &policy, 1, server_now + 60 * SECOND)
+        .await
+        .unwrap();
+    assert!(later.allowed());
+    assert_eq!(later.remaining(), 4);
+}
+
+async fn redis_time(raw: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(raw).await.unwrap();
+    secs * SECOND + micros
+}
+
+fn posts_policy() -> Policy {
+    Policy::sliding_log([
+        Rule::new(10, Duration::from_secs(60)).unwrap(),
+        Rule::new(20, Duration::from_secs(120)).unwrap(),
+    ])
+    .unwrap()
+}
+
+async fn both_stores(redis: &limiter_tests::TestRedis) -> [TimedStore; 2] {
+    [
+        TimedStore::Memory(MemoryStore::new()),
+        TimedStore::Redis(redis.store().await),
+    ]
+}
+
+#[tokio::test]
+async fn two_rules_decide_at_their_exact_boundaries() {
+    let redis = redis();
+    for store in both_stores(&redis).await {
+        let key = redis.key(&format!("{}:posts", store.name()));
+        let check = |at: u64| {
+            let (store, key) = (store.clone(), key.clone());
+            async move { store.check_at(&key, &posts_policy(), 1, at).await.unwrap() }
+        };
+        // 10 at T0: the 60 s rule is full.
+        for i in 0..10 {
+            let d = check(T0).await;
+            assert!(d.allowed(), "{}: request {i}", store.name());
+        }
+        let d = check(T0 + 30 * SECOND).await;
+        assert!(!d.allowed());
+        assert_eq!(d.rule().to_string(), "10-per-60s", "{}", store.name());
+        assert_eq!(d.retry_after(), Some(Duration::from_secs(30)));
+        assert_eq!((d.limit(), d.remaining()), (10, 0));
+        assert_eq!(d.rules()[1].remaining(), 10);
+
+        // One microsecond before the entries are a window old they still count;
+        // exactly a window old they do not.
+        let d = check(T0 + 60 * SECOND - 1).await;
+        assert_eq!(d.retry_after(), Some(Duration::from_micros(1)));
+        for i in 0..10 {
+            let d = check(T0 + 60 * SECOND).await;
+            assert!(
+                d.allowed(),
+                "{}: request {i} of the second minute",
+                store.name()
+            );
+        }
+        // Now the 120 s rule is full too. Both free when the T0 entries leave
+        // (a 60 s window never holds more than 10, so the 60 s rule frees no
+        // earlier than the 120 s one); ties go to the first rule.
+        let d = check(T0 + 61 * SECOND).await;
+        assert!(!d.allowed());
+        assert_eq!(d.rule().to_string(), "10-per-60s", "{}", store.name());
+        assert_eq!(d.retry_after(), Some(Duration::from_secs(59)));
+        assert_eq!((d.rules()[0].remaining(), d.rules()[1].remaining()), (0, 0));
+        assert_eq!(d.reset_after(), Duration::from_secs(119));
+        // At T0 + 120 s both windows have dropped the T0 entries.
+        let d = check(T0 + 120 * SECOND).await;
+        assert!(d.allowed(), "{}", store.name());
+        assert_eq!((d.rules()[0].remaining(), d.rules()[1].remaining()), (9, 9));
+        assert_eq!(d.rule_index(), 0);
+    }
+}
+
+#[tokio::test]
+async fn the_rule_that_frees_last_decides() {
+    let policy = Policy::sliding_log([
+        Rule::new(3, Duration::from_secs(1)).unwrap(),
+        Rule::new(5, Duration::from_secs(60)).unwrap(),
+    ])
+    .unwrap();
+    let redis = redis();
+    for store in both_stores(&redis).await {
+        let key = redis.key(&format!("{}:burst", store.name()));
+        let check = |at: u64, cost: u64| {
+            let (store, key, policy) = (store.clone(), key.clone(), policy.clone());
+            async move { store.check_at(&key, &policy, cost, at).await.unwrap() }
+        };
+        assert!(check(T0, 3).await.allowed());
+        let d = check(T0 + SECOND / 2, 1).await;
+        assert_eq!(d.rule().to_string(), "3-per-1s", "{}", store.name());
+        assert_eq!(d.retry_after(), Some(Duration::from_millis(500)));
+        let d = check(T0 + SECOND, 2).await;
+        assert!(d.allowed());
+        // Allowed: the 60 s rule has 0 left, the 1 s rule 1: the 60 s rule is tightest.
+        assert_eq!((d.rule_index(), d.remaining()), (1, 0), "{}", store.name());
+        let d = check(T0 + 2 * SECOND + 1, 1).await;
+        assert!(!d.allowed());
+        assert_eq!(d.rule().to_string(), "5-per-60s", "{}", store.name());
+        assert_eq!(
+            d.retry_after(),
+            Some(Duration::from_micros(58 * SECOND - 1))
+        );
+        assert_eq!(d.rules()[0].remaining(), 3);
+    }
+}
+
+#[tokio::test]
+async fn gcra_reproduces_redis_cell() {
+    // CL.THROTTLE user123 15 30 60 1  ->  0, 16, 15, -1, 2
+    let policy = Policy::gcra(Rate::new(30, Duration::from_secs(60)).unwrap(), 16).unwrap();
+    let redis = redis();
+    for store in both_stores(&redis).await {
+        let key = redis.key(&format!("{}:user123", store.name()));
+        let d = store.check_at(&key, &policy, 1, T0).await.unwrap();
+        assert_eq!(
+            (
+                d.allowed(),
+                d.limit(),
+                d.remaining(),
+                d.retry_after(),
+                d.reset_after()
+            ),
+            (true, 16, 15, None, Duration::from_secs(2)),
+            "{}",
+            store.name()
+        );
+        // 15 more pass at once, the 17th waits one emission interval.
+        for remaining in (0..15).rev() {
+            let d = store.check_at(&key, &policy, 1, T0).await.unwrap();
+            assert_eq!((d.allowed(), d.remaining()), (true, remaining));
+        }
+        let d = store.check_at(&key, &policy, 1, T0).await.unwrap();
+        assert_eq!(
+            (
+                d.allowed(),
+                d.limit(),
+                d.remaining(),
+                d.retry_after(),
+                d.reset_after()
+            ),
+            (
+                false,
+                16,
+                0,
+                Some(Duration::from_secs(2)),
+                Duration::from_secs(32)
+            ),
+            "{}",
+            store.name()
+        );
+        let d = store
+            .check_at(&key, &policy, 1, T0 + 2 * SECOND)
+            .await
+            .unwrap();
+        assert_eq!(
+            (d.allowed(), d.remaining(), d.reset_after()),
+            (true, 0, Duration::from_secs(32))
+        );
+    }
+}
+
+#[tokio::test]
+async fn invalid_parameters_are_refused_with_their_value() {
+    let limiter = Limiter::new(MemoryStore::new());
+    let err = limiter
+        .is_action_allowed("laoqian", "reply", Duration::ZERO, 5)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the window of a rule must be at least 1 µs, got 0ns (limit 5)"
+    );
+    let err = limiter
+        .is_action_allowed("laoqian", "reply", Duration::from_secs(60), 0)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Config(ConfigError::ZeroLimit { .. })));
+
+    // A cost over the capacity is refused by the stores too, not only by `with_cost`.
+    let redis = redis();
+    let bucket = Policy::token_bucket(Rate::per_second(1).unwrap(), 10).unwrap();
+    for store in both_stores(&redis).await {
+        let err = store
+            .check_at(&redis.key("k"), &bucket, 11, T0)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "a cost of 11 can never pass: it exceeds the capacity of 10",
+            "{}",
+            store.name()
+        );
+    }
+}
+
+#[tokio::test]
+async fn identities_cannot_change_the_key_shape() {
+    let redis = redis();
+    let limiter = Limiter::new(redis.store().await).with_prefix(redis.prefix());
+    limiter
+        .is_action_allowed("{evil}:admin", "reply", Duration::from_secs(60), 5)
+        .await
+        .unwrap();
+    let mut raw = redis.raw().await;
+    let keys: Vec<String> = raw.keys(format!("{}:*", redis.prefix())).await.unwrap();
+    assert_eq!(
+        keys,
+        [format!("{}:%7Bevil%7D%3Aadmin:reply", redis.prefix())]
+    );
+}
