@@ -14,25 +14,44 @@ use redis::{Client, Script};
 
 use crate::decision::{Decision, RuleStatus};
 use crate::error::Error;
-use crate::policy::{Kind, Policy};
+use crate::policy::{Algorithm, Kind, Policy};
 use crate::store::Store;
 
-macro_rules! script {
-    ($file:literal) => {
-        LazyLock::new(|| {
-            Script::new(concat!(
-                include_str!("scripts/prelude.lua"),
-                include_str!(concat!("scripts/", $file))
-            ))
-        })
-    };
+/// One algorithm's script: the prelude followed by the algorithm's file,
+/// hashed once (for EVALSHA) on first use.
+struct Lua {
+    source: &'static str,
+    script: LazyLock<Script>,
 }
 
-static SLIDING_LOG: LazyLock<Script> = script!("sliding_log.lua");
-static FIXED_WINDOW: LazyLock<Script> = script!("fixed_window.lua");
-static SLIDING_WINDOW: LazyLock<Script> = script!("sliding_window.lua");
-static BUCKET: LazyLock<Script> = script!("bucket.lua");
-static GCRA: LazyLock<Script> = script!("gcra.lua");
+macro_rules! lua {
+    ($file:literal) => {{
+        const SOURCE: &str = concat!(
+            include_str!("scripts/prelude.lua"),
+            include_str!(concat!("scripts/", $file))
+        );
+        Lua {
+            source: SOURCE,
+            script: LazyLock::new(|| Script::new(SOURCE)),
+        }
+    }};
+}
+
+static SLIDING_LOG: Lua = lua!("sliding_log.lua");
+static FIXED_WINDOW: Lua = lua!("fixed_window.lua");
+static SLIDING_WINDOW: Lua = lua!("sliding_window.lua");
+static BUCKET: Lua = lua!("bucket.lua");
+static GCRA: Lua = lua!("gcra.lua");
+
+fn lua(algorithm: Algorithm) -> &'static Lua {
+    match algorithm {
+        Algorithm::SlidingLog => &SLIDING_LOG,
+        Algorithm::FixedWindow => &FIXED_WINDOW,
+        Algorithm::SlidingWindow => &SLIDING_WINDOW,
+        Algorithm::TokenBucket | Algorithm::LeakyBucket => &BUCKET,
+        Algorithm::Gcra => &GCRA,
+    }
+}
 
 /// How the Redis store connects and how long it waits.
 #[derive(Debug, Clone)]
@@ -118,6 +137,13 @@ impl RedisStore {
         self.run(key, policy, cost, Some(now)).await
     }
 
+    /// The Lua source of the script that runs `algorithm`, for benchmarks
+    /// that compare the store with a bare EVALSHA of the same script.
+    #[cfg(feature = "test-util")]
+    pub fn script_source(algorithm: Algorithm) -> &'static str {
+        lua(algorithm).source
+    }
+
     async fn run(
         &self,
         key: &str,
@@ -126,14 +152,7 @@ impl RedisStore {
         now: Option<u64>,
     ) -> Result<Decision, Error> {
         policy.validate_cost(cost)?;
-        let script: &Script = match policy.kind() {
-            Kind::SlidingLog => &SLIDING_LOG,
-            Kind::FixedWindow => &FIXED_WINDOW,
-            Kind::SlidingWindow => &SLIDING_WINDOW,
-            Kind::TokenBucket(_) | Kind::LeakyBucket(_) => &BUCKET,
-            Kind::Gcra(_) => &GCRA,
-        };
-        let mut call = script.key(key);
+        let mut call = lua(policy.algorithm()).script.key(key);
         match now {
             Some(now) => call.arg(now),
             None => call.arg(""),
