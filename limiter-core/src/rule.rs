@@ -100,7 +100,7 @@ fn write_duration(f: &mut fmt::Formatter<'_>, us: u64) -> fmt::Result {
     ];
     // Seconds read best in headers (`60s`, not `1m`), so minutes are not a unit here.
     for (size, unit) in UNITS {
-        if us % size == 0 {
+        if us.is_multiple_of(size) {
             return write!(f, "{}{unit}", us / size);
         }
     }

@@ -299,3 +299,33 @@ async fn identities_cannot_change_the_key_shape() {
         [format!("{}:%7Bevil%7D%3Aadmin:reply", redis.prefix())]
     );
 }
+
+#[tokio::test]
+async fn every_key_written_expires_when_its_state_means_nothing() {
+    let redis = redis();
+    let store = redis.store().await;
+    let mut raw = redis.raw().await;
+    let minute = Duration::from_secs(60);
+    let per_minute = Rate::per_minute(1).unwrap();
+    for policy in [
+        posts_policy(),
+        Policy::fixed_window(Rule::new(5, minute).unwrap()),
+        Policy::sliding_window(Rule::new(5, minute).unwrap()),
+        Policy::token_bucket(per_minute, 5).unwrap(),
+        Policy::leaky_bucket(per_minute, 5).unwrap(),
+        Policy::gcra(per_minute, 5).unwrap(),
+    ] {
+        let key = redis.key(policy.algorithm().name());
+        let d = limiter_core::Store::check(&store, &key, &policy, 1)
+            .await
+            .unwrap();
+        let ttl_ms: i64 = raw.pttl(&key).await.unwrap();
+        let reset_ms = d.reset_after().as_micros().div_ceil(1000) as i64;
+        // The TTL is the reset time, less the few ms this test took since.
+        assert!(
+            ttl_ms > reset_ms - 1_000 && ttl_ms <= reset_ms,
+            "{}: TTL {ttl_ms} ms, reset after {reset_ms} ms",
+            policy.algorithm()
+        );
+    }
+}

@@ -297,3 +297,45 @@ impl<C> fmt::Debug for MemoryStore<C> {
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::{ManualClock, Rate, Rule};
+
+    #[test]
+    fn keys_whose_windows_passed_are_swept_as_new_keys_arrive() {
+        let clock = ManualClock::new(Duration::from_secs(1_000));
+        let store = MemoryStore::with_clock_and_shards(clock.clone(), 4);
+        let policy = Policy::gcra(Rate::per_second(10).unwrap(), 5).unwrap();
+        for round in 0..20 {
+            for i in 0..1_000 {
+                let key = format!("round{round}-user{i}");
+                assert!(store.check_now(&key, &policy, 1).unwrap().allowed());
+            }
+            // GCRA state of one request lasts one emission interval (100 ms).
+            clock.advance(Duration::from_millis(100));
+        }
+        // Each shard sweeps when it doubles, so at most the last round's keys
+        // and those of the round before survive, per shard.
+        assert!(
+            store.len() <= 4 * 2 * 250 + 1_000,
+            "{} keys live",
+            store.len()
+        );
+        store.sweep();
+        assert_eq!(store.len(), 0);
+    }
+
+    #[test]
+    fn a_key_reused_with_another_algorithm_starts_fresh() {
+        let store = MemoryStore::with_clock(ManualClock::new(Duration::from_secs(1)));
+        let log = Policy::sliding_log([Rule::new(1, Duration::from_secs(60)).unwrap()]).unwrap();
+        let bucket = Policy::token_bucket(Rate::per_second(1).unwrap(), 3).unwrap();
+        assert!(store.check_now("k", &log, 1).unwrap().allowed());
+        assert_eq!(store.check_now("k", &bucket, 1).unwrap().remaining(), 2);
+        assert_eq!(store.len(), 1);
+    }
+}

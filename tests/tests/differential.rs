@@ -1,0 +1,155 @@
+//! Differential property test: random traces of (time step, key, cost) go
+//! through the memory store, the Redis store (given the same timestamps) and
+//! the reference model in `differential/model.rs`, for every algorithm; every
+//! field of every decision must be equal.
+
+#[path = "differential/model.rs"]
+mod model;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use limiter_core::{MemoryStore, Policy, Rate, RedisStore, Rule};
+use limiter_tests::TestRedis;
+use model::{KeyModel, Outcome, Params};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+
+const T0: u64 = 1_750_000_000_000_000;
+const KEYS: usize = 3;
+const CASES: u32 = 96;
+
+#[derive(Debug, Clone)]
+struct Step {
+    advance_us: u64,
+    key: usize,
+    cost: u64,
+}
+
+/// Windows and periods: short and long ones, and a few shared values so that
+/// rules tie (and tie-breaking is compared too).
+fn window() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        2 => 1u64..2_000,
+        2 => 1_000u64..3_000_000,
+        2 => prop::sample::select(vec![500u64, 1_000, 2_000, 60_000]),
+    ]
+}
+
+fn params() -> impl Strategy<Value = Params> {
+    prop_oneof![
+        prop::collection::vec((1u64..7, window()), 1..4).prop_map(Params::SlidingLog),
+        (1u64..7, window()).prop_map(|(l, w)| Params::FixedWindow(l, w)),
+        (1u64..9, window()).prop_map(|(l, w)| Params::SlidingWindow(l, w)),
+        (1u64..11, window(), 1u64..7, any::<bool>())
+            .prop_map(|(a, p, c, pacing)| Params::Bucket(a, p, c, pacing)),
+        (1u64..11, window(), 1u64..7).prop_map(|(a, p, b)| Params::Gcra(a, p, b)),
+    ]
+}
+
+fn policy(params: &Params) -> Policy {
+    let us = Duration::from_micros;
+    match *params {
+        Params::SlidingLog(ref rules) => {
+            Policy::sliding_log(rules.iter().map(|&(l, w)| Rule::new(l, us(w)).unwrap())).unwrap()
+        }
+        Params::FixedWindow(l, w) => Policy::fixed_window(Rule::new(l, us(w)).unwrap()),
+        Params::SlidingWindow(l, w) => Policy::sliding_window(Rule::new(l, us(w)).unwrap()),
+        Params::Bucket(a, p, c, false) => {
+            Policy::token_bucket(Rate::new(a, us(p)).unwrap(), c).unwrap()
+        }
+        Params::Bucket(a, p, c, true) => {
+            Policy::leaky_bucket(Rate::new(a, us(p)).unwrap(), c).unwrap()
+        }
+        Params::Gcra(a, p, b) => Policy::gcra(Rate::new(a, us(p)).unwrap(), b).unwrap(),
+    }
+}
+
+/// The largest cost every part of the policy can hold.
+fn max_cost(params: &Params) -> u64 {
+    match *params {
+        Params::SlidingLog(ref rules) => rules.iter().map(|r| r.0).min().unwrap(),
+        Params::FixedWindow(l, _) | Params::SlidingWindow(l, _) => l,
+        Params::Bucket(_, _, c, _) | Params::Gcra(_, _, c) => c,
+    }
+}
+
+/// A trace whose steps are mostly small (many decisions inside one window)
+/// with some long gaps (windows passing, buckets refilling).
+fn case() -> impl Strategy<Value = (Params, u64, Vec<Step>)> {
+    (params(), 0u64..1_000_000_000).prop_flat_map(|(params, start)| {
+        let longest = match params {
+            Params::SlidingLog(ref r) => r.iter().map(|r| r.1).max().unwrap(),
+            Params::FixedWindow(_, w) | Params::SlidingWindow(_, w) => w,
+            Params::Bucket(_, p, _, _) | Params::Gcra(_, p, _) => p,
+        };
+        let step = (
+            prop_oneof![3 => Just(0u64), 4 => 0..=longest / 4, 2 => 0..=longest * 2],
+            0..KEYS,
+            prop_oneof![3 => Just(1u64), 1 => 1..=max_cost(&params)],
+        )
+            .prop_map(|(advance_us, key, cost)| Step {
+                advance_us,
+                key,
+                cost,
+            });
+        (
+            Just(params),
+            Just(start),
+            prop::collection::vec(step, 1..60),
+        )
+    })
+}
+
+async fn run_case(
+    redis: &RedisStore,
+    prefix: &str,
+    (params, start, steps): (Params, u64, Vec<Step>),
+) -> Result<(), TestCaseError> {
+    static CASE: AtomicU64 = AtomicU64::new(0);
+    let case = CASE.fetch_add(1, Ordering::Relaxed);
+    let policy = policy(&params);
+    let params = model::params_of(&policy, &params);
+    let memory = MemoryStore::new();
+    let mut models = vec![KeyModel::default(); KEYS];
+    let mut now = T0 + start;
+    for (i, step) in steps.iter().enumerate() {
+        now += step.advance_us;
+        let key = format!("{prefix}:case{case}:k{}", step.key);
+        let from_memory = memory.check_at(&key, &policy, step.cost, now).unwrap();
+        let from_redis = redis.check_at(&key, &policy, step.cost, now).await.unwrap();
+        let expected = models[step.key].check(&params, now, step.cost);
+        prop_assert_eq!(
+            &Outcome::of(&from_memory),
+            &expected,
+            "memory vs model at step {} ({:?})",
+            i,
+            step
+        );
+        prop_assert_eq!(
+            from_redis,
+            from_memory,
+            "redis vs memory at step {} ({:?})",
+            i,
+            step
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn memory_redis_and_the_model_agree_on_every_decision() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let test_redis: TestRedis = limiter_tests::redis();
+    let redis = runtime.block_on(test_redis.store());
+    let mut runner = TestRunner::new(Config {
+        cases: CASES * 5,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    runner
+        .run(&case(), |case| {
+            runtime.block_on(run_case(&redis, test_redis.prefix(), case))
+        })
+        .unwrap();
+}

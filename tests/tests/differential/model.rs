@@ -1,0 +1,298 @@
+//! A reference model of every algorithm, written from the definitions rather
+//! than from the stores' code: it keeps every allowed request (no pruning),
+//! and finds "retry after" by searching for the first instant at which the
+//! same request would pass, instead of solving for it.
+
+use limiter_core::{Algorithm, Policy};
+
+/// What a decision says, in plain numbers, for comparison.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Outcome {
+    pub(crate) allowed: bool,
+    pub rule_index: usize,
+    pub retry_after_us: Option<u64>,
+    pub delay_us: u64,
+    /// (remaining, reset after µs) per rule.
+    pub rules: Vec<(u64, u64)>,
+}
+
+impl Outcome {
+    pub(crate) fn of(d: &limiter_core::Decision) -> Self {
+        Self {
+            allowed: d.allowed(),
+            rule_index: d.rule_index(),
+            retry_after_us: d.retry_after().map(|r| r.as_micros() as u64),
+            delay_us: d.delay().as_micros() as u64,
+            rules: d
+                .rules()
+                .iter()
+                .map(|s| (s.remaining(), s.reset_after().as_micros() as u64))
+                .collect(),
+        }
+    }
+}
+
+/// The model's parameters, taken from the policy's public description.
+#[derive(Debug, Clone)]
+pub(crate) enum Params {
+    SlidingLog(Vec<(u64, u64)>),
+    FixedWindow(u64, u64),
+    SlidingWindow(u64, u64),
+    /// amount, period µs, capacity, pacing
+    Bucket(u64, u64, u64, bool),
+    /// amount, period µs, burst
+    Gcra(u64, u64, u64),
+}
+
+/// One key's state in the model.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct KeyModel {
+    log: Vec<u64>,
+    window: Option<(u64, u64)>,        // (start, count)
+    counters: Option<(u64, u64, u64)>, // (start, previous, current)
+    bucket: Option<(u128, u64)>,       // (water in 1/period token units, updated)
+    tat: Option<u64>,
+}
+
+impl KeyModel {
+    pub(crate) fn check(&mut self, params: &Params, now: u64, cost: u64) -> Outcome {
+        let allowed = self.passes(params, now, cost);
+        // Per rule: the first instant it alone would pass (for the deciding rule).
+        let rule_count = match params {
+            Params::SlidingLog(rules) => rules.len(),
+            _ => 1,
+        };
+        let mut retry_after_us = None;
+        let mut rule_index = 0;
+        if !allowed {
+            let mut longest = 0;
+            for i in 0..rule_count {
+                if !self.rule_passes(params, i, now, cost) {
+                    let wait = first_passing(|t| self.rule_passes(params, i, t, cost), now);
+                    if wait > longest {
+                        longest = wait;
+                        rule_index = i;
+                    }
+                }
+            }
+            retry_after_us = Some(first_passing(|t| self.passes(params, t, cost), now));
+        }
+        let delay_us = if allowed {
+            self.record(params, now, cost)
+        } else {
+            0
+        };
+        let rules: Vec<(u64, u64)> = (0..rule_count)
+            .map(|i| self.status(params, i, now))
+            .collect();
+        if allowed {
+            let fewest = rules.iter().map(|r| r.0).min().unwrap();
+            rule_index = rules.iter().position(|r| r.0 == fewest).unwrap();
+        }
+        Outcome {
+            allowed,
+            rule_index,
+            retry_after_us,
+            delay_us,
+            rules,
+        }
+    }
+
+    fn passes(&self, params: &Params, t: u64, cost: u64) -> bool {
+        let rules = match params {
+            Params::SlidingLog(rules) => rules.len(),
+            _ => 1,
+        };
+        (0..rules).all(|i| self.rule_passes(params, i, t, cost))
+    }
+
+    /// Whether rule `i` alone lets a request of `cost` pass at `t`, if nothing
+    /// else happens before `t`.
+    fn rule_passes(&self, params: &Params, i: usize, t: u64, cost: u64) -> bool {
+        match *params {
+            Params::SlidingLog(ref rules) => {
+                let (limit, window) = rules[i];
+                self.in_window(t, window) + cost <= limit
+            }
+            Params::FixedWindow(limit, window) => match self.window {
+                Some((start, count)) if t < start + window => count + cost <= limit,
+                _ => true,
+            },
+            Params::SlidingWindow(limit, window) => {
+                self.weighted(window, t) + cost as f64 <= limit as f64
+            }
+            Params::Bucket(amount, period, capacity, _) => {
+                self.water(amount, t) + (cost * period) as u128 <= (capacity * period) as u128
+            }
+            Params::Gcra(amount, period, burst) => {
+                let (interval, tolerance) = gcra(amount, period, burst);
+                self.tat.unwrap_or(t).max(t) + cost * interval <= t + tolerance
+            }
+        }
+    }
+
+    fn in_window(&self, t: u64, window: u64) -> u64 {
+        self.log
+            .iter()
+            .filter(|&&e| e <= t && e + window > t)
+            .count() as u64
+    }
+
+    /// The sliding window's estimate at `t`.
+    fn weighted(&self, window: u64, t: u64) -> f64 {
+        let start = t - t % window;
+        let (previous, current) = match self.counters {
+            Some((s, p, c)) if s == start => (p, c),
+            Some((s, _, c)) if s + window == start => (c, 0),
+            _ => (0, 0),
+        };
+        previous as f64 * ((window - (t - start)) as f64 / window as f64) + current as f64
+    }
+
+    /// The bucket's water at `t`, in 1/period token units; it drains `amount` per µs.
+    fn water(&self, amount: u64, t: u64) -> u128 {
+        match self.bucket {
+            Some((water, updated)) => {
+                let drained = t.saturating_sub(updated) as u128 * amount as u128;
+                water.saturating_sub(drained)
+            }
+            None => 0,
+        }
+    }
+
+    /// Records an allowed request; returns the pacing delay.
+    fn record(&mut self, params: &Params, now: u64, cost: u64) -> u64 {
+        match *params {
+            Params::SlidingLog(_) => {
+                self.log.extend(std::iter::repeat_n(now, cost as usize));
+                0
+            }
+            Params::FixedWindow(_, window) => {
+                self.window = match self.window {
+                    Some((start, count)) if now < start + window => Some((start, count + cost)),
+                    _ => Some((now, cost)),
+                };
+                0
+            }
+            Params::SlidingWindow(_, window) => {
+                let start = now - now % window;
+                self.counters = match self.counters {
+                    Some((s, p, c)) if s == start => Some((start, p, c + cost)),
+                    Some((s, _, c)) if s + window == start => Some((start, c, cost)),
+                    _ => Some((start, 0, cost)),
+                };
+                0
+            }
+            Params::Bucket(amount, period, _, pacing) => {
+                let water = self.water(amount, now);
+                let updated = self.bucket.map_or(now, |(_, u)| u.max(now));
+                self.bucket = Some((water + (cost * period) as u128, updated));
+                if pacing {
+                    water.div_ceil(amount as u128) as u64
+                } else {
+                    0
+                }
+            }
+            Params::Gcra(amount, period, burst) => {
+                let (interval, _) = gcra(amount, period, burst);
+                self.tat = Some(self.tat.unwrap_or(now).max(now) + cost * interval);
+                0
+            }
+        }
+    }
+
+    /// (remaining, reset after) of rule `i` at `now`.
+    fn status(&self, params: &Params, i: usize, now: u64) -> (u64, u64) {
+        match *params {
+            Params::SlidingLog(ref rules) => {
+                let (limit, window) = rules[i];
+                let newest = self
+                    .log
+                    .iter()
+                    .filter(|&&e| e <= now && e + window > now)
+                    .max();
+                (
+                    limit.saturating_sub(self.in_window(now, window)),
+                    newest.map_or(0, |e| e + window - now),
+                )
+            }
+            Params::FixedWindow(limit, window) => match self.window {
+                Some((start, count)) if now < start + window => {
+                    (limit - count, start + window - now)
+                }
+                _ => unreachable!("read after recording, or when denied inside a live window"),
+            },
+            Params::SlidingWindow(limit, window) => {
+                let start = now - now % window;
+                let (previous, current) = match self.counters {
+                    Some((s, p, c)) if s == start => (p, c),
+                    Some((s, _, c)) if s + window == start => (c, 0),
+                    _ => (0, 0),
+                };
+                let reset = if current > 0 {
+                    start + 2 * window - now
+                } else if previous > 0 {
+                    start + window - now
+                } else {
+                    0
+                };
+                let remaining = (limit as f64 - self.weighted(window, now)).max(0.0).floor() as u64;
+                (remaining, reset)
+            }
+            Params::Bucket(amount, period, capacity, _) => {
+                let water = self.water(amount, now);
+                (
+                    ((capacity * period) as u128 - water) as u64 / period,
+                    water.div_ceil(amount as u128) as u64,
+                )
+            }
+            Params::Gcra(amount, period, burst) => {
+                let (interval, tolerance) = gcra(amount, period, burst);
+                let ttl = self.tat.unwrap_or(now).max(now) - now;
+                ((tolerance - ttl) / interval, ttl)
+            }
+        }
+    }
+}
+
+/// GCRA's emission interval (the period per request, rounded up to the µs)
+/// and tolerance (interval × burst).
+fn gcra(amount: u64, period: u64, burst: u64) -> (u64, u64) {
+    let interval = period.div_ceil(amount);
+    (interval, interval * burst)
+}
+
+/// The smallest `d > 0` with `passes(now + d)`, for a `passes` that, once
+/// true, stays true (state only decays while nothing is recorded).
+fn first_passing(passes: impl Fn(u64) -> bool, now: u64) -> u64 {
+    let mut high = 1;
+    while !passes(now + high) {
+        high *= 2;
+    }
+    let mut low = high / 2; // fails (or is 0, which is "now": known to fail)
+    while high - low > 1 {
+        let mid = low + (high - low) / 2;
+        if passes(now + mid) {
+            high = mid
+        } else {
+            low = mid
+        }
+    }
+    high
+}
+
+/// The model's parameters for a policy built by the test.
+pub(crate) fn params_of(policy: &Policy, raw: &Params) -> Params {
+    // The test builds both from the same numbers; check they agree on the algorithm.
+    let matches = matches!(
+        (policy.algorithm(), raw),
+        (Algorithm::SlidingLog, Params::SlidingLog(_))
+            | (Algorithm::FixedWindow, Params::FixedWindow(..))
+            | (Algorithm::SlidingWindow, Params::SlidingWindow(..))
+            | (Algorithm::TokenBucket, Params::Bucket(_, _, _, false))
+            | (Algorithm::LeakyBucket, Params::Bucket(_, _, _, true))
+            | (Algorithm::Gcra, Params::Gcra(..))
+    );
+    assert!(matches, "{policy:?} vs {raw:?}");
+    raw.clone()
+}
