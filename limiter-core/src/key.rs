@@ -28,34 +28,58 @@ pub const MAX_IDENTITY_LEN: usize = 128;
 /// assert_eq!(long.len(), "sha256-".len() + 64);
 /// ```
 pub fn push_identity(key: &mut String, identity: &str) {
-    let start = key.len();
-    let mut escaped_len = 0;
-    for c in identity.chars() {
-        escaped_len += if needs_escape(c) {
-            3 * c.len_utf8()
-        } else {
-            c.len_utf8()
-        };
-    }
+    push_identity_bytes(key, identity.as_bytes());
+}
+
+/// [`push_identity`] for raw bytes, such as a header value that is not UTF-8.
+///
+/// Bytes that are not valid UTF-8 are percent-encoded. Since every `%` of
+/// valid text is itself encoded, the result stays unique per input.
+///
+/// ```
+/// let mut key = String::new();
+/// limiter_core::push_identity_bytes(&mut key, b"caf\xe9");
+/// assert_eq!(key, "caf%E9");
+/// ```
+pub fn push_identity_bytes(key: &mut String, identity: &[u8]) {
+    let escaped_len: usize = identity
+        .utf8_chunks()
+        .map(|chunk| {
+            let valid: usize = chunk.valid().chars().map(escaped_len).sum();
+            valid + 3 * chunk.invalid().len()
+        })
+        .sum();
     if escaped_len > MAX_IDENTITY_LEN {
         key.push_str("sha256-");
-        for byte in Sha256::digest(identity.as_bytes()) {
+        for byte in Sha256::digest(identity) {
             let _ = write!(key, "{byte:02x}");
         }
         return;
     }
     key.reserve(escaped_len);
-    for c in identity.chars() {
-        if needs_escape(c) {
-            let mut buf = [0; 4];
-            for byte in c.encode_utf8(&mut buf).bytes() {
-                let _ = write!(key, "%{byte:02X}");
+    for chunk in identity.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if needs_escape(c) {
+                let mut buf = [0; 4];
+                for byte in c.encode_utf8(&mut buf).bytes() {
+                    let _ = write!(key, "%{byte:02X}");
+                }
+            } else {
+                key.push(c);
             }
-        } else {
-            key.push(c);
+        }
+        for byte in chunk.invalid() {
+            let _ = write!(key, "%{byte:02X}");
         }
     }
-    debug_assert_eq!(key.len() - start, escaped_len);
+}
+
+fn escaped_len(c: char) -> usize {
+    if needs_escape(c) {
+        3 * c.len_utf8()
+    } else {
+        c.len_utf8()
+    }
 }
 
 fn needs_escape(c: char) -> bool {
@@ -82,6 +106,14 @@ mod tests {
         assert_eq!(escaped("老钱"), "老钱");
         // The escape character itself is escaped, so escaping is injective.
         assert_ne!(escaped("%3A"), escaped(":"));
+    }
+
+    #[test]
+    fn invalid_utf8_cannot_collide_with_text() {
+        let mut raw = String::new();
+        push_identity_bytes(&mut raw, b"a\x80");
+        assert_eq!(raw, "a%80");
+        assert_eq!(escaped("a%80"), "a%2580");
     }
 
     #[test]

@@ -52,7 +52,7 @@ mod store;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Decision, MAX_RULES, RuleStatus};
 pub use error::{ConfigError, Error};
-pub use key::{MAX_IDENTITY_LEN, push_identity};
+pub use key::{MAX_IDENTITY_LEN, push_identity, push_identity_bytes};
 pub use limiter::{DEFAULT_PREFIX, Limiter};
 pub use policy::{Algorithm, DEFAULT_DUPLICATE_WINDOW, Policy};
 pub use rule::{MAX_WINDOW, Rate, Rule};

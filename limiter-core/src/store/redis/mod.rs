@@ -20,6 +20,7 @@ use crate::store::Store;
 /// One algorithm's script: the prelude followed by the algorithm's file,
 /// hashed once (for EVALSHA) on first use.
 struct Lua {
+    #[cfg_attr(not(feature = "test-util"), allow(dead_code))]
     source: &'static str,
     script: LazyLock<Script>,
 }

@@ -1,0 +1,170 @@
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll, ready};
+
+use axum::response::Response;
+use http::Request;
+use limiter_core::{Decision, Error};
+use pin_project_lite::pin_project;
+use tower_service::Service;
+
+use super::layer::RouteLimit;
+use crate::context::{BoxFuture, Context};
+use crate::response::{add_headers, too_many_requests, unavailable};
+
+pin_project! {
+    /// The response future of [`Limit`](crate::Limit): waits for the store's
+    /// decision, then either calls the inner service or answers 429.
+    pub struct ResponseFuture<S, B>
+    where
+        S: Service<Request<B>>,
+    {
+        #[pin]
+        state: State<S, B>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<S, B>
+    where
+        S: Service<Request<B>>,
+    {
+        Checking {
+            check: BoxFuture<Result<Decision, Error>>,
+            inner: Option<S>,
+            request: Option<Request<B>>,
+            context: Arc<Context>,
+            limit: Arc<RouteLimit>,
+        },
+        Calling {
+            #[pin]
+            future: S::Future,
+            // The headers to add to the inner response, when configured.
+            headers: Option<(Decision, Arc<RouteLimit>, Arc<Context>)>,
+        },
+        Ready {
+            response: Option<Response>,
+        },
+    }
+}
+
+impl<S, B> ResponseFuture<S, B>
+where
+    S: Service<Request<B>>,
+{
+    pub(crate) fn checking(
+        check: BoxFuture<Result<Decision, Error>>,
+        inner: S,
+        request: Request<B>,
+        context: Arc<Context>,
+        limit: Arc<RouteLimit>,
+    ) -> Self {
+        Self {
+            state: State::Checking {
+                check,
+                inner: Some(inner),
+                request: Some(request),
+                context,
+                limit,
+            },
+        }
+    }
+
+    pub(crate) fn ready(response: Response) -> Self {
+        Self {
+            state: State::Ready {
+                response: Some(response),
+            },
+        }
+    }
+}
+
+impl<S, B> Future for ResponseFuture<S, B>
+where
+    S: Service<Request<B>, Response = Response>,
+{
+    type Output = Result<Response, S::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            match this.state.as_mut().project() {
+                StateProj::Checking {
+                    check,
+                    inner,
+                    request,
+                    context,
+                    limit,
+                } => {
+                    let next = match ready!(check.as_mut().poll(cx)) {
+                        Ok(decision) if decision.allowed() => {
+                            let (mut inner, request) = (
+                                inner.take().expect("polled after completion"),
+                                request.take().expect("polled after completion"),
+                            );
+                            State::Calling {
+                                future: inner.call(request),
+                                headers: context
+                                    .headers
+                                    .on_allowed
+                                    .then(|| (decision, Arc::clone(limit), Arc::clone(context))),
+                            }
+                        }
+                        Ok(decision) => {
+                            tracing::debug!(
+                                limit = %limit.name,
+                                rule = %decision.rule(),
+                                retry_after = ?decision.retry_after(),
+                                "rate limited"
+                            );
+                            State::Ready {
+                                response: Some(too_many_requests(
+                                    &decision,
+                                    limit.policy.cost(),
+                                    &limit.policy_header,
+                                    limit.message.as_deref(),
+                                    context.headers,
+                                )),
+                            }
+                        }
+                        Err(error) => {
+                            tracing::error!(limit = %limit.name, %error, "the rate-limit store failed");
+                            State::Ready {
+                                response: Some(unavailable(
+                                    "The rate limiter cannot decide right now; retry shortly.",
+                                )),
+                            }
+                        }
+                    };
+                    this.state.set(next);
+                }
+                StateProj::Calling { future, headers } => {
+                    let mut response = ready!(future.poll(cx))?;
+                    if let Some((decision, limit, context)) = headers.take() {
+                        add_headers(
+                            response.headers_mut(),
+                            &limit.policy_header,
+                            &decision,
+                            context.headers,
+                        );
+                    }
+                    return Poll::Ready(Ok(response));
+                }
+                StateProj::Ready { response } => {
+                    return Poll::Ready(Ok(response.take().expect("polled after completion")));
+                }
+            }
+        }
+    }
+}
+
+impl<S, B> std::fmt::Debug for ResponseFuture<S, B>
+where
+    S: Service<Request<B>>,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,89 @@
+use std::sync::Arc;
+
+use http::HeaderValue;
+use limiter_core::{Policy, push_identity};
+use tower_layer::Layer;
+
+use super::Limit;
+use crate::key::KeySource;
+use crate::response::policy_header;
+
+/// One policy and one key source, on a route, a handler or any service: the
+/// same limiting as `#[rate_limit]`, without the macro.
+///
+/// The store comes from the [`RateLimitLayer`](crate::RateLimitLayer) on the
+/// router, so a `LimitLayer` works only below one (without it, requests are
+/// answered 500 and the reason is logged). Keys are
+/// `{prefix}:{identity}:{name}`.
+///
+/// ```
+/// use std::time::Duration;
+/// use axum::{Router, routing::post};
+/// use limiter_tower::{KeySource, Limiter, LimitLayer, MemoryStore, Policy, RateLimitLayer, Rule};
+///
+/// let uploads = Policy::sliding_log([Rule::new(3, Duration::from_secs(60))?])?;
+/// let app: Router = Router::new()
+///     .route(
+///         "/uploads",
+///         post(|| async { "stored" }).layer(LimitLayer::new("uploads", uploads, KeySource::ip())),
+///     )
+///     .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())));
+/// # Ok::<(), limiter_tower::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct LimitLayer {
+    pub(crate) limit: Arc<RouteLimit>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct RouteLimit {
+    pub(crate) name: Box<str>,
+    pub(crate) policy: Arc<Policy>,
+    pub(crate) source: KeySource,
+    pub(crate) key_prefix: Option<Box<str>>,
+    pub(crate) message: Option<Box<str>>,
+    pub(crate) policy_header: HeaderValue,
+}
+
+impl LimitLayer {
+    /// A limit named `name` (the last part of its keys, escaped like an
+    /// identity) applying `policy` per `source`.
+    pub fn new(name: impl AsRef<str>, policy: Policy, source: KeySource) -> Self {
+        let mut escaped = String::new();
+        push_identity(&mut escaped, name.as_ref());
+        Self {
+            limit: Arc::new(RouteLimit {
+                name: escaped.into(),
+                policy_header: policy_header(&policy),
+                policy: Arc::new(policy),
+                source,
+                key_prefix: None,
+                message: None,
+            }),
+        }
+    }
+
+    fn limit(&mut self) -> &mut RouteLimit {
+        Arc::make_mut(&mut self.limit)
+    }
+
+    /// The body of this route's 429 (`text/plain`) instead of the problem+json body.
+    pub fn message(mut self, message: impl Into<String>) -> Self {
+        self.limit().message = Some(message.into().into_boxed_str());
+        self
+    }
+
+    /// The key prefix for this route instead of the router layer's.
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.limit().key_prefix = Some(prefix.into().into_boxed_str());
+        self
+    }
+}
+
+impl<S> Layer<S> for LimitLayer {
+    type Service = Limit<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Limit::new(inner, Arc::clone(&self.limit))
+    }
+}

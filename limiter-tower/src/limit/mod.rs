@@ -1,0 +1,10 @@
+//! The per-route limit: one policy and one key source on a route, a handler
+//! or any service. The `#[rate_limit]` attribute generates one per handler.
+
+mod future;
+mod layer;
+mod service;
+
+pub use future::ResponseFuture;
+pub use layer::LimitLayer;
+pub use service::Limit;

@@ -1,0 +1,111 @@
+use std::sync::Arc;
+
+use http::StatusCode;
+use http::request::Parts;
+use limiter_core::{Limiter, Store};
+use tower_layer::Layer;
+
+use super::RateLimit;
+use crate::client_ip::{ClientIp, IpNet};
+use crate::context::{Context, HeaderOptions};
+
+/// The router-level layer: the store, the key prefix, how to find the client
+/// and the user, and which headers to send. Add it once to the router; every
+/// `#[rate_limit]` handler and [`LimitLayer`](crate::LimitLayer) below it uses it.
+///
+/// Cheap to clone. Setters take `mut self` and return `Self`.
+///
+/// ```
+/// use axum::{Router, routing::get};
+/// use limiter_tower::{Limiter, MemoryStore, RateLimitLayer};
+///
+/// let layer = RateLimitLayer::new(Limiter::new(MemoryStore::new()))
+///     .trusted_proxies(["10.0.0.0/8".parse().unwrap()])
+///     .user(|parts| {
+///         parts.headers.get("x-user-id")?.to_str().ok().map(str::to_owned)
+///     });
+/// let app: Router = Router::new().route("/", get(|| async { "hi" })).layer(layer);
+/// ```
+#[derive(Debug, Clone)]
+pub struct RateLimitLayer {
+    context: Arc<Context>,
+}
+
+impl RateLimitLayer {
+    /// A layer over `limiter`'s store, with its key prefix.
+    pub fn new<S: Store + Clone>(limiter: Limiter<S>) -> Self {
+        Self {
+            context: Arc::new(Context {
+                store: Arc::new(limiter.store().clone()),
+                prefix: limiter.prefix().into(),
+                client_ip: ClientIp::default(),
+                user: None,
+                headers: HeaderOptions {
+                    on_allowed: true,
+                    legacy: false,
+                },
+                missing_identity: StatusCode::UNAUTHORIZED,
+            }),
+        }
+    }
+
+    fn context(&mut self) -> &mut Context {
+        Arc::make_mut(&mut self.context)
+    }
+
+    /// The proxies whose `Forwarded` / `X-Forwarded-For` headers are believed
+    /// (none by default: the client is the peer address). Behind them the
+    /// client is the rightmost forwarded address that is not a trusted proxy.
+    pub fn trusted_proxies(mut self, proxies: impl IntoIterator<Item = IpNet>) -> Self {
+        self.context().client_ip.trusted_proxies = proxies.into_iter().collect();
+        self
+    }
+
+    /// How many leading bits of an IPv6 address make one client (default
+    /// [`DEFAULT_IPV6_PREFIX`](crate::DEFAULT_IPV6_PREFIX), at most 128).
+    pub fn ipv6_prefix(mut self, bits: u8) -> Self {
+        self.context().client_ip.ipv6_prefix = bits.min(128);
+        self
+    }
+
+    /// How to find the user of a request, for limits `by = user`: typically
+    /// reading what the application's authentication put in the extensions.
+    /// `None` means "no user": the request is refused with
+    /// [`missing_identity_status`](Self::missing_identity_status).
+    pub fn user(
+        mut self,
+        resolve: impl Fn(&Parts) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.context().user = Some(Arc::new(resolve));
+        self
+    }
+
+    /// The status for a request without the identity its limit counts by (no
+    /// user, no API key header). Default 401 Unauthorized.
+    pub fn missing_identity_status(mut self, status: StatusCode) -> Self {
+        self.context().missing_identity = status;
+        self
+    }
+
+    /// Whether allowed responses carry `RateLimit-Policy` and `RateLimit`
+    /// (default on; 429s always carry them).
+    pub fn rate_limit_headers(mut self, on: bool) -> Self {
+        self.context().headers.on_allowed = on;
+        self
+    }
+
+    /// Whether responses also carry the legacy `X-RateLimit-Limit`,
+    /// `X-RateLimit-Remaining` and `X-RateLimit-Reset` (default off).
+    pub fn legacy_headers(mut self, on: bool) -> Self {
+        self.context().headers.legacy = on;
+        self
+    }
+}
+
+impl<S> Layer<S> for RateLimitLayer {
+    type Service = RateLimit<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RateLimit::new(inner, Arc::clone(&self.context))
+    }
+}

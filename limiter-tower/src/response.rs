@@ -1,0 +1,214 @@
+//! The headers and bodies limiter answers with.
+//!
+//! `RateLimit-Policy` and `RateLimit` follow draft-ietf-httpapi-ratelimit-headers:
+//! Structured Field lists with one item per rule, named after the rule:
+//!
+//! ```text
+//! RateLimit-Policy: "10-per-60s";q=10;w=60, "20-per-120s";q=20;w=120
+//! RateLimit: "10-per-60s";r=0;t=12, "20-per-120s";r=7;t=95
+//! ```
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::Response;
+use http::header::{CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use limiter_core::{Decision, Policy};
+
+use crate::context::HeaderOptions;
+
+/// `RateLimit-Policy`.
+pub static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+/// `RateLimit`.
+pub static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+static X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+static X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+static X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+
+/// The problem type of a 429 (RFC 9457), from the RateLimit draft.
+pub const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
+
+/// Whole seconds, rounded up.
+fn seconds(d: Duration) -> u64 {
+    d.as_micros().div_ceil(1_000_000) as u64
+}
+
+/// The `RateLimit-Policy` value of a policy: fixed, so built once per route.
+pub(crate) fn policy_header(policy: &Policy) -> HeaderValue {
+    let mut value = String::new();
+    for (i, rule) in policy.rules().iter().enumerate() {
+        if i > 0 {
+            value.push_str(", ");
+        }
+        let _ = write!(
+            value,
+            "\"{rule}\";q={};w={}",
+            rule.limit(),
+            seconds(rule.window()).max(1)
+        );
+    }
+    HeaderValue::try_from(value).expect("rule names are visible ASCII")
+}
+
+/// The `RateLimit` value of a decision.
+fn rate_limit_header(decision: &Decision) -> HeaderValue {
+    let mut value = String::new();
+    for (i, status) in decision.rules().iter().enumerate() {
+        if i > 0 {
+            value.push_str(", ");
+        }
+        let _ = write!(
+            value,
+            "\"{}\";r={};t={}",
+            status.rule(),
+            status.remaining(),
+            seconds(status.reset_after())
+        );
+    }
+    HeaderValue::try_from(value).expect("rule names are visible ASCII")
+}
+
+/// Adds the rate-limit headers of `decision` to a response.
+pub(crate) fn add_headers(
+    headers: &mut HeaderMap,
+    policy: &HeaderValue,
+    decision: &Decision,
+    options: HeaderOptions,
+) {
+    headers.insert(RATELIMIT_POLICY.clone(), policy.clone());
+    headers.insert(RATELIMIT.clone(), rate_limit_header(decision));
+    if options.legacy {
+        let deciding = decision.rules()[decision.rule_index()];
+        headers.insert(X_LIMIT.clone(), deciding.rule().limit().into());
+        headers.insert(X_REMAINING.clone(), deciding.remaining().into());
+        headers.insert(X_RESET.clone(), seconds(deciding.reset_after()).into());
+    }
+}
+
+/// The 429: `Retry-After` (whole seconds, rounded up, at least 1), the
+/// RateLimit fields, and the handler's message or a problem+json body naming
+/// the violated rules.
+pub(crate) fn too_many_requests(
+    decision: &Decision,
+    cost: u64,
+    policy: &HeaderValue,
+    message: Option<&str>,
+    options: HeaderOptions,
+) -> Response {
+    let retry_after = seconds(decision.retry_after().unwrap_or_default()).max(1);
+    let violated: Vec<String> = decision
+        .rules()
+        .iter()
+        .filter(|s| s.remaining() < cost)
+        .map(|s| s.rule().to_string())
+        .collect();
+    let mut response = match message {
+        Some(message) => text(StatusCode::TOO_MANY_REQUESTS, message),
+        None => {
+            let names: Vec<String> = violated.iter().map(|v| json_string(v)).collect();
+            let body = format!(
+                r#"{{"type":"{QUOTA_EXCEEDED}","title":"Too Many Requests","status":429,"detail":{},"violated-policies":[{}]}}"#,
+                json_string(&format!(
+                    "Rate limit exceeded ({}); retry after {retry_after} s.",
+                    violated.join(", ")
+                )),
+                names.join(",")
+            );
+            problem_json(StatusCode::TOO_MANY_REQUESTS, body)
+        }
+    };
+    let headers = response.headers_mut();
+    headers.insert(RETRY_AFTER, retry_after.into());
+    add_headers(headers, policy, decision, options);
+    response
+}
+
+/// An RFC 9457 problem of type `about:blank`.
+pub(crate) fn problem(status: StatusCode, detail: &str) -> Response {
+    let body = format!(
+        r#"{{"type":"about:blank","title":{},"status":{},"detail":{}}}"#,
+        json_string(status.canonical_reason().unwrap_or("Error")),
+        status.as_u16(),
+        json_string(detail)
+    );
+    problem_json(status, body)
+}
+
+/// 503 with `Retry-After: 1`: the store could not decide.
+pub(crate) fn unavailable(detail: &str) -> Response {
+    let mut response = problem(StatusCode::SERVICE_UNAVAILABLE, detail);
+    response
+        .headers_mut()
+        .insert(RETRY_AFTER, HeaderValue::from_static("1"));
+    response
+}
+
+fn problem_json(status: StatusCode, body: String) -> Response {
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/problem+json"),
+    );
+    response
+}
+
+fn text(status: StatusCode, body: &str) -> Response {
+    let mut response = Response::new(Body::from(body.to_owned()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+/// `s` as a JSON string literal.
+fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c < ' ' => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use limiter_core::{MemoryStore, Rule};
+
+    #[test]
+    fn fields_name_each_rule() {
+        let policy = Policy::sliding_log([
+            Rule::new(10, Duration::from_secs(60)).unwrap(),
+            Rule::new(20, Duration::from_secs(120)).unwrap(),
+        ])
+        .unwrap();
+        assert_eq!(
+            policy_header(&policy),
+            "\"10-per-60s\";q=10;w=60, \"20-per-120s\";q=20;w=120"
+        );
+        let store = MemoryStore::new();
+        let d = store.check_at("k", &policy, 3, 1_000_000).unwrap();
+        assert_eq!(
+            rate_limit_header(&d),
+            "\"10-per-60s\";r=7;t=60, \"20-per-120s\";r=17;t=120"
+        );
+    }
+
+    #[test]
+    fn json_strings_are_escaped() {
+        assert_eq!(json_string("a\"b\\c\n"), r#""a\"b\\c\u000a""#);
+    }
+}

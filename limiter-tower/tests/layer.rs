@@ -1,0 +1,259 @@
+//! The layers in process: exact 429s and headers, the handler and the body
+//! untouched when denied, missing identities, a missing router layer.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::ConnectInfo;
+use axum::http::{Request, StatusCode};
+use axum::response::Response;
+use axum::routing::post;
+use limiter_tower::{
+    KeySource, LimitLayer, Limiter, ManualClock, MemoryStore, Policy, RateLimitLayer, Rule,
+};
+use tower::ServiceExt;
+
+fn posts_policy() -> Policy {
+    Policy::sliding_log([
+        Rule::new(2, Duration::from_secs(60)).unwrap(),
+        Rule::new(3, Duration::from_secs(120)).unwrap(),
+    ])
+    .unwrap()
+}
+
+struct App {
+    router: Router,
+    clock: ManualClock,
+    runs: Arc<AtomicUsize>,
+}
+
+fn app(source: KeySource, layer: impl FnOnce(RateLimitLayer) -> RateLimitLayer) -> App {
+    let clock = ManualClock::new(Duration::from_secs(1_750_000_000));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&runs);
+    let handler = post(move |body: Bytes| {
+        let counter = Arc::clone(&counter);
+        async move {
+            counter.fetch_add(1, Ordering::SeqCst);
+            format!("read {} bytes", body.len())
+        }
+    })
+    .layer(LimitLayer::new("posts-create", posts_policy(), source));
+    let limiter = Limiter::new(MemoryStore::with_clock(clock.clone()));
+    let router = Router::new()
+        .route("/posts", handler)
+        .layer(layer(RateLimitLayer::new(limiter)));
+    App {
+        router,
+        clock,
+        runs,
+    }
+}
+
+fn request(from: &str) -> Request<Body> {
+    let mut request = Request::post("/posts").body(Body::from("hello")).unwrap();
+    let peer: SocketAddr = format!("{from}:5000").parse().unwrap();
+    request.extensions_mut().insert(ConnectInfo(peer));
+    request
+}
+
+fn header<'a>(response: &'a Response, name: &str) -> &'a str {
+    response.headers()[name].to_str().unwrap()
+}
+
+#[tokio::test]
+async fn over_the_limit_answers_429_with_exact_fields() {
+    let app = app(KeySource::ip(), |l| l);
+    for remaining in [1, 0] {
+        let ok = app
+            .router
+            .clone()
+            .oneshot(request("203.0.113.7"))
+            .await
+            .unwrap();
+        assert_eq!(ok.status(), StatusCode::OK);
+        assert_eq!(
+            header(&ok, "ratelimit"),
+            format!(
+                "\"2-per-60s\";r={remaining};t=60, \"3-per-120s\";r={};t=120",
+                remaining + 1
+            )
+        );
+    }
+    app.clock.advance(Duration::from_millis(59_500));
+    let denied = app
+        .router
+        .clone()
+        .oneshot(request("203.0.113.7"))
+        .await
+        .unwrap();
+    assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
+    // 0.5 s until the first entry leaves: Retry-After rounds up to 1.
+    assert_eq!(header(&denied, "retry-after"), "1");
+    assert_eq!(
+        header(&denied, "ratelimit-policy"),
+        "\"2-per-60s\";q=2;w=60, \"3-per-120s\";q=3;w=120"
+    );
+    assert_eq!(
+        header(&denied, "ratelimit"),
+        "\"2-per-60s\";r=0;t=1, \"3-per-120s\";r=1;t=61"
+    );
+    assert_eq!(header(&denied, "content-type"), "application/problem+json");
+    let body = axum::body::to_bytes(denied.into_body(), 4096)
+        .await
+        .unwrap();
+    assert_eq!(
+        std::str::from_utf8(&body).unwrap(),
+        r#"{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Too Many Requests","status":429,"detail":"Rate limit exceeded (2-per-60s); retry after 1 s.","violated-policies":["2-per-60s"]}"#
+    );
+    // Another client is unaffected; after Retry-After the first passes again.
+    let other = app
+        .router
+        .clone()
+        .oneshot(request("198.51.100.1"))
+        .await
+        .unwrap();
+    assert_eq!(other.status(), StatusCode::OK);
+    app.clock.advance(Duration::from_secs(1));
+    let again = app
+        .router
+        .clone()
+        .oneshot(request("203.0.113.7"))
+        .await
+        .unwrap();
+    assert_eq!(again.status(), StatusCode::OK);
+    assert_eq!(app.runs.load(Ordering::SeqCst), 4);
+}
+
+#[tokio::test]
+async fn a_denied_request_runs_no_handler_and_reads_no_body() {
+    let app = app(KeySource::global(), |l| l);
+    for _ in 0..2 {
+        let ok = app
+            .router
+            .clone()
+            .oneshot(request("203.0.113.7"))
+            .await
+            .unwrap();
+        assert_eq!(ok.status(), StatusCode::OK);
+    }
+    // A body that panics when read: reading it would fail the test.
+    let mut denied = Request::post("/posts")
+        .body(Body::from_stream(Unreadable))
+        .unwrap();
+    denied.extensions_mut().insert(ConnectInfo(
+        "203.0.113.7:5000".parse::<SocketAddr>().unwrap(),
+    ));
+    let response = app.router.clone().oneshot(denied).await.unwrap();
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(app.runs.load(Ordering::SeqCst), 2);
+}
+
+/// A request body whose first read panics.
+struct Unreadable;
+
+impl futures_util::Stream for Unreadable {
+    type Item = Result<Bytes, std::io::Error>;
+
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        panic!("the body of a denied request was read")
+    }
+}
+
+#[tokio::test]
+async fn a_request_without_a_user_gets_401_and_the_status_is_configurable() {
+    let by_user = |l: RateLimitLayer| {
+        l.user(|parts| {
+            parts
+                .headers
+                .get("x-user-id")?
+                .to_str()
+                .ok()
+                .map(str::to_owned)
+        })
+    };
+    let named_users = app(KeySource::user(), by_user);
+    let anonymous = named_users
+        .router
+        .clone()
+        .oneshot(request("203.0.113.7"))
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
+    let mut named = request("203.0.113.7");
+    named
+        .headers_mut()
+        .insert("x-user-id", "laoqian".parse().unwrap());
+    let response = named_users.router.clone().oneshot(named).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+
+    let app = app(KeySource::user(), |l: RateLimitLayer| {
+        l.user(|_| None)
+            .missing_identity_status(StatusCode::FORBIDDEN)
+    });
+    let anonymous = app
+        .router
+        .clone()
+        .oneshot(request("203.0.113.7"))
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), StatusCode::FORBIDDEN);
+    assert_eq!(app.runs.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_limit_without_the_router_layer_answers_a_clear_500() {
+    let router = Router::new().route(
+        "/posts",
+        post(|| async { "never" }).layer(LimitLayer::new(
+            "posts",
+            posts_policy(),
+            KeySource::global(),
+        )),
+    );
+    let response = router.oneshot(request("203.0.113.7")).await.unwrap();
+    assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    let body = axum::body::to_bytes(response.into_body(), 4096)
+        .await
+        .unwrap();
+    assert!(
+        std::str::from_utf8(&body)
+            .unwrap()
+            .contains("Rate limiting is not set up on this server.")
+    );
+}
+
+#[tokio::test]
+async fn legacy_headers_and_quiet_allowed_responses_are_options() {
+    let app = app(KeySource::ip(), |l| {
+        l.legacy_headers(true).rate_limit_headers(false)
+    });
+    let ok = app
+        .router
+        .clone()
+        .oneshot(request("203.0.113.7"))
+        .await
+        .unwrap();
+    assert!(ok.headers().get("ratelimit").is_none());
+    app.router
+        .clone()
+        .oneshot(request("203.0.113.7"))
+        .await
+        .unwrap();
+    let denied = app
+        .router
+        .clone()
+        .oneshot(request("203.0.113.7"))
+        .await
+        .unwrap();
+    assert_eq!(header(&denied, "x-ratelimit-limit"), "2");
+    assert_eq!(header(&denied, "x-ratelimit-remaining"), "0");
+    assert_eq!(header(&denied, "x-ratelimit-reset"), "60");
+}
