@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 use limiter_core::{RedisConfig, RedisStore};
 
+pub mod http;
+
 /// A `redis-server` process of the test's own, killed on drop.
 #[derive(Debug)]
 pub struct RedisServer {
@@ -234,5 +236,73 @@ impl TimedStore {
             Self::Memory(_) => "memory",
             Self::Redis(_) => "redis",
         }
+    }
+}
+
+/// The `ugc` example binary, built on first use (same profile and target
+/// directory as the running test).
+pub fn ugc_binary() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let status = Command::new(cargo)
+                .args(["build", "--quiet", "-p", "limiter-examples", "--bin", "ugc"])
+                .status()
+                .expect("cargo runs");
+            assert!(status.success(), "building the ugc example failed");
+            // The test runs from target/<profile>/deps/.
+            let exe = std::env::current_exe().expect("the test's path");
+            let profile_dir = exe
+                .parent()
+                .and_then(|deps| deps.parent())
+                .expect("target/<profile>");
+            profile_dir.join("ugc")
+        })
+        .clone()
+}
+
+/// A running `ugc` server process, killed on drop.
+#[derive(Debug)]
+pub struct UgcServer {
+    child: Child,
+    addr: std::net::SocketAddr,
+}
+
+impl UgcServer {
+    /// Starts `ugc` on a free port with the given extra environment.
+    pub fn start(env: &[(&str, &str)]) -> Self {
+        let port = free_port();
+        let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().expect("an address");
+        let child = Command::new(ugc_binary())
+            .env("LIMITER_ADDR", addr.to_string())
+            .env_remove("REDIS_URL")
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("ugc starts");
+        let mut server = Self { child, addr };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect(addr).is_err() {
+            if let Ok(Some(status)) = server.child.try_wait() {
+                panic!("ugc exited with {status}");
+            }
+            assert!(Instant::now() < deadline, "ugc did not listen within 30 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        server
+    }
+
+    /// Where it listens.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for UgcServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }

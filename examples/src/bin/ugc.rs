@@ -1,2 +1,81 @@
-//! The UGC community server (being built).
-fn main() {}
+//! The UGC community server. Environment:
+//! - `LIMITER_ADDR`: where to listen (default `127.0.0.1:3000`);
+//! - `REDIS_URL`: share limits through this Redis (default: in-memory store);
+//! - `LIMITER_TRUSTED_PROXIES`: comma-separated CIDRs whose `Forwarded` /
+//!   `X-Forwarded-For` are believed (default none).
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use limiter_examples::{app, parse_trusted_proxies};
+use limiter_tower::{Limiter, MemoryStore, RedisStore};
+use tokio::net::TcpListener;
+use tracing_subscriber::EnvFilter;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .init();
+    match run().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!("{error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let addr = std::env::var("LIMITER_ADDR").unwrap_or_else(|_| "127.0.0.1:3000".into());
+    let proxies =
+        parse_trusted_proxies(&std::env::var("LIMITER_TRUSTED_PROXIES").unwrap_or_default())
+            .map_err(|e| format!("LIMITER_TRUSTED_PROXIES: {e}"))?;
+    let router = match std::env::var("REDIS_URL") {
+        Ok(url) if !url.is_empty() => {
+            let store = RedisStore::connect(&url)
+                .await
+                .map_err(|e| format!("REDIS_URL {url}: {e}"))?;
+            tracing::info!(%url, "limits shared through Redis");
+            app(Limiter::new(store), proxies)
+        }
+        _ => {
+            tracing::info!("limits kept in memory (set REDIS_URL to share them)");
+            app(Limiter::new(MemoryStore::new()), proxies)
+        }
+    };
+    let listener = TcpListener::bind(&addr)
+        .await
+        .map_err(|e| format!("LIMITER_ADDR {addr}: {e}"))?;
+    tracing::info!("listening on http://{}", listener.local_addr()?);
+    axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown())
+    .await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Ctrl-C or SIGTERM.
+async fn shutdown() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+}

@@ -1,0 +1,86 @@
+//! The UGC community server: users post, reply and like, with abuse limited
+//! per user and per IP. `cargo run -p limiter-examples --bin ugc`.
+//!
+//! | route | limit |
+//! |---|---|
+//! | `POST /posts/{id}/replies` | 5 per 60 s per user (a request without a user gets 401) |
+//! | `POST /posts` | 10 per 60 s and 20 per 120 s per client IP, no duplicate within 5 s |
+//! | `POST /posts/{id}/likes` | token bucket per user: 1 token/s, burst 10 |
+//! | `GET /feed` | GCRA per client IP: 100 per 60 s, 20 at once |
+//! | `GET /health` | not limited |
+//!
+//! The `x-user-id` header stands in for real authentication.
+
+use axum::Router;
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+use axum::{Json, extract::Path};
+use limiter_tower::{IpNet, Limiter, RateLimitLayer, Store, rate_limit};
+use serde_json::json;
+
+/// The header that names the logged-in user.
+pub const USER_HEADER: &str = "x-user-id";
+
+/// The user of a request: the `x-user-id` header, when it is valid text.
+pub fn user_of(parts: &Parts) -> Option<String> {
+    let user = parts.headers.get(USER_HEADER)?.to_str().ok()?.trim();
+    (!user.is_empty()).then(|| user.to_owned())
+}
+
+/// Replies: 5 per minute per user.
+#[rate_limit(rules = [(5, 60s)], by = user)]
+async fn create_reply(Path(post): Path<u64>) -> impl IntoResponse {
+    (
+        StatusCode::CREATED,
+        Json(json!({ "post": post, "reply": "created" })),
+    )
+}
+
+/// Posts: 10 per minute and 20 per two minutes per client, and the same
+/// client cannot post twice within 5 s.
+#[rate_limit(rules = [(10, 60s), (20, 120s)], by = ip, prevent_duplicate)]
+async fn create_post() -> impl IntoResponse {
+    (StatusCode::CREATED, Json(json!({ "post": "created" })))
+}
+
+/// Likes: a token bucket per user, 1 token a second, 10 at most.
+#[rate_limit(algorithm = token_bucket(rate = 1/s, burst = 10), by = user)]
+async fn like(Path(post): Path<u64>) -> impl IntoResponse {
+    Json(json!({ "post": post, "liked": true }))
+}
+
+/// The feed: GCRA per client, 100 a minute on average, 20 at once.
+#[rate_limit(algorithm = gcra(rate = 100/60s, burst = 20), by = ip)]
+async fn feed() -> impl IntoResponse {
+    Json(json!({ "posts": [] }))
+}
+
+async fn health() -> impl IntoResponse {
+    Json(json!({ "status": "ok" }))
+}
+
+/// The server's routes, limited through `limiter`'s store.
+pub fn app<S: Store + Clone>(limiter: Limiter<S>, trusted_proxies: Vec<IpNet>) -> Router {
+    Router::new()
+        .route("/posts/{id}/replies", post(create_reply))
+        .route("/posts", post(create_post))
+        .route("/posts/{id}/likes", post(like))
+        .route("/feed", get(feed))
+        .route("/health", get(health))
+        .layer(
+            RateLimitLayer::new(limiter)
+                .trusted_proxies(trusted_proxies)
+                .user(user_of),
+        )
+}
+
+/// Parses `LIMITER_TRUSTED_PROXIES`: comma-separated CIDRs, empty for none.
+pub fn parse_trusted_proxies(text: &str) -> Result<Vec<IpNet>, limiter_tower::IpNetError> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::parse)
+        .collect()
+}

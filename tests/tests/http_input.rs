@@ -1,0 +1,182 @@
+//! Hostile input over real HTTP: spoofed and garbage forwarding headers,
+//! huge and non-UTF-8 identities. Never a 5xx; trusted proxies work.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::post;
+use limiter_examples::app;
+use limiter_tests::http::{send, serve};
+use limiter_tower::{IpNet, Limiter, MemoryStore, RateLimitLayer, rate_limit};
+
+async fn server(proxies: &[&str]) -> SocketAddr {
+    let proxies: Vec<IpNet> = proxies.iter().map(|p| p.parse().unwrap()).collect();
+    serve(app(Limiter::new(MemoryStore::new()), proxies)).await
+}
+
+/// `POST /posts` twice as the same client: the second is a duplicate (429).
+/// Returns the two statuses.
+async fn post_twice(addr: SocketAddr, forwarded: &[(&str, &[u8])]) -> (u16, u16) {
+    let first = send(addr, "POST", "/posts", forwarded, b"")
+        .await
+        .unwrap()
+        .status;
+    let second = send(addr, "POST", "/posts", forwarded, b"")
+        .await
+        .unwrap()
+        .status;
+    (first, second)
+}
+
+#[tokio::test]
+async fn a_spoofed_forwarded_for_from_an_untrusted_peer_is_ignored() {
+    // The peer (127.0.0.1) is not a trusted proxy: every request is 127.0.0.1's.
+    let addr = server(&["10.0.0.0/8"]).await;
+    assert_eq!(
+        post_twice(addr, &[("x-forwarded-for", b"1.1.1.1")]).await,
+        (201, 429)
+    );
+    let other_lie = send(
+        addr,
+        "POST",
+        "/posts",
+        &[("x-forwarded-for", b"2.2.2.2")],
+        b"",
+    )
+    .await
+    .unwrap();
+    assert_eq!(other_lie.status, 429);
+}
+
+#[tokio::test]
+async fn through_a_trusted_proxy_the_forwarded_client_counts() {
+    let addr = server(&["127.0.0.0/8"]).await;
+    assert_eq!(
+        post_twice(addr, &[("x-forwarded-for", b"198.51.100.1")]).await,
+        (201, 429)
+    );
+    // The client's own prefix is not believed: the rightmost untrusted address counts.
+    let chained: &[(&str, &[u8])] = &[("x-forwarded-for", b"198.51.100.1, 198.51.100.2")];
+    assert_eq!(post_twice(addr, chained).await, (201, 429));
+    let forwarded: &[(&str, &[u8])] = &[("forwarded", b"for=\"[2001:db8:1:2::5]:443\"")];
+    assert_eq!(post_twice(addr, forwarded).await, (201, 429));
+    // The same /64 is the same client; another /64 is not.
+    let same_64: &[(&str, &[u8])] = &[("x-forwarded-for", b"2001:db8:1:2::9")];
+    assert_eq!(
+        send(addr, "POST", "/posts", same_64, b"")
+            .await
+            .unwrap()
+            .status,
+        429
+    );
+    let other_64: &[(&str, &[u8])] = &[("x-forwarded-for", b"2001:db8:1:3::9")];
+    assert_eq!(
+        send(addr, "POST", "/posts", other_64, b"")
+            .await
+            .unwrap()
+            .status,
+        201
+    );
+}
+
+#[tokio::test]
+async fn hostile_headers_never_cause_a_server_error() {
+    let addr = server(&["127.0.0.0/8"]).await;
+    let huge = vec![b'a'; 10 * 1024];
+    let attempts: Vec<(&str, &str, Vec<(&str, &[u8])>)> = vec![
+        ("POST", "/posts/1/replies", vec![("x-user-id", &huge)]),
+        (
+            "POST",
+            "/posts/1/replies",
+            vec![("x-user-id", b"\xff\xfe\xfd")],
+        ),
+        ("POST", "/posts/1/replies", vec![("x-user-id", b"")]),
+        ("POST", "/posts/1/likes", vec![("x-user-id", b"{tag}:x")]),
+        (
+            "POST",
+            "/posts",
+            vec![("x-forwarded-for", b"not an address, ,,")],
+        ),
+        ("POST", "/posts", vec![("x-forwarded-for", b"\xff\xfe")]),
+        ("POST", "/posts", vec![("x-forwarded-for", &huge)]),
+        (
+            "POST",
+            "/posts",
+            vec![("forwarded", b"for=unknown;proto=\"")],
+        ),
+        ("POST", "/posts", vec![("forwarded", b"for=\"[::1")]),
+        ("GET", "/feed", vec![("forwarded", b";;;,,,=")]),
+        (
+            "GET",
+            "/feed",
+            vec![("x-forwarded-for", b"999.999.999.999")],
+        ),
+    ];
+    for (method, path, headers) in &attempts {
+        let response = send(addr, method, path, headers, b"").await.unwrap();
+        assert!(
+            response.status < 500,
+            "{method} {path} with {headers:?} answered {}",
+            response.status
+        );
+    }
+    // Each attempt had an answer and the server still serves.
+    let health = send(addr, "GET", "/health", &[], b"").await.unwrap();
+    assert_eq!(health.status, 200);
+    // A 10 kB user is a user (hashed into the key), not a missing one.
+    let huge_user = send(
+        addr,
+        "POST",
+        "/posts/2/replies",
+        &[("x-user-id", &huge)],
+        b"",
+    )
+    .await
+    .unwrap();
+    assert_eq!(huge_user.status, 201);
+    // A user header that is not text is no user.
+    let binary_user = send(
+        addr,
+        "POST",
+        "/posts/2/replies",
+        &[("x-user-id", b"\xff")],
+        b"",
+    )
+    .await
+    .unwrap();
+    assert_eq!(binary_user.status, 401);
+}
+
+/// Counts the handler's runs; its `String` body extractor answers 400 when
+/// the body is not UTF-8, so a 429 for such a body proves it was never read.
+#[rate_limit(rules = [(1, 60s)], by = global)]
+async fn counted(State(runs): State<Arc<AtomicUsize>>, body: String) -> String {
+    runs.fetch_add(1, Ordering::SeqCst);
+    body
+}
+
+#[tokio::test]
+async fn a_denied_request_never_runs_the_handler_nor_reads_the_body() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let router = Router::new()
+        .route("/counted", post(counted))
+        .with_state(Arc::clone(&runs))
+        .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())));
+    let addr = serve(router).await;
+    assert_eq!(
+        send(addr, "POST", "/counted", &[], b"first")
+            .await
+            .unwrap()
+            .status,
+        200
+    );
+    // Were this body read, the extractor would answer 400.
+    let denied = send(addr, "POST", "/counted", &[], b"\xff\xfe not text")
+        .await
+        .unwrap();
+    assert_eq!(denied.status, 429);
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}

@@ -1,0 +1,136 @@
+//! The HTTP layer on Redis: exact counts and fields over real HTTP, waiting
+//! out Retry-After on a short-window server, and two server processes
+//! sharing one Redis.
+
+use limiter_examples::app;
+use limiter_tests::UgcServer;
+use limiter_tests::http::{send, serve};
+use limiter_tower::{Limiter, rate_limit};
+
+#[tokio::test]
+async fn every_route_on_redis_allows_exactly_its_limit_with_exact_fields() {
+    let redis = limiter_tests::redis();
+    let limiter = Limiter::new(redis.store().await).with_prefix(redis.prefix());
+    let addr = serve(app(limiter, Vec::new())).await;
+    let user: &[(&str, &[u8])] = &[("x-user-id", b"laoqian")];
+    let mut statuses = Vec::new();
+    for _ in 0..8 {
+        statuses.push(
+            send(addr, "POST", "/posts/1/replies", user, b"")
+                .await
+                .unwrap()
+                .status,
+        );
+    }
+    assert_eq!(statuses, [201, 201, 201, 201, 201, 429, 429, 429]);
+    // Redis's clock moves on during the test: a few ms, rounded up to the same seconds.
+    let denied = send(addr, "POST", "/posts/1/replies", user, b"")
+        .await
+        .unwrap();
+    denied.assert_denied("60", &[("5-per-60s", 5, 60, 0, 60)]);
+    let other: &[(&str, &[u8])] = &[("x-user-id", b"xiaoming")];
+    assert_eq!(
+        send(addr, "POST", "/posts/1/replies", other, b"")
+            .await
+            .unwrap()
+            .status,
+        201
+    );
+
+    // Posts: the duplicate rule answers first.
+    assert_eq!(
+        send(addr, "POST", "/posts", &[], b"").await.unwrap().status,
+        201
+    );
+    let duplicate = send(addr, "POST", "/posts", &[], b"").await.unwrap();
+    duplicate.assert_denied(
+        "5",
+        &[
+            ("10-per-60s", 10, 60, 9, 60),
+            ("20-per-120s", 20, 120, 19, 120),
+            ("1-per-5s", 1, 5, 0, 5),
+        ],
+    );
+
+    // Likes: a bucket of 10.
+    for _ in 0..10 {
+        assert_eq!(
+            send(addr, "POST", "/posts/1/likes", user, b"")
+                .await
+                .unwrap()
+                .status,
+            200
+        );
+    }
+    let empty = send(addr, "POST", "/posts/1/likes", user, b"")
+        .await
+        .unwrap();
+    empty.assert_denied("1", &[("10-per-10s", 10, 10, 0, 10)]);
+
+    // Feed: 20 at once.
+    for _ in 0..20 {
+        assert_eq!(
+            send(addr, "GET", "/feed", &[], b"").await.unwrap().status,
+            200
+        );
+    }
+    let burst = send(addr, "GET", "/feed", &[], b"").await.unwrap();
+    burst.assert_denied("1", &[("20-per-12s", 20, 12, 0, 12)]);
+}
+
+/// A test-only handler with a one-second window, to wait out Retry-After.
+#[rate_limit(rules = [(2, 1s)], by = global)]
+async fn brief() -> &'static str {
+    "ok"
+}
+
+#[tokio::test]
+async fn after_waiting_retry_after_the_next_request_passes_on_redis() {
+    let redis = limiter_tests::redis();
+    let limiter = Limiter::new(redis.store().await).with_prefix(redis.prefix());
+    let router = axum::Router::new()
+        .route("/brief", axum::routing::get(brief))
+        .layer(limiter_tower::RateLimitLayer::new(limiter));
+    let addr = serve(router).await;
+    assert_eq!(
+        send(addr, "GET", "/brief", &[], b"").await.unwrap().status,
+        200
+    );
+    assert_eq!(
+        send(addr, "GET", "/brief", &[], b"").await.unwrap().status,
+        200
+    );
+    let denied = send(addr, "GET", "/brief", &[], b"").await.unwrap();
+    assert_eq!(denied.status, 429);
+    let wait: u64 = denied.header("retry-after").parse().unwrap();
+    assert_eq!(wait, 1);
+    tokio::time::sleep(std::time::Duration::from_secs(wait)).await;
+    assert_eq!(
+        send(addr, "GET", "/brief", &[], b"").await.unwrap().status,
+        200
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_server_processes_sharing_redis_allow_exactly_five_replies() {
+    let redis = limiter_tests::redis();
+    let servers = [
+        UgcServer::start(&[("REDIS_URL", redis.url())]),
+        UgcServer::start(&[("REDIS_URL", redis.url())]),
+    ];
+    let user = format!("{}-laoqian", redis.prefix());
+    let mut requests = tokio::task::JoinSet::new();
+    for i in 0..200 {
+        let (addr, user) = (servers[i % 2].addr(), user.clone());
+        requests.spawn(async move {
+            let headers: &[(&str, &[u8])] = &[("x-user-id", user.as_bytes())];
+            send(addr, "POST", "/posts/1/replies", headers, b"")
+                .await
+                .unwrap()
+                .status
+        });
+    }
+    let statuses = requests.join_all().await;
+    assert_eq!(statuses.iter().filter(|&&s| s == 201).count(), 5);
+    assert_eq!(statuses.iter().filter(|&&s| s == 429).count(), 195);
+}

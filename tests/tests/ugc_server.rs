@@ -1,0 +1,141 @@
+//! The UGC example server over real HTTP on 127.0.0.1: every route's exact
+//! limit and headers, on the memory store (time moved by hand) and on Redis.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use limiter_examples::app;
+use limiter_tests::http::{Response, send, serve};
+use limiter_tower::{Limiter, ManualClock, MemoryStore};
+
+const T0: Duration = Duration::from_secs(1_750_000_000);
+
+async fn memory_server() -> (SocketAddr, ManualClock) {
+    let clock = ManualClock::new(T0);
+    let limiter = Limiter::new(MemoryStore::with_clock(clock.clone()));
+    (serve(app(limiter, Vec::new())).await, clock)
+}
+
+async fn post(addr: SocketAddr, path: &str, user: Option<&str>) -> Response {
+    let headers: Vec<(&str, &[u8])> = user
+        .map(|u| ("x-user-id", u.as_bytes()))
+        .into_iter()
+        .collect();
+    send(addr, "POST", path, &headers, b"{}").await.unwrap()
+}
+
+async fn get(addr: SocketAddr, path: &str) -> Response {
+    send(addr, "GET", path, &[], b"").await.unwrap()
+}
+
+fn params(pairs: &[(&str, i64)]) -> HashMap<String, i64> {
+    pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+}
+
+#[tokio::test]
+async fn replies_allow_five_per_minute_per_user() {
+    let (addr, clock) = memory_server().await;
+    for remaining in (0..5).rev() {
+        let ok = post(addr, "/posts/7/replies", Some("laoqian")).await;
+        assert_eq!(ok.status, 201);
+        assert_eq!(
+            ok.rate_limit_field("ratelimit"),
+            [(
+                "5-per-60s".to_owned(),
+                params(&[("r", remaining), ("t", 60)])
+            )]
+        );
+    }
+    clock.advance(Duration::from_secs(20));
+    let denied = post(addr, "/posts/7/replies", Some("laoqian")).await;
+    denied.assert_denied("40", &[("5-per-60s", 5, 60, 0, 40)]);
+    assert_eq!(
+        post(addr, "/posts/7/replies", Some("xiaoming"))
+            .await
+            .status,
+        201
+    );
+    assert_eq!(post(addr, "/posts/7/replies", None).await.status, 401);
+    clock.advance(Duration::from_secs(40));
+    assert_eq!(
+        post(addr, "/posts/7/replies", Some("laoqian")).await.status,
+        201
+    );
+}
+
+#[tokio::test]
+async fn posts_allow_ten_a_minute_twenty_per_two_minutes_and_no_duplicate() {
+    let (addr, clock) = memory_server().await;
+    assert_eq!(post(addr, "/posts", None).await.status, 201);
+    let duplicate = post(addr, "/posts", None).await;
+    duplicate.assert_denied(
+        "5",
+        &[
+            ("10-per-60s", 10, 60, 9, 60),
+            ("20-per-120s", 20, 120, 19, 120),
+            ("1-per-5s", 1, 5, 0, 5),
+        ],
+    );
+    // One post every 5 s: 10 in the first minute pass.
+    for _ in 1..10 {
+        clock.advance(Duration::from_secs(5));
+        assert_eq!(post(addr, "/posts", None).await.status, 201);
+    }
+    clock.advance(Duration::from_secs(5));
+    // At 50 s: the post at 0 s leaves the 60 s window at 60 s.
+    let denied = post(addr, "/posts", None).await;
+    denied.assert_denied(
+        "10",
+        &[
+            ("10-per-60s", 10, 60, 0, 55),
+            ("20-per-120s", 20, 120, 10, 115),
+            ("1-per-5s", 1, 5, 1, 0),
+        ],
+    );
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(post(addr, "/posts", None).await.status, 201);
+}
+
+#[tokio::test]
+async fn likes_are_a_token_bucket_per_user() {
+    let (addr, clock) = memory_server().await;
+    for _ in 0..10 {
+        assert_eq!(
+            post(addr, "/posts/1/likes", Some("laoqian")).await.status,
+            200
+        );
+    }
+    let denied = post(addr, "/posts/1/likes", Some("laoqian")).await;
+    denied.assert_denied("1", &[("10-per-10s", 10, 10, 0, 10)]);
+    assert_eq!(post(addr, "/posts/1/likes", None).await.status, 401);
+    clock.advance(Duration::from_secs(1));
+    let ok = post(addr, "/posts/1/likes", Some("laoqian")).await;
+    assert_eq!(ok.status, 200);
+    assert_eq!(ok.body, r#"{"liked":true,"post":1}"#);
+}
+
+#[tokio::test]
+async fn the_feed_is_gcra_per_ip_with_a_burst_of_twenty() {
+    let (addr, clock) = memory_server().await;
+    for _ in 0..20 {
+        assert_eq!(get(addr, "/feed").await.status, 200);
+    }
+    // 100 per 60 s: one more every 600 ms.
+    let denied = get(addr, "/feed").await;
+    denied.assert_denied("1", &[("20-per-12s", 20, 12, 0, 12)]);
+    clock.advance(Duration::from_millis(599));
+    assert_eq!(get(addr, "/feed").await.status, 429);
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(get(addr, "/feed").await.status, 200);
+}
+
+#[tokio::test]
+async fn health_is_not_limited() {
+    let (addr, _clock) = memory_server().await;
+    for _ in 0..50 {
+        let ok = get(addr, "/health").await;
+        assert_eq!(ok.status, 200);
+        assert!(!ok.headers.contains_key("ratelimit"));
+    }
+}
