@@ -1,1 +1,231 @@
-//! The `#[rate_limit]` attribute for `limiter-tower` (being built).
+//! The `#[rate_limit(...)]` attribute for [`limiter-tower`]: one annotation
+//! puts an axum handler behind its own rate limit, checked when the crate
+//! compiles.
+//!
+//! Use it as `limiter_tower::rate_limit` (limiter-tower's default `macros`
+//! feature): the code it generates names limiter-tower's items, so this crate
+//! does not work alone. [`macro@rate_limit`] describes every argument.
+//!
+//! ```
+//! use axum::{Router, body::Body, http::Request, routing::post};
+//! use limiter_tower::{Limiter, MemoryStore, RateLimitLayer, rate_limit};
+//! use tower::ServiceExt as _;
+//!
+//! #[rate_limit(rules = [(1, 60s)], by = global)]
+//! async fn create_post() -> &'static str {
+//!     "created"
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let app = Router::new()
+//!     .route("/posts", post(create_post))
+//!     .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())));
+//!
+//! let request = || Request::post("/posts").body(Body::empty());
+//! assert_eq!(app.clone().oneshot(request()?).await?.status(), 200);
+//! assert_eq!(app.oneshot(request()?).await?.status(), 429); // one a minute
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! [`limiter-tower`]: https://docs.rs/limiter-tower
+
+use proc_macro::TokenStream;
+
+mod attr;
+mod rate_limit;
+
+/// Limits how often an axum handler runs.
+///
+/// Every argument is checked when the crate compiles. The check runs in a
+/// Tower layer in front of the handler, so a denied request is answered
+/// `429 Too Many Requests` before any extractor runs and before its body is
+/// read. The store, the responses and how clients are identified come from the
+/// router's `RateLimitLayer`.
+///
+/// ```
+/// use axum::{Router, extract::State, routing::post};
+/// use limiter_tower::{Limiter, MemoryStore, RateLimitLayer, rate_limit};
+///
+/// #[derive(Clone)]
+/// struct App;
+///
+/// /// Publishes a post.
+/// #[rate_limit(rules = [(10, 60s), (20, 120s)], by = ip, prevent_duplicate)]
+/// pub async fn create_post(State(app): State<App>, body: String) -> &'static str {
+///     "created"
+/// }
+///
+/// let app: Router = Router::new()
+///     .route("/posts", post(create_post)) // routed like any handler
+///     .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())))
+///     .with_state(App);
+/// ```
+///
+/// The attribute goes on a free `async fn` that axum accepts as a handler (up
+/// to 16 extractors, no generics, no `self`). It becomes a unit struct of the
+/// same name and visibility, carrying the function's docs, that implements
+/// axum's `Handler`: `post(create_post)` works as before.
+///
+/// # Arguments
+///
+/// Separated by commas, each at most once, in any order.
+///
+/// ## `rules = [(limit, window), ...]`
+///
+/// At most `limit` requests in any `window`. A window is an integer with a
+/// unit: `ms`, `s`, `m` (minutes), `h` or `d`, up to 366 days. One to eight
+/// rules, all checked (and counted) at once. Required by the sliding log (the
+/// default algorithm), the fixed window and the sliding window.
+///
+/// ```
+/// # use limiter_tower::rate_limit;
+/// #[rate_limit(rules = [(2, 500ms), (10, 60s), (100, 1h), (1000, 1d)])]
+/// async fn create_post() {}
+/// ```
+///
+/// ## `by = ...`
+///
+/// Whose requests share a limit. **`ip` when omitted.**
+///
+/// | value | counts by |
+/// |---|---|
+/// | `ip` | the client's IP address (the peer, or behind trusted proxies the forwarded client) |
+/// | `user` | the user the `RateLimitLayer`'s user resolver finds |
+/// | `global` | nothing: one limit for every client together |
+/// | `header("x-api-key")` | the value of a request header; the name is a valid header name in lowercase |
+/// | `custom(path::to::function)` | what your `fn(&http::request::Parts) -> Option<String>` returns |
+///
+/// ```
+/// # use limiter_tower::rate_limit;
+/// use axum::http::request::Parts;
+///
+/// #[rate_limit(rules = [(5, 60s)], by = user)]
+/// async fn reply() {}
+///
+/// #[rate_limit(rules = [(1000, 1h)], by = header("x-api-key"))]
+/// async fn search() {}
+///
+/// #[rate_limit(rules = [(100, 60s)], by = global)]
+/// async fn status() {}
+///
+/// fn tenant(parts: &Parts) -> Option<String> {
+///     parts.headers.get("x-tenant")?.to_str().ok().map(str::to_owned)
+/// }
+///
+/// #[rate_limit(rules = [(100, 1m)], by = custom(tenant))]
+/// async fn export() {}
+/// ```
+///
+/// ## `prevent_duplicate`, `prevent_duplicate = window`
+///
+/// Adds the rule "1 request per 5 s" (or per `window`), so the same request
+/// cannot be sent twice in a row. Sliding log only; it is one of the eight
+/// rules.
+///
+/// ```
+/// # use limiter_tower::rate_limit;
+/// #[rate_limit(rules = [(10, 60s)], prevent_duplicate)]
+/// async fn create_post() {}
+///
+/// #[rate_limit(rules = [(10, 60s)], prevent_duplicate = 3s)]
+/// async fn create_comment() {}
+/// ```
+///
+/// ## `algorithm = ...`
+///
+/// | value | limited by |
+/// |---|---|
+/// | `sliding_log` (the default) | `rules`, one to eight |
+/// | `fixed_window` | `rules`, exactly one |
+/// | `sliding_window` | `rules`, exactly one |
+/// | `token_bucket(rate = 1/s, burst = 10)` | a refill rate and the bucket's capacity |
+/// | `leaky_bucket(rate = 2/s, capacity = 5)` | a leak rate and the bucket's capacity |
+/// | `gcra(rate = 100/60s, burst = 20)` | a rate, and how many may pass at once |
+///
+/// A rate is an amount per unit (`1/s`, `30/m`) or per duration (`100/60s`).
+/// The buckets and GCRA take no `rules`.
+///
+/// ```
+/// # use limiter_tower::rate_limit;
+/// #[rate_limit(algorithm = fixed_window, rules = [(100, 1m)])]
+/// async fn login() {}
+///
+/// #[rate_limit(algorithm = sliding_window, rules = [(10_000, 1h)])]
+/// async fn feed() {}
+///
+/// #[rate_limit(algorithm = token_bucket(rate = 1/s, burst = 10), by = user)]
+/// async fn like() {}
+///
+/// #[rate_limit(algorithm = leaky_bucket(rate = 2/s, capacity = 5))]
+/// async fn upload() {}
+///
+/// #[rate_limit(algorithm = gcra(rate = 100/60s, burst = 20))]
+/// async fn timeline() {}
+/// ```
+///
+/// ## `cost = n`
+///
+/// What one request counts for (1 when omitted): `n` entries in the log, `n`
+/// tokens. At most the smallest rule limit, the capacity or the burst, since
+/// a costlier request could never pass.
+///
+/// ```
+/// # use limiter_tower::rate_limit;
+/// #[rate_limit(algorithm = token_bucket(rate = 10/s, burst = 100), cost = 10)]
+/// async fn bulk_import() {}
+/// ```
+///
+/// ## `key = "prefix"`
+///
+/// Replaces the layer's key prefix (`rate_limit`) in this handler's keys,
+/// `{prefix}:{identity}:{module}-{handler}`. Not empty, no braces, no
+/// whitespace.
+///
+/// ```
+/// # use limiter_tower::rate_limit;
+/// #[rate_limit(rules = [(3, 1h)], key = "signup")]
+/// async fn sign_up() {}
+/// ```
+///
+/// ## `message = "..."`
+///
+/// The body of the 429 response, instead of the RFC 9457
+/// `application/problem+json` body.
+///
+/// ```
+/// # use limiter_tower::rate_limit;
+/// #[rate_limit(rules = [(5, 60s)], by = user, message = "You are replying too fast.")]
+/// async fn reply() {}
+/// ```
+///
+/// # Compile errors
+///
+/// A mistake is one compile error on the token to fix, and the function is
+/// kept as written so it causes no other error: a zero limit, window, rate,
+/// capacity, burst or cost; a missing or unknown unit; a window over 366
+/// days; an unknown or repeated argument; missing `rules`, or `rules` given to
+/// a bucket or GCRA; more than eight rules (or one rule for the windows);
+/// `prevent_duplicate` with another algorithm; a cost no request could pay;
+/// an invalid or uppercase header name; an unknown algorithm or `by`; a
+/// function that is not `async`, takes `self` or is generic.
+///
+/// ```compile_fail
+/// # use limiter_tower::rate_limit;
+/// #[rate_limit(rules = [(10, 60sec)])]
+/// //                         ^^^^^ unknown unit `sec` in `60sec`: expected ms, s, m, h or d
+/// async fn create_post() {}
+/// ```
+#[proc_macro_attribute]
+pub fn rate_limit(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let item = proc_macro2::TokenStream::from(item);
+    match rate_limit::expand(attr.into(), item.clone()) {
+        Ok(expanded) => expanded.into(),
+        Err(err) => {
+            let mut output = err.to_compile_error();
+            output.extend(item);
+            output.into()
+        }
+    }
+}
