@@ -141,4 +141,29 @@ impl Decision {
     pub(crate) const fn reset_after_us(&self) -> u64 {
         self.reset_after_us
     }
+
+    /// An allowed decision made without the store (failing open): every rule's
+    /// whole quota remains.
+    pub(crate) fn unchecked(policy: &crate::Policy) -> Self {
+        let mut statuses = [RuleStatus::EMPTY; MAX_RULES];
+        for (status, rule) in statuses.iter_mut().zip(policy.rules()) {
+            *status = RuleStatus {
+                rule: *rule,
+                remaining: rule.limit(),
+                reset_after_us: 0,
+            };
+        }
+        Self::new(&statuses[..policy.rules().len()], 0, None, 0)
+    }
+
+    /// The same decision `elapsed_us` later, nothing else having happened:
+    /// every wait is shorter by that much.
+    pub(crate) fn aged(mut self, elapsed_us: u64) -> Self {
+        self.retry_after_us = self.retry_after_us.map(|r| r.saturating_sub(elapsed_us));
+        self.reset_after_us = self.reset_after_us.saturating_sub(elapsed_us);
+        for status in &mut self.statuses[..self.len as usize] {
+            status.reset_after_us = status.reset_after_us.saturating_sub(elapsed_us);
+        }
+        self
+    }
 }

@@ -110,4 +110,23 @@ pub enum Error {
     /// The store answered something this version does not understand.
     #[error("unexpected reply from the store: {0}")]
     Protocol(String),
+    /// The store failed and the failure policy is to refuse (fail closed);
+    /// it will be tried again after the given time.
+    #[error("the rate-limit store is unavailable; retry after {0:?}")]
+    Unavailable(Duration),
+}
+
+impl Error {
+    /// A short name of the kind of error, for metrics: `config`, `redis`,
+    /// `timeout`, `protocol` or `unavailable`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Config(_) => "config",
+            #[cfg(feature = "redis")]
+            Self::Redis(_) => "redis",
+            Self::Timeout(_) => "timeout",
+            Self::Protocol(_) => "protocol",
+            Self::Unavailable(_) => "unavailable",
+        }
+    }
 }

@@ -43,6 +43,7 @@ mod algorithm;
 mod clock;
 mod decision;
 mod error;
+mod guard;
 mod key;
 mod limiter;
 mod policy;
@@ -52,11 +53,15 @@ mod store;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Decision, MAX_RULES, RuleStatus};
 pub use error::{ConfigError, Error};
+pub use guard::{
+    BreakerConfig, BreakerState, DEFAULT_DEADLINE, DEFAULT_DENY_CACHE_CAPACITY, GuardConfig,
+    Guarded, OnStoreError, Verdict,
+};
 pub use key::{MAX_IDENTITY_LEN, push_identity, push_identity_bytes};
 pub use limiter::{DEFAULT_PREFIX, Limiter};
 pub use policy::{Algorithm, DEFAULT_DUPLICATE_WINDOW, Policy};
 pub use rule::{MAX_WINDOW, Rate, Rule};
 pub use store::Store;
-pub use store::memory::MemoryStore;
+pub use store::memory::{DEFAULT_CAPACITY, MemoryStore};
 #[cfg(feature = "redis")]
 pub use store::redis::{RedisConfig, RedisStore};

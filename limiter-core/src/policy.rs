@@ -275,19 +275,16 @@ impl Policy {
         if cost == 0 {
             return Err(ConfigError::ZeroCost);
         }
-        let (capacity, what) = match self.kind {
-            Kind::TokenBucket(b) | Kind::LeakyBucket(b) => (b.capacity, "capacity".to_owned()),
-            Kind::Gcra(g) => (g.burst, "burst".to_owned()),
-            _ => {
-                let rule = self
-                    .rules()
-                    .iter()
-                    .min_by_key(|r| r.limit())
-                    .expect("a rule");
-                (rule.limit(), format!("limit of rule {rule}"))
-            }
-        };
+        let capacity = self.largest_cost();
         if cost > capacity {
+            let what = match self.kind {
+                Kind::TokenBucket(_) | Kind::LeakyBucket(_) => "capacity".to_owned(),
+                Kind::Gcra(_) => "burst".to_owned(),
+                _ => {
+                    let tightest = self.rules().iter().min_by_key(|r| r.limit());
+                    format!("limit of rule {}", tightest.expect("a policy has a rule"))
+                }
+            };
             return Err(ConfigError::CostExceedsCapacity {
                 cost,
                 capacity,
@@ -325,6 +322,55 @@ impl Policy {
 
     pub(crate) const fn kind(&self) -> Kind {
         self.kind
+    }
+
+    /// This policy's share for one of `instances` instances, each limiting on
+    /// its own (the fallback when the shared store is down): every limit,
+    /// capacity and burst divided (rounded down, at least 1), every rate
+    /// slowed by the same factor. The cost is capped at what the share holds.
+    pub fn divided(&self, instances: u32) -> Self {
+        if instances <= 1 {
+            return self.clone();
+        }
+        let n = u64::from(instances);
+        let share = |limit: u64| (limit / n).max(1);
+        let slower = |rate_period: u64| {
+            Duration::from_micros(rate_period.saturating_mul(n)).min(crate::MAX_WINDOW)
+        };
+        let mut divided = match self.kind {
+            Kind::TokenBucket(b) | Kind::LeakyBucket(b) => {
+                let rate = Rate::new(b.drain, slower(b.unit)).expect("a valid rate stays valid");
+                let build = if matches!(self.kind, Kind::TokenBucket(_)) {
+                    Self::token_bucket
+                } else {
+                    Self::leaky_bucket
+                };
+                build(rate, share(b.capacity)).expect("a smaller bucket stays valid")
+            }
+            Kind::Gcra(g) => {
+                let rate = Rate::new(1, slower(g.interval_us)).expect("a valid rate stays valid");
+                Self::gcra(rate, share(g.burst)).expect("a smaller burst stays valid")
+            }
+            kind => {
+                let mut divided = self.clone();
+                for rule in &mut divided.rules[..self.len as usize] {
+                    *rule = Rule::from_parts(share(rule.limit()), rule.window_us());
+                }
+                divided.kind = kind;
+                divided
+            }
+        };
+        divided.cost = self.cost.min(divided.largest_cost());
+        divided
+    }
+
+    /// The largest cost a request can have under this policy.
+    pub(crate) fn largest_cost(&self) -> u64 {
+        match self.kind {
+            Kind::TokenBucket(b) | Kind::LeakyBucket(b) => b.capacity,
+            Kind::Gcra(g) => g.burst,
+            _ => self.rules().iter().map(|r| r.limit()).min().unwrap_or(1),
+        }
     }
 }
 
@@ -403,6 +449,30 @@ mod tests {
             )),
             "the bucket is too large to compute exactly: capacity 1048576 at 1/1d needs more than 2^50 sub-units"
         );
+    }
+
+    #[test]
+    fn a_share_for_each_instance_never_exceeds_the_whole() {
+        let log = Policy::sliding_log([rule(10, 60), rule(3, 1)])
+            .unwrap()
+            .with_cost(2)
+            .unwrap();
+        let share = log.divided(4);
+        assert_eq!(share.rules(), [rule(2, 60), rule(1, 1)]);
+        assert_eq!(share.cost(), 1);
+        let bucket = Policy::token_bucket(Rate::per_second(1).unwrap(), 10)
+            .unwrap()
+            .divided(2);
+        // Half the capacity, refilled half as fast.
+        assert_eq!(bucket.rules(), [rule(5, 10)]);
+        let gcra = Policy::gcra(Rate::per_minute(100).unwrap(), 20)
+            .unwrap()
+            .divided(4);
+        assert_eq!(
+            gcra.rules(),
+            [Rule::new(5, Duration::from_millis(12_000)).unwrap()]
+        );
+        assert_eq!(log.divided(1), log);
     }
 
     #[test]

@@ -22,6 +22,12 @@ mod kw {
     syn::custom_keyword!(message);
     syn::custom_keyword!(cost);
     syn::custom_keyword!(algorithm);
+    syn::custom_keyword!(on_store_error);
+
+    syn::custom_keyword!(fallback);
+    syn::custom_keyword!(fail_open);
+    syn::custom_keyword!(fail_closed);
+    syn::custom_keyword!(instances);
     // `by` values.
     syn::custom_keyword!(ip);
     syn::custom_keyword!(user);
@@ -78,6 +84,48 @@ pub(crate) struct Spec {
     pub(crate) by: By,
     pub(crate) key_prefix: Option<LitStr>,
     pub(crate) message: Option<LitStr>,
+    pub(crate) on_store_error: Option<OnStoreError>,
+}
+
+/// What to decide when the store fails, for this handler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnStoreError {
+    /// A local limiter with each limit divided by `instances`.
+    Fallback(u32),
+    FailOpen,
+    FailClosed,
+}
+
+impl Parse for OnStoreError {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let lookahead = input.lookahead1();
+        if lookahead.peek(kw::fallback) {
+            input.parse::<kw::fallback>()?;
+            if !input.peek(token::Paren) {
+                return Ok(Self::Fallback(1));
+            }
+            let content;
+            parenthesized!(content in input);
+            content.parse::<kw::instances>()?;
+            content.parse::<Token![=]>()?;
+            let count = parse_count(&content, "the number of instances")?;
+            let instances = u32::try_from(count.value).map_err(|_| {
+                Error::new_spanned(&count.lit, "the number of instances must fit in a u32")
+            })?;
+            if !content.is_empty() {
+                return Err(content.error("expected `)` after `instances = N`"));
+            }
+            Ok(Self::Fallback(instances))
+        } else if lookahead.peek(kw::fail_open) {
+            input.parse::<kw::fail_open>()?;
+            Ok(Self::FailOpen)
+        } else if lookahead.peek(kw::fail_closed) {
+            input.parse::<kw::fail_closed>()?;
+            Ok(Self::FailClosed)
+        } else {
+            Err(unknown(input, lookahead, "failure policy"))
+        }
+    }
 }
 
 /// An algorithm with valid parameters, in microseconds.
@@ -128,6 +176,7 @@ pub(crate) struct Args {
     message: Option<LitStr>,
     cost: Option<Count>,
     algorithm: Option<AlgorithmArg>,
+    on_store_error: Option<OnStoreError>,
 }
 
 struct RulesArg {
@@ -252,6 +301,11 @@ impl Parse for Args {
                 once(&args.algorithm, keyword.span, "algorithm")?;
                 input.parse::<Token![=]>()?;
                 args.algorithm = Some(input.parse()?);
+            } else if lookahead.peek(kw::on_store_error) {
+                let keyword: kw::on_store_error = input.parse()?;
+                once(&args.on_store_error, keyword.span, "on_store_error")?;
+                input.parse::<Token![=]>()?;
+                args.on_store_error = Some(input.parse()?);
             } else {
                 return Err(unknown(input, lookahead, "argument"));
             }
@@ -630,6 +684,7 @@ impl Args {
             by: self.by.unwrap_or(By::Ip),
             key_prefix: self.key,
             message: self.message,
+            on_store_error: self.on_store_error,
         })
     }
 
@@ -1069,7 +1124,7 @@ mod tests {
     fn errors_in_arguments() {
         assert_eq!(
             error("rule = [(1, 1s)]"),
-            "unknown argument `rule`, expected one of: `rules`, `by`, `prevent_duplicate`, `key`, `message`, `cost`, `algorithm`"
+            "unknown argument `rule`, expected one of: `rules`, `by`, `prevent_duplicate`, `key`, `message`, `cost`, `algorithm`, `on_store_error`"
         );
         assert_eq!(
             error("rules = [(1, 1s)], rules = [(2, 1s)]"),
@@ -1237,5 +1292,36 @@ mod tests {
         assert_eq!(rule_name(rule(5, 2 * HOUR_US)), "5-per-2h");
         assert_eq!(rule_name(rule(3, DAY_US)), "3-per-1d");
         assert_eq!(rule_name(rule(3, 7)), "3-per-7us");
+    }
+
+    #[test]
+    fn failure_policies_parse() {
+        let policy = |text: &str| {
+            let args: Args =
+                syn::parse_str(&format!("rules = [(1, 1s)], on_store_error = {text}")).unwrap();
+            args.into_spec().unwrap().on_store_error
+        };
+        assert_eq!(policy("fallback"), Some(OnStoreError::Fallback(1)));
+        assert_eq!(
+            policy("fallback(instances = 4)"),
+            Some(OnStoreError::Fallback(4))
+        );
+        assert_eq!(policy("fail_open"), Some(OnStoreError::FailOpen));
+        assert_eq!(policy("fail_closed"), Some(OnStoreError::FailClosed));
+        let error = syn::parse_str::<Args>("rules = [(1, 1s)], on_store_error = retry")
+            .err()
+            .unwrap();
+        assert_eq!(
+            error.to_string(),
+            "unknown failure policy `retry`, expected one of: `fallback`, `fail_open`, `fail_closed`"
+        );
+        let error =
+            syn::parse_str::<Args>("rules = [(1, 1s)], on_store_error = fallback(instances = 0)")
+                .err()
+                .unwrap();
+        assert_eq!(
+            error.to_string(),
+            "the number of instances must be at least 1, got 0"
+        );
     }
 }

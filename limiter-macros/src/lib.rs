@@ -200,6 +200,23 @@ mod rate_limit;
 /// async fn reply() {}
 /// ```
 ///
+/// ## `on_store_error = fallback | fallback(instances = N) | fail_open | fail_closed`
+///
+/// What this handler decides when the shared store (Redis) is slow or down,
+/// instead of the layer's policy
+/// ([`RateLimitLayer::on_store_error`](../limiter_tower/struct.RateLimitLayer.html#method.on_store_error)):
+/// a local limiter with the same rules (each limit divided by `instances`),
+/// letting requests through, or refusing them with 503 and `Retry-After`.
+///
+/// ```
+/// # use limiter_tower::rate_limit;
+/// #[rate_limit(rules = [(3, 1m)], by = ip, on_store_error = fail_closed)]
+/// async fn pay() {}
+///
+/// #[rate_limit(rules = [(100, 1m)], by = ip, on_store_error = fallback(instances = 4))]
+/// async fn search() {}
+/// ```
+///
 /// # Compile errors
 ///
 /// A mistake is one compile error on the token to fix, and the function is

@@ -7,7 +7,7 @@ use syn::ext::IdentExt as _;
 use syn::spanned::Spanned as _;
 use syn::{Attribute, Error, FnArg, ItemFn, LitStr, Type};
 
-use crate::attr::{Algorithm, Args, Bucket, By, Spec};
+use crate::attr::{Algorithm, Args, Bucket, By, OnStoreError, Spec};
 
 /// The most arguments an axum handler takes.
 const MAX_ARGS: usize = 16;
@@ -185,6 +185,13 @@ fn generate(spec: &Spec, handler: ItemFn) -> TokenStream {
     let by = by(&private, &spec.by);
     let key_prefix = option(spec.key_prefix.as_ref().map(|lit| quote!(#lit)));
     let message = option(spec.message.as_ref().map(|lit| quote!(#lit)));
+    let on_store_error = option(spec.on_store_error.map(|policy| match policy {
+        OnStoreError::Fallback(instances) => {
+            quote!(#private::OnStoreError::Fallback { instances: #instances })
+        }
+        OnStoreError::FailOpen => quote!(#private::OnStoreError::FailOpen),
+        OnStoreError::FailClosed => quote!(#private::OnStoreError::FailClosed),
+    }));
 
     quote! {
         #(#on_type)*
@@ -202,6 +209,7 @@ fn generate(spec: &Spec, handler: ItemFn) -> TokenStream {
                 by: #by,
                 key_prefix: #key_prefix,
                 message: #message,
+                on_store_error: #on_store_error,
             });
 
             #(#on_fn)*
@@ -337,6 +345,7 @@ mod tests {
                     by: ::limiter_tower::__private::KeySpec::Ip,
                     key_prefix: ::core::option::Option::None,
                     message: ::core::option::Option::None,
+                    on_store_error: ::core::option::Option::None,
                 });
 
                 async fn create_post(State(app): State<App>, Json(p): Json<NewPost>) -> impl IntoResponse { body }

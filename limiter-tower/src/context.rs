@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use http::StatusCode;
-use limiter_core::{Decision, Error, Policy, Store};
+use limiter_core::{Error, GuardConfig, Guarded, OnStoreError, Policy, Store, Verdict};
 
 use crate::client_ip::ClientIp;
 use crate::key::Resolver;
@@ -13,25 +13,56 @@ use crate::key::Resolver;
 /// A boxed, sendable future.
 pub(crate) type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
 
-/// A [`Store`] behind a pointer, so every route can reach it without knowing its type.
+/// A [`Store`] behind a pointer, so every route can reach it without knowing
+/// its type; remote stores come guarded (deadline, breaker, failure policy).
 pub(crate) trait DynStore: Send + Sync + 'static {
     fn check_owned(
         self: Arc<Self>,
         key: String,
         policy: Arc<Policy>,
         cost: u64,
-    ) -> BoxFuture<Result<Decision, Error>>;
+        on_error: OnStoreError,
+    ) -> BoxFuture<Result<Verdict, Error>>;
 }
 
-impl<S: Store> DynStore for S {
+/// A store that never fails (the memory store): no deadline to pay.
+struct Local<S>(S);
+
+impl<S: Store> DynStore for Local<S> {
     fn check_owned(
         self: Arc<Self>,
         key: String,
         policy: Arc<Policy>,
         cost: u64,
-    ) -> BoxFuture<Result<Decision, Error>> {
-        Box::pin(async move { self.check(&key, &policy, cost).await })
+        _: OnStoreError,
+    ) -> BoxFuture<Result<Verdict, Error>> {
+        Box::pin(async move { self.0.check(&key, &policy, cost).await.map(Verdict::Store) })
     }
+}
+
+impl<S: Store> DynStore for Guarded<S> {
+    fn check_owned(
+        self: Arc<Self>,
+        key: String,
+        policy: Arc<Policy>,
+        cost: u64,
+        on_error: OnStoreError,
+    ) -> BoxFuture<Result<Verdict, Error>> {
+        Box::pin(async move { self.check_with(&key, &policy, cost, on_error).await })
+    }
+}
+
+/// Builds the (guarded) store for a guard configuration.
+pub(crate) type StoreBuilder = Arc<dyn Fn(GuardConfig) -> Arc<dyn DynStore> + Send + Sync>;
+
+pub(crate) fn store_builder<S: Store + Clone>(store: S) -> StoreBuilder {
+    Arc::new(move |config| -> Arc<dyn DynStore> {
+        if store.is_remote() {
+            Arc::new(Guarded::new(store.clone(), config))
+        } else {
+            Arc::new(Local(store.clone()))
+        }
+    })
 }
 
 /// Which headers responses carry.
@@ -46,6 +77,8 @@ pub(crate) struct HeaderOptions {
 #[derive(Clone)]
 pub(crate) struct Context {
     pub(crate) store: Arc<dyn DynStore>,
+    pub(crate) build_store: StoreBuilder,
+    pub(crate) guard: GuardConfig,
     pub(crate) prefix: Box<str>,
     pub(crate) client_ip: ClientIp,
     pub(crate) user: Option<Resolver>,
@@ -57,6 +90,7 @@ impl fmt::Debug for Context {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Context")
             .field("prefix", &self.prefix)
+            .field("guard", &self.guard)
             .field("client_ip", &self.client_ip)
             .field("user", &self.user.as_ref().map(|_| ".."))
             .field("headers", &self.headers)

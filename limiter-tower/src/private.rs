@@ -7,6 +7,7 @@ use std::time::Duration;
 
 pub use axum;
 pub use http;
+pub use limiter_core::OnStoreError;
 use limiter_core::{ConfigError, Policy, Rate, Rule};
 
 use crate::key::KeySource;
@@ -29,6 +30,8 @@ pub struct HandlerSpec {
     pub key_prefix: Option<&'static str>,
     /// `message = "..."`: the 429 body.
     pub message: Option<&'static str>,
+    /// `on_store_error = ...`: the failure policy instead of the layer's.
+    pub on_store_error: Option<OnStoreError>,
 }
 
 /// The algorithm and its numbers; times in microseconds.
@@ -205,6 +208,9 @@ impl HandlerSpec {
         }
         if let Some(message) = self.message {
             layer = layer.message(message);
+        }
+        if let Some(policy) = self.on_store_error {
+            layer = layer.on_store_error(policy);
         }
         layer
     }

@@ -136,12 +136,12 @@ pub(crate) fn problem(status: StatusCode, detail: &str) -> Response {
     problem_json(status, body)
 }
 
-/// 503 with `Retry-After: 1`: the store could not decide.
-pub(crate) fn unavailable(detail: &str) -> Response {
+/// 503 with `Retry-After`: the store could not decide.
+pub(crate) fn unavailable(detail: &str, retry_after: Duration) -> Response {
     let mut response = problem(StatusCode::SERVICE_UNAVAILABLE, detail);
     response
         .headers_mut()
-        .insert(RETRY_AFTER, HeaderValue::from_static("1"));
+        .insert(RETRY_AFTER, seconds(retry_after).max(1).into());
     response
 }
 

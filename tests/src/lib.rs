@@ -306,3 +306,91 @@ impl Drop for UgcServer {
         let _ = self.child.wait();
     }
 }
+
+/// A Redis Cluster of three masters (no replicas), each a `redis-server`
+/// process on a free port; slots split evenly by the harness. Stopped on drop.
+#[derive(Debug)]
+pub struct RedisCluster {
+    /// The masters, in slot order: node 0 owns 0..=5460, 1 owns 5461..=10922, 2 the rest.
+    pub nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    /// Starts the cluster and waits until every node reports `cluster_state:ok`
+    /// and knows the whole slot map.
+    pub fn start() -> Self {
+        let nodes: Vec<RedisServer> = (0..3)
+            .map(|_| {
+                RedisServer::start_with(&[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    "2000",
+                ])
+            })
+            .collect();
+        let ranges = [(0, 5460), (5461, 10922), (10923, 16383)];
+        for (node, (first, last)) in nodes.iter().zip(ranges) {
+            node.command(&[
+                "CLUSTER",
+                "ADDSLOTSRANGE",
+                &first.to_string(),
+                &last.to_string(),
+            ]);
+        }
+        for node in &nodes[1..] {
+            nodes[0].command(&["CLUSTER", "MEET", "127.0.0.1", &node.port().to_string()]);
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let ready = nodes.iter().all(|n| {
+                n.command(&["CLUSTER", "INFO"]).contains("cluster_state:ok")
+                    && n.command(&["CLUSTER", "SLOTS"])
+                        .matches("127.0.0.1")
+                        .count()
+                        >= 3
+            });
+            if ready {
+                return Self { nodes };
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the cluster did not form within 30 s"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// `redis://127.0.0.1:{port}/` of every node, the seeds for a client.
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::url).collect()
+    }
+
+    /// The node that owns `key`'s slot.
+    pub fn owner_of(&self, key: &str) -> usize {
+        let slot: u16 = self.nodes[0]
+            .command(&["CLUSTER", "KEYSLOT", key])
+            .trim()
+            .parse()
+            .expect("a slot number");
+        match slot {
+            0..=5460 => 0,
+            5461..=10922 => 1,
+            _ => 2,
+        }
+    }
+}
+
+impl RedisServer {
+    /// Runs a command with `redis-cli` and returns its raw output.
+    pub fn command(&self, args: &[&str]) -> String {
+        let output = Command::new("redis-cli")
+            .args(["-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .expect("redis-cli runs (it comes with redis-server)");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+}

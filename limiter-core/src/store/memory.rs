@@ -27,6 +27,9 @@ use crate::store::Store;
 
 /// Shards when none are asked for: enough that 2–64 cores rarely meet on one lock.
 const DEFAULT_SHARDS: usize = 64;
+/// The most keys a memory store holds unless told otherwise (about 13 MB of
+/// state for one-value algorithms; see BENCHMARKS.md for bytes per key).
+pub const DEFAULT_CAPACITY: usize = 100_000;
 /// A shard is not swept before it holds this many keys.
 const MIN_SWEEP_LEN: usize = 64;
 
@@ -62,6 +65,8 @@ struct Inner<C> {
 struct Shard {
     entries: HashTable<Entry>,
     sweep_at_len: usize,
+    /// The most keys this shard holds.
+    capacity: usize,
 }
 
 struct Entry {
@@ -69,6 +74,8 @@ struct Entry {
     hash: u64,
     /// After this instant the state means the same as no state at all.
     expires_at: Micros,
+    /// The last check of this key, for least-recently-used eviction.
+    last_used: Micros,
     state: State,
 }
 
@@ -102,6 +109,7 @@ impl<C: Clock> MemoryStore<C> {
     /// A store with `shards` shards (rounded up to a power of two, at least 1).
     pub fn with_clock_and_shards(clock: C, shards: usize) -> Self {
         let shards = shards.max(1).next_power_of_two();
+        let capacity = DEFAULT_CAPACITY.div_ceil(shards);
         Self {
             inner: Arc::new(Inner {
                 clock,
@@ -111,11 +119,25 @@ impl<C: Clock> MemoryStore<C> {
                         Mutex::new(Shard {
                             entries: HashTable::new(),
                             sweep_at_len: MIN_SWEEP_LEN,
+                            capacity,
                         })
                     })
                     .collect(),
             }),
         }
+    }
+
+    /// At most `keys` keys hold state (default [`DEFAULT_CAPACITY`]). When a
+    /// new key finds its shard full, keys whose windows have passed go first,
+    /// then the least recently used eighth of the shard. An evicted key
+    /// starts afresh: under a flood of distinct keys, memory stays bounded
+    /// and the oldest idle keys lose their history.
+    pub fn with_capacity(self, keys: usize) -> Self {
+        let per_shard = keys.max(1).div_ceil(self.inner.shards.len());
+        for shard in self.inner.shards.iter() {
+            lock(shard).capacity = per_shard;
+        }
+        self
     }
 
     /// Checks a request now, synchronously: the memory store never waits.
@@ -144,6 +166,7 @@ impl<C: Clock> MemoryStore<C> {
             if changed || decision.allowed() {
                 entry.expires_at = now + decision.reset_after_us();
             }
+            entry.last_used = now;
             return Ok(decision);
         }
         let (decision, created) = decide(None, policy, now, cost);
@@ -152,6 +175,7 @@ impl<C: Clock> MemoryStore<C> {
                 key: key.into(),
                 hash,
                 expires_at: now + decision.reset_after_us(),
+                last_used: now,
                 state,
             };
             shard.insert(entry, now);
@@ -198,10 +222,28 @@ fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
 
 impl Shard {
     fn insert(&mut self, entry: Entry, now: Micros) {
-        if self.entries.len() >= self.sweep_at_len {
+        if self.entries.len() >= self.sweep_at_len.min(self.capacity) {
             self.sweep(now);
         }
+        if self.entries.len() >= self.capacity {
+            self.evict_least_recently_used();
+        }
         self.entries.insert_unique(entry.hash, entry, |e| e.hash);
+    }
+
+    /// Drops the least recently used eighth (at least one key); a batch, so
+    /// the cost is amortized over the inserts that refill it.
+    fn evict_least_recently_used(&mut self) {
+        let mut last_used: Vec<Micros> = self.entries.iter().map(|e| e.last_used).collect();
+        let batch = (last_used.len() / 8).max(1);
+        let (_, &mut threshold, _) = last_used.select_nth_unstable(batch - 1);
+        let mut evicted = 0;
+        // Ties at the threshold go too, up to the batch size.
+        self.entries.retain(|e| {
+            let evict = e.last_used < threshold || (e.last_used == threshold && evicted < batch);
+            evicted += usize::from(evict);
+            !evict
+        });
     }
 
     fn sweep(&mut self, now: Micros) {
@@ -280,6 +322,10 @@ impl<C: Clock> Store for MemoryStore<C> {
     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.check_now(key, policy, cost)
     }
+
+    fn is_remote(&self) -> bool {
+        false
+    }
 }
 
 impl<C> Clone for MemoryStore<C> {
@@ -327,6 +373,45 @@ mod tests {
         );
         store.sweep();
         assert_eq!(store.len(), 0);
+    }
+
+    #[test]
+    fn a_full_store_evicts_expired_keys_first_then_the_least_recently_used() {
+        let clock = ManualClock::new(Duration::from_secs(1_000));
+        let store = MemoryStore::with_clock_and_shards(clock.clone(), 1).with_capacity(80);
+        let short = Policy::fixed_window(Rule::new(5, Duration::from_secs(1)).unwrap());
+        let long = Policy::fixed_window(Rule::new(5, Duration::from_secs(3600)).unwrap());
+        for i in 0..40 {
+            store.check_now(&format!("short{i}"), &short, 1).unwrap();
+        }
+        for i in 0..40 {
+            clock.advance(Duration::from_millis(1));
+            store.check_now(&format!("long{i}"), &long, 1).unwrap();
+        }
+        assert_eq!(store.len(), 80);
+        // The short windows have passed: they make room first.
+        clock.advance(Duration::from_secs(2));
+        store.check_now("new0", &long, 1).unwrap();
+        assert_eq!(store.len(), 41);
+        for i in 1..40 {
+            store.check_now(&format!("new{i}"), &long, 1).unwrap();
+        }
+        // Touch long0 so it is recent; the next new key evicts the oldest eighth
+        // of 80 (long1..long10), not long0.
+        store.check_now("long0", &long, 1).unwrap();
+        store.check_now("newest", &long, 1).unwrap();
+        assert_eq!(store.len(), 71);
+        assert_eq!(store.check_now("long0", &long, 1).unwrap().remaining(), 2);
+        assert_eq!(
+            store.check_now("long1", &long, 1).unwrap().remaining(),
+            4,
+            "evicted: starts afresh"
+        );
+        assert_eq!(
+            store.check_now("long11", &long, 1).unwrap().remaining(),
+            3,
+            "kept"
+        );
     }
 
     #[test]

@@ -33,6 +33,13 @@ pub trait Store: Send + Sync + 'static {
         policy: &Policy,
         cost: u64,
     ) -> impl Future<Output = Result<Decision, Error>> + Send;
+
+    /// Whether calls cross a network and so can be slow or fail. The HTTP
+    /// layer guards such stores with a deadline, a circuit breaker and a
+    /// failure policy ([`Guarded`](crate::Guarded)); local ones need none.
+    fn is_remote(&self) -> bool {
+        true
+    }
 }
 
 impl<S: Store> Store for Arc<S> {
@@ -43,5 +50,9 @@ impl<S: Store> Store for Arc<S> {
         cost: u64,
     ) -> impl Future<Output = Result<Decision, Error>> + Send {
         (**self).check(key, policy, cost)
+    }
+
+    fn is_remote(&self) -> bool {
+        (**self).is_remote()
     }
 }

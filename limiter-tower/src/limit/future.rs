@@ -5,7 +5,7 @@ use std::task::{Context as TaskContext, Poll, ready};
 
 use axum::response::Response;
 use http::Request;
-use limiter_core::{Decision, Error};
+use limiter_core::{Decision, Error, Verdict};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
@@ -32,7 +32,7 @@ pin_project! {
         S: Service<Request<B>>,
     {
         Checking {
-            check: BoxFuture<Result<Decision, Error>>,
+            check: BoxFuture<Result<Verdict, Error>>,
             inner: Option<S>,
             request: Option<Request<B>>,
             context: Arc<Context>,
@@ -55,7 +55,7 @@ where
     S: Service<Request<B>>,
 {
     pub(crate) fn checking(
-        check: BoxFuture<Result<Decision, Error>>,
+        check: BoxFuture<Result<Verdict, Error>>,
         inner: S,
         request: Request<B>,
         context: Arc<Context>,
@@ -98,21 +98,32 @@ where
                     context,
                     limit,
                 } => {
-                    let next = match ready!(check.as_mut().poll(cx)) {
-                        Ok(decision) if decision.allowed() => {
+                    let verdict = ready!(check.as_mut().poll(cx));
+                    record(&verdict, limit);
+                    let next = match verdict {
+                        Ok(verdict) if verdict.allowed() => {
                             let (mut inner, request) = (
                                 inner.take().expect("polled after completion"),
                                 request.take().expect("polled after completion"),
                             );
+                            // Failing open has no decision, so no headers.
+                            let headers = verdict
+                                .decision()
+                                .filter(|_| context.headers.on_allowed)
+                                .map(|d| (*d, Arc::clone(limit), Arc::clone(context)));
                             State::Calling {
                                 future: inner.call(request),
-                                headers: context
-                                    .headers
-                                    .on_allowed
-                                    .then(|| (decision, Arc::clone(limit), Arc::clone(context))),
+                                headers,
                             }
                         }
-                        Ok(decision) => {
+                        Ok(Verdict::FailedClosed { retry_after }) => State::Ready {
+                            response: Some(unavailable(
+                                "The rate limiter cannot decide right now; retry shortly.",
+                                retry_after,
+                            )),
+                        },
+                        Ok(verdict) => {
+                            let decision = verdict.decision().expect("a denial has a decision");
                             tracing::debug!(
                                 limit = %limit.name,
                                 rule = %decision.rule(),
@@ -121,7 +132,7 @@ where
                             );
                             State::Ready {
                                 response: Some(too_many_requests(
-                                    &decision,
+                                    decision,
                                     limit.policy.cost(),
                                     &limit.policy_header,
                                     limit.message.as_deref(),
@@ -130,10 +141,11 @@ where
                             }
                         }
                         Err(error) => {
-                            tracing::error!(limit = %limit.name, %error, "the rate-limit store failed");
+                            tracing::error!(limit = %limit.name, %error, "the rate limiter failed");
                             State::Ready {
                                 response: Some(unavailable(
                                     "The rate limiter cannot decide right now; retry shortly.",
+                                    std::time::Duration::from_secs(1),
                                 )),
                             }
                         }
@@ -158,6 +170,27 @@ where
             }
         }
     }
+}
+
+/// Counts the decision in `limiter_decisions_total`.
+fn record(verdict: &Result<Verdict, Error>, limit: &RouteLimit) {
+    let (outcome, source) = match verdict {
+        Ok(Verdict::Store(d)) => (if d.allowed() { "allowed" } else { "denied" }, "store"),
+        Ok(Verdict::Cached(_)) => ("denied", "deny_cache"),
+        Ok(Verdict::Fallback(d)) => (if d.allowed() { "allowed" } else { "denied" }, "fallback"),
+        Ok(Verdict::FailedOpen) => ("allowed", "fail_open"),
+        Ok(Verdict::FailedClosed { .. }) => ("refused", "fail_closed"),
+        Ok(_) => ("other", "other"),
+        Err(_) => ("error", "error"),
+    };
+    metrics::counter!(
+        "limiter_decisions_total",
+        "outcome" => outcome,
+        "source" => source,
+        "algorithm" => limit.policy.algorithm().name(),
+        "limit" => limit.name.to_string(),
+    )
+    .increment(1);
 }
 
 impl<S, B> std::fmt::Debug for ResponseFuture<S, B>

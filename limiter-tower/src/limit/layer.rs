@@ -1,7 +1,7 @@
 use std::sync::Arc;
 
 use http::HeaderValue;
-use limiter_core::{Policy, push_identity};
+use limiter_core::{OnStoreError, Policy, push_identity};
 use tower_layer::Layer;
 
 use super::Limit;
@@ -42,6 +42,7 @@ pub(crate) struct RouteLimit {
     pub(crate) source: KeySource,
     pub(crate) key_prefix: Option<Box<str>>,
     pub(crate) message: Option<Box<str>>,
+    pub(crate) on_store_error: Option<OnStoreError>,
     pub(crate) policy_header: HeaderValue,
 }
 
@@ -59,6 +60,7 @@ impl LimitLayer {
                 source,
                 key_prefix: None,
                 message: None,
+                on_store_error: None,
             }),
         }
     }
@@ -70,6 +72,13 @@ impl LimitLayer {
     /// The body of this route's 429 (`text/plain`) instead of the problem+json body.
     pub fn message(mut self, message: impl Into<String>) -> Self {
         self.limit().message = Some(message.into().into_boxed_str());
+        self
+    }
+
+    /// What to decide on this route when the store fails, instead of the
+    /// router layer's [`on_store_error`](crate::RateLimitLayer::on_store_error).
+    pub fn on_store_error(mut self, policy: OnStoreError) -> Self {
+        self.limit().on_store_error = Some(policy);
         self
     }
 

@@ -62,10 +62,15 @@ where
         let request = Request::from_parts(parts, body);
         match key {
             Ok(key) => {
+                if tracing::enabled!(tracing::Level::DEBUG) {
+                    tracing::debug!(limit = %limit.name, %key, "checking");
+                }
+                let on_error = limit.on_store_error.unwrap_or(context.guard.on_store_error);
                 let check = Arc::clone(&context.store).check_owned(
                     key,
                     Arc::clone(&limit.policy),
                     limit.policy.cost(),
+                    on_error,
                 );
                 // The clone is not ready; keep it and use the one that is.
                 let clone = self.inner.clone();

@@ -2,12 +2,12 @@ use std::sync::Arc;
 
 use http::StatusCode;
 use http::request::Parts;
-use limiter_core::{Limiter, Store};
+use limiter_core::{GuardConfig, Limiter, OnStoreError, Store};
 use tower_layer::Layer;
 
 use super::RateLimit;
 use crate::client_ip::{ClientIp, IpNet};
-use crate::context::{Context, HeaderOptions};
+use crate::context::{Context, HeaderOptions, store_builder};
 
 /// The router-level layer: the store, the key prefix, how to find the client
 /// and the user, and which headers to send. Add it once to the router; every
@@ -33,10 +33,19 @@ pub struct RateLimitLayer {
 
 impl RateLimitLayer {
     /// A layer over `limiter`'s store, with its key prefix.
+    ///
+    /// A remote store (Redis) is guarded: every call has a deadline
+    /// ([`DEFAULT_DEADLINE`](crate::DEFAULT_DEADLINE)), a circuit breaker
+    /// stops calling it while it is down, and the failure policy decides
+    /// meanwhile (by default a local fallback limiter with the same rules).
+    /// See [`guard`](Self::guard) and [`on_store_error`](Self::on_store_error).
     pub fn new<S: Store + Clone>(limiter: Limiter<S>) -> Self {
+        let build_store = store_builder(limiter.store().clone());
         Self {
             context: Arc::new(Context {
-                store: Arc::new(limiter.store().clone()),
+                store: build_store(GuardConfig::default()),
+                build_store,
+                guard: GuardConfig::default(),
                 prefix: limiter.prefix().into(),
                 client_ip: ClientIp::default(),
                 user: None,
@@ -51,6 +60,27 @@ impl RateLimitLayer {
 
     fn context(&mut self) -> &mut Context {
         Arc::make_mut(&mut self.context)
+    }
+
+    /// How a remote store is guarded: deadline, circuit breaker, failure
+    /// policy, deny cache and fallback capacity.
+    pub fn guard(mut self, config: GuardConfig) -> Self {
+        let context = self.context();
+        context.guard = config;
+        context.store = (context.build_store)(config);
+        self
+    }
+
+    /// What to decide when the store fails: the local fallback (the
+    /// default), fail open, or fail closed (503 with `Retry-After`). A route
+    /// can override it ([`LimitLayer::on_store_error`](crate::LimitLayer::on_store_error),
+    /// or `on_store_error = ...` in `#[rate_limit]`).
+    pub fn on_store_error(self, policy: OnStoreError) -> Self {
+        let config = GuardConfig {
+            on_store_error: policy,
+            ..self.context.guard
+        };
+        self.guard(config)
     }
 
     /// The proxies whose `Forwarded` / `X-Forwarded-For` headers are believed

@@ -6,8 +6,10 @@
 //! not run. No other failed call is ever sent again: it may have executed.
 
 use std::fmt;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
+
+use tokio::sync::OnceCell;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, Script};
@@ -99,12 +101,21 @@ impl RedisConfig {
 /// use limiter_core::{Limiter, RedisStore};
 ///
 /// # async fn run() -> Result<(), limiter_core::Error> {
+/// // Connects now, and fails if Redis cannot be reached:
 /// let limiter = Limiter::new(RedisStore::connect("redis://127.0.0.1:6379/").await?);
+/// // Connects on first use, so a service starts while Redis is down:
+/// let limiter = Limiter::new(RedisStore::open("redis://127.0.0.1:6379/")?);
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
 pub struct RedisStore {
-    connection: ConnectionManager,
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: Client,
+    config: RedisConfig,
+    connection: OnceCell<ConnectionManager>,
 }
 
 impl RedisStore {
@@ -115,12 +126,44 @@ impl RedisStore {
 
     /// Connects to a standalone Redis at `url`.
     pub async fn connect_with(url: &str, config: RedisConfig) -> Result<Self, Error> {
-        let client = Client::open(url)?;
-        let manager = ConnectionManagerConfig::new()
-            .set_response_timeout(Some(config.response_timeout))
-            .set_connection_timeout(Some(config.connection_timeout));
-        let connection = ConnectionManager::new_with_config(client, manager).await?;
-        Ok(Self { connection })
+        let store = Self::open_with(url, config)?;
+        store.connection().await?;
+        Ok(store)
+    }
+
+    /// A store for the standalone Redis at `url` that connects on first use
+    /// (and again on later uses while it cannot), so a service can start
+    /// while Redis is down. Fails only for a malformed URL.
+    pub fn open(url: &str) -> Result<Self, Error> {
+        Self::open_with(url, RedisConfig::default())
+    }
+
+    /// [`open`](Self::open) with a configuration.
+    pub fn open_with(url: &str, config: RedisConfig) -> Result<Self, Error> {
+        Ok(Self {
+            inner: Arc::new(Inner {
+                client: Client::open(url)?,
+                config,
+                connection: OnceCell::new(),
+            }),
+        })
+    }
+
+    async fn connection(&self) -> Result<ConnectionManager, Error> {
+        let inner = &*self.inner;
+        let connection = inner
+            .connection
+            .get_or_try_init(|| async {
+                let manager = ConnectionManagerConfig::new()
+                    .set_response_timeout(Some(inner.config.response_timeout))
+                    .set_connection_timeout(Some(inner.config.connection_timeout))
+                    // Reconnect quickly; the caller's deadline bounds the wait.
+                    .set_number_of_retries(1)
+                    .set_max_delay(Duration::from_millis(100));
+                ConnectionManager::new_with_config(inner.client.clone(), manager).await
+            })
+            .await?;
+        Ok(connection.clone())
     }
 
     /// Checks a request at `now` (microseconds since the Unix epoch) given by
@@ -180,7 +223,7 @@ impl RedisStore {
                 call.arg(g.interval_us).arg(g.tolerance_us);
             }
         }
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection().await?;
         let reply: Vec<i64> = call.invoke_async(&mut connection).await?;
         parse_reply(&reply, policy)
     }

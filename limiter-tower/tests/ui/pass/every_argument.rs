@@ -52,13 +52,14 @@ pub mod handlers {
         message = "You are replying too fast.",
         key = "replies",
         algorithm = sliding_log,
+        on_store_error = fallback(instances = 4),
     )]
     pub async fn reply(Path(id): Path<u64>) -> String {
         id.to_string()
     }
 
     /// One limit for everyone, in a fixed window.
-    #[rate_limit(algorithm = fixed_window, rules = [(1000, 1m)], by = global)]
+    #[rate_limit(algorithm = fixed_window, rules = [(1000, 1m)], by = global, on_store_error = fail_open)]
     pub async fn health() -> &'static str {
         "ok"
     }

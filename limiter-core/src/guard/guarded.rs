@@ -1,0 +1,417 @@
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::breaker::{Admission, Breaker, BreakerConfig, BreakerState};
+use super::deny_cache::{DEFAULT_DENY_CACHE_CAPACITY, DenyCache};
+use crate::clock::{Clock, SystemClock};
+use crate::decision::Decision;
+use crate::error::Error;
+use crate::policy::Policy;
+use crate::store::Store;
+use crate::store::memory::MemoryStore;
+
+/// How long one store call may take unless configured: tens of
+/// milliseconds, not the client's default of half a second.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_millis(50);
+
+/// What to decide when the store cannot answer in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnStoreError {
+    /// Decide with a local in-memory limiter applying the same policy, each
+    /// limit divided by `instances` (the number of instances sharing the
+    /// store), so together they stay near the shared limit. The default, with
+    /// `instances: 1`.
+    Fallback {
+        /// The number of instances sharing the store (at least 1).
+        instances: u32,
+    },
+    /// Let the request through.
+    FailOpen,
+    /// Refuse the request (the HTTP layer answers 503 with `Retry-After`).
+    FailClosed,
+}
+
+impl Default for OnStoreError {
+    fn default() -> Self {
+        Self::Fallback { instances: 1 }
+    }
+}
+
+impl OnStoreError {
+    /// The name used in metrics and logs.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Fallback { .. } => "fallback",
+            Self::FailOpen => "fail_open",
+            Self::FailClosed => "fail_closed",
+        }
+    }
+}
+
+/// How a check was decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Verdict {
+    /// By the store.
+    Store(Decision),
+    /// By the local deny cache: the store denied this key earlier, until later than now.
+    Cached(Decision),
+    /// By the local fallback limiter, the store having failed or the breaker being open.
+    Fallback(Decision),
+    /// Let through unchecked, the store having failed (fail open).
+    FailedOpen,
+    /// Refused unchecked, the store having failed (fail closed); the store
+    /// will be probed again after `retry_after`.
+    FailedClosed {
+        /// Until the breaker's next probe (at least one second).
+        retry_after: Duration,
+    },
+}
+
+impl Verdict {
+    /// The decision, when there is one.
+    pub fn decision(&self) -> Option<&Decision> {
+        match self {
+            Self::Store(d) | Self::Cached(d) | Self::Fallback(d) => Some(d),
+            Self::FailedOpen | Self::FailedClosed { .. } => None,
+        }
+    }
+
+    /// Whether the request may proceed.
+    pub fn allowed(&self) -> bool {
+        match self {
+            Self::Store(d) | Self::Cached(d) | Self::Fallback(d) => d.allowed(),
+            Self::FailedOpen => true,
+            Self::FailedClosed { .. } => false,
+        }
+    }
+}
+
+/// The settings of a [`Guarded`] store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GuardConfig {
+    /// The deadline of one store call ([`DEFAULT_DEADLINE`]).
+    pub deadline: Duration,
+    /// When the breaker opens and how often it probes.
+    pub breaker: BreakerConfig,
+    /// What to decide when the store fails (unless a call says otherwise).
+    pub on_store_error: OnStoreError,
+    /// How many denials the deny cache keeps; 0 turns it off.
+    pub deny_cache_capacity: usize,
+    /// How many keys the fallback limiter keeps at most.
+    pub fallback_capacity: usize,
+}
+
+impl Default for GuardConfig {
+    fn default() -> Self {
+        Self {
+            deadline: DEFAULT_DEADLINE,
+            breaker: BreakerConfig::default(),
+            on_store_error: OnStoreError::default(),
+            deny_cache_capacity: DEFAULT_DENY_CACHE_CAPACITY,
+            fallback_capacity: crate::DEFAULT_CAPACITY,
+        }
+    }
+}
+
+/// A store guarded against failure: every call has a deadline; after
+/// consecutive failures a circuit breaker stops calling the store and lets one
+/// probe through per interval; meanwhile the failure policy decides. Denials
+/// are remembered locally until they end, so a flood from a denied client
+/// costs no store calls.
+///
+/// A call that missed its deadline is never sent again: it may have executed.
+/// Clones share everything.
+///
+/// ```no_run
+/// use limiter_core::{GuardConfig, Guarded, Limiter, OnStoreError, RedisStore};
+///
+/// # async fn run() -> Result<(), limiter_core::Error> {
+/// let redis = RedisStore::open("redis://127.0.0.1:6379/")?;
+/// let config = GuardConfig {
+///     on_store_error: OnStoreError::Fallback { instances: 4 },
+///     ..GuardConfig::default()
+/// };
+/// let limiter = Limiter::new(Guarded::new(redis, config));
+/// # Ok(()) }
+/// ```
+pub struct Guarded<S, C = SystemClock> {
+    inner: Arc<Inner<S, C>>,
+}
+
+struct Inner<S, C> {
+    store: S,
+    config: GuardConfig,
+    clock: C,
+    breaker: Breaker<C>,
+    deny_cache: Option<DenyCache>,
+    fallback: MemoryStore<C>,
+}
+
+impl<S: Store> Guarded<S, SystemClock> {
+    /// Guards `store` on the system clock.
+    pub fn new(store: S, config: GuardConfig) -> Self {
+        Self::with_clock(store, config, SystemClock)
+    }
+}
+
+impl<S: Store, C: Clock + Clone> Guarded<S, C> {
+    /// Guards `store`, timing the breaker, the deny cache and the fallback by `clock`.
+    pub fn with_clock(store: S, config: GuardConfig, clock: C) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                breaker: Breaker::new(config.breaker, clock.clone()),
+                deny_cache: (config.deny_cache_capacity > 0)
+                    .then(|| DenyCache::new(config.deny_cache_capacity)),
+                fallback: MemoryStore::with_clock(clock.clone())
+                    .with_capacity(config.fallback_capacity),
+                store,
+                config,
+                clock,
+            }),
+        }
+    }
+
+    /// The guarded store.
+    pub fn store(&self) -> &S {
+        &self.inner.store
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &GuardConfig {
+        &self.inner.config
+    }
+
+    /// The circuit breaker's state.
+    pub fn breaker_state(&self) -> BreakerState {
+        self.inner.breaker.state()
+    }
+
+    /// Checks like [`Store::check`], deciding by `on_error` if the store fails.
+    pub async fn check_with(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        on_error: OnStoreError,
+    ) -> Result<Verdict, Error> {
+        let inner = &*self.inner;
+        let now = inner.clock.now_micros();
+        if let Some(cache) = &inner.deny_cache {
+            if let Some(decision) = cache.get(key, cost, now) {
+                metrics::counter!("limiter_deny_cache_hits_total").increment(1);
+                return Ok(Verdict::Cached(decision));
+            }
+        }
+        let admission = inner.breaker.admit();
+        if admission == Admission::Skip {
+            return self.on_failure(key, policy, cost, on_error);
+        }
+        let started = Instant::now();
+        let outcome =
+            tokio::time::timeout(inner.config.deadline, inner.store.check(key, policy, cost))
+                .await
+                .unwrap_or(Err(Error::Timeout(inner.config.deadline)));
+        metrics::histogram!("limiter_store_call_seconds").record(started.elapsed().as_secs_f64());
+        match outcome {
+            Ok(decision) => {
+                inner.breaker.succeeded(admission);
+                self.report_breaker();
+                if !decision.allowed() {
+                    if let Some(cache) = &inner.deny_cache {
+                        cache.insert(key, cost, now, decision);
+                    }
+                }
+                Ok(Verdict::Store(decision))
+            }
+            // The caller's mistake, not the store's: say so.
+            Err(error @ Error::Config(_)) => Err(error),
+            Err(error) => {
+                metrics::counter!("limiter_store_errors_total", "kind" => error.kind())
+                    .increment(1);
+                tracing::warn!(%error, policy = on_error.name(), "rate-limit store failed");
+                inner.breaker.failed(admission);
+                self.report_breaker();
+                self.on_failure(key, policy, cost, on_error)
+            }
+        }
+    }
+
+    fn on_failure(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        on_error: OnStoreError,
+    ) -> Result<Verdict, Error> {
+        metrics::counter!("limiter_fallback_decisions_total", "policy" => on_error.name())
+            .increment(1);
+        match on_error {
+            OnStoreError::Fallback { instances } => {
+                let share = policy.divided(instances);
+                // A cost above the share's capacity is capped to it.
+                let decision =
+                    self.inner
+                        .fallback
+                        .check_now(key, &share, cost.min(share.largest_cost()))?;
+                Ok(Verdict::Fallback(decision))
+            }
+            OnStoreError::FailOpen => Ok(Verdict::FailedOpen),
+            OnStoreError::FailClosed => Ok(Verdict::FailedClosed {
+                retry_after: self.inner.breaker.until_probe().max(Duration::from_secs(1)),
+            }),
+        }
+    }
+
+    fn report_breaker(&self) {
+        let state = match self.inner.breaker.state() {
+            BreakerState::Closed => 0.0,
+            BreakerState::Open => 1.0,
+            BreakerState::HalfOpen => 2.0,
+        };
+        metrics::gauge!("limiter_breaker_state").set(state);
+    }
+}
+
+impl<S: Store, C: Clock + Clone> Store for Guarded<S, C> {
+    /// Checks with the configured failure policy. Failing open answers an
+    /// allowed decision with every rule's whole quota remaining; failing
+    /// closed answers [`Error::Unavailable`].
+    async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        match self
+            .check_with(key, policy, cost, self.inner.config.on_store_error)
+            .await?
+        {
+            Verdict::Store(d) | Verdict::Cached(d) | Verdict::Fallback(d) => Ok(d),
+            Verdict::FailedOpen => Ok(Decision::unchecked(policy)),
+            Verdict::FailedClosed { retry_after } => Err(Error::Unavailable(retry_after)),
+        }
+    }
+}
+
+impl<S, C> Clone for Guarded<S, C> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<S: fmt::Debug, C> fmt::Debug for Guarded<S, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Guarded")
+            .field("store", &self.inner.store)
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::{ManualClock, Rule};
+
+    /// A store that is down: every call fails, and is counted.
+    #[derive(Debug, Default)]
+    struct Down {
+        calls: AtomicUsize,
+    }
+
+    impl Store for Down {
+        async fn check(&self, _: &str, _: &Policy, _: u64) -> Result<Decision, Error> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            Err(Error::Protocol("down".into()))
+        }
+    }
+
+    fn policy() -> Policy {
+        Policy::sliding_log([Rule::new(4, Duration::from_secs(60)).unwrap()]).unwrap()
+    }
+
+    #[tokio::test]
+    async fn each_policy_decides_while_the_store_is_down() {
+        let clock = ManualClock::new(Duration::from_secs(1_000));
+        let guarded = Guarded::with_clock(Down::default(), GuardConfig::default(), clock.clone());
+        // Fallback, limits halved for 2 instances: 2 of 4 pass here.
+        let fallback = OnStoreError::Fallback { instances: 2 };
+        let mut allowed = Vec::new();
+        for _ in 0..3 {
+            let verdict = guarded
+                .check_with("k", &policy(), 1, fallback)
+                .await
+                .unwrap();
+            assert!(matches!(verdict, Verdict::Fallback(_)));
+            allowed.push(verdict.allowed());
+        }
+        assert_eq!(allowed, [true, true, false]);
+        let open = guarded
+            .check_with("k", &policy(), 1, OnStoreError::FailOpen)
+            .await
+            .unwrap();
+        assert_eq!(open, Verdict::FailedOpen);
+        let closed = guarded
+            .check_with("k", &policy(), 1, OnStoreError::FailClosed)
+            .await
+            .unwrap();
+        assert_eq!(
+            closed,
+            Verdict::FailedClosed {
+                retry_after: Duration::from_secs(1)
+            }
+        );
+        // Three failures opened the breaker: the later calls skipped the store.
+        assert_eq!(guarded.store().calls.load(Ordering::SeqCst), 3);
+        assert_eq!(guarded.breaker_state(), BreakerState::Open);
+        clock.advance(Duration::from_secs(1));
+        guarded
+            .check_with("k", &policy(), 1, fallback)
+            .await
+            .unwrap();
+        assert_eq!(
+            guarded.store().calls.load(Ordering::SeqCst),
+            4,
+            "one probe per interval"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_denial_is_answered_locally_until_it_ends() {
+        let clock = ManualClock::new(Duration::from_secs(1_000));
+        let memory = MemoryStore::with_clock(clock.clone());
+        let counted = Counted {
+            inner: memory,
+            calls: AtomicUsize::new(0),
+        };
+        let guarded = Guarded::with_clock(counted, GuardConfig::default(), clock.clone());
+        let policy = Policy::sliding_log([Rule::new(1, Duration::from_secs(10)).unwrap()]).unwrap();
+        assert!(guarded.check("k", &policy, 1).await.unwrap().allowed());
+        for _ in 0..100 {
+            let denied = guarded.check("k", &policy, 1).await.unwrap();
+            assert_eq!(denied.retry_after(), Some(Duration::from_secs(10)));
+        }
+        assert_eq!(
+            guarded.store().calls.load(Ordering::SeqCst),
+            2,
+            "one denial from the store"
+        );
+        clock.advance(Duration::from_secs(10));
+        assert!(guarded.check("k", &policy, 1).await.unwrap().allowed());
+        assert_eq!(guarded.store().calls.load(Ordering::SeqCst), 3);
+    }
+
+    #[derive(Debug)]
+    struct Counted {
+        inner: MemoryStore<ManualClock>,
+        calls: AtomicUsize,
+    }
+
+    impl Store for Counted {
+        async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            self.inner.check(key, policy, cost).await
+        }
+    }
+}
