@@ -363,6 +363,16 @@ impl RedisCluster {
         }
     }
 
+    /// A cluster store through every node as a seed, with a deadline
+    /// generous enough for a loaded test machine.
+    pub async fn store(&self) -> RedisStore {
+        let config = RedisConfig::new().response_timeout(Duration::from_secs(5));
+        let urls = self.urls();
+        RedisStore::connect_cluster(urls.iter().map(String::as_str), config)
+            .await
+            .expect("connect to the test cluster")
+    }
+
     /// `redis://127.0.0.1:{port}/` of every node, the seeds for a client.
     pub fn urls(&self) -> Vec<String> {
         self.nodes.iter().map(RedisServer::url).collect()

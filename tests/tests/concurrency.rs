@@ -65,6 +65,28 @@ async fn exactly_the_limit_passes_on_redis_through_four_connections() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn exactly_the_limit_passes_on_redis_cluster_through_four_connections() {
+    let cluster = limiter_tests::RedisCluster::start();
+    let mut stores = Vec::new();
+    for _ in 0..4 {
+        stores.push(cluster.store().await);
+    }
+    for policy in policies() {
+        // Keys on each of the three masters.
+        for user in ["laoqian", "xiaoming", "xiaohong"] {
+            let key = format!("{user}:{}", policy.algorithm().name());
+            assert_eq!(
+                allowed_of(&stores, &key, &policy).await,
+                LIMIT as usize,
+                "{} on node {}",
+                policy.algorithm(),
+                cluster.owner_of(&key)
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn exactly_the_limit_passes_in_memory() {
     let store = MemoryStore::new();
     for policy in policies() {

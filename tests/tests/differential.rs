@@ -137,19 +137,31 @@ async fn run_case(
     Ok(())
 }
 
-#[test]
-fn memory_redis_and_the_model_agree_on_every_decision() {
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let test_redis: TestRedis = limiter_tests::redis();
-    let redis = runtime.block_on(test_redis.store());
+fn agree(redis: &RedisStore, prefix: &str, cases: u32, runtime: &tokio::runtime::Runtime) {
     let mut runner = TestRunner::new(Config {
-        cases: CASES * 5,
+        cases,
         failure_persistence: None,
         ..Config::default()
     });
     runner
         .run(&case(), |case| {
-            runtime.block_on(run_case(&redis, test_redis.prefix(), case))
+            runtime.block_on(run_case(redis, prefix, case))
         })
         .unwrap();
+}
+
+#[test]
+fn memory_redis_and_the_model_agree_on_every_decision() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let test_redis: TestRedis = limiter_tests::redis();
+    let redis = runtime.block_on(test_redis.store());
+    agree(&redis, test_redis.prefix(), CASES * 5, &runtime);
+}
+
+#[test]
+fn memory_redis_cluster_and_the_model_agree_on_every_decision() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let cluster = limiter_tests::RedisCluster::start();
+    let redis = runtime.block_on(cluster.store());
+    agree(&redis, "cluster", CASES * 2, &runtime);
 }

@@ -29,9 +29,11 @@ struct Denial {
     decision: Decision,
 }
 
+type Shard = HashMap<Box<str>, Denial>;
+
 pub(crate) struct DenyCache {
     hasher: foldhash::fast::FixedState,
-    shards: Box<[Mutex<HashMap<Box<str>, Denial>>]>,
+    shards: Box<[Mutex<Shard>]>,
     per_shard: usize,
 }
 
@@ -44,7 +46,7 @@ impl DenyCache {
         }
     }
 
-    fn shard(&self, key: &str) -> std::sync::MutexGuard<'_, HashMap<Box<str>, Denial>> {
+    fn shard(&self, key: &str) -> std::sync::MutexGuard<'_, Shard> {
         let index = self.hasher.hash_one(key) as usize % SHARDS;
         self.shards[index]
             .lock()

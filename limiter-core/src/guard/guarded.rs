@@ -198,11 +198,13 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
     ) -> Result<Verdict, Error> {
         let inner = &*self.inner;
         let now = inner.clock.now_micros();
-        if let Some(cache) = &inner.deny_cache {
-            if let Some(decision) = cache.get(key, cost, now) {
-                metrics::counter!("limiter_deny_cache_hits_total").increment(1);
-                return Ok(Verdict::Cached(decision));
-            }
+        if let Some(decision) = inner
+            .deny_cache
+            .as_ref()
+            .and_then(|c| c.get(key, cost, now))
+        {
+            metrics::counter!("limiter_deny_cache_hits_total").increment(1);
+            return Ok(Verdict::Cached(decision));
         }
         let admission = inner.breaker.admit();
         if admission == Admission::Skip {
@@ -218,10 +220,8 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
             Ok(decision) => {
                 inner.breaker.succeeded(admission);
                 self.report_breaker();
-                if !decision.allowed() {
-                    if let Some(cache) = &inner.deny_cache {
-                        cache.insert(key, cost, now, decision);
-                    }
+                if let Some(cache) = inner.deny_cache.as_ref().filter(|_| !decision.allowed()) {
+                    cache.insert(key, cost, now, decision);
                 }
                 Ok(Verdict::Store(decision))
             }

@@ -1,60 +1,29 @@
-//! The Redis store: state shared by every instance of a service.
+//! The Redis store: state shared by every instance of a service, on a
+//! standalone Redis or a Redis Cluster.
 //!
-//! Each algorithm is one Lua script (in `scripts/`, sharing `prelude.lua`),
-//! so a check is one atomic round trip. Scripts are sent by SHA1 (EVALSHA)
-//! and loaded only when the server answers NOSCRIPT, which means the call did
-//! not run. No other failed call is ever sent again: it may have executed.
+//! Each algorithm is one Lua script (in `scripts/`, sharing `prelude.lua`)
+//! that touches one key, so a check is one atomic round trip and, on a
+//! cluster, runs on the node owning that key's slot. Scripts are sent by SHA1
+//! (EVALSHA) and loaded only when the server answers NOSCRIPT, which means
+//! the call did not run. No call that may have executed is ever sent again.
+
+mod cluster;
+mod scripts;
 
 use std::fmt;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
+use redis::Client;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
 use tokio::sync::OnceCell;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, Script};
-
-use crate::decision::{Decision, RuleStatus};
+use crate::decision::Decision;
 use crate::error::Error;
-use crate::policy::{Algorithm, Kind, Policy};
+use crate::policy::Policy;
 use crate::store::Store;
-
-/// One algorithm's script: the prelude followed by the algorithm's file,
-/// hashed once (for EVALSHA) on first use.
-struct Lua {
-    #[cfg_attr(not(feature = "test-util"), allow(dead_code))]
-    source: &'static str,
-    script: LazyLock<Script>,
-}
-
-macro_rules! lua {
-    ($file:literal) => {{
-        const SOURCE: &str = concat!(
-            include_str!("scripts/prelude.lua"),
-            include_str!(concat!("scripts/", $file))
-        );
-        Lua {
-            source: SOURCE,
-            script: LazyLock::new(|| Script::new(SOURCE)),
-        }
-    }};
-}
-
-static SLIDING_LOG: Lua = lua!("sliding_log.lua");
-static FIXED_WINDOW: Lua = lua!("fixed_window.lua");
-static SLIDING_WINDOW: Lua = lua!("sliding_window.lua");
-static BUCKET: Lua = lua!("bucket.lua");
-static GCRA: Lua = lua!("gcra.lua");
-
-fn lua(algorithm: Algorithm) -> &'static Lua {
-    match algorithm {
-        Algorithm::SlidingLog => &SLIDING_LOG,
-        Algorithm::FixedWindow => &FIXED_WINDOW,
-        Algorithm::SlidingWindow => &SLIDING_WINDOW,
-        Algorithm::TokenBucket | Algorithm::LeakyBucket => &BUCKET,
-        Algorithm::Gcra => &GCRA,
-    }
-}
 
 /// How the Redis store connects and how long it waits.
 #[derive(Debug, Clone)]
@@ -66,7 +35,7 @@ pub struct RedisConfig {
 impl Default for RedisConfig {
     fn default() -> Self {
         Self {
-            response_timeout: Duration::from_millis(50),
+            response_timeout: crate::DEFAULT_DEADLINE,
             connection_timeout: Duration::from_millis(500),
         }
     }
@@ -78,8 +47,8 @@ impl RedisConfig {
         Self::default()
     }
 
-    /// The deadline of one check: past it the check fails with a timeout
-    /// error and is not replayed (it may have executed).
+    /// The deadline of one call: past it the call fails with a timeout and
+    /// is not replayed (it may have executed).
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
         self
@@ -105,6 +74,11 @@ impl RedisConfig {
 /// let limiter = Limiter::new(RedisStore::connect("redis://127.0.0.1:6379/").await?);
 /// // Connects on first use, so a service starts while Redis is down:
 /// let limiter = Limiter::new(RedisStore::open("redis://127.0.0.1:6379/")?);
+/// // A Redis Cluster, from its seed nodes:
+/// let limiter = Limiter::new(RedisStore::open_cluster([
+///     "redis://10.0.0.1:6379/",
+///     "redis://10.0.0.2:6379/",
+/// ])?);
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
@@ -113,9 +87,23 @@ pub struct RedisStore {
 }
 
 struct Inner {
-    client: Client,
+    backend: Backend,
     config: RedisConfig,
+}
+
+enum Backend {
+    Standalone(Box<Standalone>),
+    Cluster(Box<Cluster>),
+}
+
+struct Standalone {
+    client: Client,
     connection: OnceCell<ConnectionManager>,
+}
+
+struct Cluster {
+    client: ClusterClient,
+    connection: OnceCell<ClusterConnection>,
 }
 
 impl RedisStore {
@@ -126,9 +114,7 @@ impl RedisStore {
 
     /// Connects to a standalone Redis at `url`.
     pub async fn connect_with(url: &str, config: RedisConfig) -> Result<Self, Error> {
-        let store = Self::open_with(url, config)?;
-        store.connection().await?;
-        Ok(store)
+        Self::open_with(url, config)?.connected().await
     }
 
     /// A store for the standalone Redis at `url` that connects on first use
@@ -140,28 +126,92 @@ impl RedisStore {
 
     /// [`open`](Self::open) with a configuration.
     pub fn open_with(url: &str, config: RedisConfig) -> Result<Self, Error> {
-        Ok(Self {
-            inner: Arc::new(Inner {
-                client: Client::open(url)?,
-                config,
-                connection: OnceCell::new(),
-            }),
-        })
+        let backend = Backend::Standalone(Box::new(Standalone {
+            client: Client::open(url)?,
+            connection: OnceCell::new(),
+        }));
+        Ok(Self::from_backend(backend, config))
     }
 
-    async fn connection(&self) -> Result<ConnectionManager, Error> {
-        let inner = &*self.inner;
-        let connection = inner
+    /// Connects to a Redis Cluster through any of its nodes (`seeds`, URLs).
+    pub async fn connect_cluster<'a>(
+        seeds: impl IntoIterator<Item = &'a str>,
+        config: RedisConfig,
+    ) -> Result<Self, Error> {
+        Self::open_cluster_with(seeds, config)?.connected().await
+    }
+
+    /// A store for the Redis Cluster reachable through `seeds` (URLs) that
+    /// connects on first use, like [`open`](Self::open).
+    pub fn open_cluster<'a>(seeds: impl IntoIterator<Item = &'a str>) -> Result<Self, Error> {
+        Self::open_cluster_with(seeds, RedisConfig::default())
+    }
+
+    /// [`open_cluster`](Self::open_cluster) with a configuration.
+    pub fn open_cluster_with<'a>(
+        seeds: impl IntoIterator<Item = &'a str>,
+        config: RedisConfig,
+    ) -> Result<Self, Error> {
+        let client = ClusterClient::builder(seeds.into_iter().collect::<Vec<_>>())
+            // The client's own retries would resend after I/O errors; the
+            // store retries only what provably did not run (see cluster.rs).
+            .retries(0)
+            .response_timeout(config.response_timeout)
+            .connection_timeout(config.connection_timeout)
+            .build()?;
+        let backend = Backend::Cluster(Box::new(Cluster {
+            client,
+            connection: OnceCell::new(),
+        }));
+        Ok(Self::from_backend(backend, config))
+    }
+
+    fn from_backend(backend: Backend, config: RedisConfig) -> Self {
+        Self {
+            inner: Arc::new(Inner { backend, config }),
+        }
+    }
+
+    async fn connected(self) -> Result<Self, Error> {
+        match &self.inner.backend {
+            Backend::Standalone(_) => drop(self.standalone().await?),
+            Backend::Cluster(_) => drop(self.cluster().await?),
+        }
+        Ok(self)
+    }
+
+    /// Whether this store talks to a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.inner.backend, Backend::Cluster(_))
+    }
+
+    async fn standalone(&self) -> Result<ConnectionManager, Error> {
+        let Backend::Standalone(standalone) = &self.inner.backend else {
+            unreachable!("called for a standalone store only");
+        };
+        let config = &self.inner.config;
+        let connection = standalone
             .connection
             .get_or_try_init(|| async {
                 let manager = ConnectionManagerConfig::new()
-                    .set_response_timeout(Some(inner.config.response_timeout))
-                    .set_connection_timeout(Some(inner.config.connection_timeout))
+                    .set_response_timeout(Some(config.response_timeout))
+                    .set_connection_timeout(Some(config.connection_timeout))
                     // Reconnect quickly; the caller's deadline bounds the wait.
                     .set_number_of_retries(1)
                     .set_max_delay(Duration::from_millis(100));
-                ConnectionManager::new_with_config(inner.client.clone(), manager).await
+                ConnectionManager::new_with_config(standalone.client.clone(), manager).await
             })
+            .await?;
+        Ok(connection.clone())
+    }
+
+    async fn cluster(&self) -> Result<ClusterConnection, Error> {
+        let Backend::Cluster(cluster) = &self.inner.backend else {
+            unreachable!("called for a cluster store only");
+        };
+        let connection = cluster
+            .connection
+            .get_or_try_init(|| cluster.client.get_async_connection())
             .await?;
         Ok(connection.clone())
     }
@@ -184,8 +234,8 @@ impl RedisStore {
     /// The Lua source of the script that runs `algorithm`, for benchmarks
     /// that compare the store with a bare EVALSHA of the same script.
     #[cfg(feature = "test-util")]
-    pub fn script_source(algorithm: Algorithm) -> &'static str {
-        lua(algorithm).source
+    pub fn script_source(algorithm: crate::Algorithm) -> &'static str {
+        scripts::lua(algorithm).source
     }
 
     async fn run(
@@ -196,75 +246,31 @@ impl RedisStore {
         now: Option<u64>,
     ) -> Result<Decision, Error> {
         policy.validate_cost(cost)?;
-        let mut call = lua(policy.algorithm()).script.key(key);
-        match now {
-            Some(now) => call.arg(now),
-            None => call.arg(""),
-        };
-        call.arg(cost);
-        match policy.kind() {
-            Kind::SlidingLog => {
-                call.arg(policy.rules().len());
-                for rule in policy.rules() {
-                    call.arg(rule.limit()).arg(rule.window_us());
+        let lua = scripts::lua(policy.algorithm());
+        let call = scripts::evalsha(key, policy, cost, now);
+        let reply: Vec<i64> = match &self.inner.backend {
+            Backend::Standalone(_) => {
+                let mut connection = self.standalone().await?;
+                match call.query_async(&mut connection).await {
+                    Err(error)
+                        if error.kind()
+                            == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+                    {
+                        // NOSCRIPT: the call did not run. Load, then send it again.
+                        let _: redis::Value =
+                            lua.load_command().query_async(&mut connection).await?;
+                        call.query_async(&mut connection).await?
+                    }
+                    outcome => outcome?,
                 }
             }
-            Kind::FixedWindow | Kind::SlidingWindow => {
-                let rule = policy.rules()[0];
-                call.arg(rule.limit()).arg(rule.window_us());
+            Backend::Cluster(_) => {
+                let mut connection = self.cluster().await?;
+                cluster::run(&mut connection, lua, &call).await?
             }
-            Kind::TokenBucket(b) => {
-                call.arg(b.unit).arg(b.drain).arg(b.capacity).arg(0);
-            }
-            Kind::LeakyBucket(b) => {
-                call.arg(b.unit).arg(b.drain).arg(b.capacity).arg(1);
-            }
-            Kind::Gcra(g) => {
-                call.arg(g.interval_us).arg(g.tolerance_us);
-            }
-        }
-        let mut connection = self.connection().await?;
-        let reply: Vec<i64> = call.invoke_async(&mut connection).await?;
-        parse_reply(&reply, policy)
-    }
-}
-
-/// Turns a script's reply (see `prelude.lua`) into a decision.
-fn parse_reply(reply: &[i64], policy: &Policy) -> Result<Decision, Error> {
-    let malformed = || Error::Protocol(format!("script reply {reply:?}"));
-    let rules = policy.rules();
-    let [
-        allowed,
-        decided_by,
-        retry_after,
-        delay,
-        count,
-        per_rule @ ..,
-    ] = reply
-    else {
-        return Err(malformed());
-    };
-    if *count as usize != rules.len()
-        || per_rule.len() != 2 * rules.len()
-        || !(0..rules.len() as i64).contains(decided_by)
-        || (*allowed == 1) != (*retry_after < 0)
-    {
-        return Err(malformed());
-    }
-    let mut statuses = [RuleStatus::EMPTY; crate::MAX_RULES];
-    for (i, (rule, pair)) in rules.iter().zip(per_rule.chunks_exact(2)).enumerate() {
-        statuses[i] = RuleStatus {
-            rule: *rule,
-            remaining: u64::try_from(pair[0]).map_err(|_| malformed())?,
-            reset_after_us: u64::try_from(pair[1]).map_err(|_| malformed())?,
         };
+        scripts::parse_reply(&reply, policy)
     }
-    Ok(Decision::new(
-        &statuses[..rules.len()],
-        *decided_by as usize,
-        u64::try_from(*retry_after).ok(),
-        u64::try_from(*delay).map_err(|_| malformed())?,
-    ))
 }
 
 impl Store for RedisStore {
@@ -275,6 +281,9 @@ impl Store for RedisStore {
 
 impl fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RedisStore").finish_non_exhaustive()
+        f.debug_struct("RedisStore")
+            .field("cluster", &self.is_cluster())
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
     }
 }

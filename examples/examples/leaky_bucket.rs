@@ -1,0 +1,131 @@
+//! The leaky bucket: behind `#[rate_limit]` it refuses what overflows the
+//! bucket; through the programmatic API an allowed request also says how long
+//! to wait (`Decision::delay`), so a caller can pace instead of failing.
+//!
+//! Run with `cargo run -p limiter-examples --example leaky_bucket`.
+//!
+//! The router runs in process (no socket) on the in-memory store, leaking 20
+//! requests a second so the example ends in under a second. Every outcome is
+//! asserted: the example panics if the behaviour changes.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use axum::http::header::RETRY_AFTER;
+use axum::http::{HeaderName, Request, StatusCode};
+use axum::routing::post;
+use limiter_tower::{Limiter, MemoryStore, Policy, RATELIMIT, Rate, RateLimitLayer, rate_limit};
+use tokio::task::JoinSet;
+use tower::ServiceExt as _;
+
+/// The leak rate of both examples: one request every 50 ms.
+const INTERVAL: Duration = Duration::from_millis(50);
+
+/// Uploads: a bucket of 5 per client IP, leaking 20 a second.
+#[rate_limit(algorithm = leaky_bucket(rate = 20/s, capacity = 5), by = ip)]
+async fn upload() -> &'static str {
+    "stored"
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let limiter = Limiter::new(MemoryStore::new());
+    let app = Router::new()
+        .route("/uploads", post(upload))
+        .layer(RateLimitLayer::new(limiter.clone()));
+    let client: SocketAddr = ([203, 0, 113, 7], 50_000).into();
+
+    println!("6 uploads at once over HTTP: the bucket holds 5, the 6th overflows");
+    for remaining in ["r=4", "r=3", "r=2", "r=1", "r=0"] {
+        let answer = send(&app, "/uploads", client).await;
+        assert_eq!(answer.status, StatusCode::OK);
+        // A bucket's quota reads "capacity per time to drain it": 5 per 250 ms.
+        assert!(
+            answer
+                .rate_limit
+                .contains(&format!("\"5-per-250ms\";{remaining}"))
+        );
+    }
+    let denied = send(&app, "/uploads", client).await;
+    assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(denied.retry_after.as_deref(), Some("1"));
+
+    println!("pacing with the programmatic API: 6 jobs arrive at once, each waits its delay()");
+    let policy = Policy::leaky_bucket(Rate::per_second(20)?, 5)?;
+    let start = Instant::now();
+    let mut running = JoinSet::new();
+    let mut refused = 0;
+    for job in 1..=6u32 {
+        let decision = limiter.check("outbox", &policy).await?;
+        if !decision.allowed() {
+            let retry_after = decision.retry_after().expect("a denied decision waits");
+            println!("  job {job}: refused, the bucket is full; retry after {retry_after:?}");
+            assert!(retry_after <= INTERVAL);
+            refused += 1;
+            continue;
+        }
+        let delay = decision.delay();
+        println!("  job {job}: allowed, delay {delay:?}");
+        // Job k waits for the k-1 ahead of it to leak out: (k-1) × 50 ms.
+        let slot = INTERVAL * (job - 1);
+        assert!(delay <= slot && delay + Duration::from_millis(20) > slot);
+        running.spawn(async move {
+            tokio::time::sleep(delay).await;
+            let ran_at = start.elapsed();
+            println!("  job {job}: runs at {ran_at:.1?}");
+            (slot, ran_at)
+        });
+    }
+    assert_eq!(refused, 1);
+    while let Some(ran) = running.join_next().await {
+        let (slot, ran_at) = ran?;
+        // Never before its slot: the jobs leave 50 ms apart.
+        assert!(ran_at + Duration::from_millis(1) >= slot);
+    }
+
+    println!("ok");
+    Ok(())
+}
+
+/// The parts of a response this example checks.
+struct Answer {
+    status: StatusCode,
+    rate_limit: String,
+    retry_after: Option<String>,
+}
+
+/// Sends `POST {path}` from `peer` (the `ConnectInfo` that `axum::serve`
+/// with connect info would add, for `by = ip`) and prints the answer.
+async fn send(app: &Router, path: &str, peer: SocketAddr) -> Answer {
+    let mut request = Request::post(path)
+        .body(Body::empty())
+        .expect("a valid request");
+    request.extensions_mut().insert(ConnectInfo(peer));
+    let Ok(response) = app.clone().oneshot(request).await;
+    let header = |name: &HeaderName| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let answer = Answer {
+        status: response.status(),
+        rate_limit: header(&RATELIMIT).unwrap_or_default(),
+        retry_after: header(&RETRY_AFTER),
+    };
+    print!(
+        "  POST {path} from {} -> {} | RateLimit: {}",
+        peer.ip(),
+        answer.status,
+        answer.rate_limit
+    );
+    if let Some(retry_after) = &answer.retry_after {
+        print!(" | Retry-After: {retry_after}");
+    }
+    println!();
+    answer
+}
