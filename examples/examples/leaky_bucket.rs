@@ -1,6 +1,8 @@
-//! The leaky bucket: behind `#[rate_limit]` it refuses what overflows the
-//! bucket; through the programmatic API an allowed request also says how long
-//! to wait (`Decision::delay`), so a caller can pace instead of failing.
+//! The leaky bucket paces instead of failing: behind `#[rate_limit]` each
+//! allowed request waits its turn before the handler runs, so requests leave
+//! at the leak rate, and only what overflows the bucket is refused; through
+//! the programmatic API an allowed request says how long to wait
+//! (`Decision::delay`).
 //!
 //! Run with `cargo run -p limiter-examples --example leaky_bucket`.
 //!
@@ -38,20 +40,38 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .layer(RateLimitLayer::new(limiter.clone()));
     let client: SocketAddr = ([203, 0, 113, 7], 50_000).into();
 
-    println!("6 uploads at once over HTTP: the bucket holds 5, the 6th overflows");
-    for remaining in ["r=4", "r=3", "r=2", "r=1", "r=0"] {
-        let answer = send(&app, "/uploads", client).await;
+    println!(
+        "6 uploads at once over HTTP: 5 fit the bucket and leave 50 ms apart, the 6th overflows"
+    );
+    let start = Instant::now();
+    let mut uploads = JoinSet::new();
+    for _ in 0..6 {
+        let app = app.clone();
+        uploads.spawn(async move {
+            let answer = send(&app, "/uploads", client).await;
+            (answer, start.elapsed())
+        });
+    }
+    let (mut answered, denied): (Vec<_>, Vec<_>) = uploads
+        .join_all()
+        .await
+        .into_iter()
+        .partition(|(answer, _)| answer.status == StatusCode::OK);
+    // The overflow is answered at once; the others after their turn.
+    assert_eq!(denied.len(), 1);
+    assert_eq!(denied[0].0.retry_after.as_deref(), Some("1"));
+    answered.sort_by_key(|(_, at)| *at);
+    for (turn, (answer, at)) in answered.iter().enumerate() {
         assert_eq!(answer.status, StatusCode::OK);
         // A bucket's quota reads "capacity per time to drain it": 5 per 250 ms.
-        assert!(
-            answer
-                .rate_limit
-                .contains(&format!("\"5-per-250ms\";{remaining}"))
+        assert!(answer.rate_limit.contains("\"5-per-250ms\""));
+        let slot = INTERVAL * turn as u32;
+        println!(
+            "  upload {} answered at {at:.1?} (its turn: {slot:?})",
+            turn + 1
         );
+        assert!(*at + Duration::from_millis(1) >= slot);
     }
-    let denied = send(&app, "/uploads", client).await;
-    assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS);
-    assert_eq!(denied.retry_after.as_deref(), Some("1"));
 
     println!("pacing with the programmatic API: 6 jobs arrive at once, each waits its delay()");
     let policy = Policy::leaky_bucket(Rate::per_second(20)?, 5)?;

@@ -257,3 +257,42 @@ async fn legacy_headers_and_quiet_allowed_responses_are_options() {
     assert_eq!(header(&denied, "x-ratelimit-remaining"), "0");
     assert_eq!(header(&denied, "x-ratelimit-reset"), "60");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_leaky_bucket_paces_handlers_and_handlers_see_the_decision() {
+    let started = tokio::time::Instant::now();
+    let policy = Policy::leaky_bucket(limiter_tower::Rate::per_second(20).unwrap(), 3).unwrap();
+    let handler = post(
+        move |axum::Extension(decision): axum::Extension<limiter_tower::Decision>| async move {
+            // When the handler runs, and what the limiter told it.
+            format!("{} {}", started.elapsed().as_millis(), decision.remaining())
+        },
+    )
+    .layer(LimitLayer::new("posts", policy, KeySource::global()));
+    let clock = ManualClock::new(Duration::from_secs(1_750_000_000));
+    let router = Router::new()
+        .route("/posts", handler)
+        .layer(RateLimitLayer::new(Limiter::new(MemoryStore::with_clock(
+            clock,
+        ))));
+    let mut runs = Vec::new();
+    for _ in 0..3 {
+        runs.push(tokio::spawn(router.clone().oneshot(request("203.0.113.7"))));
+    }
+    let mut bodies = Vec::new();
+    for run in runs {
+        let response = run.await.unwrap().unwrap();
+        let body = axum::body::to_bytes(response.into_body(), 100)
+            .await
+            .unwrap();
+        bodies.push(String::from_utf8(body.to_vec()).unwrap());
+    }
+    // One every 50 ms (20 per second), in order, instead of all at once.
+    assert_eq!(bodies, ["0 2", "50 1", "100 0"]);
+    let full = router
+        .clone()
+        .oneshot(request("203.0.113.7"))
+        .await
+        .unwrap();
+    assert_eq!(full.status(), StatusCode::TOO_MANY_REQUESTS);
+}

@@ -2,6 +2,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll, ready};
+use std::time::Duration;
 
 use axum::response::Response;
 use http::Request;
@@ -37,6 +38,14 @@ pin_project! {
             request: Option<Request<B>>,
             context: Arc<Context>,
             limit: Arc<RouteLimit>,
+        },
+        // A leaky bucket's request waiting its turn before the inner call.
+        Pacing {
+            #[pin]
+            sleep: tokio::time::Sleep,
+            inner: Option<S>,
+            request: Option<Request<B>>,
+            headers: Option<(Decision, Arc<RouteLimit>, Arc<Context>)>,
         },
         Calling {
             #[pin]
@@ -102,7 +111,7 @@ where
                     record(&verdict, limit);
                     let next = match verdict {
                         Ok(verdict) if verdict.allowed() => {
-                            let (mut inner, request) = (
+                            let (mut inner, mut request) = (
                                 inner.take().expect("polled after completion"),
                                 request.take().expect("polled after completion"),
                             );
@@ -111,9 +120,23 @@ where
                                 .decision()
                                 .filter(|_| context.headers.on_allowed)
                                 .map(|d| (*d, Arc::clone(limit), Arc::clone(context)));
-                            State::Calling {
-                                future: inner.call(request),
-                                headers,
+                            let delay = verdict.decision().map_or(Duration::ZERO, |d| d.delay());
+                            if let Some(decision) = verdict.decision() {
+                                // Handlers may read it with `Extension<Decision>`.
+                                request.extensions_mut().insert(*decision);
+                            }
+                            if delay.is_zero() {
+                                State::Calling {
+                                    future: inner.call(request),
+                                    headers,
+                                }
+                            } else {
+                                State::Pacing {
+                                    sleep: tokio::time::sleep(delay),
+                                    inner: Some(inner),
+                                    request: Some(request),
+                                    headers,
+                                }
                             }
                         }
                         Ok(Verdict::FailedClosed { retry_after }) => State::Ready {
@@ -151,6 +174,21 @@ where
                         }
                     };
                     this.state.set(next);
+                }
+                StateProj::Pacing {
+                    sleep,
+                    inner,
+                    request,
+                    headers,
+                } => {
+                    ready!(sleep.poll(cx));
+                    let mut inner = inner.take().expect("polled after completion");
+                    let request = request.take().expect("polled after completion");
+                    let headers = headers.take();
+                    this.state.set(State::Calling {
+                        future: inner.call(request),
+                        headers,
+                    });
                 }
                 StateProj::Calling { future, headers } => {
                     let mut response = ready!(future.poll(cx))?;
