@@ -11,13 +11,12 @@
 //!
 //! The `x-user-id` header stands in for real authentication.
 
+use axum::Json;
 use axum::Router;
-use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
-use axum::{Json, extract::Path};
-use limiter_tower::{IpNet, Limiter, RateLimitLayer, Store, rate_limit};
+use limiter_tower::{GuardConfig, IpNet, Limiter, RateLimitLayer, Store};
 use serde_json::json;
 
 /// The header that names the logged-in user.
@@ -29,48 +28,72 @@ pub fn user_of(parts: &Parts) -> Option<String> {
     (!user.is_empty()).then(|| user.to_owned())
 }
 
-/// Replies: 5 per minute per user.
-#[rate_limit(rules = [(5, 60s)], by = user)]
-async fn create_reply(Path(post): Path<u64>) -> impl IntoResponse {
-    (
-        StatusCode::CREATED,
-        Json(json!({ "post": post, "reply": "created" })),
-    )
+/// Posting, replying and liking: keys end in `posts-{handler}`.
+mod posts {
+    use axum::Json;
+    use axum::extract::Path;
+    use axum::http::StatusCode;
+    use axum::response::IntoResponse;
+    use limiter_tower::rate_limit;
+    use serde_json::json;
+
+    /// Replies: 5 per minute per user.
+    #[rate_limit(rules = [(5, 60s)], by = user)]
+    pub(crate) async fn create_reply(Path(post): Path<u64>) -> impl IntoResponse {
+        (
+            StatusCode::CREATED,
+            Json(json!({ "post": post, "reply": "created" })),
+        )
+    }
+
+    /// Posts: 10 per minute and 20 per two minutes per client, and the same
+    /// client cannot post twice within 5 s.
+    #[rate_limit(rules = [(10, 60s), (20, 120s)], by = ip, prevent_duplicate)]
+    pub(crate) async fn create_post() -> impl IntoResponse {
+        (StatusCode::CREATED, Json(json!({ "post": "created" })))
+    }
+
+    /// Likes: a token bucket per user, 1 token a second, 10 at most.
+    #[rate_limit(algorithm = token_bucket(rate = 1/s, burst = 10), by = user)]
+    pub(crate) async fn like(Path(post): Path<u64>) -> impl IntoResponse {
+        Json(json!({ "post": post, "liked": true }))
+    }
 }
 
-/// Posts: 10 per minute and 20 per two minutes per client, and the same
-/// client cannot post twice within 5 s.
-#[rate_limit(rules = [(10, 60s), (20, 120s)], by = ip, prevent_duplicate)]
-async fn create_post() -> impl IntoResponse {
-    (StatusCode::CREATED, Json(json!({ "post": "created" })))
-}
+/// Reading: keys end in `feed-feed`.
+mod feed {
+    use axum::Json;
+    use axum::response::IntoResponse;
+    use limiter_tower::rate_limit;
+    use serde_json::json;
 
-/// Likes: a token bucket per user, 1 token a second, 10 at most.
-#[rate_limit(algorithm = token_bucket(rate = 1/s, burst = 10), by = user)]
-async fn like(Path(post): Path<u64>) -> impl IntoResponse {
-    Json(json!({ "post": post, "liked": true }))
-}
-
-/// The feed: GCRA per client, 100 a minute on average, 20 at once.
-#[rate_limit(algorithm = gcra(rate = 100/60s, burst = 20), by = ip)]
-async fn feed() -> impl IntoResponse {
-    Json(json!({ "posts": [] }))
+    /// The feed: GCRA per client, 100 a minute on average, 20 at once.
+    #[rate_limit(algorithm = gcra(rate = 100/60s, burst = 20), by = ip)]
+    pub(crate) async fn feed() -> impl IntoResponse {
+        Json(json!({ "posts": [] }))
+    }
 }
 
 async fn health() -> impl IntoResponse {
     Json(json!({ "status": "ok" }))
 }
 
-/// The server's routes, limited through `limiter`'s store.
-pub fn app<S: Store + Clone>(limiter: Limiter<S>, trusted_proxies: Vec<IpNet>) -> Router {
+/// The server's routes, limited through `limiter`'s store, guarded by `guard`
+/// when the store is remote.
+pub fn app<S: Store + Clone>(
+    limiter: Limiter<S>,
+    trusted_proxies: Vec<IpNet>,
+    guard: GuardConfig,
+) -> Router {
     Router::new()
-        .route("/posts/{id}/replies", post(create_reply))
-        .route("/posts", post(create_post))
-        .route("/posts/{id}/likes", post(like))
-        .route("/feed", get(feed))
+        .route("/posts/{id}/replies", post(posts::create_reply))
+        .route("/posts", post(posts::create_post))
+        .route("/posts/{id}/likes", post(posts::like))
+        .route("/feed", get(feed::feed))
         .route("/health", get(health))
         .layer(
             RateLimitLayer::new(limiter)
+                .guard(guard)
                 .trusted_proxies(trusted_proxies)
                 .user(user_of),
         )

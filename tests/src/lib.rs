@@ -21,7 +21,8 @@ pub mod http;
 pub struct RedisServer {
     child: Child,
     port: u16,
-    _dir: tempfile::TempDir,
+    extra: Vec<String>,
+    dir: tempfile::TempDir,
 }
 
 /// The `redis-server` binary, or a panic that says how to install it.
@@ -47,25 +48,17 @@ impl RedisServer {
 
     /// Starts a server on a free port with extra `redis-server` arguments.
     pub fn start_with(extra: &[&str]) -> Self {
-        let binary = redis_server_binary();
         let mut last_error = String::new();
         for _ in 0..10 {
-            let port = free_port();
             let dir = tempfile::tempdir().expect("a temporary directory");
-            let mut command = Command::new(&binary);
-            command
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
-                .arg("--dir")
-                .arg(dir.path())
-                .args(extra)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null());
-            let child = command.spawn().expect("redis-server starts");
+            let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+            let child = spawn_redis(free_port(), dir.path(), &extra);
+            let port = child.1;
             let mut server = Self {
-                child,
+                child: child.0,
                 port,
-                _dir: dir,
+                extra,
+                dir,
             };
             match server.wait_ready(Duration::from_secs(10)) {
                 Ok(()) => return server,
@@ -74,6 +67,51 @@ impl RedisServer {
             }
         }
         panic!("redis-server did not start: {last_error}");
+    }
+
+    /// A port no server listens on (yet): for a Redis that is down from the start.
+    pub fn unused_port() -> u16 {
+        free_port()
+    }
+
+    /// Starts a server on `port` (for a Redis that comes up after the app).
+    pub fn start_on(port: u16) -> Self {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let (child, port) = spawn_redis(port, dir.path(), &[]);
+        let mut server = Self {
+            child,
+            port,
+            extra: Vec::new(),
+            dir,
+        };
+        server
+            .wait_ready(Duration::from_secs(10))
+            .unwrap_or_else(|e| panic!("redis-server on port {port}: {e}"));
+        server
+    }
+
+    /// SIGKILL: the server dies at once, losing everything (nothing is saved).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts the server again on the same port, empty (no scripts, no keys).
+    pub fn restart(&mut self) {
+        self.kill();
+        let (child, _) = spawn_redis(self.port, self.dir.path(), &self.extra);
+        self.child = child;
+        self.wait_ready(Duration::from_secs(10))
+            .unwrap_or_else(|e| panic!("redis-server did not restart: {e}"));
+    }
+
+    /// Sends a signal (`"STOP"` hangs the server, `"CONT"` resumes it).
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -{signal} failed");
     }
 
     fn wait_ready(&mut self, within: Duration) -> Result<(), String> {
@@ -113,6 +151,20 @@ impl Drop for RedisServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+fn spawn_redis(port: u16, dir: &std::path::Path, extra: &[String]) -> (Child, u16) {
+    let child = Command::new(redis_server_binary())
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+        .arg("--dir")
+        .arg(dir)
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("redis-server starts");
+    (child, port)
 }
 
 fn free_port() -> u16 {

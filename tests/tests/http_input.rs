@@ -10,11 +10,16 @@ use axum::extract::State;
 use axum::routing::post;
 use limiter_examples::app;
 use limiter_tests::http::{send, serve};
-use limiter_tower::{IpNet, Limiter, MemoryStore, RateLimitLayer, rate_limit};
+use limiter_tower::{GuardConfig, IpNet, Limiter, MemoryStore, RateLimitLayer, rate_limit};
 
 async fn server(proxies: &[&str]) -> SocketAddr {
     let proxies: Vec<IpNet> = proxies.iter().map(|p| p.parse().unwrap()).collect();
-    serve(app(Limiter::new(MemoryStore::new()), proxies)).await
+    serve(app(
+        Limiter::new(MemoryStore::new()),
+        proxies,
+        GuardConfig::default(),
+    ))
+    .await
 }
 
 /// `POST /posts` twice as the same client: the second is a duplicate (429).
@@ -86,7 +91,8 @@ async fn through_a_trusted_proxy_the_forwarded_client_counts() {
 async fn hostile_headers_never_cause_a_server_error() {
     let addr = server(&["127.0.0.0/8"]).await;
     let huge = vec![b'a'; 10 * 1024];
-    let attempts: Vec<(&str, &str, Vec<(&str, &[u8])>)> = vec![
+    type Headers<'a> = Vec<(&'a str, &'a [u8])>;
+    let attempts: Vec<(&str, &str, Headers)> = vec![
         ("POST", "/posts/1/replies", vec![("x-user-id", &huge)]),
         (
             "POST",

@@ -5,13 +5,20 @@
 use limiter_examples::app;
 use limiter_tests::UgcServer;
 use limiter_tests::http::{send, serve};
-use limiter_tower::{Limiter, rate_limit};
+use std::time::Duration;
+
+use limiter_tower::{GuardConfig, Limiter, rate_limit};
 
 #[tokio::test]
 async fn every_route_on_redis_allows_exactly_its_limit_with_exact_fields() {
     let redis = limiter_tests::redis();
     let limiter = Limiter::new(redis.store().await).with_prefix(redis.prefix());
-    let addr = serve(app(limiter, Vec::new())).await;
+    // A generous deadline: exact shared counting is what this test checks.
+    let guard = GuardConfig {
+        deadline: Duration::from_secs(5),
+        ..GuardConfig::default()
+    };
+    let addr = serve(app(limiter, Vec::new(), guard)).await;
     let user: &[(&str, &[u8])] = &[("x-user-id", b"laoqian")];
     let mut statuses = Vec::new();
     for _ in 0..8 {
@@ -115,8 +122,16 @@ async fn after_waiting_retry_after_the_next_request_passes_on_redis() {
 async fn two_server_processes_sharing_redis_allow_exactly_five_replies() {
     let redis = limiter_tests::redis();
     let servers = [
-        UgcServer::start(&[("REDIS_URL", redis.url())]),
-        UgcServer::start(&[("REDIS_URL", redis.url())]),
+        // A generous deadline: this test is about shared counting, which a
+        // loaded test machine must not turn into local fallback decisions.
+        UgcServer::start(&[
+            ("REDIS_URL", redis.url()),
+            ("LIMITER_STORE_DEADLINE_MS", "5000"),
+        ]),
+        UgcServer::start(&[
+            ("REDIS_URL", redis.url()),
+            ("LIMITER_STORE_DEADLINE_MS", "5000"),
+        ]),
     ];
     let user = format!("{}-laoqian", redis.prefix());
     let mut requests = tokio::task::JoinSet::new();

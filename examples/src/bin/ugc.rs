@@ -2,13 +2,16 @@
 //! - `LIMITER_ADDR`: where to listen (default `127.0.0.1:3000`);
 //! - `REDIS_URL`: share limits through this Redis (default: in-memory store);
 //! - `LIMITER_TRUSTED_PROXIES`: comma-separated CIDRs whose `Forwarded` /
-//!   `X-Forwarded-For` are believed (default none).
+//!   `X-Forwarded-For` are believed (default none);
+//! - `LIMITER_STORE_DEADLINE_MS`: the deadline of one Redis call (default 50).
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use limiter_examples::{app, parse_trusted_proxies};
-use limiter_tower::{Limiter, MemoryStore, RedisStore};
+use std::time::Duration;
+
+use limiter_tower::{DEFAULT_DEADLINE, GuardConfig, Limiter, MemoryStore, RedisConfig, RedisStore};
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 
@@ -33,15 +36,32 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
             .map_err(|e| format!("LIMITER_TRUSTED_PROXIES: {e}"))?;
     let router = match std::env::var("REDIS_URL") {
         Ok(url) if !url.is_empty() => {
-            let store = RedisStore::connect(&url)
-                .await
-                .map_err(|e| format!("REDIS_URL {url}: {e}"))?;
-            tracing::info!(%url, "limits shared through Redis");
-            app(Limiter::new(store), proxies)
+            // Connects on first use: the server starts even while Redis is
+            // down, and the failure policy decides until Redis answers.
+            let deadline = match std::env::var("LIMITER_STORE_DEADLINE_MS") {
+                Ok(ms) => Duration::from_millis(
+                    ms.parse()
+                        .map_err(|e| format!("LIMITER_STORE_DEADLINE_MS {ms:?}: {e}"))?,
+                ),
+                Err(_) => DEFAULT_DEADLINE,
+            };
+            let config = RedisConfig::new().response_timeout(deadline);
+            let store =
+                RedisStore::open_with(&url, config).map_err(|e| format!("REDIS_URL {url}: {e}"))?;
+            tracing::info!(%url, ?deadline, "limits shared through Redis");
+            let guard = GuardConfig {
+                deadline,
+                ..GuardConfig::default()
+            };
+            app(Limiter::new(store), proxies, guard)
         }
         _ => {
             tracing::info!("limits kept in memory (set REDIS_URL to share them)");
-            app(Limiter::new(MemoryStore::new()), proxies)
+            app(
+                Limiter::new(MemoryStore::new()),
+                proxies,
+                GuardConfig::default(),
+            )
         }
     };
     let listener = TcpListener::bind(&addr)

@@ -11,13 +11,13 @@ mod cluster;
 mod scripts;
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use redis::Client;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::MultiplexedConnection;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
+use redis::{AsyncConnectionConfig, Client};
 use tokio::sync::OnceCell;
 
 use crate::decision::Decision;
@@ -63,8 +63,8 @@ impl RedisConfig {
 
 /// The Redis store: exact and shared across every instance of a service.
 ///
-/// One multiplexed connection carries all checks (clones share it) and
-/// reconnects by itself after a failure. Time is the Redis server's.
+/// One multiplexed connection carries all checks (clones share it); when it
+/// breaks, the next call connects afresh. Time is the Redis server's.
 ///
 /// ```no_run
 /// use limiter_core::{Limiter, RedisStore};
@@ -98,7 +98,9 @@ enum Backend {
 
 struct Standalone {
     client: Client,
-    connection: OnceCell<ConnectionManager>,
+    /// The shared multiplexed connection; dropped when it breaks, so the
+    /// next call (the breaker's probe, while Redis is down) connects afresh.
+    connection: Mutex<Option<MultiplexedConnection>>,
 }
 
 struct Cluster {
@@ -128,7 +130,7 @@ impl RedisStore {
     pub fn open_with(url: &str, config: RedisConfig) -> Result<Self, Error> {
         let backend = Backend::Standalone(Box::new(Standalone {
             client: Client::open(url)?,
-            connection: OnceCell::new(),
+            connection: Mutex::new(None),
         }));
         Ok(Self::from_backend(backend, config))
     }
@@ -185,24 +187,34 @@ impl RedisStore {
         matches!(self.inner.backend, Backend::Cluster(_))
     }
 
-    async fn standalone(&self) -> Result<ConnectionManager, Error> {
-        let Backend::Standalone(standalone) = &self.inner.backend else {
-            unreachable!("called for a standalone store only");
-        };
-        let config = &self.inner.config;
+    fn standalone_parts(&self) -> &Standalone {
+        match &self.inner.backend {
+            Backend::Standalone(standalone) => standalone,
+            Backend::Cluster(_) => unreachable!("called for a standalone store only"),
+        }
+    }
+
+    async fn standalone(&self) -> Result<MultiplexedConnection, Error> {
+        let standalone = self.standalone_parts();
+        if let Some(connection) = lock(&standalone.connection).clone() {
+            return Ok(connection);
+        }
+        let config = AsyncConnectionConfig::new()
+            .set_response_timeout(Some(self.inner.config.response_timeout))
+            .set_connection_timeout(Some(self.inner.config.connection_timeout));
         let connection = standalone
-            .connection
-            .get_or_try_init(|| async {
-                let manager = ConnectionManagerConfig::new()
-                    .set_response_timeout(Some(config.response_timeout))
-                    .set_connection_timeout(Some(config.connection_timeout))
-                    // Reconnect quickly; the caller's deadline bounds the wait.
-                    .set_number_of_retries(1)
-                    .set_max_delay(Duration::from_millis(100));
-                ConnectionManager::new_with_config(standalone.client.clone(), manager).await
-            })
+            .client
+            .get_multiplexed_async_connection_with_config(&config)
             .await?;
-        Ok(connection.clone())
+        *lock(&standalone.connection) = Some(connection.clone());
+        Ok(connection)
+    }
+
+    /// Forgets a connection that broke, so the next call connects afresh.
+    fn forget_if_broken(&self, error: &redis::RedisError) {
+        if error.is_connection_dropped() || error.is_unrecoverable_error() || error.is_io_error() {
+            *lock(&self.standalone_parts().connection) = None;
+        }
     }
 
     async fn cluster(&self) -> Result<ClusterConnection, Error> {
@@ -251,18 +263,22 @@ impl RedisStore {
         let reply: Vec<i64> = match &self.inner.backend {
             Backend::Standalone(_) => {
                 let mut connection = self.standalone().await?;
-                match call.query_async(&mut connection).await {
-                    Err(error)
-                        if error.kind()
-                            == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
-                    {
-                        // NOSCRIPT: the call did not run. Load, then send it again.
-                        let _: redis::Value =
-                            lua.load_command().query_async(&mut connection).await?;
-                        call.query_async(&mut connection).await?
+                let noscript = redis::ErrorKind::Server(redis::ServerErrorKind::NoScript);
+                let outcome = match call.query_async(&mut connection).await {
+                    // NOSCRIPT: the call did not run. Load, then send it again.
+                    Err(error) if error.kind() == noscript => {
+                        match lua
+                            .load_command()
+                            .query_async::<redis::Value>(&mut connection)
+                            .await
+                        {
+                            Ok(_) => call.query_async(&mut connection).await,
+                            Err(error) => Err(error),
+                        }
                     }
-                    outcome => outcome?,
-                }
+                    outcome => outcome,
+                };
+                outcome.inspect_err(|error| self.forget_if_broken(error))?
             }
             Backend::Cluster(_) => {
                 let mut connection = self.cluster().await?;
@@ -271,6 +287,12 @@ impl RedisStore {
         };
         scripts::parse_reply(&reply, policy)
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl Store for RedisStore {
