@@ -8,6 +8,7 @@
 //! | `POST /posts/{id}/likes` | token bucket per user: 1 token/s, burst 10 |
 //! | `GET /feed` | GCRA per client IP: 100 per 60 s, 20 at once |
 //! | `GET /health` | not limited |
+//! | `GET /metrics` | not limited: the limiter's metrics, Prometheus text |
 //!
 //! The `x-user-id` header stands in for real authentication.
 
@@ -17,6 +18,7 @@ use axum::http::request::Parts;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use limiter_tower::{GuardConfig, IpNet, Limiter, RateLimitLayer, Store};
+use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::json;
 
 /// The header that names the logged-in user.
@@ -78,14 +80,31 @@ async fn health() -> impl IntoResponse {
     Json(json!({ "status": "ok" }))
 }
 
-/// The server's routes, limited through `limiter`'s store, guarded by `guard`
-/// when the store is remote.
-pub fn app<S: Store + Clone>(
-    limiter: Limiter<S>,
-    trusted_proxies: Vec<IpNet>,
-    guard: GuardConfig,
-) -> Router {
-    Router::new()
+/// How the server is set up, beyond its store.
+#[derive(Debug, Default)]
+pub struct Options {
+    /// Proxies whose forwarding headers are believed.
+    pub trusted_proxies: Vec<IpNet>,
+    /// How a remote store is guarded (deadline, breaker, failure policy).
+    pub guard: GuardConfig,
+    /// When set, `GET /metrics` renders the process's metrics (Prometheus text).
+    pub metrics: Option<PrometheusHandle>,
+}
+
+/// The server's routes, limited through `limiter`'s store.
+pub fn app<S: Store + Clone>(limiter: Limiter<S>, options: Options) -> Router {
+    let Options {
+        trusted_proxies,
+        guard,
+        metrics,
+    } = options;
+    let router = match metrics {
+        Some(handle) => {
+            Router::new().route("/metrics", get(move || async move { handle.render() }))
+        }
+        None => Router::new(),
+    };
+    router
         .route("/posts/{id}/replies", post(posts::create_reply))
         .route("/posts", post(posts::create_post))
         .route("/posts/{id}/likes", post(posts::like))

@@ -8,18 +8,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use axum::Router;
 use axum::extract::State;
 use axum::routing::post;
-use limiter_examples::app;
+use limiter_examples::{Options, app};
 use limiter_tests::http::{send, serve};
-use limiter_tower::{GuardConfig, IpNet, Limiter, MemoryStore, RateLimitLayer, rate_limit};
+use limiter_tower::{Limiter, MemoryStore, RateLimitLayer, rate_limit};
 
 async fn server(proxies: &[&str]) -> SocketAddr {
-    let proxies: Vec<IpNet> = proxies.iter().map(|p| p.parse().unwrap()).collect();
-    serve(app(
-        Limiter::new(MemoryStore::new()),
-        proxies,
-        GuardConfig::default(),
-    ))
-    .await
+    let options = Options {
+        trusted_proxies: proxies.iter().map(|p| p.parse().unwrap()).collect(),
+        ..Options::default()
+    };
+    serve(app(Limiter::new(MemoryStore::new()), options)).await
 }
 
 /// `POST /posts` twice as the same client: the second is a duplicate (429).

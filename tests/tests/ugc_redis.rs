@@ -2,7 +2,7 @@
 //! out Retry-After on a short-window server, and two server processes
 //! sharing one Redis.
 
-use limiter_examples::app;
+use limiter_examples::{Options, app};
 use limiter_tests::UgcServer;
 use limiter_tests::http::{send, serve};
 use std::time::Duration;
@@ -18,7 +18,14 @@ async fn every_route_on_redis_allows_exactly_its_limit_with_exact_fields() {
         deadline: Duration::from_secs(5),
         ..GuardConfig::default()
     };
-    let addr = serve(app(limiter, Vec::new(), guard)).await;
+    let addr = serve(app(
+        limiter,
+        Options {
+            guard,
+            ..Options::default()
+        },
+    ))
+    .await;
     let user: &[(&str, &[u8])] = &[("x-user-id", b"laoqian")];
     let mut statuses = Vec::new();
     for _ in 0..8 {

@@ -5,19 +5,16 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use limiter_examples::app;
+use limiter_examples::{Options, app};
 use limiter_tests::http::{Response, send, serve};
-use limiter_tower::{GuardConfig, Limiter, ManualClock, MemoryStore};
+use limiter_tower::{Limiter, ManualClock, MemoryStore};
 
 const T0: Duration = Duration::from_secs(1_750_000_000);
 
 async fn memory_server() -> (SocketAddr, ManualClock) {
     let clock = ManualClock::new(T0);
     let limiter = Limiter::new(MemoryStore::with_clock(clock.clone()));
-    (
-        serve(app(limiter, Vec::new(), GuardConfig::default())).await,
-        clock,
-    )
+    (serve(app(limiter, Options::default())).await, clock)
 }
 
 async fn post(addr: SocketAddr, path: &str, user: Option<&str>) -> Response {

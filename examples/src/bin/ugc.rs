@@ -8,7 +8,8 @@
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
-use limiter_examples::{app, parse_trusted_proxies};
+use limiter_examples::{Options, app, parse_trusted_proxies};
+use metrics_exporter_prometheus::PrometheusBuilder;
 use std::time::Duration;
 
 use limiter_tower::{DEFAULT_DEADLINE, GuardConfig, Limiter, MemoryStore, RedisConfig, RedisStore};
@@ -34,6 +35,10 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let proxies =
         parse_trusted_proxies(&std::env::var("LIMITER_TRUSTED_PROXIES").unwrap_or_default())
             .map_err(|e| format!("LIMITER_TRUSTED_PROXIES: {e}"))?;
+    let metrics = PrometheusBuilder::new()
+        .install_recorder()
+        .map_err(|e| format!("metrics: {e}"))?;
+    let metrics = Some(metrics);
     let router = match std::env::var("REDIS_URL") {
         Ok(url) if !url.is_empty() => {
             // Connects on first use: the server starts even while Redis is
@@ -53,15 +58,23 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
                 deadline,
                 ..GuardConfig::default()
             };
-            app(Limiter::new(store), proxies, guard)
+            app(
+                Limiter::new(store),
+                Options {
+                    trusted_proxies: proxies,
+                    guard,
+                    metrics,
+                },
+            )
         }
         _ => {
             tracing::info!("limits kept in memory (set REDIS_URL to share them)");
-            app(
-                Limiter::new(MemoryStore::new()),
-                proxies,
-                GuardConfig::default(),
-            )
+            let options = Options {
+                trusted_proxies: proxies,
+                metrics,
+                ..Options::default()
+            };
+            app(Limiter::new(MemoryStore::new()), options)
         }
     };
     let listener = TcpListener::bind(&addr)

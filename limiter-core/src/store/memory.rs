@@ -30,6 +30,9 @@ const DEFAULT_SHARDS: usize = 64;
 /// The most keys a memory store holds unless told otherwise (about 13 MB of
 /// state for one-value algorithms; see BENCHMARKS.md for bytes per key).
 pub const DEFAULT_CAPACITY: usize = 100_000;
+/// The gauge of keys holding state, over every memory store of the process
+/// (including the fallback limiters of guarded stores).
+const LIVE_KEYS: &str = "limiter_memory_store_keys";
 /// A shard is not swept before it holds this many keys.
 const MIN_SWEEP_LEN: usize = 64;
 
@@ -229,6 +232,7 @@ impl Shard {
             self.evict_least_recently_used();
         }
         self.entries.insert_unique(entry.hash, entry, |e| e.hash);
+        metrics::gauge!(LIVE_KEYS).increment(1.0);
     }
 
     /// Drops the least recently used eighth (at least one key); a batch, so
@@ -238,17 +242,21 @@ impl Shard {
         let batch = (last_used.len() / 8).max(1);
         let (_, &mut threshold, _) = last_used.select_nth_unstable(batch - 1);
         let mut evicted = 0;
+        let before = self.entries.len();
         // Ties at the threshold go too, up to the batch size.
         self.entries.retain(|e| {
             let evict = e.last_used < threshold || (e.last_used == threshold && evicted < batch);
             evicted += usize::from(evict);
             !evict
         });
+        metrics::gauge!(LIVE_KEYS).decrement((before - self.entries.len()) as f64);
     }
 
     fn sweep(&mut self, now: Micros) {
+        let before = self.entries.len();
         self.entries.retain(|e| e.expires_at > now);
         self.sweep_at_len = (self.entries.len() * 2).max(MIN_SWEEP_LEN);
+        metrics::gauge!(LIVE_KEYS).decrement((before - self.entries.len()) as f64);
     }
 }
 

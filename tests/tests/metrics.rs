@@ -1,0 +1,92 @@
+//! The UGC server's `/metrics`: the documented names, with exact counts.
+
+use limiter_tests::http::send;
+use limiter_tests::{RedisServer, UgcServer};
+
+/// The value of the sample whose name and labels contain every part of `needles`.
+fn sample(metrics: &str, needles: &[&str]) -> f64 {
+    let line = metrics
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .find(|l| needles.iter().all(|n| l.contains(n)))
+        .unwrap_or_else(|| panic!("no sample with {needles:?} in:\n{metrics}"));
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+async fn replies(app: &UgcServer, user: &str, count: usize) {
+    let headers: &[(&str, &[u8])] = &[("x-user-id", user.as_bytes())];
+    for _ in 0..count {
+        send(app.addr(), "POST", "/posts/1/replies", headers, b"")
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn decisions_store_calls_and_the_deny_cache_are_counted() {
+    let redis = RedisServer::start();
+    let app = UgcServer::start(&[
+        ("REDIS_URL", &redis.url()),
+        ("LIMITER_STORE_DEADLINE_MS", "5000"),
+    ]);
+    replies(&app, "laoqian", 20).await;
+    let metrics = send(app.addr(), "GET", "/metrics", &[], b"")
+        .await
+        .unwrap()
+        .body;
+    let decisions = |outcome: &str, source: &str| {
+        sample(
+            &metrics,
+            &[
+                "limiter_decisions_total{",
+                &format!("outcome=\"{outcome}\""),
+                &format!("source=\"{source}\""),
+                "limit=\"posts-create_reply\"",
+                "algorithm=\"sliding_log\"",
+            ],
+        )
+    };
+    assert_eq!(decisions("allowed", "store"), 5.0);
+    assert_eq!(decisions("denied", "store"), 1.0);
+    assert_eq!(decisions("denied", "deny_cache"), 14.0);
+    assert_eq!(sample(&metrics, &["limiter_deny_cache_hits_total"]), 14.0);
+    assert_eq!(sample(&metrics, &["limiter_store_call_seconds_count"]), 6.0);
+    assert_eq!(sample(&metrics, &["limiter_breaker_state"]), 0.0);
+}
+
+#[tokio::test]
+async fn store_errors_fallbacks_and_the_breaker_are_reported() {
+    let dead = format!("redis://127.0.0.1:{}/", RedisServer::unused_port());
+    let app = UgcServer::start(&[("REDIS_URL", &dead)]);
+    replies(&app, "laoqian", 8).await;
+    let metrics = send(app.addr(), "GET", "/metrics", &[], b"")
+        .await
+        .unwrap()
+        .body;
+    // Three failures open the breaker; the other calls skip the store.
+    assert_eq!(
+        sample(&metrics, &["limiter_store_errors_total{", "kind=\"redis\""]),
+        3.0
+    );
+    assert_eq!(sample(&metrics, &["limiter_breaker_state"]), 1.0);
+    assert_eq!(
+        sample(
+            &metrics,
+            &["limiter_fallback_decisions_total{", "policy=\"fallback\""]
+        ),
+        8.0
+    );
+    let fallback = |outcome: &str| {
+        sample(
+            &metrics,
+            &[
+                "limiter_decisions_total{",
+                &format!("outcome=\"{outcome}\""),
+                "source=\"fallback\"",
+            ],
+        )
+    };
+    assert_eq!((fallback("allowed"), fallback("denied")), (5.0, 3.0));
+    // The fallback limiter holds the one key.
+    assert_eq!(sample(&metrics, &["limiter_memory_store_keys"]), 1.0);
+}
