@@ -37,36 +37,23 @@ fn seconds(d: Duration) -> u64 {
 
 /// The `RateLimit-Policy` value of a policy: fixed, so built once per route.
 pub(crate) fn policy_header(policy: &Policy) -> HeaderValue {
-    let mut value = String::new();
-    for (i, rule) in policy.rules().iter().enumerate() {
-        if i > 0 {
-            value.push_str(", ");
-        }
-        let _ = write!(
-            value,
-            "\"{rule}\";q={};w={}",
-            rule.limit(),
-            seconds(rule.window()).max(1)
-        );
-    }
-    HeaderValue::try_from(value).expect("rule names are visible ASCII")
+    field_list(policy.rules().iter().map(|rule| {
+        let window = seconds(rule.window()).max(1);
+        format!("\"{rule}\";q={};w={window}", rule.limit())
+    }))
 }
 
 /// The `RateLimit` value of a decision.
 fn rate_limit_header(decision: &Decision) -> HeaderValue {
-    let mut value = String::new();
-    for (i, status) in decision.rules().iter().enumerate() {
-        if i > 0 {
-            value.push_str(", ");
-        }
-        let _ = write!(
-            value,
-            "\"{}\";r={};t={}",
-            status.rule(),
-            status.remaining(),
-            seconds(status.reset_after())
-        );
-    }
+    field_list(decision.rules().iter().map(|status| {
+        let (rule, reset) = (status.rule(), seconds(status.reset_after()));
+        format!("\"{rule}\";r={};t={reset}", status.remaining())
+    }))
+}
+
+/// A Structured Fields list of the given items.
+fn field_list(items: impl Iterator<Item = String>) -> HeaderValue {
+    let value = items.collect::<Vec<_>>().join(", ");
     HeaderValue::try_from(value).expect("rule names are visible ASCII")
 }
 

@@ -54,6 +54,17 @@ fn app(source: KeySource, layer: impl FnOnce(RateLimitLayer) -> RateLimitLayer) 
     }
 }
 
+impl App {
+    /// A request from `from` through the router.
+    async fn send(&self, from: &str) -> Response {
+        self.send_request(request(from)).await
+    }
+
+    async fn send_request(&self, request: Request<Body>) -> Response {
+        self.router.clone().oneshot(request).await.unwrap()
+    }
+}
+
 fn request(from: &str) -> Request<Body> {
     let mut request = Request::post("/posts").body(Body::from("hello")).unwrap();
     let peer: SocketAddr = format!("{from}:5000").parse().unwrap();
@@ -69,12 +80,7 @@ fn header<'a>(response: &'a Response, name: &str) -> &'a str {
 async fn over_the_limit_answers_429_with_exact_fields() {
     let app = app(KeySource::ip(), |l| l);
     for remaining in [1, 0] {
-        let ok = app
-            .router
-            .clone()
-            .oneshot(request("203.0.113.7"))
-            .await
-            .unwrap();
+        let ok = app.send("203.0.113.7").await;
         assert_eq!(ok.status(), StatusCode::OK);
         assert_eq!(
             header(&ok, "ratelimit"),
@@ -85,12 +91,7 @@ async fn over_the_limit_answers_429_with_exact_fields() {
         );
     }
     app.clock.advance(Duration::from_millis(59_500));
-    let denied = app
-        .router
-        .clone()
-        .oneshot(request("203.0.113.7"))
-        .await
-        .unwrap();
+    let denied = app.send("203.0.113.7").await;
     assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
     // 0.5 s until the first entry leaves: Retry-After rounds up to 1.
     assert_eq!(header(&denied, "retry-after"), "1");
@@ -111,20 +112,10 @@ async fn over_the_limit_answers_429_with_exact_fields() {
         r#"{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Too Many Requests","status":429,"detail":"Rate limit exceeded (2-per-60s); retry after 1 s.","violated-policies":["2-per-60s"]}"#
     );
     // Another client is unaffected; after Retry-After the first passes again.
-    let other = app
-        .router
-        .clone()
-        .oneshot(request("198.51.100.1"))
-        .await
-        .unwrap();
+    let other = app.send("198.51.100.1").await;
     assert_eq!(other.status(), StatusCode::OK);
     app.clock.advance(Duration::from_secs(1));
-    let again = app
-        .router
-        .clone()
-        .oneshot(request("203.0.113.7"))
-        .await
-        .unwrap();
+    let again = app.send("203.0.113.7").await;
     assert_eq!(again.status(), StatusCode::OK);
     assert_eq!(app.runs.load(Ordering::SeqCst), 4);
 }
@@ -133,12 +124,7 @@ async fn over_the_limit_answers_429_with_exact_fields() {
 async fn a_denied_request_runs_no_handler_and_reads_no_body() {
     let app = app(KeySource::global(), |l| l);
     for _ in 0..2 {
-        let ok = app
-            .router
-            .clone()
-            .oneshot(request("203.0.113.7"))
-            .await
-            .unwrap();
+        let ok = app.send("203.0.113.7").await;
         assert_eq!(ok.status(), StatusCode::OK);
     }
     // A body that panics when read: reading it would fail the test.
@@ -148,7 +134,7 @@ async fn a_denied_request_runs_no_handler_and_reads_no_body() {
     denied.extensions_mut().insert(ConnectInfo(
         "203.0.113.7:5000".parse::<SocketAddr>().unwrap(),
     ));
-    let response = app.router.clone().oneshot(denied).await.unwrap();
+    let response = app.send_request(denied).await;
     assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(app.runs.load(Ordering::SeqCst), 2);
 }
@@ -180,30 +166,20 @@ async fn a_request_without_a_user_gets_401_and_the_status_is_configurable() {
         })
     };
     let named_users = app(KeySource::user(), by_user);
-    let anonymous = named_users
-        .router
-        .clone()
-        .oneshot(request("203.0.113.7"))
-        .await
-        .unwrap();
+    let anonymous = named_users.send("203.0.113.7").await;
     assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
     let mut named = request("203.0.113.7");
     named
         .headers_mut()
         .insert("x-user-id", "laoqian".parse().unwrap());
-    let response = named_users.router.clone().oneshot(named).await.unwrap();
+    let response = named_users.send_request(named).await;
     assert_eq!(response.status(), StatusCode::OK);
 
     let app = app(KeySource::user(), |l: RateLimitLayer| {
         l.user(|_| None)
             .missing_identity_status(StatusCode::FORBIDDEN)
     });
-    let anonymous = app
-        .router
-        .clone()
-        .oneshot(request("203.0.113.7"))
-        .await
-        .unwrap();
+    let anonymous = app.send("203.0.113.7").await;
     assert_eq!(anonymous.status(), StatusCode::FORBIDDEN);
     assert_eq!(app.runs.load(Ordering::SeqCst), 0);
 }
@@ -235,24 +211,10 @@ async fn legacy_headers_and_quiet_allowed_responses_are_options() {
     let app = app(KeySource::ip(), |l| {
         l.legacy_headers(true).rate_limit_headers(false)
     });
-    let ok = app
-        .router
-        .clone()
-        .oneshot(request("203.0.113.7"))
-        .await
-        .unwrap();
+    let ok = app.send("203.0.113.7").await;
     assert!(ok.headers().get("ratelimit").is_none());
-    app.router
-        .clone()
-        .oneshot(request("203.0.113.7"))
-        .await
-        .unwrap();
-    let denied = app
-        .router
-        .clone()
-        .oneshot(request("203.0.113.7"))
-        .await
-        .unwrap();
+    app.send("203.0.113.7").await;
+    let denied = app.send("203.0.113.7").await;
     assert_eq!(header(&denied, "x-ratelimit-limit"), "2");
     assert_eq!(header(&denied, "x-ratelimit-remaining"), "0");
     assert_eq!(header(&denied, "x-ratelimit-reset"), "60");

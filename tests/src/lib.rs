@@ -1,7 +1,7 @@
 //! The shared test harness: real `redis-server` processes on free ports in
 //! temporary directories, stopped when dropped.
 //!
-//! Every test that needs Redis gets it from [`redis`]: a fresh server of its
+//! Every test that needs Redis gets it from [`redis()`]: a fresh server of its
 //! own, or, when `REDIS_URL` is set, that server with a unique key prefix (and
 //! never a FLUSHALL).
 
