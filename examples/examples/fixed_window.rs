@@ -11,13 +11,10 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Body;
-use axum::extract::ConnectInfo;
-use axum::http::header::RETRY_AFTER;
-use axum::http::{HeaderName, Request, StatusCode};
+use axum::http::{Method, StatusCode};
 use axum::routing::post;
-use limiter_tower::{Limiter, MemoryStore, RATELIMIT, RateLimitLayer, rate_limit};
-use tower::ServiceExt as _;
+use limiter_examples::demo::{from_peer, send};
+use limiter_tower::{Limiter, MemoryStore, RateLimitLayer, rate_limit};
 
 /// Logins: 3 per 300 ms window per client IP.
 #[rate_limit(algorithm = fixed_window, rules = [(3, 300ms)], by = ip)]
@@ -31,10 +28,11 @@ async fn main() {
         .route("/login", post(login))
         .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())));
     let client: SocketAddr = ([203, 0, 113, 7], 50_000).into();
+    let request = || from_peer(Method::POST, "/login", client);
 
     println!("4 logins at once: the window (opened by the first) holds 3");
     for remaining in ["r=2", "r=1", "r=0"] {
-        let answer = send(&app, "/login", client).await;
+        let answer = send(&app, request()).await;
         assert_eq!(answer.status, StatusCode::OK);
         assert!(
             answer
@@ -42,7 +40,7 @@ async fn main() {
                 .contains(&format!("\"3-per-300ms\";{remaining}"))
         );
     }
-    let denied = send(&app, "/login", client).await;
+    let denied = send(&app, request()).await;
     assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS);
     // The window ends within 300 ms; Retry-After is whole seconds, rounded up.
     assert_eq!(denied.retry_after.as_deref(), Some("1"));
@@ -50,49 +48,9 @@ async fn main() {
 
     println!("350 ms later the window is over: the next login opens a new one");
     tokio::time::sleep(Duration::from_millis(350)).await;
-    let allowed = send(&app, "/login", client).await;
+    let allowed = send(&app, request()).await;
     assert_eq!(allowed.status, StatusCode::OK);
     assert!(allowed.rate_limit.contains("\"3-per-300ms\";r=2"));
 
     println!("ok");
-}
-
-/// The parts of a response this example checks.
-struct Answer {
-    status: StatusCode,
-    rate_limit: String,
-    retry_after: Option<String>,
-}
-
-/// Sends `POST {path}` from `peer` (the `ConnectInfo` that `axum::serve`
-/// with connect info would add, for `by = ip`) and prints the answer.
-async fn send(app: &Router, path: &str, peer: SocketAddr) -> Answer {
-    let mut request = Request::post(path)
-        .body(Body::empty())
-        .expect("a valid request");
-    request.extensions_mut().insert(ConnectInfo(peer));
-    let Ok(response) = app.clone().oneshot(request).await;
-    let header = |name: &HeaderName| {
-        response
-            .headers()
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-    };
-    let answer = Answer {
-        status: response.status(),
-        rate_limit: header(&RATELIMIT).unwrap_or_default(),
-        retry_after: header(&RETRY_AFTER),
-    };
-    print!(
-        "  POST {path} from {} -> {} | RateLimit: {}",
-        peer.ip(),
-        answer.status,
-        answer.rate_limit
-    );
-    if let Some(retry_after) = &answer.retry_after {
-        print!(" | Retry-After: {retry_after}");
-    }
-    println!();
-    answer
 }

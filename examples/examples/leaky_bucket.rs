@@ -14,14 +14,11 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::Body;
-use axum::extract::ConnectInfo;
-use axum::http::header::RETRY_AFTER;
-use axum::http::{HeaderName, Request, StatusCode};
+use axum::http::{Method, StatusCode};
 use axum::routing::post;
-use limiter_tower::{Limiter, MemoryStore, Policy, RATELIMIT, Rate, RateLimitLayer, rate_limit};
+use limiter_examples::demo::{from_peer, send};
+use limiter_tower::{Limiter, MemoryStore, Policy, Rate, RateLimitLayer, rate_limit};
 use tokio::task::JoinSet;
-use tower::ServiceExt as _;
 
 /// The leak rate of both examples: one request every 50 ms.
 const INTERVAL: Duration = Duration::from_millis(50);
@@ -48,7 +45,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for _ in 0..6 {
         let app = app.clone();
         uploads.spawn(async move {
-            let answer = send(&app, "/uploads", client).await;
+            let answer = send(&app, from_peer(Method::POST, "/uploads", client)).await;
             (answer, start.elapsed())
         });
     }
@@ -108,44 +105,4 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     println!("ok");
     Ok(())
-}
-
-/// The parts of a response this example checks.
-struct Answer {
-    status: StatusCode,
-    rate_limit: String,
-    retry_after: Option<String>,
-}
-
-/// Sends `POST {path}` from `peer` (the `ConnectInfo` that `axum::serve`
-/// with connect info would add, for `by = ip`) and prints the answer.
-async fn send(app: &Router, path: &str, peer: SocketAddr) -> Answer {
-    let mut request = Request::post(path)
-        .body(Body::empty())
-        .expect("a valid request");
-    request.extensions_mut().insert(ConnectInfo(peer));
-    let Ok(response) = app.clone().oneshot(request).await;
-    let header = |name: &HeaderName| {
-        response
-            .headers()
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-    };
-    let answer = Answer {
-        status: response.status(),
-        rate_limit: header(&RATELIMIT).unwrap_or_default(),
-        retry_after: header(&RETRY_AFTER),
-    };
-    print!(
-        "  POST {path} from {} -> {} | RateLimit: {}",
-        peer.ip(),
-        answer.status,
-        answer.rate_limit
-    );
-    if let Some(retry_after) = &answer.retry_after {
-        print!(" | Retry-After: {retry_after}");
-    }
-    println!();
-    answer
 }

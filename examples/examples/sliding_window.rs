@@ -12,13 +12,10 @@ use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
-use axum::body::Body;
-use axum::extract::ConnectInfo;
-use axum::http::header::RETRY_AFTER;
-use axum::http::{HeaderName, Request, StatusCode};
+use axum::http::{Method, StatusCode};
 use axum::routing::get;
-use limiter_tower::{Limiter, MemoryStore, RATELIMIT, RateLimitLayer, rate_limit};
-use tower::ServiceExt as _;
+use limiter_examples::demo::{from_peer, send};
+use limiter_tower::{Limiter, MemoryStore, RateLimitLayer, rate_limit};
 
 /// The window of the limit below.
 const WINDOW: Duration = Duration::from_millis(400);
@@ -35,13 +32,14 @@ async fn main() {
         .route("/feed", get(feed))
         .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())));
     let client: SocketAddr = ([203, 0, 113, 7], 50_000).into();
+    let request = || from_peer(Method::GET, "/feed", client);
 
     // Windows are aligned to multiples of 400 ms of the memory store's clock
     // (the system clock): start 20 ms into one so the timeline is known.
     tokio::time::sleep(until_into_next_window(Duration::from_millis(20))).await;
     println!("20 ms into a window: 4 requests pass, the 5th does not");
     for remaining in ["r=3", "r=2", "r=1", "r=0"] {
-        let answer = send(&app, "/feed", client).await;
+        let answer = send(&app, request()).await;
         assert_eq!(answer.status, StatusCode::OK);
         assert!(
             answer
@@ -49,7 +47,7 @@ async fn main() {
                 .contains(&format!("\"4-per-400ms\";{remaining}"))
         );
     }
-    let denied = send(&app, "/feed", client).await;
+    let denied = send(&app, request()).await;
     assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(denied.retry_after.as_deref(), Some("1"));
 
@@ -59,9 +57,9 @@ async fn main() {
     tokio::time::sleep(until_into_next_window(Duration::from_millis(220))).await;
     println!("220 ms into the next window: the previous counts as 1.8, so only 2 pass");
     for _ in 0..2 {
-        assert_eq!(send(&app, "/feed", client).await.status, StatusCode::OK);
+        assert_eq!(send(&app, request()).await.status, StatusCode::OK);
     }
-    let denied = send(&app, "/feed", client).await;
+    let denied = send(&app, request()).await;
     assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS);
     assert!(denied.rate_limit.contains("\"4-per-400ms\";r=0"));
 
@@ -77,44 +75,4 @@ fn until_into_next_window(offset: Duration) -> Duration {
     let window = WINDOW.as_micros();
     let next = now - now % window + window;
     Duration::from_micros((next - now) as u64) + offset
-}
-
-/// The parts of a response this example checks.
-struct Answer {
-    status: StatusCode,
-    rate_limit: String,
-    retry_after: Option<String>,
-}
-
-/// Sends `GET {path}` from `peer` (the `ConnectInfo` that `axum::serve`
-/// with connect info would add, for `by = ip`) and prints the answer.
-async fn send(app: &Router, path: &str, peer: SocketAddr) -> Answer {
-    let mut request = Request::get(path)
-        .body(Body::empty())
-        .expect("a valid request");
-    request.extensions_mut().insert(ConnectInfo(peer));
-    let Ok(response) = app.clone().oneshot(request).await;
-    let header = |name: &HeaderName| {
-        response
-            .headers()
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-    };
-    let answer = Answer {
-        status: response.status(),
-        rate_limit: header(&RATELIMIT).unwrap_or_default(),
-        retry_after: header(&RETRY_AFTER),
-    };
-    print!(
-        "  GET {path} from {} -> {} | RateLimit: {}",
-        peer.ip(),
-        answer.status,
-        answer.rate_limit
-    );
-    if let Some(retry_after) = &answer.retry_after {
-        print!(" | Retry-After: {retry_after}");
-    }
-    println!();
-    answer
 }

@@ -11,15 +11,10 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Body;
-use axum::extract::ConnectInfo;
-use axum::http::header::RETRY_AFTER;
-use axum::http::{HeaderName, Request, StatusCode};
+use axum::http::{Method, StatusCode};
 use axum::routing::post;
-use limiter_tower::{
-    Limiter, MemoryStore, RATELIMIT, RATELIMIT_POLICY, RateLimitLayer, rate_limit,
-};
-use tower::ServiceExt as _;
+use limiter_examples::demo::{from_peer, send};
+use limiter_tower::{Limiter, MemoryStore, RateLimitLayer, rate_limit};
 
 /// Likes: 3 at once per client IP, then one every 250 ms.
 #[rate_limit(algorithm = token_bucket(rate = 4/s, burst = 3), by = ip)]
@@ -40,10 +35,12 @@ async fn main() {
         .route("/bulk-likes", post(bulk_like))
         .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())));
     let client: SocketAddr = ([203, 0, 113, 7], 50_000).into();
+    let like_request = || from_peer(Method::POST, "/likes", client);
+    let bulk_like_request = || from_peer(Method::POST, "/bulk-likes", client);
 
     println!("4 likes at once: the bucket holds 3 tokens");
     for remaining in ["r=2", "r=1", "r=0"] {
-        let answer = send(&app, "/likes", client).await;
+        let answer = send(&app, like_request()).await;
         assert_eq!(answer.status, StatusCode::OK);
         // A bucket's quota reads "capacity per time to fill it": 3 per 750 ms.
         assert!(
@@ -53,68 +50,26 @@ async fn main() {
         );
         assert_eq!(answer.policy, "\"3-per-750ms\";q=3;w=1");
     }
-    let denied = send(&app, "/likes", client).await;
+    let denied = send(&app, like_request()).await;
     assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS);
     // The next token is 250 ms away; Retry-After is whole seconds, rounded up.
     assert_eq!(denied.retry_after.as_deref(), Some("1"));
 
     println!("300 ms later 1.2 tokens are back: one like passes, the next does not");
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(send(&app, "/likes", client).await.status, StatusCode::OK);
+    assert_eq!(send(&app, like_request()).await.status, StatusCode::OK);
     assert_eq!(
-        send(&app, "/likes", client).await.status,
+        send(&app, like_request()).await.status,
         StatusCode::TOO_MANY_REQUESTS
     );
 
     println!("cost = 2: a full bucket of 3 pays for one bulk like, not two");
-    let allowed = send(&app, "/bulk-likes", client).await;
+    let allowed = send(&app, bulk_like_request()).await;
     assert_eq!(allowed.status, StatusCode::OK);
     assert!(allowed.rate_limit.contains("r=1"));
-    let denied = send(&app, "/bulk-likes", client).await;
+    let denied = send(&app, bulk_like_request()).await;
     assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS);
     assert!(denied.rate_limit.contains("r=1"));
 
     println!("ok");
-}
-
-/// The parts of a response this example checks.
-struct Answer {
-    status: StatusCode,
-    policy: String,
-    rate_limit: String,
-    retry_after: Option<String>,
-}
-
-/// Sends `POST {path}` from `peer` (the `ConnectInfo` that `axum::serve`
-/// with connect info would add, for `by = ip`) and prints the answer.
-async fn send(app: &Router, path: &str, peer: SocketAddr) -> Answer {
-    let mut request = Request::post(path)
-        .body(Body::empty())
-        .expect("a valid request");
-    request.extensions_mut().insert(ConnectInfo(peer));
-    let Ok(response) = app.clone().oneshot(request).await;
-    let header = |name: &HeaderName| {
-        response
-            .headers()
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-    };
-    let answer = Answer {
-        status: response.status(),
-        policy: header(&RATELIMIT_POLICY).unwrap_or_default(),
-        rate_limit: header(&RATELIMIT).unwrap_or_default(),
-        retry_after: header(&RETRY_AFTER),
-    };
-    print!(
-        "  POST {path} from {} -> {} | RateLimit: {}",
-        peer.ip(),
-        answer.status,
-        answer.rate_limit
-    );
-    if let Some(retry_after) = &answer.retry_after {
-        print!(" | Retry-After: {retry_after}");
-    }
-    println!();
-    answer
 }

@@ -21,6 +21,8 @@ use limiter_tower::{GuardConfig, IpNet, Limiter, RateLimitLayer, Store};
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::json;
 
+pub mod demo;
+
 /// The header that names the logged-in user.
 pub const USER_HEADER: &str = "x-user-id";
 
