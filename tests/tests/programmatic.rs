@@ -329,3 +329,33 @@ async fn every_key_written_expires_when_its_state_means_nothing() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_key_reused_with_another_algorithm_starts_afresh_on_both_stores() {
+    let redis = redis();
+    let minute = Duration::from_secs(60);
+    let rate = Rate::per_minute(10).unwrap();
+    let policies = [
+        posts_policy(),
+        Policy::fixed_window(Rule::new(7, minute).unwrap()),
+        Policy::sliding_window(Rule::new(7, minute).unwrap()),
+        Policy::token_bucket(rate, 7).unwrap(),
+        Policy::gcra(rate, 7).unwrap(),
+        posts_policy(),
+    ];
+    let [memory, on_redis] = both_stores(&redis).await;
+    let key = redis.key("reused");
+    for (i, policy) in policies.iter().enumerate() {
+        let at = T0 + i as u64 * SECOND;
+        let from_memory = memory.check_at(&key, policy, 1, at).await.unwrap();
+        let from_redis = on_redis.check_at(&key, policy, 1, at).await.unwrap();
+        assert_eq!(from_redis, from_memory, "{}", policy.algorithm());
+        assert!(from_memory.allowed());
+        assert_eq!(
+            from_memory.remaining(),
+            from_memory.limit() - 1,
+            "{}: fresh state",
+            policy.algorithm()
+        );
+    }
+}

@@ -1,11 +1,12 @@
 -- The token bucket and the leaky bucket: one meter. ARGV: now, cost, unit,
 -- drain, capacity, pacing (1 for the leaky bucket's delay).
--- A hash: l = water level in sub-units (a token is `unit` of them), u = when
+-- A hash: a = "bucket", l = water level in sub-units (a token is `unit` of them), u = when
 -- it was last brought up to date. It drains `drain` sub-units per µs.
 local key = KEYS[1]
 local unit, drain, capacity = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local pacing = ARGV[6] == '1'
-local state = redis.call('HMGET', key, 'l', 'u')
+-- Token and leaky buckets share this state: the same meter.
+local state = read_hash(key, 'bucket', 'l', 'u')
 local level, updated = tonumber(state[1]), tonumber(state[2])
 if not level then
   level, updated = 0, now
@@ -25,7 +26,7 @@ if level + need <= full then
     delay = ceil_div(level, drain)
   end
   level = level + need
-  redis.call('HSET', key, 'l', int(level), 'u', int(math.max(now, updated)))
+  redis.call('HSET', key, 'a', 'bucket', 'l', int(level), 'u', int(math.max(now, updated)))
   expire_in(key, ceil_div(level, drain))
 else
   retry = ceil_div(level + need - full, drain)

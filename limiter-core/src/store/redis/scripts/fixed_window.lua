@@ -1,8 +1,9 @@
 -- The fixed window. ARGV: now, cost, limit, window.
--- A hash: c = count, s = start of the window (the key's first request).
+-- A hash: a = "fixed_window", c = count, s = start of the window (the key's
+-- first request).
 local key = KEYS[1]
 local limit, window = tonumber(ARGV[3]), tonumber(ARGV[4])
-local state = redis.call('HMGET', key, 'c', 's')
+local state = read_hash(key, 'fixed_window', 'c', 's')
 local count, start = tonumber(state[1]), tonumber(state[2])
 if not count or now >= start + window then
   count, start = 0, now
@@ -11,7 +12,7 @@ local ends_in = start + window - now
 local retry = ends_in
 if count + cost <= limit then
   count, retry = count + cost, -1
-  redis.call('HSET', key, 'c', int(count), 's', int(start))
+  redis.call('HSET', key, 'a', 'fixed_window', 'c', int(count), 's', int(start))
   expire_in(key, ends_in)
 end
 return { retry < 0 and 1 or 0, 0, retry, 0, 1, limit - count, ends_in }

@@ -2,7 +2,7 @@
 -- interval T, tolerance tau = T * burst. The value is the theoretical arrival time.
 local key = KEYS[1]
 local interval, tolerance = tonumber(ARGV[3]), tonumber(ARGV[4])
-local tat = tonumber(redis.call('GET', key))
+local tat = tonumber(read('GET', key))
 local earliest = math.max(tat or now, now)
 local new_tat = earliest + cost * interval
 local retry, ttl

@@ -48,6 +48,33 @@ local function ttl_ms(us)
   return math.max(1, ceil_div(us, 1000))
 end
 
+-- Runs a read; a key holding another algorithm's state (WRONGTYPE) is
+-- deleted and reads as absent, as in the memory store.
+local function read(...)
+  local reply = redis.pcall(...)
+  if type(reply) == 'table' and reply.err then
+    redis.call('DEL', KEYS[1])
+    return false
+  end
+  return reply
+end
+
+-- Reads the hash fields of `algorithm`'s state; a hash written by another
+-- algorithm (its tag field `a` differs) is deleted and reads as absent.
+local function read_hash(key, algorithm, ...)
+  local fields = { ... }
+  local state = read('HMGET', key, 'a', unpack(fields))
+  if not state or not state[1] then
+    return {}
+  end
+  if state[1] ~= algorithm then
+    redis.call('DEL', key)
+    return {}
+  end
+  table.remove(state, 1)
+  return state
+end
+
 local function expire_in(key, us)
   redis.call('PEXPIRE', key, ttl_ms(us))
 end

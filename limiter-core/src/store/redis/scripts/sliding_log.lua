@@ -16,7 +16,9 @@ for i = 1, n do
 end
 
 if now >= longest then
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', int(now - longest))
+  read('ZREMRANGEBYSCORE', key, '-inf', int(now - longest))
+else
+  read('ZCARD', key)
 end
 
 local counts, floors = {}, {}

@@ -1,10 +1,11 @@
 -- The sliding window counter. ARGV: now, cost, limit, window.
--- A hash: p = previous window's count, c = current window's, s = its start.
+-- A hash: a = "sliding_window", p = previous window's count, c = current
+-- window's, s = its start.
 -- The weights are doubles computed in the same order as the Rust code.
 local key = KEYS[1]
 local limit, w = tonumber(ARGV[3]), tonumber(ARGV[4])
 local start = floor_div(now, w) * w
-local state = redis.call('HMGET', key, 'p', 'c', 's')
+local state = read_hash(key, 'sliding_window', 'p', 'c', 's')
 local previous, current, stored = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
 if stored == start then
   -- as stored
@@ -37,7 +38,7 @@ end
 local retry = -1
 if passes(previous, current, elapsed) then
   current = current + cost
-  redis.call('HSET', key, 'p', int(previous), 'c', int(current), 's', int(start))
+  redis.call('HSET', key, 'a', 'sliding_window', 'p', int(previous), 'c', int(current), 's', int(start))
 elseif current + cost <= limit then
   retry = start + first_passing(previous, current, elapsed + 1) - now
 else
