@@ -350,6 +350,24 @@ impl UgcServer {
     pub fn addr(&self) -> std::net::SocketAddr {
         self.addr
     }
+
+    /// Sends SIGTERM and waits up to `within` for the process to exit;
+    /// returns its exit status, or `None` if it is still running.
+    pub fn terminate(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -TERM failed");
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
 }
 
 impl Drop for UgcServer {

@@ -139,3 +139,14 @@ async fn health_is_not_limited() {
         assert!(!ok.headers.contains_key("ratelimit"));
     }
 }
+
+#[tokio::test]
+async fn the_server_stops_gracefully_on_sigterm() {
+    let mut server = limiter_tests::UgcServer::start(&[]);
+    assert_eq!(get(server.addr(), "/health").await.status, 200);
+    let status = server.terminate(Duration::from_secs(10));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "exit status {status:?}"
+    );
+}
