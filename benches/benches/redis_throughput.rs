@@ -233,8 +233,8 @@ fn thousands(x: f64) -> String {
 
 // One worker thread: redis-server is single-threaded, so on a two-core
 // machine the client gets one core and the server the other. With a worker
-// per core, the client's threads preempt the server in the middle of scripts
-// and the bench measures that contention instead of the store.
+// per core, the client's threads can preempt the server in the middle of
+// scripts, and the bench would measure that contention instead of the store.
 #[tokio::main(flavor = "multi_thread", worker_threads = 1)]
 async fn main() {
     let server = RedisServer::start();

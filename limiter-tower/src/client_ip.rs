@@ -138,11 +138,35 @@ impl ClientIp {
 
     /// The identity of an address: IPv4 as is, IPv6 as its network of
     /// `ipv6_prefix` bits, so one subscriber cannot rotate through its /64.
-    pub(crate) fn identity(&self, ip: IpAddr) -> String {
+    #[cfg(test)]
+    fn identity(&self, ip: IpAddr) -> String {
+        let mut identity = String::with_capacity(48);
+        self.push_identity(&mut identity, ip);
+        identity
+    }
+
+    /// Appends the escaped identity of `ip` to a key.
+    pub(crate) fn push_identity(&self, key: &mut String, ip: IpAddr) {
+        use std::fmt::Write;
         match ip {
-            IpAddr::V4(v4) => v4.to_string(),
-            IpAddr::V6(_) if self.ipv6_prefix >= 128 => ip.to_string(),
-            IpAddr::V6(_) => format!("{}/{}", mask(ip, self.ipv6_prefix), self.ipv6_prefix),
+            // Digits and dots: nothing to escape.
+            IpAddr::V4(v4) => {
+                for (i, octet) in v4.octets().into_iter().enumerate() {
+                    if i > 0 {
+                        key.push('.');
+                    }
+                    crate::response::push_u64(key, u64::from(octet));
+                }
+            }
+            IpAddr::V6(_) => {
+                let mut text = String::with_capacity(48);
+                let _ = if self.ipv6_prefix >= 128 {
+                    write!(text, "{ip}")
+                } else {
+                    write!(text, "{}/{}", mask(ip, self.ipv6_prefix), self.ipv6_prefix)
+                };
+                limiter_core::push_identity(key, &text);
+            }
         }
     }
 }
@@ -280,20 +304,19 @@ mod tests {
     #[test]
     fn ipv6_clients_are_grouped_by_prefix() {
         let client = ClientIp::default();
-        assert_eq!(
-            client.identity(ip("2001:db8:1:2:aaaa::1")),
-            "2001:db8:1:2::/64"
-        );
-        assert_eq!(
-            client.identity(ip("2001:db8:1:2:bbbb::9")),
-            "2001:db8:1:2::/64"
-        );
+        // As they stand in a key: the colons escaped.
+        let network = "2001%3Adb8%3A1%3A2%3A%3A/64";
+        assert_eq!(client.identity(ip("2001:db8:1:2:aaaa::1")), network);
+        assert_eq!(client.identity(ip("2001:db8:1:2:bbbb::9")), network);
         assert_eq!(client.identity(ip("203.0.113.7")), "203.0.113.7");
         let wide = ClientIp {
             ipv6_prefix: 48,
             ..ClientIp::default()
         };
-        assert_eq!(wide.identity(ip("2001:db8:1:2::1")), "2001:db8:1::/48");
+        assert_eq!(
+            wide.identity(ip("2001:db8:1:2::1")),
+            "2001%3Adb8%3A1%3A%3A/48"
+        );
         // IPv4-mapped IPv6 peers are IPv4 clients.
         assert_eq!(
             behind(&[]).resolve(ip("::ffff:203.0.113.7"), &HeaderMap::new()),

@@ -110,7 +110,7 @@ pub(crate) fn build_key(
                 ));
             };
             let client = context.client_ip.resolve(peer.ip(), &parts.headers);
-            push_identity(&mut key, &context.client_ip.identity(client));
+            context.client_ip.push_identity(&mut key, client);
             key.push(':');
         }
         Source::User => {

@@ -15,7 +15,7 @@ use axum::body::Body;
 use axum::response::Response;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
-use limiter_core::{Decision, Policy};
+use limiter_core::{Decision, Policy, Rule};
 
 use crate::context::HeaderOptions;
 
@@ -39,38 +39,105 @@ fn seconds(d: Duration) -> u64 {
 pub(crate) fn policy_header(policy: &Policy) -> HeaderValue {
     field_list(policy.rules().iter().map(|rule| {
         let window = seconds(rule.window()).max(1);
-        format!("\"{rule}\";q={};w={window}", rule.limit())
+        (*rule, 'q', rule.limit(), 'w', window)
     }))
 }
 
-/// The `RateLimit` value of a decision.
-fn rate_limit_header(decision: &Decision) -> HeaderValue {
-    field_list(decision.rules().iter().map(|status| {
-        let (rule, reset) = (status.rule(), seconds(status.reset_after()));
-        format!("\"{rule}\";r={};t={reset}", status.remaining())
-    }))
+/// The start of each rule's `RateLimit` item, `"10-per-60s";r=`: fixed per
+/// route, so built once.
+pub(crate) fn rate_limit_prefixes(policy: &Policy) -> Box<[Box<str>]> {
+    policy
+        .rules()
+        .iter()
+        .map(|rule| format!("\"{rule}\";r=").into_boxed_str())
+        .collect()
 }
 
-/// A Structured Fields list of the given items.
-fn field_list(items: impl Iterator<Item = String>) -> HeaderValue {
-    let value = items.collect::<Vec<_>>().join(", ");
+/// The `RateLimit` value of a decision, from the route's item prefixes.
+fn rate_limit_header(prefixes: &[Box<str>], decision: &Decision) -> HeaderValue {
+    let mut value = String::with_capacity(32 * prefixes.len());
+    for (i, (prefix, status)) in prefixes.iter().zip(decision.rules()).enumerate() {
+        if i > 0 {
+            value.push_str(", ");
+        }
+        value.push_str(prefix);
+        push_u64(&mut value, status.remaining());
+        value.push_str(";t=");
+        push_u64(&mut value, seconds(status.reset_after()));
+    }
     HeaderValue::try_from(value).expect("rule names are visible ASCII")
 }
 
-/// Adds the rate-limit headers of `decision` to a response.
-pub(crate) fn add_headers(
-    headers: &mut HeaderMap,
-    policy: &HeaderValue,
-    decision: &Decision,
-    options: HeaderOptions,
-) {
-    headers.insert(RATELIMIT_POLICY.clone(), policy.clone());
-    headers.insert(RATELIMIT.clone(), rate_limit_header(decision));
-    if options.legacy {
-        let deciding = decision.rules()[decision.rule_index()];
-        headers.insert(X_LIMIT.clone(), deciding.rule().limit().into());
-        headers.insert(X_REMAINING.clone(), deciding.remaining().into());
-        headers.insert(X_RESET.clone(), seconds(deciding.reset_after()).into());
+/// Appends `n` in decimal, without the formatting machinery (this runs on
+/// every response).
+pub(crate) fn push_u64(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.push_str(std::str::from_utf8(&digits[start..]).expect("ASCII digits"));
+}
+
+/// A Structured Fields list of `"{rule}";{a}={x};{b}={y}` items.
+fn field_list(items: impl Iterator<Item = (Rule, char, u64, char, u64)>) -> HeaderValue {
+    let mut value = String::with_capacity(64);
+    for (i, (rule, a, x, b, y)) in items.enumerate() {
+        if i > 0 {
+            value.push_str(", ");
+        }
+        let _ = write!(value, "\"{rule}\";{a}={x};{b}={y}");
+    }
+    HeaderValue::try_from(value).expect("rule names are visible ASCII")
+}
+
+/// The rate-limit headers of one decision, ready to add to a response:
+/// computed when the decision arrives, so the decision itself is not carried
+/// along while the handler runs.
+#[derive(Debug)]
+pub(crate) struct RateLimitHeaders {
+    policy: HeaderValue,
+    state: HeaderValue,
+    /// `X-RateLimit-Limit`, `-Remaining`, `-Reset`, when switched on.
+    legacy: Option<Box<[HeaderValue; 3]>>,
+}
+
+impl RateLimitHeaders {
+    pub(crate) fn new(
+        policy: &HeaderValue,
+        prefixes: &[Box<str>],
+        decision: &Decision,
+        options: HeaderOptions,
+    ) -> Self {
+        let legacy = options.legacy.then(|| {
+            let deciding = decision.rules()[decision.rule_index()];
+            Box::new([
+                deciding.rule().limit().into(),
+                deciding.remaining().into(),
+                seconds(deciding.reset_after()).into(),
+            ])
+        });
+        Self {
+            policy: policy.clone(),
+            state: rate_limit_header(prefixes, decision),
+            legacy,
+        }
+    }
+
+    pub(crate) fn add_to(self, headers: &mut HeaderMap) {
+        headers.insert(RATELIMIT_POLICY.clone(), self.policy);
+        headers.insert(RATELIMIT.clone(), self.state);
+        if let Some(legacy) = self.legacy {
+            let [limit, remaining, reset] = *legacy;
+            headers.insert(X_LIMIT.clone(), limit);
+            headers.insert(X_REMAINING.clone(), remaining);
+            headers.insert(X_RESET.clone(), reset);
+        }
     }
 }
 
@@ -80,9 +147,8 @@ pub(crate) fn add_headers(
 pub(crate) fn too_many_requests(
     decision: &Decision,
     cost: u64,
-    policy: &HeaderValue,
+    headers: RateLimitHeaders,
     message: Option<&str>,
-    options: HeaderOptions,
 ) -> Response {
     let retry_after = seconds(decision.retry_after().unwrap_or_default()).max(1);
     let violated: Vec<String> = decision
@@ -106,9 +172,10 @@ pub(crate) fn too_many_requests(
             problem_json(StatusCode::TOO_MANY_REQUESTS, body)
         }
     };
-    let headers = response.headers_mut();
-    headers.insert(RETRY_AFTER, retry_after.into());
-    add_headers(headers, policy, decision, options);
+    response
+        .headers_mut()
+        .insert(RETRY_AFTER, retry_after.into());
+    headers.add_to(response.headers_mut());
     response
 }
 
@@ -189,9 +256,18 @@ mod tests {
         let store = MemoryStore::new();
         let d = store.check_at("k", &policy, 3, 1_000_000).unwrap();
         assert_eq!(
-            rate_limit_header(&d),
+            rate_limit_header(&rate_limit_prefixes(&policy), &d),
             "\"10-per-60s\";r=7;t=60, \"20-per-120s\";r=17;t=120"
         );
+    }
+
+    #[test]
+    fn integers_are_written_in_decimal() {
+        for n in [0, 7, 10, 255, 1_000_000, u64::MAX] {
+            let mut out = String::from("x");
+            push_u64(&mut out, n);
+            assert_eq!(out, format!("x{n}"));
+        }
     }
 
     #[test]

@@ -12,7 +12,7 @@ use tower_service::Service;
 
 use super::layer::RouteLimit;
 use crate::context::{BoxFuture, Context};
-use crate::response::{add_headers, too_many_requests, unavailable};
+use crate::response::{RateLimitHeaders, too_many_requests, unavailable};
 
 pin_project! {
     /// The response future of [`Limit`](crate::Limit): waits for the store's
@@ -45,13 +45,13 @@ pin_project! {
             sleep: tokio::time::Sleep,
             inner: Option<S>,
             request: Option<Request<B>>,
-            headers: Option<(Decision, Arc<RouteLimit>, Arc<Context>)>,
+            headers: Option<RateLimitHeaders>,
         },
         Calling {
             #[pin]
             future: S::Future,
             // The headers to add to the inner response, when configured.
-            headers: Option<(Decision, Arc<RouteLimit>, Arc<Context>)>,
+            headers: Option<RateLimitHeaders>,
         },
         Ready {
             response: Option<Response>,
@@ -119,7 +119,7 @@ where
                             let headers = verdict
                                 .decision()
                                 .filter(|_| context.headers.on_allowed)
-                                .map(|d| (*d, Arc::clone(limit), Arc::clone(context)));
+                                .map(|d| limit.headers(d, context));
                             let delay = verdict.decision().map_or(Duration::ZERO, |d| d.delay());
                             if let Some(decision) = verdict.decision() {
                                 // Handlers may read it with `Extension<Decision>`.
@@ -157,9 +157,8 @@ where
                                 response: Some(too_many_requests(
                                     decision,
                                     limit.policy.cost(),
-                                    &limit.policy_header,
+                                    limit.headers(decision, context),
                                     limit.message.as_deref(),
-                                    context.headers,
                                 )),
                             }
                         }
@@ -192,13 +191,8 @@ where
                 }
                 StateProj::Calling { future, headers } => {
                     let mut response = ready!(future.poll(cx))?;
-                    if let Some((decision, limit, context)) = headers.take() {
-                        add_headers(
-                            response.headers_mut(),
-                            &limit.policy_header,
-                            &decision,
-                            context.headers,
-                        );
+                    if let Some(headers) = headers.take() {
+                        headers.add_to(response.headers_mut());
                     }
                     return Poll::Ready(Ok(response));
                 }
@@ -207,6 +201,17 @@ where
                 }
             }
         }
+    }
+}
+
+impl RouteLimit {
+    fn headers(&self, decision: &Decision, context: &Context) -> RateLimitHeaders {
+        RateLimitHeaders::new(
+            &self.policy_header,
+            &self.rate_limit_prefixes,
+            decision,
+            context.headers,
+        )
     }
 }
 
@@ -221,14 +226,7 @@ fn record(verdict: &Result<Verdict, Error>, limit: &RouteLimit) {
         Ok(_) => ("other", "other"),
         Err(_) => ("error", "error"),
     };
-    metrics::counter!(
-        "limiter_decisions_total",
-        "outcome" => outcome,
-        "source" => source,
-        "algorithm" => limit.policy.algorithm().name(),
-        "limit" => limit.name.to_string(),
-    )
-    .increment(1);
+    limit.counters.decision(outcome, source, limit).increment(1);
 }
 
 impl<S, B> std::fmt::Debug for ResponseFuture<S, B>

@@ -1,4 +1,4 @@
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use http::HeaderValue;
 use limiter_core::{OnStoreError, Policy, push_identity};
@@ -6,7 +6,7 @@ use tower_layer::Layer;
 
 use super::Limit;
 use crate::key::KeySource;
-use crate::response::policy_header;
+use crate::response::{policy_header, rate_limit_prefixes};
 
 /// One policy and one key source, on a route, a handler or any service: the
 /// same limiting as `#[rate_limit]`, without the macro.
@@ -44,6 +44,50 @@ pub(crate) struct RouteLimit {
     pub(crate) message: Option<Box<str>>,
     pub(crate) on_store_error: Option<OnStoreError>,
     pub(crate) policy_header: HeaderValue,
+    pub(crate) rate_limit_prefixes: Box<[Box<str>]>,
+    pub(crate) counters: DecisionCounters,
+}
+
+/// This route's `limiter_decisions_total` counters, registered on first use
+/// so a request does not build labels.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DecisionCounters {
+    counters: [OnceLock<metrics::Counter>; OUTCOMES.len()],
+}
+
+const OUTCOMES: [(&str, &str); 9] = [
+    ("allowed", "store"),
+    ("denied", "store"),
+    ("denied", "deny_cache"),
+    ("allowed", "fallback"),
+    ("denied", "fallback"),
+    ("allowed", "fail_open"),
+    ("refused", "fail_closed"),
+    ("other", "other"),
+    ("error", "error"),
+];
+
+impl DecisionCounters {
+    pub(crate) fn decision(
+        &self,
+        outcome: &'static str,
+        source: &'static str,
+        limit: &RouteLimit,
+    ) -> &metrics::Counter {
+        let index = OUTCOMES
+            .iter()
+            .position(|&o| o == (outcome, source))
+            .expect("a known outcome");
+        self.counters[index].get_or_init(|| {
+            metrics::counter!(
+                "limiter_decisions_total",
+                "outcome" => outcome,
+                "source" => source,
+                "algorithm" => limit.policy.algorithm().name(),
+                "limit" => limit.name.to_string(),
+            )
+        })
+    }
 }
 
 impl LimitLayer {
@@ -56,11 +100,13 @@ impl LimitLayer {
             limit: Arc::new(RouteLimit {
                 name: escaped.into(),
                 policy_header: policy_header(&policy),
+                rate_limit_prefixes: rate_limit_prefixes(&policy),
                 policy: Arc::new(policy),
                 source,
                 key_prefix: None,
                 message: None,
                 on_store_error: None,
+                counters: DecisionCounters::default(),
             }),
         }
     }
