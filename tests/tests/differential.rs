@@ -39,7 +39,7 @@ fn window() -> impl Strategy<Value = u64> {
 fn params() -> impl Strategy<Value = Params> {
     prop_oneof![
         prop::collection::vec((1u64..7, window()), 1..4).prop_map(Params::SlidingLog),
-        // Limits over 64: the Redis script counts in place instead of fetching the log.
+        // Larger limits: longer logs.
         prop::collection::vec((65u64..80, window()), 1..3).prop_map(Params::SlidingLog),
         (1u64..7, window()).prop_map(|(l, w)| Params::FixedWindow(l, w)),
         (1u64..9, window()).prop_map(|(l, w)| Params::SlidingWindow(l, w)),
