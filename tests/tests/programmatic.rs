@@ -359,3 +359,48 @@ async fn a_key_reused_with_another_algorithm_starts_afresh_on_both_stores() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_clock_that_steps_back_never_admits_more() {
+    let redis = redis();
+    let one_per_minute =
+        Policy::sliding_log([Rule::new(1, Duration::from_secs(60)).unwrap()]).unwrap();
+    let two_per_minute = Policy::sliding_window(Rule::new(2, Duration::from_secs(60)).unwrap());
+    for store in both_stores(&redis).await {
+        // Recorded at T0 + 1 ms; then a check that read the clock 1 ms earlier.
+        let log = redis.key(&format!("{}:log", store.name()));
+        assert!(
+            store
+                .check_at(&log, &one_per_minute, 1, T0 + 1_000)
+                .await
+                .unwrap()
+                .allowed()
+        );
+        let earlier = store.check_at(&log, &one_per_minute, 1, T0).await.unwrap();
+        assert!(
+            !earlier.allowed(),
+            "{}: the later entry counts",
+            store.name()
+        );
+        assert_eq!(
+            earlier.retry_after(),
+            Some(Duration::from_micros(60 * SECOND + 1_000))
+        );
+
+        // A window that started after the time a late check read.
+        let window = redis.key(&format!("{}:window", store.name()));
+        let next_window = T0 - T0 % (60 * SECOND) + 60 * SECOND;
+        assert!(
+            store
+                .check_at(&window, &two_per_minute, 2, next_window)
+                .await
+                .unwrap()
+                .allowed()
+        );
+        let late = store
+            .check_at(&window, &two_per_minute, 1, next_window - 1)
+            .await
+            .unwrap();
+        assert!(!late.allowed(), "{}: the later window counts", store.name());
+    }
+}

@@ -3,6 +3,10 @@
 //! A request at `now` passes iff, for every rule `(N, W)`, the allowed
 //! requests in `(now - W, now]` plus its cost stay within `N`. An allowed
 //! request is recorded as `cost` entries at `now`; a denied one is not recorded.
+//!
+//! Entries later than `now` count too: they exist only when clocks disagree
+//! (a thread that read the time a moment earlier than another, a Redis
+//! clock stepped back), and counting them keeps the limit exact.
 
 use std::collections::VecDeque;
 
@@ -21,9 +25,8 @@ pub(crate) fn check(log: &mut Log, rules: &[Rule], now: Micros, cost: u64) -> De
         let expired = log.partition_point(|&t| t <= expired_before);
         log.drain(..expired);
     }
-    // Entries after `now` (only when a clock moved back) are in no window yet.
-    let end = log.partition_point(|&t| t <= now);
-    let newest = end.checked_sub(1).map(|i| log[i]);
+    let end = log.len();
+    let newest = log.back().copied();
 
     let mut counts = [0u64; MAX_RULES];
     let mut retry_after = None::<(u64, usize)>;
@@ -45,10 +48,15 @@ pub(crate) fn check(log: &mut Log, rules: &[Rule], now: Micros, cost: u64) -> De
 
     let allowed = retry_after.is_none();
     let recorded = if allowed { cost } else { 0 };
+    let at = log.partition_point(|&t| t <= now);
     for _ in 0..recorded {
-        log.insert(end, now);
+        log.insert(at, now);
     }
-    let newest = if allowed { Some(now) } else { newest };
+    let newest = if allowed {
+        newest.max(Some(now))
+    } else {
+        newest
+    };
     let mut out = [RuleStatus::EMPTY; MAX_RULES];
     for (i, rule) in rules.iter().enumerate() {
         out[i] = RuleStatus {

@@ -20,13 +20,18 @@ pub(crate) struct Counters {
 
 pub(crate) fn check(state: &mut Option<Counters>, rule: &Rule, now: Micros, cost: u64) -> Decision {
     let w = rule.window_us();
-    let start = now - now % w;
+    let mut start = now - now % w;
     let (previous, current) = match *state {
-        Some(c) if c.start == start => (c.previous, c.current),
+        // A stored window later than now's (clocks disagree) stays current:
+        // counting it keeps the limit exact.
+        Some(c) if c.start >= start => {
+            start = c.start;
+            (c.previous, c.current)
+        }
         Some(c) if c.start + w == start => (c.current, 0),
         _ => (0, 0),
     };
-    let elapsed = now - start;
+    let elapsed = now.saturating_sub(start);
     let estimate = Estimate {
         w,
         limit: rule.limit(),
@@ -81,7 +86,7 @@ impl Estimate {
     fn retry_after(&self, previous: u64, current: u64, start: Micros, now: Micros) -> u64 {
         if current + self.cost <= self.limit {
             // Passes later in this window, as the previous window's weight falls.
-            let elapsed = now - start;
+            let elapsed = now.saturating_sub(start);
             start + self.first_passing(previous, current, elapsed + 1) - now
         } else {
             // Passes in the next window, as this window's weight falls.

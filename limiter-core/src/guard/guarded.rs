@@ -196,6 +196,9 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
         cost: u64,
         on_error: OnStoreError,
     ) -> Result<Verdict, Error> {
+        // A caller's mistake is refused before the breaker admits the call:
+        // a probe must end in a success or a failure.
+        policy.validate_cost(cost)?;
         let inner = &*self.inner;
         let now = inner.clock.now_micros();
         if let Some(decision) = inner
@@ -225,8 +228,6 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
                 }
                 Ok(Verdict::Store(decision))
             }
-            // The caller's mistake, not the store's: say so.
-            Err(error @ Error::Config(_)) => Err(error),
             Err(error) => {
                 metrics::counter!("limiter_store_errors_total", "kind" => error.kind())
                     .increment(1);
@@ -374,6 +375,34 @@ mod tests {
             guarded.store().calls.load(Ordering::SeqCst),
             4,
             "one probe per interval"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_probe_with_an_invalid_cost_leaves_the_breaker_probing_again() {
+        let clock = ManualClock::new(Duration::from_secs(1_000));
+        let guarded = Guarded::with_clock(Down::default(), GuardConfig::default(), clock.clone());
+        for _ in 0..3 {
+            guarded
+                .check_with("k", &policy(), 1, OnStoreError::FailOpen)
+                .await
+                .unwrap();
+        }
+        assert_eq!(guarded.breaker_state(), BreakerState::Open);
+        clock.advance(Duration::from_secs(1));
+        // Refused before the breaker admits it: not the probe.
+        let refused = guarded
+            .check_with("k", &policy(), 5, OnStoreError::FailOpen)
+            .await;
+        assert!(matches!(refused, Err(Error::Config(_))));
+        guarded
+            .check_with("k", &policy(), 1, OnStoreError::FailOpen)
+            .await
+            .unwrap();
+        assert_eq!(
+            guarded.store().calls.load(Ordering::SeqCst),
+            4,
+            "the next call probes"
         );
     }
 

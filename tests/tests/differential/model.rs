@@ -131,22 +131,28 @@ impl KeyModel {
         }
     }
 
+    /// Entries after `t - window`, later ones included (they exist only when
+    /// clocks disagree, and count so the limit stays exact).
     fn in_window(&self, t: u64, window: u64) -> u64 {
-        self.log
-            .iter()
-            .filter(|&&e| e <= t && e + window > t)
-            .count() as u64
+        self.log.iter().filter(|&&e| e + window > t).count() as u64
     }
 
     /// The sliding window's estimate at `t`.
     fn weighted(&self, window: u64, t: u64) -> f64 {
+        let (start, previous, current) = self.windows_at(window, t);
+        let elapsed = t.saturating_sub(start);
+        previous as f64 * ((window - elapsed) as f64 / window as f64) + current as f64
+    }
+
+    /// The current window's start and the (previous, current) counts at `t`;
+    /// a stored window later than `t`'s (clocks disagree) stays current.
+    fn windows_at(&self, window: u64, t: u64) -> (u64, u64, u64) {
         let start = t - t % window;
-        let (previous, current) = match self.counters {
-            Some((s, p, c)) if s == start => (p, c),
-            Some((s, _, c)) if s + window == start => (c, 0),
-            _ => (0, 0),
-        };
-        previous as f64 * ((window - (t - start)) as f64 / window as f64) + current as f64
+        match self.counters {
+            Some((s, p, c)) if s >= start => (s, p, c),
+            Some((s, _, c)) if s + window == start => (start, c, 0),
+            _ => (start, 0, 0),
+        }
     }
 
     /// The bucket's water at `t`, in 1/period token units; it drains `amount` per µs.
@@ -175,12 +181,8 @@ impl KeyModel {
                 0
             }
             Params::SlidingWindow(_, window) => {
-                let start = now - now % window;
-                self.counters = match self.counters {
-                    Some((s, p, c)) if s == start => Some((start, p, c + cost)),
-                    Some((s, _, c)) if s + window == start => Some((start, c, cost)),
-                    _ => Some((start, 0, cost)),
-                };
+                let (start, previous, current) = self.windows_at(window, now);
+                self.counters = Some((start, previous, current + cost));
                 0
             }
             Params::Bucket(amount, period, _, pacing) => {
@@ -206,11 +208,7 @@ impl KeyModel {
         match *params {
             Params::SlidingLog(ref rules) => {
                 let (limit, window) = rules[i];
-                let newest = self
-                    .log
-                    .iter()
-                    .filter(|&&e| e <= now && e + window > now)
-                    .max();
+                let newest = self.log.iter().filter(|&&e| e + window > now).max();
                 (
                     limit.saturating_sub(self.in_window(now, window)),
                     newest.map_or(0, |e| e + window - now),
@@ -223,12 +221,7 @@ impl KeyModel {
                 _ => unreachable!("read after recording, or when denied inside a live window"),
             },
             Params::SlidingWindow(limit, window) => {
-                let start = now - now % window;
-                let (previous, current) = match self.counters {
-                    Some((s, p, c)) if s == start => (p, c),
-                    Some((s, _, c)) if s + window == start => (c, 0),
-                    _ => (0, 0),
-                };
+                let (start, previous, current) = self.windows_at(window, now);
                 let reset = if current > 0 {
                     start + 2 * window - now
                 } else if previous > 0 {

@@ -26,11 +26,12 @@ local retry, decided = -1, 0
 for i = 1, n do
   -- The window is (now - W, now].
   floors[i] = now >= windows[i] and '(' .. int(now - windows[i]) or '-inf'
-  local count = redis.call('ZCOUNT', key, floors[i], int(now))
+  -- Entries later than now (the clock stepped back) count too: exact either way.
+  local count = redis.call('ZCOUNT', key, floors[i], '+inf')
   if count + cost > limits[i] then
     -- Passes once the oldest `excess` entries have left; the last of them decides.
     local excess = count + cost - limits[i]
-    local blocking = redis.call('ZRANGEBYSCORE', key, floors[i], int(now), 'WITHSCORES', 'LIMIT', excess - 1, 1)
+    local blocking = redis.call('ZRANGEBYSCORE', key, floors[i], '+inf', 'WITHSCORES', 'LIMIT', excess - 1, 1)
     local wait = tonumber(blocking[2]) + windows[i] - now
     if wait > retry then
       retry, decided = wait, i - 1
@@ -40,10 +41,19 @@ for i = 1, n do
 end
 
 local allowed = retry < 0
-local recorded, newest = 0, nil
+local recorded = 0
+local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+local newest = tonumber(last[2])
 if allowed then
-  recorded, newest = cost, now
-  local taken = redis.call('ZCOUNT', key, int(now), int(now))
+  recorded = cost
+  -- Entries already at now: none unless the newest is at or after now.
+  local taken = 0
+  if newest and newest >= now then
+    taken = redis.call('ZCOUNT', key, int(now), int(now))
+  end
+  if not newest or newest < now then
+    newest = now
+  end
   local entries = {}
   for j = 0, cost - 1 do
     entries[#entries + 1] = int(now)
@@ -51,9 +61,6 @@ if allowed then
   end
   redis.call('ZADD', key, unpack(entries))
   expire_in(key, longest)
-else
-  local last = redis.call('ZREVRANGEBYSCORE', key, int(now), '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
-  newest = tonumber(last[2])
 end
 
 local reply = { allowed and 1 or 0, decided, retry, 0, n }

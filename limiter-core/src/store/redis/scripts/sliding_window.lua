@@ -7,14 +7,15 @@ local limit, w = tonumber(ARGV[3]), tonumber(ARGV[4])
 local start = floor_div(now, w) * w
 local state = read_hash(key, 'sliding_window', 'p', 'c', 's')
 local previous, current, stored = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
-if stored == start then
-  -- as stored
+if stored and stored >= start then
+  -- As stored; a window later than now's (the clock stepped back) stays current.
+  start = stored
 elseif stored and stored + w == start then
   previous, current = current, 0
 else
   previous, current = 0, 0
 end
-local elapsed = now - start
+local elapsed = math.max(0, now - start)
 
 local function weighted(p, c, e)
   return p * ((w - e) / w) + c
