@@ -1,9 +1,10 @@
 //! The shared test harness: real `redis-server` processes on free ports in
 //! temporary directories, stopped when dropped.
 //!
-//! Every test that needs Redis gets it from [`redis()`]: a fresh server of its
-//! own, or, when `REDIS_URL` is set, that server with a unique key prefix (and
-//! never a FLUSHALL).
+//! A test that only needs a Redis gets it from [`redis()`]: a fresh server of
+//! its own, or, when `REDIS_URL` is set, that server with a unique key prefix
+//! (and never a FLUSHALL). Tests that kill, hang or restart Redis start a
+//! [`RedisServer`] of their own; cluster tests a [`RedisCluster`].
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -25,14 +25,13 @@ pub(crate) fn check(log: &mut Log, rules: &[Rule], now: Micros, cost: u64) -> De
         let expired = log.partition_point(|&t| t <= expired_before);
         log.drain(..expired);
     }
-    let end = log.len();
     let newest = log.back().copied();
 
     let mut counts = [0u64; MAX_RULES];
     let mut retry_after = None::<(u64, usize)>;
     for (i, rule) in rules.iter().enumerate() {
         let start = window_start(log, now, rule);
-        let count = (end - start) as u64;
+        let count = (log.len() - start) as u64;
         if count + cost > rule.limit() {
             // The request passes once enough entries have left this window:
             // the oldest `excess` ones, so the last of them decides.

@@ -27,8 +27,8 @@ use crate::store::Store;
 
 /// Shards when none are asked for: enough that 2–64 cores rarely meet on one lock.
 const DEFAULT_SHARDS: usize = 64;
-/// The most keys a memory store holds unless told otherwise (about 13 MB of
-/// state for one-value algorithms; see BENCHMARKS.md for bytes per key).
+/// The most keys a memory store holds unless told otherwise (15-20 MB of
+/// state at 150-200 bytes per key; see BENCHMARKS.md).
 pub const DEFAULT_CAPACITY: usize = 100_000;
 /// The gauge of keys holding state, over every memory store of the process
 /// (including the fallback limiters of guarded stores).
@@ -362,23 +362,20 @@ mod tests {
     #[test]
     fn keys_whose_windows_passed_are_swept_as_new_keys_arrive() {
         let clock = ManualClock::new(Duration::from_secs(1_000));
-        let store = MemoryStore::with_clock_and_shards(clock.clone(), 4);
+        let store = MemoryStore::with_clock_and_shards(clock.clone(), 1);
+        // One request's GCRA state lasts one emission interval (100 ms).
         let policy = Policy::gcra(Rate::per_second(10).unwrap(), 5).unwrap();
-        for round in 0..20 {
-            for i in 0..1_000 {
-                let key = format!("round{round}-user{i}");
-                assert!(store.check_now(&key, &policy, 1).unwrap().allowed());
-            }
-            // GCRA state of one request lasts one emission interval (100 ms).
-            clock.advance(Duration::from_millis(100));
-        }
-        // Each shard sweeps when it doubles, so at most the last round's keys
-        // and those of the round before survive, per shard.
-        assert!(
-            store.len() <= 4 * 2 * 250 + 1_000,
-            "{} keys live",
-            store.len()
-        );
+        let check = |key: String| assert!(store.check_now(&key, &policy, 1).unwrap().allowed());
+        (0..MIN_SWEEP_LEN).for_each(|i| check(format!("old{i}")));
+        assert_eq!(store.len(), MIN_SWEEP_LEN);
+        clock.advance(Duration::from_millis(100));
+        // The shard is at its sweep length: the next new key sweeps it first.
+        check("new0".into());
+        assert_eq!(store.len(), 1);
+        // Live keys are not swept: the shard grows past its sweep length.
+        (1..=MIN_SWEEP_LEN).for_each(|i| check(format!("new{i}")));
+        assert_eq!(store.len(), MIN_SWEEP_LEN + 1);
+        clock.advance(Duration::from_millis(100));
         store.sweep();
         assert_eq!(store.len(), 0);
     }

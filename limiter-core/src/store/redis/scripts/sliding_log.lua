@@ -24,7 +24,7 @@ end
 local counts, floors = {}, {}
 local retry, decided = -1, 0
 for i = 1, n do
-  -- The window is (now - W, now].
+  -- The window starts after now - W.
   floors[i] = now >= windows[i] and '(' .. int(now - windows[i]) or '-inf'
   -- Entries later than now (the clock stepped back) count too: exact either way.
   local count = redis.call('ZCOUNT', key, floors[i], '+inf')
