@@ -43,7 +43,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     ])?;
     for attempt in 1..=4 {
         let decision = limiter.check("203.0.113.7:posts", &policy).await?;
-        print_decision(attempt, &decision);
+        print_decision(attempt, &decision, &policy);
         assert_eq!(decision.allowed(), attempt <= 3);
         assert_eq!(decision.rule().to_string(), "3-per-60s");
         assert_eq!(decision.limit(), 3);
@@ -63,7 +63,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// Prints every field of a decision.
-fn print_decision(attempt: u64, d: &Decision) {
+fn print_decision(attempt: u64, d: &Decision, policy: &Policy) {
     println!(
         "  check {attempt}: allowed={} limit={} remaining={} retry_after={:?} reset_after={:.3?} delay={:?} rule={}",
         d.allowed(),
@@ -74,10 +74,10 @@ fn print_decision(attempt: u64, d: &Decision) {
         d.delay(),
         d.rule(),
     );
-    for status in d.rules() {
+    for (rule, status) in policy.rules().iter().zip(d.rules()) {
         println!(
             "    rule {}: remaining={} reset_after={:.3?}",
-            status.rule(),
+            rule,
             status.remaining(),
             status.reset_after()
         );

@@ -25,21 +25,32 @@ pub trait Clock: Send + Sync + 'static {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemClock;
 
-/// The monotonic instant and the wall-clock time (µs) read together once.
-static ANCHOR: LazyLock<(quanta::Instant, u64)> = LazyLock::new(|| {
-    // The counter calibrates on first use: do that before taking the pair.
-    quanta::Instant::now();
+/// The counter, and its reading and the wall-clock time (µs) taken together once.
+struct Anchor {
+    counter: quanta::Clock,
+    instant: quanta::Instant,
+    wall_us: u64,
+}
+
+static ANCHOR: LazyLock<Anchor> = LazyLock::new(|| {
+    // The counter calibrates when it is made: before the pair is taken.
+    let counter = quanta::Clock::new();
     // A clock set before 1970 is a broken host; treat it as the epoch.
-    let wall = SystemTime::now()
+    let wall_us = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_micros() as u64);
-    (quanta::Instant::now(), wall)
+    Anchor {
+        instant: counter.now(),
+        counter,
+        wall_us,
+    }
 });
 
 impl Clock for SystemClock {
     fn now_micros(&self) -> u64 {
-        let (instant, wall) = *ANCHOR;
-        wall + quanta::Instant::now().duration_since(instant).as_micros() as u64
+        let anchor = &*ANCHOR;
+        let elapsed = anchor.counter.now().duration_since(anchor.instant);
+        anchor.wall_us + elapsed.as_micros() as u64
     }
 }
 

@@ -9,10 +9,10 @@ use crate::rule::Rule;
 pub const MAX_RULES: usize = 8;
 
 /// Where one rule of the policy stands after a check: the `RateLimit` header
-/// item of that rule.
+/// item of that rule. Which rule it is follows from its place: statuses come
+/// in the order of [`Policy::rules`](crate::Policy::rules).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RuleStatus {
-    pub(crate) rule: Rule,
     pub(crate) remaining: u64,
     pub(crate) reset_after_us: u64,
 }
@@ -20,16 +20,9 @@ pub struct RuleStatus {
 impl RuleStatus {
     /// A placeholder for the unused slots of an inline array.
     pub(crate) const EMPTY: Self = Self {
-        rule: Rule::from_parts(1, 1),
         remaining: 0,
         reset_after_us: 0,
     };
-
-    /// The rule (for the buckets and GCRA: the quota they describe, see
-    /// [`Policy::rules`](crate::Policy::rules)).
-    pub const fn rule(&self) -> Rule {
-        self.rule
-    }
 
     /// How many more requests of cost 1 this rule would allow now.
     pub const fn remaining(&self) -> u64 {
@@ -49,29 +42,40 @@ impl RuleStatus {
 /// up last (the one `retry_after` waits for); for an allowed request, the rule
 /// with the fewest requests remaining. [`limit`](Self::limit) and
 /// [`remaining`](Self::remaining) are that rule's.
+///
+/// Small and `Copy` (every rule's status is inline, no allocation): a check
+/// on the memory store returns it by value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Decision {
     allowed: bool,
     decided_by: u8,
     len: u8,
-    retry_after_us: Option<u64>,
+    /// Meaningful only when denied.
+    retry_after_us: u64,
     reset_after_us: u64,
     delay_us: u64,
+    /// The deciding rule.
+    rule: Rule,
     statuses: [RuleStatus; MAX_RULES],
 }
 
 impl Decision {
-    /// A decision over the given per-rule statuses.
+    /// A decision over the per-rule statuses of `rules`.
     ///
-    /// `decided_by` indexes `statuses`. `retry_after_us` is `Some` exactly when
+    /// `decided_by` indexes both. `retry_after_us` is `Some` exactly when
     /// the request is denied.
     pub(crate) fn new(
+        rules: &[Rule],
         statuses: &[RuleStatus],
         decided_by: usize,
         retry_after_us: Option<u64>,
         delay_us: u64,
     ) -> Self {
-        debug_assert!(decided_by < statuses.len() && statuses.len() <= MAX_RULES);
+        debug_assert!(
+            decided_by < statuses.len()
+                && statuses.len() == rules.len()
+                && statuses.len() <= MAX_RULES
+        );
         let mut inline = [RuleStatus::EMPTY; MAX_RULES];
         inline[..statuses.len()].copy_from_slice(statuses);
         let reset_after_us = statuses.iter().map(|s| s.reset_after_us).max().unwrap_or(0);
@@ -79,9 +83,10 @@ impl Decision {
             allowed: retry_after_us.is_none(),
             decided_by: decided_by as u8,
             len: statuses.len() as u8,
-            retry_after_us,
+            retry_after_us: retry_after_us.unwrap_or(0),
             reset_after_us,
             delay_us,
+            rule: rules[decided_by],
             statuses: inline,
         }
     }
@@ -92,19 +97,23 @@ impl Decision {
     }
 
     /// The deciding rule's limit.
-    pub fn limit(&self) -> u64 {
-        self.deciding().rule.limit()
+    pub const fn limit(&self) -> u64 {
+        self.rule.limit()
     }
 
     /// How many more requests of cost 1 the deciding rule allows now.
-    pub fn remaining(&self) -> u64 {
-        self.deciding().remaining
+    pub const fn remaining(&self) -> u64 {
+        self.statuses[self.decided_by as usize].remaining
     }
 
     /// When denied: the exact time until the same request would be allowed,
     /// if nothing else is allowed meanwhile. `None` when allowed.
-    pub fn retry_after(&self) -> Option<Duration> {
-        self.retry_after_us.map(Duration::from_micros)
+    pub const fn retry_after(&self) -> Option<Duration> {
+        if self.allowed {
+            None
+        } else {
+            Some(Duration::from_micros(self.retry_after_us))
+        }
     }
 
     /// Time until every rule's whole quota is available again.
@@ -120,8 +129,8 @@ impl Decision {
     }
 
     /// The rule that decided (see the type's docs).
-    pub fn rule(&self) -> Rule {
-        self.deciding().rule
+    pub const fn rule(&self) -> Rule {
+        self.rule
     }
 
     /// The index of the deciding rule in [`Policy::rules`](crate::Policy::rules).
@@ -129,13 +138,10 @@ impl Decision {
         self.decided_by as usize
     }
 
-    /// Every rule's status, in the policy's order.
+    /// Every rule's status, in the order of
+    /// [`Policy::rules`](crate::Policy::rules).
     pub fn rules(&self) -> &[RuleStatus] {
         &self.statuses[..self.len as usize]
-    }
-
-    fn deciding(&self) -> &RuleStatus {
-        &self.statuses[self.decided_by as usize]
     }
 
     pub(crate) const fn reset_after_us(&self) -> u64 {
@@ -145,21 +151,21 @@ impl Decision {
     /// An allowed decision made without the store (failing open): every rule's
     /// whole quota remains.
     pub(crate) fn unchecked(policy: &crate::Policy) -> Self {
+        let rules = policy.rules();
         let mut statuses = [RuleStatus::EMPTY; MAX_RULES];
-        for (status, rule) in statuses.iter_mut().zip(policy.rules()) {
+        for (status, rule) in statuses.iter_mut().zip(rules) {
             *status = RuleStatus {
-                rule: *rule,
                 remaining: rule.limit(),
                 reset_after_us: 0,
             };
         }
-        Self::new(&statuses[..policy.rules().len()], 0, None, 0)
+        Self::new(rules, &statuses[..rules.len()], 0, None, 0)
     }
 
     /// The same decision `elapsed_us` later, nothing else having happened:
     /// every wait is shorter by that much.
     pub(crate) fn aged(mut self, elapsed_us: u64) -> Self {
-        self.retry_after_us = self.retry_after_us.map(|r| r.saturating_sub(elapsed_us));
+        self.retry_after_us = self.retry_after_us.saturating_sub(elapsed_us);
         self.reset_after_us = self.reset_after_us.saturating_sub(elapsed_us);
         for status in &mut self.statuses[..self.len as usize] {
             status.reset_after_us = status.reset_after_us.saturating_sub(elapsed_us);

@@ -215,7 +215,14 @@ fn generate(spec: &Spec, handler: ItemFn) -> TokenStream {
             #(#on_fn)*
             #sig #block
 
-            impl<#generics> #axum::handler::Handler<#tuple, __S> for #name
+            // The function as a nameable handler type, so the limited
+            // handler's future can be named instead of boxed. As visible as
+            // the handler, whose `Handler` impl names it.
+            #[doc(hidden)]
+            #[derive(::core::clone::Clone, ::core::marker::Copy)]
+            #vis struct __Unlimited;
+
+            impl<#generics> #axum::handler::Handler<#tuple, __S> for __Unlimited
             where
                 __S: ::core::clone::Clone + #send + ::core::marker::Sync + 'static,
                 #bounds
@@ -225,8 +232,19 @@ fn generate(spec: &Spec, handler: ItemFn) -> TokenStream {
                 >>;
 
                 fn call(self, req: #axum::extract::Request, state: __S) -> Self::Future {
-                    let handler = #axum::handler::Handler::<#tuple, __S>::layer(#name, __LIMIT.layer());
-                    ::std::boxed::Box::pin(#axum::handler::Handler::call(handler, req, state))
+                    #axum::handler::Handler::<#tuple, __S>::call(#name, req, state)
+                }
+            }
+
+            impl<#generics> #axum::handler::Handler<#tuple, __S> for #name
+            where
+                __S: ::core::clone::Clone + #send + ::core::marker::Sync + 'static,
+                #bounds
+            {
+                type Future = #private::HandlerFuture<__Unlimited, #tuple, __S>;
+
+                fn call(self, req: #axum::extract::Request, state: __S) -> Self::Future {
+                    __LIMIT.call(__Unlimited, req, state)
                 }
             }
         };
@@ -350,7 +368,11 @@ mod tests {
 
                 async fn create_post(State(app): State<App>, Json(p): Json<NewPost>) -> impl IntoResponse { body }
 
-                impl<__M, __S> ::limiter_tower::__private::axum::handler::Handler<(__M, State<App>, Json<NewPost>,), __S> for create_post
+                #[doc(hidden)]
+                #[derive(::core::clone::Clone, ::core::marker::Copy)]
+                pub struct __Unlimited;
+
+                impl<__M, __S> ::limiter_tower::__private::axum::handler::Handler<(__M, State<App>, Json<NewPost>,), __S> for __Unlimited
                 where
                     __S: ::core::clone::Clone + ::core::marker::Send + ::core::marker::Sync + 'static,
                     __M: 'static,
@@ -362,8 +384,21 @@ mod tests {
                     >>;
 
                     fn call(self, req: ::limiter_tower::__private::axum::extract::Request, state: __S) -> Self::Future {
-                        let handler = ::limiter_tower::__private::axum::handler::Handler::<(__M, State<App>, Json<NewPost>,), __S>::layer(create_post, __LIMIT.layer());
-                        ::std::boxed::Box::pin(::limiter_tower::__private::axum::handler::Handler::call(handler, req, state))
+                        ::limiter_tower::__private::axum::handler::Handler::<(__M, State<App>, Json<NewPost>,), __S>::call(create_post, req, state)
+                    }
+                }
+
+                impl<__M, __S> ::limiter_tower::__private::axum::handler::Handler<(__M, State<App>, Json<NewPost>,), __S> for create_post
+                where
+                    __S: ::core::clone::Clone + ::core::marker::Send + ::core::marker::Sync + 'static,
+                    __M: 'static,
+                    State<App>: ::limiter_tower::__private::axum::extract::FromRequestParts<__S> + ::core::marker::Send,
+                    Json<NewPost>: ::limiter_tower::__private::axum::extract::FromRequest<__S, __M> + ::core::marker::Send,
+                {
+                    type Future = ::limiter_tower::__private::HandlerFuture<__Unlimited, (__M, State<App>, Json<NewPost>,), __S>;
+
+                    fn call(self, req: ::limiter_tower::__private::axum::extract::Request, state: __S) -> Self::Future {
+                        __LIMIT.call(__Unlimited, req, state)
                     }
                 }
             };

@@ -151,12 +151,26 @@ impl ClientIp {
         match ip {
             // Digits and dots: nothing to escape.
             IpAddr::V4(v4) => {
+                // At most "255.255.255.255".
+                let mut text = [0u8; 15];
+                let mut len = 0;
                 for (i, octet) in v4.octets().into_iter().enumerate() {
                     if i > 0 {
-                        key.push('.');
+                        text[len] = b'.';
+                        len += 1;
                     }
-                    crate::response::push_u64(key, u64::from(octet));
+                    if octet >= 100 {
+                        text[len] = b'0' + octet / 100;
+                        len += 1;
+                    }
+                    if octet >= 10 {
+                        text[len] = b'0' + octet / 10 % 10;
+                        len += 1;
+                    }
+                    text[len] = b'0' + octet % 10;
+                    len += 1;
                 }
+                key.push_str(std::str::from_utf8(&text[..len]).expect("ASCII digits and dots"));
             }
             IpAddr::V6(_) => {
                 let mut text = String::with_capacity(48);
@@ -244,6 +258,19 @@ mod tests {
             );
         }
         map
+    }
+
+    #[test]
+    fn ipv4_identities_are_the_dotted_decimal_text() {
+        let client = ClientIp::default();
+        for octet in 0..=255u8 {
+            for v4 in [
+                std::net::Ipv4Addr::new(octet, 0, 9, 255),
+                std::net::Ipv4Addr::new(10, octet, 100, octet),
+            ] {
+                assert_eq!(client.identity(IpAddr::V4(v4)), v4.to_string());
+            }
+        }
     }
 
     #[test]

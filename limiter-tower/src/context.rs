@@ -16,6 +16,9 @@ pub(crate) type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output 
 /// A [`Store`] behind a pointer, so every route can reach it without knowing
 /// its type; remote stores come guarded (deadline, breaker, failure policy).
 pub(crate) trait DynStore: Send + Sync + 'static {
+    /// Decides at once when the store can (see [`Store::try_check_now`]).
+    fn check_now(&self, key: &str, policy: &Policy, cost: u64) -> Option<Result<Verdict, Error>>;
+
     fn check_owned(
         self: Arc<Self>,
         key: String,
@@ -29,6 +32,10 @@ pub(crate) trait DynStore: Send + Sync + 'static {
 struct Local<S>(S);
 
 impl<S: Store> DynStore for Local<S> {
+    fn check_now(&self, key: &str, policy: &Policy, cost: u64) -> Option<Result<Verdict, Error>> {
+        Some(self.0.try_check_now(key, policy, cost)?.map(Verdict::Store))
+    }
+
     fn check_owned(
         self: Arc<Self>,
         key: String,
@@ -41,6 +48,10 @@ impl<S: Store> DynStore for Local<S> {
 }
 
 impl<S: Store> DynStore for Guarded<S> {
+    fn check_now(&self, _: &str, _: &Policy, _: u64) -> Option<Result<Verdict, Error>> {
+        None
+    }
+
     fn check_owned(
         self: Arc<Self>,
         key: String,

@@ -88,16 +88,19 @@ pub(crate) enum NoKey {
     Misconfigured(&'static str),
 }
 
-/// `{prefix}:{identity}:{name}`, or `{prefix}:{name}` for a global limit.
+/// Writes `{prefix}:{identity}:{name}`, or `{prefix}:{name}` for a global
+/// limit, into `key` (cleared first, so a buffer can be reused).
 pub(crate) fn build_key(
+    key: &mut String,
     context: &Context,
     source: &KeySource,
     prefix: Option<&str>,
     name: &str,
     parts: &Parts,
-) -> Result<String, NoKey> {
+) -> Result<(), NoKey> {
     let prefix = prefix.unwrap_or(&context.prefix);
-    let mut key = String::with_capacity(prefix.len() + name.len() + 48);
+    key.clear();
+    key.reserve(prefix.len() + name.len() + 48);
     key.push_str(prefix);
     key.push(':');
     let present = |identity: Option<String>| identity.filter(|i| !i.is_empty());
@@ -110,7 +113,7 @@ pub(crate) fn build_key(
                 ));
             };
             let client = context.client_ip.resolve(peer.ip(), &parts.headers);
-            context.client_ip.push_identity(&mut key, client);
+            context.client_ip.push_identity(key, client);
             key.push(':');
         }
         Source::User => {
@@ -121,7 +124,7 @@ pub(crate) fn build_key(
                 ));
             };
             let user = present(resolve(parts)).ok_or_else(|| NoKey::Missing("user".into()))?;
-            push_identity(&mut key, &user);
+            push_identity(key, &user);
             key.push(':');
         }
         Source::Header(header) => {
@@ -130,17 +133,17 @@ pub(crate) fn build_key(
                 .get(header)
                 .filter(|v| !v.is_empty())
                 .ok_or_else(|| NoKey::Missing(format!("`{header}` header")))?;
-            push_identity_bytes(&mut key, value.as_bytes());
+            push_identity_bytes(key, value.as_bytes());
             key.push(':');
         }
         Source::Global => {}
         Source::Custom(resolve) => {
             let identity =
                 present(resolve(parts)).ok_or_else(|| NoKey::Missing("identity".into()))?;
-            push_identity(&mut key, &identity);
+            push_identity(key, &identity);
             key.push(':');
         }
     }
     key.push_str(name);
-    Ok(key)
+    Ok(())
 }

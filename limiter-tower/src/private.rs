@@ -2,7 +2,10 @@
 //! any release. The macro validates every value at compile time.
 
 use std::fmt;
-use std::sync::OnceLock;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 pub use axum;
@@ -10,8 +13,15 @@ pub use http;
 pub use limiter_core::OnStoreError;
 use limiter_core::{ConfigError, Policy, Rate, Rule};
 
+use axum::body::Body;
+use axum::extract::Request;
+use axum::handler::{Handler, HandlerService};
+use axum::response::Response;
+use pin_project_lite::pin_project;
+use tower_service::Service;
+
 use crate::key::KeySource;
-use crate::limit::LimitLayer;
+use crate::limit::{Limit, LimitLayer, ResponseFuture};
 
 /// One annotated handler, as the macro read it.
 #[derive(Debug)]
@@ -132,6 +142,66 @@ impl LazyLimit {
     /// The handler's Tower layer.
     pub fn layer(&'static self) -> LimitLayer {
         self.built.get_or_init(|| self.spec.build()).clone()
+    }
+
+    /// Runs `handler` with `state` behind this limit.
+    pub fn call<H, T, S>(
+        &'static self,
+        handler: H,
+        request: Request,
+        state: S,
+    ) -> HandlerFuture<H, T, S>
+    where
+        H: Handler<T, S>,
+        S: Clone + Send + Sync + 'static,
+    {
+        let limit = Arc::clone(&self.built.get_or_init(|| self.spec.build()).limit);
+        let mut service = Limit::new(handler.with_state(state), limit);
+        // A handler service is always ready: `poll_ready` has nothing to wait for.
+        HandlerFuture {
+            inner: service.call(request),
+        }
+    }
+}
+
+pin_project! {
+    /// The future of a `#[rate_limit]` handler: its limit's future over the
+    /// handler, named so that it needs no box of its own.
+    pub struct HandlerFuture<H, T, S>
+    where
+        H: Handler<T, S>,
+        S: Clone,
+        S: Send,
+        S: Sync,
+        S: 'static,
+    {
+        #[pin]
+        inner: ResponseFuture<HandlerService<H, T, S>, Body>,
+    }
+}
+
+impl<H, T, S> Future for HandlerFuture<H, T, S>
+where
+    H: Handler<T, S>,
+    S: Clone + Send + Sync + 'static,
+{
+    type Output = Response;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response> {
+        match ready!(self.project().inner.poll(cx)) {
+            Ok(response) => Poll::Ready(response),
+            Err(never) => match never {},
+        }
+    }
+}
+
+impl<H, T, S> fmt::Debug for HandlerFuture<H, T, S>
+where
+    H: Handler<T, S>,
+    S: Clone + Send + Sync + 'static,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HandlerFuture").finish_non_exhaustive()
     }
 }
 

@@ -55,23 +55,25 @@ pub(crate) fn rate_limit_prefixes(policy: &Policy) -> Box<[Box<str>]> {
 
 /// The `RateLimit` value of a decision, from the route's item prefixes.
 fn rate_limit_header(prefixes: &[Box<str>], decision: &Decision) -> HeaderValue {
-    let mut value = String::with_capacity(32 * prefixes.len());
+    // Per item: its prefix, `;t=`, `, ` and two numbers of at most 20 digits.
+    let capacity = prefixes.iter().map(|p| p.len() + 45).sum();
+    let mut value = Vec::with_capacity(capacity);
+    let mut digits = [0; 20];
     for (i, (prefix, status)) in prefixes.iter().zip(decision.rules()).enumerate() {
         if i > 0 {
-            value.push_str(", ");
+            value.extend_from_slice(b", ");
         }
-        value.push_str(prefix);
-        push_u64(&mut value, status.remaining());
-        value.push_str(";t=");
-        push_u64(&mut value, seconds(status.reset_after()));
+        value.extend_from_slice(prefix.as_bytes());
+        value.extend_from_slice(decimal(status.remaining(), &mut digits));
+        value.extend_from_slice(b";t=");
+        value.extend_from_slice(decimal(seconds(status.reset_after()), &mut digits));
     }
     HeaderValue::try_from(value).expect("rule names are visible ASCII")
 }
 
-/// Appends `n` in decimal, without the formatting machinery (this runs on
-/// every response).
-pub(crate) fn push_u64(out: &mut String, mut n: u64) {
-    let mut digits = [0u8; 20];
+/// `n` in decimal ASCII digits, written into `digits` without the formatting
+/// machinery (this runs on every response).
+pub(crate) fn decimal(mut n: u64, digits: &mut [u8; 20]) -> &[u8] {
     let mut start = digits.len();
     loop {
         start -= 1;
@@ -81,7 +83,7 @@ pub(crate) fn push_u64(out: &mut String, mut n: u64) {
             break;
         }
     }
-    out.push_str(std::str::from_utf8(&digits[start..]).expect("ASCII digits"));
+    &digits[start..]
 }
 
 /// A Structured Fields list of `"{rule}";{a}={x};{b}={y}` items.
@@ -117,7 +119,7 @@ impl RateLimitHeaders {
         let legacy = options.legacy.then(|| {
             let deciding = decision.rules()[decision.rule_index()];
             Box::new([
-                deciding.rule().limit().into(),
+                decision.limit().into(),
                 deciding.remaining().into(),
                 seconds(deciding.reset_after()).into(),
             ])
@@ -146,16 +148,17 @@ impl RateLimitHeaders {
 /// the violated rules.
 pub(crate) fn too_many_requests(
     decision: &Decision,
-    cost: u64,
+    policy: &Policy,
     headers: RateLimitHeaders,
     message: Option<&str>,
 ) -> Response {
     let retry_after = seconds(decision.retry_after().unwrap_or_default()).max(1);
-    let violated: Vec<String> = decision
+    let violated: Vec<String> = policy
         .rules()
         .iter()
-        .filter(|s| s.remaining() < cost)
-        .map(|s| s.rule().to_string())
+        .zip(decision.rules())
+        .filter(|(_, status)| status.remaining() < policy.cost())
+        .map(|(rule, _)| rule.to_string())
         .collect();
     let mut response = match message {
         Some(message) => text(StatusCode::TOO_MANY_REQUESTS, message),
@@ -264,9 +267,7 @@ mod tests {
     #[test]
     fn integers_are_written_in_decimal() {
         for n in [0, 7, 10, 255, 1_000_000, u64::MAX] {
-            let mut out = String::from("x");
-            push_u64(&mut out, n);
-            assert_eq!(out, format!("x{n}"));
+            assert_eq!(decimal(n, &mut [0; 20]), n.to_string().as_bytes());
         }
     }
 

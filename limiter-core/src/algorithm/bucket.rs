@@ -63,11 +63,10 @@ pub(crate) fn check(
         (Some((level + need - full).div_ceil(params.drain)), 0)
     };
     let status = RuleStatus {
-        rule: *quota,
         remaining: (full - level) / params.unit,
         reset_after_us: level.div_ceil(params.drain),
     };
-    Decision::new(&[status], 0, retry_after, delay)
+    Decision::new(&[*quota], &[status], 0, retry_after, delay)
 }
 
 #[cfg(test)]

@@ -31,11 +31,10 @@ pub(crate) fn check(state: &mut Option<Window>, rule: &Rule, now: Micros, cost: 
         *state = Some(Window { count, ..current });
     }
     let status = RuleStatus {
-        rule: *rule,
         remaining: rule.limit() - count,
         reset_after_us: ends_in,
     };
-    Decision::new(&[status], 0, (!allowed).then_some(ends_in), 0)
+    Decision::new(&[*rule], &[status], 0, (!allowed).then_some(ends_in), 0)
 }
 
 #[cfg(test)]

@@ -22,11 +22,10 @@ pub(crate) fn check(
         (None, new_tat - now)
     };
     let status = RuleStatus {
-        rule: *quota,
         remaining: (params.tolerance_us - ttl) / params.interval_us,
         reset_after_us: ttl,
     };
-    Decision::new(&[status], 0, retry_after, 0)
+    Decision::new(&[*quota], &[status], 0, retry_after, 0)
 }
 
 #[cfg(test)]

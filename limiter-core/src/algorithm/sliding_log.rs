@@ -59,7 +59,6 @@ pub(crate) fn check(log: &mut Log, rules: &[Rule], now: Micros, cost: u64) -> De
     let mut out = [RuleStatus::EMPTY; MAX_RULES];
     for (i, rule) in rules.iter().enumerate() {
         out[i] = RuleStatus {
-            rule: *rule,
             remaining: rule.limit().saturating_sub(counts[i] + recorded),
             reset_after_us: reset_after(newest, now, rule),
         };
@@ -69,7 +68,7 @@ pub(crate) fn check(log: &mut Log, rules: &[Rule], now: Micros, cost: u64) -> De
         Some((_, i)) => i,
         None => fewest_remaining(out),
     };
-    Decision::new(out, decided_by, retry_after.map(|(wait, _)| wait), 0)
+    Decision::new(rules, out, decided_by, retry_after.map(|(wait, _)| wait), 0)
 }
 
 /// The index of the first entry inside the rule's window `(now - W, now]`.

@@ -59,11 +59,10 @@ pub(crate) fn check(state: &mut Option<Counters>, rule: &Rule, now: Micros, cost
         0
     };
     let status = RuleStatus {
-        rule: *rule,
         remaining: (rule.limit() as f64 - used).max(0.0).floor() as u64,
         reset_after_us,
     };
-    Decision::new(&[status], 0, retry_after, 0)
+    Decision::new(&[*rule], &[status], 0, retry_after, 0)
 }
 
 struct Estimate {

@@ -331,6 +331,15 @@ impl<C: Clock> Store for MemoryStore<C> {
         self.check_now(key, policy, cost)
     }
 
+    fn try_check_now(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+    ) -> Option<Result<Decision, Error>> {
+        Some(self.check_now(key, policy, cost))
+    }
+
     fn is_remote(&self) -> bool {
         false
     }

@@ -34,6 +34,23 @@ pub trait Store: Send + Sync + 'static {
         cost: u64,
     ) -> impl Future<Output = Result<Decision, Error>> + Send;
 
+    /// Decides at once when the store can do so without waiting: the memory
+    /// store always can; a network store cannot and answers `None` (the
+    /// default), and the caller awaits [`check`](Self::check) instead.
+    ///
+    /// Lets a caller on the hot path skip the machinery of a future (a boxed
+    /// future, an owned key). When it answers `Some`, the check has happened
+    /// exactly as [`check`](Self::check) would have done it.
+    fn try_check_now(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+    ) -> Option<Result<Decision, Error>> {
+        let _ = (key, policy, cost);
+        None
+    }
+
     /// Whether calls cross a network and so can be slow or fail. The HTTP
     /// layer guards such stores with a deadline, a circuit breaker and a
     /// failure policy ([`Guarded`](crate::Guarded)); local ones need none.
@@ -50,6 +67,15 @@ impl<S: Store> Store for Arc<S> {
         cost: u64,
     ) -> impl Future<Output = Result<Decision, Error>> + Send {
         (**self).check(key, policy, cost)
+    }
+
+    fn try_check_now(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+    ) -> Option<Result<Decision, Error>> {
+        (**self).try_check_now(key, policy, cost)
     }
 
     fn is_remote(&self) -> bool {

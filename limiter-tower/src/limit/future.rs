@@ -11,7 +11,7 @@ use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use super::layer::RouteLimit;
-use crate::context::{BoxFuture, Context};
+use crate::context::{BoxFuture, HeaderOptions};
 use crate::response::{RateLimitHeaders, too_many_requests, unavailable};
 
 pin_project! {
@@ -32,20 +32,17 @@ pin_project! {
     where
         S: Service<Request<B>>,
     {
+        // Waiting for a store that does not decide at once. What waits with
+        // the check is boxed: this state is rare on the fast path (the memory
+        // store decides in `call`), and a small future is cheap to move.
         Checking {
             check: BoxFuture<Result<Verdict, Error>>,
-            inner: Option<S>,
-            request: Option<Request<B>>,
-            context: Arc<Context>,
-            limit: Arc<RouteLimit>,
+            waiting: Option<Box<Waiting<S, B>>>,
         },
         // A leaky bucket's request waiting its turn before the inner call.
         Pacing {
-            #[pin]
-            sleep: tokio::time::Sleep,
-            inner: Option<S>,
-            request: Option<Request<B>>,
-            headers: Option<RateLimitHeaders>,
+            sleep: Pin<Box<tokio::time::Sleep>>,
+            paced: Option<Box<(S, Request<B>, Option<RateLimitHeaders>)>>,
         },
         Calling {
             #[pin]
@@ -59,25 +56,34 @@ pin_project! {
     }
 }
 
+/// What waits for a store's answer.
+pub(crate) struct Waiting<S, B> {
+    pub(crate) inner: S,
+    pub(crate) request: Request<B>,
+    pub(crate) headers: HeaderOptions,
+    pub(crate) limit: Arc<RouteLimit>,
+}
+
 impl<S, B> ResponseFuture<S, B>
 where
-    S: Service<Request<B>>,
+    S: Service<Request<B>> + Clone,
 {
     pub(crate) fn checking(
         check: BoxFuture<Result<Verdict, Error>>,
-        inner: S,
-        request: Request<B>,
-        context: Arc<Context>,
-        limit: Arc<RouteLimit>,
+        waiting: Waiting<S, B>,
     ) -> Self {
         Self {
             state: State::Checking {
                 check,
-                inner: Some(inner),
-                request: Some(request),
-                context,
-                limit,
+                waiting: Some(Box::new(waiting)),
             },
+        }
+    }
+
+    /// The future once the store has decided; `inner` is ready.
+    pub(crate) fn decided(outcome: Outcome, inner: &mut S, request: Request<B>) -> Self {
+        Self {
+            state: State::decided(outcome, inner, request),
         }
     }
 
@@ -90,9 +96,47 @@ where
     }
 }
 
+/// What a verdict means for the request.
+pub(crate) enum Outcome {
+    /// Call the inner service after `delay`, and add `headers` to its response.
+    Proceed {
+        headers: Option<RateLimitHeaders>,
+        delay: Duration,
+    },
+    /// Answer without calling it.
+    Respond(Response),
+}
+
+impl<S, B> State<S, B>
+where
+    S: Service<Request<B>> + Clone,
+{
+    /// `inner` is ready: called now, or kept (and replaced by a clone) to be
+    /// called after pacing.
+    fn decided(outcome: Outcome, inner: &mut S, request: Request<B>) -> Self {
+        match outcome {
+            Outcome::Respond(response) => State::Ready {
+                response: Some(response),
+            },
+            Outcome::Proceed { headers, delay } if delay.is_zero() => State::Calling {
+                future: inner.call(request),
+                headers,
+            },
+            Outcome::Proceed { headers, delay } => {
+                let clone = inner.clone();
+                let ready = std::mem::replace(inner, clone);
+                State::Pacing {
+                    sleep: Box::pin(tokio::time::sleep(delay)),
+                    paced: Some(Box::new((ready, request, headers))),
+                }
+            }
+        }
+    }
+}
+
 impl<S, B> Future for ResponseFuture<S, B>
 where
-    S: Service<Request<B>, Response = Response>,
+    S: Service<Request<B>, Response = Response> + Clone,
 {
     type Output = Result<Response, S::Error>;
 
@@ -100,90 +144,21 @@ where
         let mut this = self.project();
         loop {
             match this.state.as_mut().project() {
-                StateProj::Checking {
-                    check,
-                    inner,
-                    request,
-                    context,
-                    limit,
-                } => {
+                StateProj::Checking { check, waiting } => {
                     let verdict = ready!(check.as_mut().poll(cx));
-                    record(&verdict, limit);
-                    let next = match verdict {
-                        Ok(verdict) if verdict.allowed() => {
-                            let (mut inner, mut request) = (
-                                inner.take().expect("polled after completion"),
-                                request.take().expect("polled after completion"),
-                            );
-                            // Failing open has no decision, so no headers.
-                            let headers = verdict
-                                .decision()
-                                .filter(|_| context.headers.on_allowed)
-                                .map(|d| limit.headers(d, context));
-                            let delay = verdict.decision().map_or(Duration::ZERO, |d| d.delay());
-                            if let Some(decision) = verdict.decision() {
-                                // Handlers may read it with `Extension<Decision>`.
-                                request.extensions_mut().insert(*decision);
-                            }
-                            if delay.is_zero() {
-                                State::Calling {
-                                    future: inner.call(request),
-                                    headers,
-                                }
-                            } else {
-                                State::Pacing {
-                                    sleep: tokio::time::sleep(delay),
-                                    inner: Some(inner),
-                                    request: Some(request),
-                                    headers,
-                                }
-                            }
-                        }
-                        Ok(Verdict::FailedClosed { retry_after }) => State::Ready {
-                            response: Some(unavailable(
-                                "The rate limiter cannot decide right now; retry shortly.",
-                                retry_after,
-                            )),
-                        },
-                        Ok(verdict) => {
-                            let decision = verdict.decision().expect("a denial has a decision");
-                            tracing::debug!(
-                                limit = %limit.name,
-                                rule = %decision.rule(),
-                                retry_after = ?decision.retry_after(),
-                                "rate limited"
-                            );
-                            State::Ready {
-                                response: Some(too_many_requests(
-                                    decision,
-                                    limit.policy.cost(),
-                                    limit.headers(decision, context),
-                                    limit.message.as_deref(),
-                                )),
-                            }
-                        }
-                        Err(error) => {
-                            tracing::error!(limit = %limit.name, %error, "the rate limiter failed");
-                            State::Ready {
-                                response: Some(unavailable(
-                                    "The rate limiter cannot decide right now; retry shortly.",
-                                    std::time::Duration::from_secs(1),
-                                )),
-                            }
-                        }
-                    };
-                    this.state.set(next);
+                    let Waiting {
+                        mut inner,
+                        mut request,
+                        headers,
+                        limit,
+                    } = *waiting.take().expect("polled after completion");
+                    let outcome = limit.outcome(verdict, &mut request, headers);
+                    this.state.set(State::decided(outcome, &mut inner, request));
                 }
-                StateProj::Pacing {
-                    sleep,
-                    inner,
-                    request,
-                    headers,
-                } => {
-                    ready!(sleep.poll(cx));
-                    let mut inner = inner.take().expect("polled after completion");
-                    let request = request.take().expect("polled after completion");
-                    let headers = headers.take();
+                StateProj::Pacing { sleep, paced } => {
+                    ready!(sleep.as_mut().poll(cx));
+                    let (mut inner, request, headers) =
+                        *paced.take().expect("polled after completion");
                     this.state.set(State::Calling {
                         future: inner.call(request),
                         headers,
@@ -205,28 +180,70 @@ where
 }
 
 impl RouteLimit {
-    fn headers(&self, decision: &Decision, context: &Context) -> RateLimitHeaders {
+    /// Counts the verdict, then turns it into a call of the inner service or
+    /// a response: the same for a store that decided at once and for one
+    /// that was awaited.
+    pub(crate) fn outcome<B>(
+        &self,
+        verdict: Result<Verdict, Error>,
+        request: &mut Request<B>,
+        options: HeaderOptions,
+    ) -> Outcome {
+        self.counters.record(&verdict, self);
+        match verdict {
+            Ok(verdict) if verdict.allowed() => {
+                let Some(decision) = verdict.decision() else {
+                    // Failing open has no decision, so no headers.
+                    return Outcome::Proceed {
+                        headers: None,
+                        delay: Duration::ZERO,
+                    };
+                };
+                let headers = options.on_allowed.then(|| self.headers(decision, options));
+                // Handlers may read it with `Extension<Decision>`.
+                request.extensions_mut().insert(*decision);
+                Outcome::Proceed {
+                    headers,
+                    delay: decision.delay(),
+                }
+            }
+            Ok(Verdict::FailedClosed { retry_after }) => Outcome::Respond(unavailable(
+                "The rate limiter cannot decide right now; retry shortly.",
+                retry_after,
+            )),
+            Ok(verdict) => {
+                let decision = verdict.decision().expect("a denial has a decision");
+                tracing::debug!(
+                    limit = %self.name,
+                    rule = %decision.rule(),
+                    retry_after = ?decision.retry_after(),
+                    "rate limited"
+                );
+                Outcome::Respond(too_many_requests(
+                    decision,
+                    &self.policy,
+                    self.headers(decision, options),
+                    self.message.as_deref(),
+                ))
+            }
+            Err(error) => {
+                tracing::error!(limit = %self.name, %error, "the rate limiter failed");
+                Outcome::Respond(unavailable(
+                    "The rate limiter cannot decide right now; retry shortly.",
+                    Duration::from_secs(1),
+                ))
+            }
+        }
+    }
+
+    fn headers(&self, decision: &Decision, options: HeaderOptions) -> RateLimitHeaders {
         RateLimitHeaders::new(
             &self.policy_header,
             &self.rate_limit_prefixes,
             decision,
-            context.headers,
+            options,
         )
     }
-}
-
-/// Counts the decision in `limiter_decisions_total`.
-fn record(verdict: &Result<Verdict, Error>, limit: &RouteLimit) {
-    let (outcome, source) = match verdict {
-        Ok(Verdict::Store(d)) => (if d.allowed() { "allowed" } else { "denied" }, "store"),
-        Ok(Verdict::Cached(_)) => ("denied", "deny_cache"),
-        Ok(Verdict::Fallback(d)) => (if d.allowed() { "allowed" } else { "denied" }, "fallback"),
-        Ok(Verdict::FailedOpen) => ("allowed", "fail_open"),
-        Ok(Verdict::FailedClosed { .. }) => ("refused", "fail_closed"),
-        Ok(_) => ("other", "other"),
-        Err(_) => ("error", "error"),
-    };
-    limit.counters.decision(outcome, source, limit).increment(1);
 }
 
 impl<S, B> std::fmt::Debug for ResponseFuture<S, B>

@@ -1,7 +1,7 @@
 use std::sync::{Arc, OnceLock};
 
 use http::HeaderValue;
-use limiter_core::{OnStoreError, Policy, push_identity};
+use limiter_core::{Error, OnStoreError, Policy, Verdict, push_identity};
 use tower_layer::Layer;
 
 use super::Limit;
@@ -68,25 +68,30 @@ const OUTCOMES: [(&str, &str); 9] = [
 ];
 
 impl DecisionCounters {
-    pub(crate) fn decision(
-        &self,
-        outcome: &'static str,
-        source: &'static str,
-        limit: &RouteLimit,
-    ) -> &metrics::Counter {
-        let index = OUTCOMES
-            .iter()
-            .position(|&o| o == (outcome, source))
-            .expect("a known outcome");
-        self.counters[index].get_or_init(|| {
-            metrics::counter!(
-                "limiter_decisions_total",
-                "outcome" => outcome,
-                "source" => source,
-                "algorithm" => limit.policy.algorithm().name(),
-                "limit" => limit.name.to_string(),
-            )
-        })
+    /// Counts a verdict in `limiter_decisions_total`.
+    pub(crate) fn record(&self, verdict: &Result<Verdict, Error>, limit: &RouteLimit) {
+        // Indexes `OUTCOMES`.
+        let index = match verdict {
+            Ok(Verdict::Store(d)) => usize::from(!d.allowed()),
+            Ok(Verdict::Cached(_)) => 2,
+            Ok(Verdict::Fallback(d)) => 3 + usize::from(!d.allowed()),
+            Ok(Verdict::FailedOpen) => 5,
+            Ok(Verdict::FailedClosed { .. }) => 6,
+            Ok(_) => 7,
+            Err(_) => 8,
+        };
+        self.counters[index]
+            .get_or_init(|| {
+                let (outcome, source) = OUTCOMES[index];
+                metrics::counter!(
+                    "limiter_decisions_total",
+                    "outcome" => outcome,
+                    "source" => source,
+                    "algorithm" => limit.policy.algorithm().name(),
+                    "limit" => limit.name.to_string(),
+                )
+            })
+            .increment(1);
     }
 }
 

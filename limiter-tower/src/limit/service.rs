@@ -1,3 +1,4 @@
+use std::cell::Cell;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 
@@ -6,10 +7,18 @@ use http::{Request, StatusCode};
 use tower_service::Service;
 
 use super::ResponseFuture;
+use super::future::Waiting;
 use super::layer::RouteLimit;
+use crate::context::Context;
 use crate::key::{NoKey, build_key};
 use crate::rate_limit::ContextExt;
 use crate::response::problem;
+
+thread_local! {
+    /// The key buffer of this thread's checks, reused so that a check on a
+    /// store that decides at once allocates no key.
+    static KEY_BUFFER: Cell<String> = const { Cell::new(String::new()) };
+}
 
 /// The service of [`LimitLayer`](crate::LimitLayer): checks the request's
 /// key, then calls `inner` or answers 429 without calling it (so the handler
@@ -40,7 +49,8 @@ where
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let limit = &self.limit;
-        let Some(ContextExt(context)) = request.extensions().get::<ContextExt>().cloned() else {
+        let (parts, body) = request.into_parts();
+        let Some(ContextExt(context)) = parts.extensions.get::<ContextExt>() else {
             tracing::error!(
                 limit = %limit.name,
                 "a rate-limited route was called without a RateLimitLayer on the router: \
@@ -51,43 +61,57 @@ where
                 "Rate limiting is not set up on this server.",
             ));
         };
-        let (parts, body) = request.into_parts();
-        let key = build_key(
-            &context,
+        let mut key = KEY_BUFFER.take();
+        let built = build_key(
+            &mut key,
+            context,
             &limit.source,
             limit.key_prefix.as_deref(),
             &limit.name,
             &parts,
         );
-        let request = Request::from_parts(parts, body);
-        match key {
-            Ok(key) => {
-                if tracing::enabled!(tracing::Level::DEBUG) {
-                    tracing::debug!(limit = %limit.name, %key, "checking");
-                }
-                let on_error = limit.on_store_error.unwrap_or(context.guard.on_store_error);
-                let check = Arc::clone(&context.store).check_owned(
-                    key,
-                    Arc::clone(&limit.policy),
-                    limit.policy.cost(),
-                    on_error,
-                );
-                // The clone is not ready; keep it and use the one that is.
-                let clone = self.inner.clone();
-                let inner = std::mem::replace(&mut self.inner, clone);
-                ResponseFuture::checking(check, inner, request, context, Arc::clone(limit))
-            }
-            Err(NoKey::Missing(what)) => ResponseFuture::ready(problem(
-                context.missing_identity,
-                &format!("This route is rate limited per {what}, and the request carries none."),
-            )),
-            Err(NoKey::Misconfigured(why)) => {
-                tracing::error!(limit = %limit.name, "{why}");
-                ResponseFuture::ready(problem(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "Rate limiting is misconfigured on this server.",
-                ))
-            }
+        if let Err(no_key) = built {
+            KEY_BUFFER.set(key);
+            return ResponseFuture::ready(no_key_response(no_key, context, limit));
+        }
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            tracing::debug!(limit = %limit.name, %key, "checking");
+        }
+        let (policy, cost, headers) = (&limit.policy, limit.policy.cost(), context.headers);
+        // The memory store decides here: no future, no owned key.
+        if let Some(verdict) = context.store.check_now(&key, policy, cost) {
+            KEY_BUFFER.set(key);
+            let mut request = Request::from_parts(parts, body);
+            let outcome = limit.outcome(verdict, &mut request, headers);
+            return ResponseFuture::decided(outcome, &mut self.inner, request);
+        }
+        let on_error = limit.on_store_error.unwrap_or(context.guard.on_store_error);
+        let check = Arc::clone(&context.store).check_owned(key, Arc::clone(policy), cost, on_error);
+        // The clone is not ready; keep it and use the one that is.
+        let clone = self.inner.clone();
+        let waiting = Waiting {
+            inner: std::mem::replace(&mut self.inner, clone),
+            request: Request::from_parts(parts, body),
+            headers,
+            limit: Arc::clone(limit),
+        };
+        ResponseFuture::checking(check, waiting)
+    }
+}
+
+/// The answer to a request whose key could not be built.
+fn no_key_response(no_key: NoKey, context: &Context, limit: &RouteLimit) -> Response {
+    match no_key {
+        NoKey::Missing(what) => problem(
+            context.missing_identity,
+            &format!("This route is rate limited per {what}, and the request carries none."),
+        ),
+        NoKey::Misconfigured(why) => {
+            tracing::error!(limit = %limit.name, "{why}");
+            problem(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Rate limiting is misconfigured on this server.",
+            )
         }
     }
 }

@@ -114,14 +114,14 @@ pub(crate) fn parse_reply(reply: &[i64], policy: &Policy) -> Result<Decision, Er
         return Err(malformed());
     }
     let mut statuses = [RuleStatus::EMPTY; MAX_RULES];
-    for (i, (rule, pair)) in rules.iter().zip(per_rule.chunks_exact(2)).enumerate() {
-        statuses[i] = RuleStatus {
-            rule: *rule,
+    for (status, pair) in statuses.iter_mut().zip(per_rule.chunks_exact(2)) {
+        *status = RuleStatus {
             remaining: u64::try_from(pair[0]).map_err(|_| malformed())?,
             reset_after_us: u64::try_from(pair[1]).map_err(|_| malformed())?,
         };
     }
     Ok(Decision::new(
+        rules,
         &statuses[..rules.len()],
         *decided_by as usize,
         u64::try_from(*retry_after).ok(),

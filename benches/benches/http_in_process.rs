@@ -1,0 +1,112 @@
+//! Nanoseconds of server work per request, in process: a request goes
+//! through the router's `Service::call` and its response future is polled to
+//! completion, without sockets or HTTP parsing. The same handler and client
+//! address as `http_load`; every request is allowed. The difference to the
+//! bare router is what the limiter costs each request on one core.
+//!
+//! `cargo bench -p limiter-benches --bench http_in_process`
+//!
+//! Timings on a shared VM move by ±20% from run to run; instruction counts
+//! do not. `-- --requests N VARIANT` serves N requests of one variant
+//! (`bare_axum`, `limiter_memory`, `tower_governor`) without criterion, to
+//! run under `valgrind --tool=callgrind` (see BENCHMARKS.md).
+
+use std::future::Future;
+use std::hint::black_box;
+use std::net::SocketAddr;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Request};
+use axum::routing::get;
+use criterion::{Criterion, criterion_group};
+use limiter_tower::{Limiter, MemoryStore, RateLimitLayer, rate_limit};
+use tower::Service;
+
+/// The same limit as `http_load`'s: GCRA with room for everything.
+#[rate_limit(algorithm = gcra(rate = 1000000000/s, burst = 1000000000), by = ip)]
+async fn limited() -> &'static str {
+    "ok"
+}
+
+async fn bare() -> &'static str {
+    "ok"
+}
+
+fn request() -> Request {
+    let mut request = Request::get("/").body(Body::empty()).expect("a request");
+    let peer = SocketAddr::from(([203, 0, 113, 7], 50_000));
+    request.extensions_mut().insert(ConnectInfo(peer));
+    request
+}
+
+/// Calls the router and polls the response to completion: every variant
+/// answers without waiting.
+fn serve(router: &mut Router) {
+    let mut waker = Context::from_waker(Waker::noop());
+    let mut response = pin!(router.call(request()));
+    match response.as_mut().poll(&mut waker) {
+        Poll::Ready(Ok(response)) => {
+            assert!(response.status().is_success(), "{}", response.status());
+            black_box(response);
+        }
+        Poll::Ready(Err(e)) => match e {},
+        Poll::Pending => panic!("a response that waits"),
+    }
+}
+
+/// The variants, each a router ready to serve.
+fn variants() -> [(&'static str, Router); 3] {
+    let governor = tower_governor::governor::GovernorConfigBuilder::default()
+        .per_nanosecond(1)
+        .burst_size(u32::MAX)
+        .finish()
+        .expect("a governor config");
+    let variants: [(&str, Router); 3] = [
+        ("bare_axum", Router::new().route("/", get(bare))),
+        (
+            "limiter_memory",
+            Router::new()
+                .route("/", get(limited))
+                .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new()))),
+        ),
+        (
+            "tower_governor",
+            Router::new()
+                .route("/", get(bare))
+                .layer(tower_governor::GovernorLayer::new(governor)),
+        ),
+    ];
+    // What `into_make_service` serves: handlers turned into routes once.
+    variants.map(|(name, router)| (name, router.with_state(())))
+}
+
+fn bench(c: &mut Criterion) {
+    let mut group = c.benchmark_group("http_in_process");
+    for (name, mut router) in variants() {
+        group.bench_function(name, |b| b.iter(|| serve(&mut router)));
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(at) = args.iter().position(|a| a == "--requests") {
+        let count: u64 = args[at + 1].parse().expect("--requests N VARIANT");
+        let variant = &args[at + 2];
+        let (_, mut router) = variants()
+            .into_iter()
+            .find(|(name, _)| name == variant)
+            .unwrap_or_else(|| panic!("no variant {variant}"));
+        for _ in 0..count {
+            serve(&mut router);
+        }
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
