@@ -271,27 +271,33 @@ impl Policy {
     }
 
     /// Checks that a request of `cost` could ever pass this policy.
+    #[inline]
     pub fn validate_cost(&self, cost: u64) -> Result<(), ConfigError> {
-        if cost == 0 {
-            return Err(ConfigError::ZeroCost);
-        }
-        let capacity = self.largest_cost();
-        if cost > capacity {
-            let what = match self.kind {
-                Kind::TokenBucket(_) | Kind::LeakyBucket(_) => "capacity".to_owned(),
-                Kind::Gcra(_) => "burst".to_owned(),
-                _ => {
-                    let tightest = self.rules().iter().min_by_key(|r| r.limit());
-                    format!("limit of rule {}", tightest.expect("a policy has a rule"))
-                }
-            };
-            return Err(ConfigError::CostExceedsCapacity {
-                cost,
-                capacity,
-                what,
-            });
+        // Every check runs this first: the comparison inline, the error cold.
+        if cost == 0 || cost > self.largest_cost() {
+            return Err(self.cost_error(cost));
         }
         Ok(())
+    }
+
+    #[cold]
+    fn cost_error(&self, cost: u64) -> ConfigError {
+        if cost == 0 {
+            return ConfigError::ZeroCost;
+        }
+        let what = match self.kind {
+            Kind::TokenBucket(_) | Kind::LeakyBucket(_) => "capacity".to_owned(),
+            Kind::Gcra(_) => "burst".to_owned(),
+            _ => {
+                let tightest = self.rules().iter().min_by_key(|r| r.limit());
+                format!("limit of rule {}", tightest.expect("a policy has a rule"))
+            }
+        };
+        ConfigError::CostExceedsCapacity {
+            cost,
+            capacity: self.largest_cost(),
+            what,
+        }
     }
 
     /// The algorithm.

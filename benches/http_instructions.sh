@@ -1,0 +1,26 @@
+#!/bin/sh
+# Instructions per request through each router of the http_in_process bench,
+# counted by callgrind: deterministic where timings on a shared VM are not.
+# Each variant serves 1,000 and then 11,000 requests in fresh processes; the
+# difference over 10,000 is the per-request count, without start-up and
+# set-up. Run from the workspace root after
+#   cargo bench -p limiter-benches --bench http_in_process --no-run
+# with the same CARGO_TARGET_DIR. Needs valgrind (Debian package `valgrind`).
+set -eu
+bench=$(ls -t "${CARGO_TARGET_DIR:-target}"/release/deps/http_in_process-* | grep -v '\.d$' | head -n 1)
+out=$(mktemp -d)
+instructions() {
+  valgrind --tool=callgrind --callgrind-out-file="$out/cg" "$bench" --requests "$2" "$1" 2>&1 |
+    awk '/Collected/ { print $NF }'
+}
+echo "| router | instructions per request | over bare axum |"
+echo "|---|---:|---:|"
+bare=""
+for variant in bare_axum limiter_memory tower_governor; do
+  small=$(instructions "$variant" 1000)
+  large=$(instructions "$variant" 11000)
+  per=$(( (large - small) / 10000 ))
+  bare=${bare:-$per}
+  echo "| $variant | $per | $(( per - bare )) |"
+done
+rm -r "$out"
