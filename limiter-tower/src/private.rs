@@ -139,11 +139,6 @@ impl LazyLimit {
         }
     }
 
-    /// The handler's Tower layer.
-    pub fn layer(&'static self) -> LimitLayer {
-        self.built.get_or_init(|| self.spec.build()).clone()
-    }
-
     /// Runs `handler` with `state` behind this limit.
     pub fn call<H, T, S>(
         &'static self,
