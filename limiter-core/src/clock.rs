@@ -17,9 +17,10 @@ pub trait Clock: Send + Sync + 'static {
 
 /// The system clock: the default.
 ///
-/// It reads the CPU's monotonic counter (through `quanta`, about three times
-/// cheaper than asking the kernel for the time, and it never steps back),
-/// anchored to the wall clock the first time it is read. Only differences of
+/// It reads a monotonic clock through `quanta` (the CPU's counter where the
+/// CPU offers a stable one, cheaper than asking the kernel; the kernel's
+/// monotonic clock otherwise), anchored to the wall clock the first time it
+/// is read; it never steps back. Only differences of
 /// its readings matter to the memory store, so it need not follow later
 /// wall-clock corrections.
 #[derive(Debug, Clone, Copy, Default)]

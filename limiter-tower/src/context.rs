@@ -16,8 +16,12 @@ pub(crate) type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output 
 /// A [`Store`] behind a pointer, so every route can reach it without knowing
 /// its type; remote stores come guarded (deadline, breaker, failure policy).
 pub(crate) trait DynStore: Send + Sync + 'static {
-    /// Decides at once when the store can (see [`Store::try_check_now`]).
-    fn check_now(&self, key: &str, policy: &Policy, cost: u64) -> Option<Result<Verdict, Error>>;
+    /// Decides at once when the store can (see [`Store::try_check_now`]);
+    /// `None`: await [`check_owned`](Self::check_owned).
+    fn check_now(&self, key: &str, policy: &Policy, cost: u64) -> Option<Result<Verdict, Error>> {
+        let _ = (key, policy, cost);
+        None
+    }
 
     fn check_owned(
         self: Arc<Self>,
@@ -48,10 +52,6 @@ impl<S: Store> DynStore for Local<S> {
 }
 
 impl<S: Store> DynStore for Guarded<S> {
-    fn check_now(&self, _: &str, _: &Policy, _: u64) -> Option<Result<Verdict, Error>> {
-        None
-    }
-
     fn check_owned(
         self: Arc<Self>,
         key: String,

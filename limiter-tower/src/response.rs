@@ -73,7 +73,7 @@ fn rate_limit_header(prefixes: &[Box<str>], decision: &Decision) -> HeaderValue 
 
 /// `n` in decimal ASCII digits, written into `digits` without the formatting
 /// machinery (this runs on every response).
-pub(crate) fn decimal(mut n: u64, digits: &mut [u8; 20]) -> &[u8] {
+fn decimal(mut n: u64, digits: &mut [u8; 20]) -> &[u8] {
     let mut start = digits.len();
     loop {
         start -= 1;
