@@ -50,12 +50,12 @@ const PLAIN_SLIDING_LOG: &str = r#"
 local key = KEYS[1]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-redis.call('ZREMRANGEBYSCORE', key, '-inf', now - tonumber(ARGV[7]))
-local short = redis.call('ZCOUNT', key, now - tonumber(ARGV[5]) + 1, now)
+redis.call('ZREMRANGEBYSCORE', key, '-inf', now - tonumber(ARGV[9]))
+local short = redis.call('ZCOUNT', key, now - tonumber(ARGV[7]) + 1, now)
 local long = redis.call('ZCARD', key)
-if short < tonumber(ARGV[4]) and long < tonumber(ARGV[6]) then
+if short < tonumber(ARGV[6]) and long < tonumber(ARGV[8]) then
   redis.call('ZADD', key, now, now .. '-' .. long)
-  redis.call('PEXPIRE', key, math.ceil(tonumber(ARGV[7]) / 1000))
+  redis.call('PEXPIRE', key, math.ceil(tonumber(ARGV[9]) / 1000))
   return {1}
 end
 return {0}
@@ -75,7 +75,8 @@ enum Side {
     Store(RedisStore, Arc<Policy>),
     /// redis-rs alone: `Script::invoke_async` (EVALSHA) of the same source,
     /// with the arguments the store sends, the reply read as the store reads it.
-    Bare(MultiplexedConnection, Arc<Script>),
+    /// The last field is the reply's first number when the check is allowed.
+    Bare(MultiplexedConnection, Arc<Script>, i64),
 }
 
 impl Side {
@@ -87,10 +88,17 @@ impl Side {
                 .await
                 .unwrap_or_else(|e| panic!("store check failed: {e}"))
                 .allowed(),
-            Side::Bare(connection, script) => {
+            Side::Bare(connection, script, allowed) => {
                 let mut call = script.key(key);
-                // ARGV: "" (the server's time), cost, rule count, then (limit, window) pairs.
-                call.arg("").arg(1u64).arg(RULES.len());
+                // ARGV: "" (the server's time), cost, the key's TTL in ms (the
+                // longest window), the longest window, rule count, then
+                // (limit, window) pairs.
+                let longest = RULES[1].1;
+                call.arg("")
+                    .arg(1u64)
+                    .arg(longest / 1000)
+                    .arg(longest)
+                    .arg(RULES.len());
                 for (limit, window_us) in RULES {
                     call.arg(limit).arg(window_us);
                 }
@@ -98,7 +106,7 @@ impl Side {
                     .invoke_async(connection)
                     .await
                     .unwrap_or_else(|e| panic!("bare EVALSHA failed: {e}"));
-                reply.first() == Some(&1)
+                reply.first() == Some(allowed)
             }
         }
     }
@@ -278,7 +286,8 @@ async fn main() {
     let policy = two_rule_sliding_log();
     let store_side = Side::Store(store.clone(), Arc::new(policy.clone()));
     let script = Script::new(RedisStore::script_source(Algorithm::SlidingLog));
-    let bare_side = Side::Bare(raw.clone(), Arc::new(script));
+    // Our sliding log's reply starts with the retry time, -1 when allowed.
+    let bare_side = Side::Bare(raw.clone(), Arc::new(script), -1);
 
     println!("| concurrency | store decisions/s | bare EVALSHA/s | store / bare |");
     println!("|---:|---:|---:|---:|");
@@ -300,7 +309,7 @@ async fn main() {
     // Our script and the plain yardstick, alternately: their ratio is the
     // figure that survives a noisy machine.
     let ours = Side::Store(store.clone(), Arc::new(policy));
-    let plain = Side::Bare(raw, Arc::new(Script::new(PLAIN_SLIDING_LOG)));
+    let plain = Side::Bare(raw, Arc::new(Script::new(PLAIN_SLIDING_LOG)), 1);
     let (mut ours_us, mut plain_us) = (Vec::new(), Vec::new());
     for round in 0..STAT_ROUNDS {
         if round % 2 == 0 {

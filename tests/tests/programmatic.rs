@@ -73,8 +73,8 @@ async fn laoqian_replies_five_times_a_minute_on_redis() {
     // The key has the documented shape and expires after the window.
     let key = format!("{}:laoqian:reply", redis.prefix());
     let mut raw = redis.raw().await;
-    let entries: u64 = raw.zcard(&key).await.unwrap();
-    assert_eq!(entries, 5);
+    let members: u64 = raw.zcard(&key).await.unwrap();
+    assert_eq!(members, 5 + 1, "five entries and the newest-entry marker");
     let ttl: i64 = raw.pttl(&key).await.unwrap();
     assert!(
         (59_000..=60_000).contains(&ttl),
@@ -403,4 +403,36 @@ async fn a_clock_that_steps_back_never_admits_more() {
             .unwrap();
         assert!(!late.allowed(), "{}: the later window counts", store.name());
     }
+}
+
+#[tokio::test]
+async fn requests_sharing_a_microsecond_are_each_recorded() {
+    // Many instances can check one key in the same microsecond: every
+    // allowed request must still be recorded as its own entries, whatever
+    // their costs and order (on Redis, members must not collide).
+    let redis = redis();
+    let policy = Policy::sliding_log([Rule::new(20, Duration::from_secs(60)).unwrap()]).unwrap();
+    let costs = [1, 3, 1, 2, 4, 1, 2, 3, 2, 1];
+    for store in both_stores(&redis).await {
+        let key = redis.key(&format!("{}:same-microsecond", store.name()));
+        let mut recorded = 0;
+        for cost in costs {
+            let decision = store.check_at(&key, &policy, cost, T0).await.unwrap();
+            assert!(decision.allowed(), "{}: cost {cost}", store.name());
+            recorded += cost;
+            assert_eq!(decision.remaining(), 20 - recorded, "{}", store.name());
+        }
+        // One microsecond later every entry still counts.
+        let next = store.check_at(&key, &policy, 1, T0 + 1).await.unwrap();
+        assert!(!next.allowed(), "{}: 20 recorded", store.name());
+    }
+    // On Redis: entries numbered without a gap (the script relies on it to
+    // number the next ones), and the newest-entry marker.
+    let key = redis.key("redis:same-microsecond");
+    let mut members: Vec<String> = redis.raw().await.zrange(&key, 0, -1).await.unwrap();
+    let mut expected: Vec<String> = (0..20).map(|i| format!("{T0}-{i}")).collect();
+    expected.push("~".to_owned());
+    members.sort();
+    expected.sort();
+    assert_eq!(members, expected);
 }

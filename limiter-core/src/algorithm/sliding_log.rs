@@ -25,8 +25,6 @@ pub(crate) fn check(log: &mut Log, rules: &[Rule], now: Micros, cost: u64) -> De
         let expired = log.partition_point(|&t| t <= expired_before);
         log.drain(..expired);
     }
-    let newest = log.back().copied();
-
     let mut counts = [0u64; MAX_RULES];
     let mut retry_after = None::<(u64, usize)>;
     for (i, rule) in rules.iter().enumerate() {
@@ -46,29 +44,44 @@ pub(crate) fn check(log: &mut Log, rules: &[Rule], now: Micros, cost: u64) -> De
     }
 
     let allowed = retry_after.is_none();
-    let recorded = if allowed { cost } else { 0 };
-    let at = log.partition_point(|&t| t <= now);
-    for _ in 0..recorded {
-        log.insert(at, now);
+    if allowed {
+        let at = log.partition_point(|&t| t <= now);
+        for _ in 0..cost {
+            log.insert(at, now);
+        }
     }
-    let newest = if allowed {
-        newest.max(Some(now))
-    } else {
-        newest
-    };
+    let newest = log.back().map(|&t| t as i64 - now as i64);
+    decide(rules, &counts[..rules.len()], retry_after, newest, cost)
+}
+
+/// The decision from what the log held before the request: each rule's
+/// count, the longest wait over the violated rules with its rule (`None`:
+/// allowed), and the newest entry's time minus now once the request is
+/// recorded (`None`: an empty log). Shared by the memory store and the Redis
+/// script's reply, so both answer alike.
+pub(crate) fn decide(
+    rules: &[Rule],
+    counts: &[u64],
+    denied: Option<(u64, usize)>,
+    newest_from_now: Option<i64>,
+    cost: u64,
+) -> Decision {
+    let recorded = if denied.is_none() { cost } else { 0 };
     let mut out = [RuleStatus::EMPTY; MAX_RULES];
-    for (i, rule) in rules.iter().enumerate() {
-        out[i] = RuleStatus {
-            remaining: rule.limit().saturating_sub(counts[i] + recorded),
-            reset_after_us: reset_after(newest, now, rule),
+    for ((status, rule), count) in out.iter_mut().zip(rules).zip(counts) {
+        *status = RuleStatus {
+            remaining: rule.limit().saturating_sub(count + recorded),
+            // The rule is clear once the newest entry has left its window.
+            reset_after_us: newest_from_now
+                .map_or(0, |newest| (newest + rule.window_us() as i64).max(0) as u64),
         };
     }
     let out = &out[..rules.len()];
-    let decided_by = match retry_after {
+    let decided_by = match denied {
         Some((_, i)) => i,
         None => fewest_remaining(out),
     };
-    Decision::new(rules, out, decided_by, retry_after.map(|(wait, _)| wait), 0)
+    Decision::new(rules, out, decided_by, denied.map(|(wait, _)| wait), 0)
 }
 
 /// The index of the first entry inside the rule's window `(now - W, now]`.
@@ -76,14 +89,6 @@ fn window_start(log: &Log, now: Micros, rule: &Rule) -> usize {
     match now.checked_sub(rule.window_us()) {
         Some(outside) => log.partition_point(|&t| t <= outside),
         None => 0,
-    }
-}
-
-/// Time until the newest entry leaves the rule's window (then the rule is clear).
-fn reset_after(newest: Option<Micros>, now: Micros, rule: &Rule) -> u64 {
-    match newest {
-        Some(t) if t + rule.window_us() > now => t + rule.window_us() - now,
-        _ => 0,
     }
 }
 

@@ -1,8 +1,8 @@
 //! The Redis store: state shared by every instance of a service, on a
 //! standalone Redis or a Redis Cluster.
 //!
-//! Each algorithm is one Lua script (in `scripts/`, sharing `prelude.lua`)
-//! that touches one key, so a check is one atomic round trip and, on a
+//! Each algorithm is one Lua script (in `scripts/`, sharing `prelude.lua`;
+//! all but the sliding log also share `helpers.lua`) that touches one key, so a check is one atomic round trip and, on a
 //! cluster, runs on the node owning that key's slot. Scripts are sent by SHA1
 //! (EVALSHA) and loaded only when the server answers NOSCRIPT, which means
 //! the call did not run. No call that may have executed is ever sent again.
@@ -285,7 +285,7 @@ impl RedisStore {
                 cluster::run(&mut connection, lua, &call).await?
             }
         };
-        scripts::parse_reply(&reply, policy)
+        scripts::parse_reply(&reply, policy, cost)
     }
 }
 

@@ -4,12 +4,14 @@ use std::sync::LazyLock;
 
 use redis::{Cmd, Script};
 
+use crate::algorithm::sliding_log;
 use crate::decision::{Decision, MAX_RULES, RuleStatus};
 use crate::error::Error;
 use crate::policy::{Algorithm, Kind, Policy};
+use crate::rule::Rule;
 
-/// One algorithm's script: the prelude followed by the algorithm's file,
-/// hashed once (for EVALSHA) on first use.
+/// One algorithm's script: the prelude (the time and the cost), the helpers
+/// when the script uses them, then the algorithm's file, hashed once (for EVALSHA) on first use.
 pub(crate) struct Lua {
     pub(crate) source: &'static str,
     script: LazyLock<Script>,
@@ -29,10 +31,10 @@ impl Lua {
 }
 
 macro_rules! lua {
-    ($file:literal) => {{
+    ($($file:literal),+) => {{
         const SOURCE: &str = concat!(
             include_str!("scripts/prelude.lua"),
-            include_str!(concat!("scripts/", $file))
+            $(include_str!(concat!("scripts/", $file))),+
         );
         Lua {
             source: SOURCE,
@@ -42,10 +44,10 @@ macro_rules! lua {
 }
 
 static SLIDING_LOG: Lua = lua!("sliding_log.lua");
-static FIXED_WINDOW: Lua = lua!("fixed_window.lua");
-static SLIDING_WINDOW: Lua = lua!("sliding_window.lua");
-static BUCKET: Lua = lua!("bucket.lua");
-static GCRA: Lua = lua!("gcra.lua");
+static FIXED_WINDOW: Lua = lua!("helpers.lua", "fixed_window.lua");
+static SLIDING_WINDOW: Lua = lua!("helpers.lua", "sliding_window.lua");
+static BUCKET: Lua = lua!("helpers.lua", "bucket.lua");
+static GCRA: Lua = lua!("helpers.lua", "gcra.lua");
 
 pub(crate) fn lua(algorithm: Algorithm) -> &'static Lua {
     match algorithm {
@@ -69,7 +71,14 @@ pub(crate) fn evalsha(key: &str, policy: &Policy, cost: u64, now: Option<u64>) -
     cmd.arg(cost);
     match policy.kind() {
         Kind::SlidingLog => {
-            cmd.arg(policy.rules().len());
+            // The key lives as long as the longest window (ms, rounded up);
+            // with a test's timestamp Redis's clock does not follow that
+            // time, so a minute more (the TTL only collects garbage).
+            let longest = policy.rules().iter().map(Rule::window_us).max();
+            let longest = longest.unwrap_or(0);
+            let padding = if now.is_some() { 60_000_000 } else { 0 };
+            let ttl_ms = (longest + padding).div_ceil(1000).max(1);
+            cmd.arg(ttl_ms).arg(longest).arg(policy.rules().len());
             for rule in policy.rules() {
                 cmd.arg(rule.limit()).arg(rule.window_us());
             }
@@ -91,10 +100,35 @@ pub(crate) fn evalsha(key: &str, policy: &Policy, cost: u64, now: Option<u64>) -
     cmd
 }
 
-/// Turns a script's reply (see `prelude.lua`) into a decision.
-pub(crate) fn parse_reply(reply: &[i64], policy: &Policy) -> Result<Decision, Error> {
+/// Turns a script's reply into a decision.
+pub(crate) fn parse_reply(reply: &[i64], policy: &Policy, cost: u64) -> Result<Decision, Error> {
     let malformed = || Error::Protocol(format!("script reply {reply:?}"));
     let rules = policy.rules();
+    if policy.algorithm() == Algorithm::SlidingLog {
+        // See `sliding_log.lua`: the counts, from which the statuses follow
+        // as in the memory store.
+        let [retry_after, decided_by, newest_from_now, counts @ ..] = reply else {
+            return Err(malformed());
+        };
+        if counts.len() != rules.len() || !(0..rules.len() as i64).contains(decided_by) {
+            return Err(malformed());
+        }
+        let mut counted = [0u64; MAX_RULES];
+        for (to, count) in counted.iter_mut().zip(counts) {
+            *to = u64::try_from(*count).map_err(|_| malformed())?;
+        }
+        let denied = u64::try_from(*retry_after)
+            .ok()
+            .map(|wait| (wait, *decided_by as usize));
+        return Ok(sliding_log::decide(
+            rules,
+            &counted[..rules.len()],
+            denied,
+            Some(*newest_from_now),
+            cost,
+        ));
+    }
+    // The other scripts (see `helpers.lua`): the statuses themselves.
     let [
         allowed,
         decided_by,

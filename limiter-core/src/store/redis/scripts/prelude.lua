@@ -1,82 +1,17 @@
 -- Shared by every script. Times are microseconds; every number is an integer
 -- below 2^53, so Lua's doubles hold it exactly.
 --
--- Reply: { allowed (1/0), deciding rule (0-based), retry after (-1 when
--- allowed), delay, rule count, then for each rule: remaining, reset after }.
+-- Every redis.call argument that is a Lua number is turned into text by
+-- Redis with a costly "%.17g"; the scripts pass text where they can and
+-- format each number they need once.
 
 -- ARGV[1] is empty in production: the time is the Redis server's, so
 -- application clocks never matter. Tests may pass a timestamp instead.
-local function server_now(given)
-  if given ~= '' then
-    return tonumber(given)
-  end
+local now
+if ARGV[1] == '' then
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+  now = t[1] * 1000000 + t[2]
+else
+  now = tonumber(ARGV[1])
 end
-
--- Exact floor(a / b) for 0 <= a, 0 < b below 2^52: the double quotient may
--- round across an integer, so step back or forward by one.
-local function floor_div(a, b)
-  local q = math.floor(a / b)
-  if q * b > a then
-    q = q - 1
-  elseif (q + 1) * b <= a then
-    q = q + 1
-  end
-  return q
-end
-
-local function ceil_div(a, b)
-  return floor_div(a + b - 1, b)
-end
-
--- An integer as Redis should store it (tostring would round to 14 digits).
-local function int(n)
-  return string.format('%d', n)
-end
-
-local injected = ARGV[1] ~= ''
-local now = server_now(ARGV[1])
-
--- A key's TTL in ms: the state expires when it means the same as no state.
--- With a caller's timestamp, Redis's own clock does not follow that time, so
--- the TTL (garbage collection only) is padded by a minute.
-local function ttl_ms(us)
-  if injected then
-    us = us + 60000000
-  end
-  return math.max(1, ceil_div(us, 1000))
-end
-
--- Runs a read; a key holding another algorithm's state (WRONGTYPE) is
--- deleted and reads as absent, as in the memory store.
-local function read(...)
-  local reply = redis.pcall(...)
-  if type(reply) == 'table' and reply.err then
-    redis.call('DEL', KEYS[1])
-    return false
-  end
-  return reply
-end
-
--- Reads the hash fields of `algorithm`'s state; a hash written by another
--- algorithm (its tag field `a` differs) is deleted and reads as absent.
-local function read_hash(key, algorithm, ...)
-  local fields = { ... }
-  local state = read('HMGET', key, 'a', unpack(fields))
-  if not state or not state[1] then
-    return {}
-  end
-  if state[1] ~= algorithm then
-    redis.call('DEL', key)
-    return {}
-  end
-  table.remove(state, 1)
-  return state
-end
-
-local function expire_in(key, us)
-  redis.call('PEXPIRE', key, ttl_ms(us))
-end
-
 local cost = tonumber(ARGV[2])

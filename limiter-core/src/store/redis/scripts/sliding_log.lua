@@ -1,83 +1,118 @@
--- The sliding log. ARGV: now, cost, n, then n pairs (limit, window).
--- A ZSET of allowed requests scored by time; members are "{time}-{i}", where
+-- The sliding log. ARGV: now, cost, the key's TTL in ms (the longest window,
+-- rounded up), the longest window, n, then n pairs (limit, window). The
+-- caller sends what it can compute: turning numbers into text and back costs
+-- Redis more than the calls themselves.
+--
+-- A ZSET of allowed requests scored by time. Members are "{time}-{i}", where
 -- i counts the entries already at that time (entries leave by score, a whole
 -- microsecond at once), so members are unique however many instances share a
--- microsecond.
+-- microsecond. One more member, "~", is scored with the newest entry's time:
+-- it is trimmed with the newest entry, so it is present exactly when entries
+-- are, and it falls in a window exactly when some entry does (every count
+-- below subtracts it). It sorts after the entries of its time ('~' follows
+-- the digits), so it is never the entry that blocks a request. It lets one
+-- ZADD tell whether the log held anything at or after now, which the
+-- uniqueness of members and the reset time depend on.
+--
+-- Reply: { retry after (-1 when allowed), deciding rule when denied
+-- (0-based), newest entry - now, then each rule's count before this request }.
+-- The caller derives remaining and reset after from them.
 local key = KEYS[1]
-local n = tonumber(ARGV[3])
-local limits, windows = {}, {}
-local longest = 0
-for i = 1, n do
-  limits[i] = tonumber(ARGV[2 + 2 * i])
-  windows[i] = tonumber(ARGV[3 + 2 * i])
-  if windows[i] > longest then
-    longest = windows[i]
-  end
-end
+local call, format = redis.call, string.format
+local longest, n = tonumber(ARGV[4]), tonumber(ARGV[5])
 
+-- Trim what every window has left, and count what the longest one holds. A
+-- key holding another algorithm's state (WRONGTYPE) is deleted and reads as
+-- absent, as in the memory store.
+local total
 if now >= longest then
-  read('ZREMRANGEBYSCORE', key, '-inf', int(now - longest))
+  if type(redis.pcall('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - longest))) == 'table' then
+    call('DEL', key)
+  end
+  total = call('ZCARD', key)
 else
-  read('ZCARD', key)
+  total = redis.pcall('ZCARD', key)
+  if type(total) == 'table' then
+    call('DEL', key)
+    total = 0
+  end
+end
+if total > 0 then
+  total = total - 1
 end
 
-local counts, floors = {}, {}
-local retry, decided = -1, 0
+local reply = { -1, 0, 0 }
+local retry = -1
 for i = 1, n do
-  -- The window starts after now - W.
-  floors[i] = now >= windows[i] and '(' .. int(now - windows[i]) or '-inf'
-  -- Entries later than now (the clock stepped back) count too: exact either way.
-  local count = redis.call('ZCOUNT', key, floors[i], '+inf')
-  if count + cost > limits[i] then
+  local limit, window = tonumber(ARGV[4 + 2 * i]), tonumber(ARGV[5 + 2 * i])
+  -- The window is (now - W, +inf): entries later than now (the clock
+  -- stepped back) count too, which keeps the limit exact either way.
+  local count = total
+  if window < longest then
+    count = call('ZCOUNT', key, format('(%d', now - window), '+inf')
+    if count > 0 then
+      count = count - 1
+    end
+  end
+  reply[3 + i] = count
+  if count + cost > limit then
     -- Passes once the oldest `excess` entries have left; the last of them decides.
-    local excess = count + cost - limits[i]
-    local blocking = redis.call('ZRANGEBYSCORE', key, floors[i], '+inf', 'WITHSCORES', 'LIMIT', excess - 1, 1)
-    local wait = tonumber(blocking[2]) + windows[i] - now
+    local blocking = call('ZRANGEBYSCORE', key, format('(%d', now - window), '+inf',
+      'WITHSCORES', 'LIMIT', format('%d', count + cost - limit - 1), 1)
+    local wait = tonumber(blocking[2]) + window - now
     if wait > retry then
-      retry, decided = wait, i - 1
+      retry = wait
+      reply[1], reply[2] = wait, i - 1
     end
   end
-  counts[i] = count
 end
 
-local allowed = retry < 0
-local recorded = 0
-local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-local newest = tonumber(last[2])
-if allowed then
-  recorded = cost
-  -- Entries already at now: none unless the newest is at or after now.
-  local taken = 0
-  if newest and newest >= now then
-    taken = redis.call('ZCOUNT', key, int(now), int(now))
-  end
-  if not newest or newest < now then
-    newest = now
-  end
-  local entries = {}
+if retry >= 0 then
+  -- Denied: some rule counted an entry, so the marker is there.
+  reply[3] = tonumber(call('ZSCORE', key, '~')) - now
+  return reply
+end
+
+-- Allowed: record `cost` entries at now and move the marker up to now. GT
+-- leaves a marker at or after now in place, and CH counts it when it moves;
+-- an entry's member that exists already is not added. So the reply is
+-- cost + 1 exactly when the log held nothing at or after now.
+local at = format('%d', now)
+local changed
+if cost == 1 then
+  changed = call('ZADD', key, 'GT', 'CH', at, '~', at, at .. '-0')
+else
+  local add = { 'ZADD', key, 'GT', 'CH', at, '~' }
   for j = 0, cost - 1 do
-    entries[#entries + 1] = int(now)
-    entries[#entries + 1] = int(now) .. '-' .. int(taken + j)
+    add[7 + 2 * j], add[8 + 2 * j] = at, at .. '-' .. j
   end
-  redis.call('ZADD', key, unpack(entries))
-  expire_in(key, longest)
+  changed = call(unpack(add))
 end
-
-local reply = { allowed and 1 or 0, decided, retry, 0, n }
-local fewest = nil
-for i = 1, n do
-  local remaining = math.max(0, limits[i] - counts[i] - recorded)
-  local reset = 0
-  if newest and newest + windows[i] > now then
-    reset = newest + windows[i] - now
-  end
-  reply[#reply + 1] = remaining
-  reply[#reply + 1] = reset
-  if fewest == nil or remaining < fewest then
-    fewest = remaining
-    if allowed then
-      reply[2] = i - 1
+if changed <= cost then
+  -- Rare: entries at or after now (instances sharing a microsecond, or the
+  -- clock stepped back). The marker stayed, so `changed` entries were added;
+  -- the entries at now were numbered 0..k-1, and the ones not added are
+  -- numbered after everything there now.
+  local newest = tonumber(call('ZSCORE', key, '~'))
+  reply[3] = newest - now
+  if changed < cost then
+    local next
+    if changed > 0 then
+      -- k = cost - changed of ours collided, so 0..cost-1 are all taken now.
+      next = cost
+    else
+      -- k >= cost: count them (less the marker when it is at now).
+      next = call('ZCOUNT', key, at, at)
+      if newest == now then
+        next = next - 1
+      end
     end
+    local add = { 'ZADD', key }
+    for j = 0, cost - changed - 1 do
+      add[3 + 2 * j], add[4 + 2 * j] = at, at .. '-' .. (next + j)
+    end
+    call(unpack(add))
   end
 end
+call('PEXPIRE', key, ARGV[3])
 return reply
