@@ -28,7 +28,7 @@ use tokio::net::TcpListener;
 const CONNECTIONS: &str = "64";
 const WARM_UP: &str = "2s";
 const MEASURE: &str = "8s";
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 5;
 
 /// GCRA with room for everything: 10^9 a second, 10^9 at once. The same
 /// numbers as the bare middleware's EVALSHA arguments (interval 1 µs,
