@@ -2,7 +2,8 @@
 //! standalone Redis or a Redis Cluster.
 //!
 //! Each algorithm is one Lua script (in `scripts/`, sharing `prelude.lua`;
-//! all but the sliding log also share `helpers.lua`) that touches one key, so a check is one atomic round trip and, on a
+//! all but the sliding log also share `helpers.lua`) that touches one key,
+//! so a check is one atomic round trip and, on a
 //! cluster, runs on the node owning that key's slot. Scripts are sent by SHA1
 //! (EVALSHA) and loaded only when the server answers NOSCRIPT, which means
 //! the call did not run. No call that may have executed is ever sent again.

@@ -11,7 +11,8 @@ use crate::policy::{Algorithm, Kind, Policy};
 use crate::rule::Rule;
 
 /// One algorithm's script: the prelude (the time and the cost), the helpers
-/// when the script uses them, then the algorithm's file, hashed once (for EVALSHA) on first use.
+/// when the script uses them, then the algorithm's file, hashed once (for
+/// EVALSHA) on first use.
 pub(crate) struct Lua {
     pub(crate) source: &'static str,
     script: LazyLock<Script>,
