@@ -93,7 +93,7 @@ impl Side {
                 // ARGV: "" (the server's time), cost, the key's TTL in ms (the
                 // longest window), the longest window, rule count, then
                 // (limit, window) pairs.
-                let longest = RULES[1].1;
+                let longest = RULES.iter().map(|rule| rule.1).max().expect("rules");
                 call.arg("")
                     .arg(1u64)
                     .arg(longest / 1000)

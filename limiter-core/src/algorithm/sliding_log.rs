@@ -19,9 +19,8 @@ pub(crate) type Log = VecDeque<Micros>;
 
 /// Checks (and on success records) a request of `cost` at `now`.
 pub(crate) fn check(log: &mut Log, rules: &[Rule], now: Micros, cost: u64) -> Decision {
-    let longest = rules.iter().map(|r| r.window_us()).max().unwrap_or(0);
     // Entries at or before `now - longest` are outside every window.
-    if let Some(expired_before) = now.checked_sub(longest) {
+    if let Some(expired_before) = now.checked_sub(longest_window_us(rules)) {
         let expired = log.partition_point(|&t| t <= expired_before);
         log.drain(..expired);
     }
@@ -82,6 +81,11 @@ pub(crate) fn decide(
         None => fewest_remaining(out),
     };
     Decision::new(rules, out, decided_by, denied.map(|(wait, _)| wait), 0)
+}
+
+/// The longest of the rules' windows: how long an entry counts at all.
+pub(crate) fn longest_window_us(rules: &[Rule]) -> Micros {
+    rules.iter().map(Rule::window_us).max().unwrap_or(0)
 }
 
 /// The index of the first entry inside the rule's window `(now - W, now]`.

@@ -8,7 +8,6 @@ use crate::algorithm::sliding_log;
 use crate::decision::{Decision, MAX_RULES, RuleStatus};
 use crate::error::Error;
 use crate::policy::{Algorithm, Kind, Policy};
-use crate::rule::Rule;
 
 /// One algorithm's script: the prelude (the time and the cost), the helpers
 /// when the script uses them, then the algorithm's file, hashed once (for
@@ -75,8 +74,7 @@ pub(crate) fn evalsha(key: &str, policy: &Policy, cost: u64, now: Option<u64>) -
             // The key lives as long as the longest window (ms, rounded up);
             // with a test's timestamp Redis's clock does not follow that
             // time, so a minute more (the TTL only collects garbage).
-            let longest = policy.rules().iter().map(Rule::window_us).max();
-            let longest = longest.unwrap_or(0);
+            let longest = sliding_log::longest_window_us(policy.rules());
             let padding = if now.is_some() { 60_000_000 } else { 0 };
             let ttl_ms = (longest + padding).div_ceil(1000).max(1);
             cmd.arg(ttl_ms).arg(longest).arg(policy.rules().len());

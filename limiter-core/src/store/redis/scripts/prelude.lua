@@ -1,9 +1,9 @@
 -- Shared by every script. Times are microseconds; every number is an integer
 -- below 2^53, so Lua's doubles hold it exactly.
 --
--- Every redis.call argument that is a Lua number is turned into text by
--- Redis with a costly "%.17g"; the scripts pass text where they can and
--- format each number they need once.
+-- Redis turns every Lua number passed to redis.call into text with a costly
+-- "%.17g", so the sliding log (the default, and the costliest) passes text
+-- and formats each number once.
 
 -- ARGV[1] is empty in production: the time is the Redis server's, so
 -- application clocks never matter. Tests may pass a timestamp instead.

@@ -47,9 +47,10 @@ for i = 1, n do
   local limit, window = tonumber(ARGV[4 + 2 * i]), tonumber(ARGV[5 + 2 * i])
   -- The window is (now - W, +inf): entries later than now (the clock
   -- stepped back) count too, which keeps the limit exact either way.
-  local count = total
+  local count, after = total, nil
   if window < longest then
-    count = call('ZCOUNT', key, format('(%d', now - window), '+inf')
+    after = format('(%d', now - window)
+    count = call('ZCOUNT', key, after, '+inf')
     if count > 0 then
       count = count - 1
     end
@@ -57,7 +58,8 @@ for i = 1, n do
   reply[3 + i] = count
   if count + cost > limit then
     -- Passes once the oldest `excess` entries have left; the last of them decides.
-    local blocking = call('ZRANGEBYSCORE', key, format('(%d', now - window), '+inf',
+    after = after or format('(%d', now - window)
+    local blocking = call('ZRANGEBYSCORE', key, after, '+inf',
       'WITHSCORES', 'LIMIT', format('%d', count + cost - limit - 1), 1)
     local wait = tonumber(blocking[2]) + window - now
     if wait > retry then
