@@ -5,8 +5,9 @@ use std::time::Duration;
 use crate::rule::Rule;
 
 /// The most rules one policy may hold (a sliding log's rules plus its
-/// prevent-duplicate rule). Kept small so a [`Decision`] needs no allocation.
-pub const MAX_RULES: usize = 8;
+/// prevent-duplicate rule). Kept small so a [`Decision`] needs no allocation
+/// and fits in 128 bytes, which the compiler moves without a `memcpy` call.
+pub const MAX_RULES: usize = 6;
 
 /// Where one rule of the policy stands after a check: the `RateLimit` header
 /// item of that rule. Which rule it is follows from its place: statuses come
@@ -50,14 +51,15 @@ pub struct Decision {
     allowed: bool,
     decided_by: u8,
     len: u8,
-    /// Meaningful only when denied.
-    retry_after_us: u64,
-    reset_after_us: u64,
-    delay_us: u64,
+    /// When denied, the retry-after; when allowed, the pacing delay.
+    wait_us: u64,
     /// The deciding rule.
     rule: Rule,
     statuses: [RuleStatus; MAX_RULES],
 }
+
+// Moved without a `memcpy` call (see `MAX_RULES`); checks return it by value.
+const _: () = assert!(std::mem::size_of::<Decision>() <= 128);
 
 impl Decision {
     /// A decision over the per-rule statuses of `rules`.
@@ -78,16 +80,33 @@ impl Decision {
         );
         let mut inline = [RuleStatus::EMPTY; MAX_RULES];
         inline[..statuses.len()].copy_from_slice(statuses);
-        let reset_after_us = statuses.iter().map(|s| s.reset_after_us).max().unwrap_or(0);
         Self {
             allowed: retry_after_us.is_none(),
             decided_by: decided_by as u8,
             len: statuses.len() as u8,
-            retry_after_us: retry_after_us.unwrap_or(0),
-            reset_after_us,
-            delay_us,
+            wait_us: retry_after_us.unwrap_or(delay_us),
             rule: rules[decided_by],
             statuses: inline,
+        }
+    }
+
+    /// A decision of a one-rule policy: `Some(retry_after_us)` when denied.
+    #[inline]
+    pub(crate) fn single(
+        rule: Rule,
+        status: RuleStatus,
+        retry_after_us: Option<u64>,
+        delay_us: u64,
+    ) -> Self {
+        let mut statuses = [RuleStatus::EMPTY; MAX_RULES];
+        statuses[0] = status;
+        Self {
+            allowed: retry_after_us.is_none(),
+            decided_by: 0,
+            len: 1,
+            wait_us: retry_after_us.unwrap_or(delay_us),
+            rule,
+            statuses,
         }
     }
 
@@ -112,20 +131,24 @@ impl Decision {
         if self.allowed {
             None
         } else {
-            Some(Duration::from_micros(self.retry_after_us))
+            Some(Duration::from_micros(self.wait_us))
         }
     }
 
     /// Time until every rule's whole quota is available again.
     pub const fn reset_after(&self) -> Duration {
-        Duration::from_micros(self.reset_after_us)
+        Duration::from_micros(self.reset_after_us())
     }
 
     /// For a pacing algorithm (the leaky bucket): how long the caller should
     /// wait before acting on an allowed request, so requests leave evenly.
     /// Zero for every other algorithm and for denied requests.
     pub const fn delay(&self) -> Duration {
-        Duration::from_micros(self.delay_us)
+        if self.allowed {
+            Duration::from_micros(self.wait_us)
+        } else {
+            Duration::ZERO
+        }
     }
 
     /// The rule that decided (see the type's docs).
@@ -144,8 +167,18 @@ impl Decision {
         &self.statuses[..self.len as usize]
     }
 
+    /// The latest of the rules' resets (computed, not stored: it keeps the
+    /// decision within 128 bytes).
     pub(crate) const fn reset_after_us(&self) -> u64 {
-        self.reset_after_us
+        let mut latest = 0;
+        let mut i = 0;
+        while i < self.len as usize {
+            if self.statuses[i].reset_after_us > latest {
+                latest = self.statuses[i].reset_after_us;
+            }
+            i += 1;
+        }
+        latest
     }
 
     /// An allowed decision made without the store (failing open): every rule's
@@ -165,8 +198,7 @@ impl Decision {
     /// The same decision `elapsed_us` later, nothing else having happened:
     /// every wait is shorter by that much.
     pub(crate) fn aged(mut self, elapsed_us: u64) -> Self {
-        self.retry_after_us = self.retry_after_us.saturating_sub(elapsed_us);
-        self.reset_after_us = self.reset_after_us.saturating_sub(elapsed_us);
+        self.wait_us = self.wait_us.saturating_sub(elapsed_us);
         for status in &mut self.statuses[..self.len as usize] {
             status.reset_after_us = status.reset_after_us.saturating_sub(elapsed_us);
         }

@@ -407,8 +407,8 @@ mod tests {
             "a sliding log policy needs at least one rule"
         );
         assert_eq!(
-            message(Policy::sliding_log(vec![rule(1, 1); 9])),
-            "a policy holds at most 8 rules, got 9"
+            message(Policy::sliding_log(vec![rule(1, 1); 7])),
+            "a policy holds at most 6 rules, got 7"
         );
         assert_eq!(
             message(Policy::token_bucket(Rate::per_second(1).unwrap(), 0)),

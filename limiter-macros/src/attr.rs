@@ -48,7 +48,7 @@ mod kw {
 }
 
 /// The most rules one policy holds (limiter-core's `MAX_RULES`).
-pub(crate) const MAX_RULES: usize = 8;
+pub(crate) const MAX_RULES: usize = 6;
 /// The longest window or period: 366 days (limiter-core's `MAX_WINDOW`).
 pub(crate) const MAX_WINDOW_US: u64 = 366 * DAY_US;
 /// The largest limit, amount or bucket both stores compute with exactly
@@ -1109,14 +1109,12 @@ mod tests {
             "`rules` needs at least one rule, like `[(10, 60s)]`"
         );
         assert_eq!(
-            error("rules = [(1,1s),(2,1s),(3,1s),(4,1s),(5,1s),(6,1s),(7,1s),(8,1s),(9,1s)]"),
-            "a policy holds at most 8 rules, got 9"
+            error("rules = [(1,1s),(2,1s),(3,1s),(4,1s),(5,1s),(6,1s),(7,1s)]"),
+            "a policy holds at most 6 rules, got 7"
         );
         assert_eq!(
-            error(
-                "rules = [(1,1s),(2,1s),(3,1s),(4,1s),(5,1s),(6,1s),(7,1s),(8,1s)], prevent_duplicate"
-            ),
-            "a policy holds at most 8 rules, got 9: prevent_duplicate adds the rule 1-per-5s"
+            error("rules = [(1,1s),(2,1s),(3,1s),(4,1s),(5,1s),(6,1s)], prevent_duplicate"),
+            "a policy holds at most 6 rules, got 7: prevent_duplicate adds the rule 1-per-5s"
         );
     }
 

@@ -223,7 +223,7 @@ mod rate_limit;
 /// kept as written so it causes no other error: a zero limit, window, rate,
 /// capacity, burst or cost; a missing or unknown unit; a window over 366
 /// days; an unknown or repeated argument; missing `rules`, or `rules` given to
-/// a bucket or GCRA; more than eight rules (or one rule for the windows);
+/// a bucket or GCRA; more than six rules (or one rule for the windows);
 /// `prevent_duplicate` with another algorithm; a cost no request could pay;
 /// an invalid or uppercase header name; an unknown algorithm or `by`; a
 /// function that is not `async`, takes `self` or is generic.

@@ -323,28 +323,60 @@ pub struct UgcServer {
 }
 
 impl UgcServer {
-    /// Starts `ugc` on a free port with the given extra environment.
+    /// Starts `ugc` with the given extra environment, on a port the kernel
+    /// picks: the address comes from the server's own "listening on" log
+    /// line, so a port taken meanwhile by another test's server cannot be
+    /// mistaken for this one.
     pub fn start(env: &[(&str, &str)]) -> Self {
-        let port = free_port();
-        let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().expect("an address");
-        let child = Command::new(ugc_binary())
-            .env("LIMITER_ADDR", addr.to_string())
+        let mut child = Command::new(ugc_binary())
+            .env("LIMITER_ADDR", "127.0.0.1:0")
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
             .env_remove("REDIS_URL")
             .envs(env.iter().copied())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .expect("ugc starts");
-        let mut server = Self { child, addr };
+        let stdout = child.stdout.take().expect("a piped stdout");
+        let (found, listening) = std::sync::mpsc::channel();
+        // Reads the address, then drains the log so the server never blocks on it.
+        std::thread::spawn(move || {
+            let mut found = Some(found);
+            for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
+                let Ok(line) = line else { break };
+                if let Some((_, rest)) = line.split_once("listening on http://") {
+                    let addr: String = rest
+                        .chars()
+                        .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
+                        .collect();
+                    if let Some(found) = found.take() {
+                        let _ = found.send(addr);
+                    }
+                }
+            }
+        });
+        let mut server = Self {
+            child,
+            addr: ([127, 0, 0, 1], 0).into(),
+        };
         let deadline = Instant::now() + Duration::from_secs(30);
-        while TcpStream::connect(addr).is_err() {
+        loop {
+            match listening.recv_timeout(Duration::from_millis(50)) {
+                Ok(addr) => {
+                    server.addr = addr.parse().expect("ugc logs its address");
+                    return server;
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    panic!("ugc closed its output without listening")
+                }
+            }
             if let Ok(Some(status)) = server.child.try_wait() {
                 panic!("ugc exited with {status}");
             }
             assert!(Instant::now() < deadline, "ugc did not listen within 30 s");
-            std::thread::sleep(Duration::from_millis(20));
         }
-        server
     }
 
     /// Where it listens.

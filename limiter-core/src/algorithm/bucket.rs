@@ -11,7 +11,7 @@ use crate::policy::BucketParams;
 use crate::rule::Rule;
 
 /// The water level and when it was last brought up to date.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Level {
     pub(crate) level: u64,
     pub(crate) updated: Micros,
@@ -24,6 +24,7 @@ pub(crate) enum Pacing {
     On,
 }
 
+#[inline]
 pub(crate) fn check(
     state: &mut Option<Level>,
     params: &BucketParams,
@@ -66,7 +67,7 @@ pub(crate) fn check(
         remaining: (full - level) / params.unit,
         reset_after_us: level.div_ceil(params.drain),
     };
-    Decision::new(&[*quota], &[status], 0, retry_after, delay)
+    Decision::single(*quota, status, retry_after, delay)
 }
 
 #[cfg(test)]

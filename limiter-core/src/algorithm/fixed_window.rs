@@ -6,12 +6,13 @@ use crate::decision::{Decision, RuleStatus};
 use crate::rule::Rule;
 
 /// The current window's count and start.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Window {
     pub(crate) count: u64,
     pub(crate) start: Micros,
 }
 
+#[inline]
 pub(crate) fn check(state: &mut Option<Window>, rule: &Rule, now: Micros, cost: u64) -> Decision {
     let current = match *state {
         Some(w) if now < w.start + rule.window_us() => w,
@@ -34,7 +35,7 @@ pub(crate) fn check(state: &mut Option<Window>, rule: &Rule, now: Micros, cost: 
         remaining: rule.limit() - count,
         reset_after_us: ends_in,
     };
-    Decision::new(&[*rule], &[status], 0, (!allowed).then_some(ends_in), 0)
+    Decision::single(*rule, status, (!allowed).then_some(ends_in), 0)
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use crate::decision::{Decision, RuleStatus};
 use crate::policy::GcraParams;
 use crate::rule::Rule;
 
+#[inline]
 pub(crate) fn check(
     tat: &mut Option<Micros>,
     params: &GcraParams,
@@ -25,7 +26,7 @@ pub(crate) fn check(
         remaining: (params.tolerance_us - ttl) / params.interval_us,
         reset_after_us: ttl,
     };
-    Decision::new(&[*quota], &[status], 0, retry_after, 0)
+    Decision::single(*quota, status, retry_after, 0)
 }
 
 #[cfg(test)]

@@ -19,15 +19,23 @@ pub(crate) type Log = VecDeque<Micros>;
 
 /// Checks (and on success records) a request of `cost` at `now`.
 pub(crate) fn check(log: &mut Log, rules: &[Rule], now: Micros, cost: u64) -> Decision {
-    // Entries at or before `now - longest` are outside every window.
-    if let Some(expired_before) = now.checked_sub(longest_window_us(rules)) {
-        let expired = log.partition_point(|&t| t <= expired_before);
-        log.drain(..expired);
+    // Entries at or before `now - longest` are outside every window. Only
+    // the front of the log is read: usually none or one entry leaves.
+    let longest = longest_window_us(rules);
+    if let Some(expired_before) = now.checked_sub(longest) {
+        while log.front().is_some_and(|&t| t <= expired_before) {
+            log.pop_front();
+        }
     }
     let mut counts = [0u64; MAX_RULES];
     let mut retry_after = None::<(u64, usize)>;
     for (i, rule) in rules.iter().enumerate() {
-        let start = window_start(log, now, rule);
+        // Every entry left is inside the longest window.
+        let start = if rule.window_us() == longest {
+            0
+        } else {
+            window_start(log, now, rule)
+        };
         let count = (log.len() - start) as u64;
         if count + cost > rule.limit() {
             // The request passes once enough entries have left this window:
@@ -44,7 +52,12 @@ pub(crate) fn check(log: &mut Log, rules: &[Rule], now: Micros, cost: u64) -> De
 
     let allowed = retry_after.is_none();
     if allowed {
-        let at = log.partition_point(|&t| t <= now);
+        // Entries later than now exist only when clocks disagree.
+        let at = if log.back().is_none_or(|&t| t <= now) {
+            log.len()
+        } else {
+            log.partition_point(|&t| t <= now)
+        };
         for _ in 0..cost {
             log.insert(at, now);
         }

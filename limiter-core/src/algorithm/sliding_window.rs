@@ -10,7 +10,7 @@ use crate::decision::{Decision, RuleStatus};
 use crate::rule::Rule;
 
 /// The counts of the current and the previous window.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Counters {
     pub(crate) previous: u64,
     pub(crate) current: u64,
@@ -18,6 +18,7 @@ pub(crate) struct Counters {
     pub(crate) start: Micros,
 }
 
+#[inline]
 pub(crate) fn check(state: &mut Option<Counters>, rule: &Rule, now: Micros, cost: u64) -> Decision {
     let w = rule.window_us();
     let mut start = now - now % w;
@@ -62,7 +63,7 @@ pub(crate) fn check(state: &mut Option<Counters>, rule: &Rule, now: Micros, cost
         remaining: (rule.limit() as f64 - used).max(0.0).floor() as u64,
         reset_after_us,
     };
-    Decision::new(&[*rule], &[status], 0, retry_after, 0)
+    Decision::single(*rule, status, retry_after, 0)
 }
 
 struct Estimate {

@@ -7,34 +7,29 @@
 //! a shard whenever the shard has doubled since its last sweep, so memory
 //! follows the live keys, not every key ever seen.
 
+mod shard;
+
 use std::fmt;
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use hashbrown::HashTable;
+use foldhash::fast::RandomState;
 
-use crate::algorithm::Micros;
-use crate::algorithm::bucket::{self, Level, Pacing};
-use crate::algorithm::fixed_window::{self, Window};
-use crate::algorithm::gcra;
+use crate::algorithm::bucket::{self, Pacing};
 use crate::algorithm::sliding_log::{self, Log};
-use crate::algorithm::sliding_window::{self, Counters};
+use crate::algorithm::{fixed_window, gcra, sliding_window};
 use crate::clock::{Clock, SystemClock};
 use crate::decision::Decision;
 use crate::error::Error;
 use crate::policy::{Kind, Policy};
 use crate::store::Store;
+use shard::{Lookup, Shard, Tables};
 
 /// Shards when none are asked for: enough that 2–64 cores rarely meet on one lock.
 const DEFAULT_SHARDS: usize = 64;
 /// The most keys a memory store holds unless told otherwise (15-20 MB of
 /// state at 150-200 bytes per key; see BENCHMARKS.md).
 pub const DEFAULT_CAPACITY: usize = 100_000;
-/// The gauge of keys holding state, over every memory store of the process
-/// (including the fallback limiters of guarded stores).
-const LIVE_KEYS: &str = "limiter_memory_store_keys";
-/// A shard is not swept before it holds this many keys.
-const MIN_SWEEP_LEN: usize = 64;
 
 /// The in-memory store: exact, concurrent and sharded, for one process.
 ///
@@ -61,33 +56,9 @@ pub struct MemoryStore<C = SystemClock> {
 
 struct Inner<C> {
     clock: C,
-    hasher: foldhash::fast::FixedState,
+    /// Seeded per store, so nobody can choose keys that collide.
+    hasher: RandomState,
     shards: Box<[Mutex<Shard>]>,
-}
-
-struct Shard {
-    entries: HashTable<Entry>,
-    sweep_at_len: usize,
-    /// The most keys this shard holds.
-    capacity: usize,
-}
-
-struct Entry {
-    key: Box<str>,
-    hash: u64,
-    /// After this instant the state means the same as no state at all.
-    expires_at: Micros,
-    /// The last check of this key, for least-recently-used eviction.
-    last_used: Micros,
-    state: State,
-}
-
-enum State {
-    SlidingLog(Log),
-    FixedWindow(Window),
-    SlidingWindow(Counters),
-    Bucket(Level),
-    Gcra(Micros),
 }
 
 impl MemoryStore<SystemClock> {
@@ -116,15 +87,9 @@ impl<C: Clock> MemoryStore<C> {
         Self {
             inner: Arc::new(Inner {
                 clock,
-                hasher: foldhash::fast::FixedState::default(),
+                hasher: RandomState::default(),
                 shards: (0..shards)
-                    .map(|_| {
-                        Mutex::new(Shard {
-                            entries: HashTable::new(),
-                            sweep_at_len: MIN_SWEEP_LEN,
-                            capacity,
-                        })
-                    })
+                    .map(|_| Mutex::new(Shard::new(capacity)))
                     .collect(),
             }),
         }
@@ -144,12 +109,14 @@ impl<C: Clock> MemoryStore<C> {
     }
 
     /// Checks a request now, synchronously: the memory store never waits.
+    #[inline]
     pub fn check_now(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.check_at(key, policy, cost, self.inner.clock.now_micros())
     }
 
     /// Checks a request at `now` (microseconds since the Unix epoch) instead
     /// of the clock's time: for replaying traces and comparing stores.
+    #[inline]
     pub fn check_at(
         &self,
         key: &str,
@@ -159,40 +126,60 @@ impl<C: Clock> MemoryStore<C> {
     ) -> Result<Decision, Error> {
         policy.validate_cost(cost)?;
         let hash = self.inner.hasher.hash_one(key);
+        let at = Lookup {
+            key,
+            hash,
+            now,
+            hasher: &self.inner.hasher,
+        };
+        let quota = &policy.rules()[0];
         let mut shard = self.shard(hash);
-        if let Some(entry) = shard.entries.find_mut(hash, |e| &*e.key == key) {
-            let (decision, replaced) = decide(Some(&mut entry.state), policy, now, cost);
-            let changed = replaced.is_some();
-            if let Some(state) = replaced {
-                entry.state = state;
-            }
-            if changed || decision.allowed() {
-                entry.expires_at = now + decision.reset_after_us();
-            }
-            entry.last_used = now;
-            return Ok(decision);
-        }
-        let (decision, created) = decide(None, policy, now, cost);
-        if let Some(state) = created {
-            let entry = Entry {
-                key: key.into(),
-                hash,
-                expires_at: now + decision.reset_after_us(),
-                last_used: now,
-                state,
-            };
-            shard.insert(entry, now);
-        }
+        let decision = match policy.kind() {
+            Kind::SlidingLog => shard.check(
+                |t: &mut Tables| &mut t.logs,
+                at,
+                |log: &mut Option<Log>| {
+                    let entries = log.get_or_insert_with(Log::new);
+                    let decision = sliding_log::check(entries, policy.rules(), now, cost);
+                    if entries.is_empty() {
+                        *log = None;
+                    }
+                    decision
+                },
+            ),
+            Kind::FixedWindow => shard.check(
+                |t: &mut Tables| &mut t.windows,
+                at,
+                |w| fixed_window::check(w, quota, now, cost),
+            ),
+            Kind::SlidingWindow => shard.check(
+                |t: &mut Tables| &mut t.counters,
+                at,
+                |c| sliding_window::check(c, quota, now, cost),
+            ),
+            Kind::TokenBucket(params) => shard.check(
+                |t: &mut Tables| &mut t.buckets,
+                at,
+                |l| bucket::check(l, &params, quota, now, cost, Pacing::Off),
+            ),
+            Kind::LeakyBucket(params) => shard.check(
+                |t: &mut Tables| &mut t.buckets,
+                at,
+                |l| bucket::check(l, &params, quota, now, cost, Pacing::On),
+            ),
+            Kind::Gcra(params) => shard.check(
+                |t: &mut Tables| &mut t.gcra,
+                at,
+                |t| gcra::check(t, &params, quota, now, cost),
+            ),
+        };
+        drop(shard);
         Ok(decision)
     }
 
     /// How many keys hold state, including state not yet swept.
     pub fn len(&self) -> usize {
-        self.inner
-            .shards
-            .iter()
-            .map(|s| lock(s).entries.len())
-            .sum()
+        self.inner.shards.iter().map(|s| lock(s).len()).sum()
     }
 
     /// Whether no key holds state.
@@ -221,109 +208,6 @@ fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
     shard
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-impl Shard {
-    fn insert(&mut self, entry: Entry, now: Micros) {
-        if self.entries.len() >= self.sweep_at_len.min(self.capacity) {
-            self.sweep(now);
-        }
-        if self.entries.len() >= self.capacity {
-            self.evict_least_recently_used();
-        }
-        self.entries.insert_unique(entry.hash, entry, |e| e.hash);
-        metrics::gauge!(LIVE_KEYS).increment(1.0);
-    }
-
-    /// Drops the least recently used eighth (at least one key); a batch, so
-    /// the cost is amortized over the inserts that refill it.
-    fn evict_least_recently_used(&mut self) {
-        let mut last_used: Vec<Micros> = self.entries.iter().map(|e| e.last_used).collect();
-        let batch = (last_used.len() / 8).max(1);
-        let (_, &mut threshold, _) = last_used.select_nth_unstable(batch - 1);
-        let mut evicted = 0;
-        let before = self.entries.len();
-        // Ties at the threshold go too, up to the batch size.
-        self.entries.retain(|e| {
-            let evict = e.last_used < threshold || (e.last_used == threshold && evicted < batch);
-            evicted += usize::from(evict);
-            !evict
-        });
-        metrics::gauge!(LIVE_KEYS).decrement((before - self.entries.len()) as f64);
-    }
-
-    fn sweep(&mut self, now: Micros) {
-        let before = self.entries.len();
-        self.entries.retain(|e| e.expires_at > now);
-        self.sweep_at_len = (self.entries.len() * 2).max(MIN_SWEEP_LEN);
-        metrics::gauge!(LIVE_KEYS).decrement((before - self.entries.len()) as f64);
-    }
-}
-
-/// Runs the policy's algorithm on the key's state in place. Returns the
-/// decision and, when the key had no state of this kind, the state to insert.
-fn decide(
-    existing: Option<&mut State>,
-    policy: &Policy,
-    now: Micros,
-    cost: u64,
-) -> (Decision, Option<State>) {
-    let quota = &policy.rules()[0];
-    macro_rules! run {
-        ($variant:ident, |$state:ident| $call:expr) => {
-            match existing {
-                Some(State::$variant(s)) => {
-                    let mut $state = Some(*s);
-                    let decision = $call;
-                    *s = $state.expect("state is only ever set");
-                    (decision, None)
-                }
-                _ => {
-                    let mut $state = None;
-                    let decision = $call;
-                    (decision, $state.map(State::$variant))
-                }
-            }
-        };
-    }
-    match policy.kind() {
-        Kind::SlidingLog => match existing {
-            Some(State::SlidingLog(log)) => {
-                (sliding_log::check(log, policy.rules(), now, cost), None)
-            }
-            _ => {
-                let mut log = Log::new();
-                let decision = sliding_log::check(&mut log, policy.rules(), now, cost);
-                (
-                    decision,
-                    (!log.is_empty()).then_some(State::SlidingLog(log)),
-                )
-            }
-        },
-        Kind::FixedWindow => run!(FixedWindow, |w| fixed_window::check(
-            &mut w, quota, now, cost
-        )),
-        Kind::SlidingWindow => run!(SlidingWindow, |c| sliding_window::check(
-            &mut c, quota, now, cost
-        )),
-        Kind::TokenBucket(params) => run!(Bucket, |l| bucket::check(
-            &mut l,
-            &params,
-            quota,
-            now,
-            cost,
-            Pacing::Off
-        )),
-        Kind::LeakyBucket(params) => run!(Bucket, |l| bucket::check(
-            &mut l,
-            &params,
-            quota,
-            now,
-            cost,
-            Pacing::On
-        )),
-        Kind::Gcra(params) => run!(Gcra, |t| gcra::check(&mut t, &params, quota, now, cost)),
-    }
 }
 
 impl<C: Clock> Store for MemoryStore<C> {
@@ -365,6 +249,7 @@ impl<C> fmt::Debug for MemoryStore<C> {
 mod tests {
     use std::time::Duration;
 
+    use super::shard::MIN_SWEEP_LEN;
     use super::*;
     use crate::{ManualClock, Rate, Rule};
 
