@@ -58,6 +58,7 @@ pub(crate) fn check(log: &mut Log, rules: &[Rule], now: Micros, cost: u64) -> De
         } else {
             log.partition_point(|&t| t <= now)
         };
+        reserve(log, rules, longest, cost);
         for _ in 0..cost {
             log.insert(at, now);
         }
@@ -94,6 +95,26 @@ pub(crate) fn decide(
         None => fewest_remaining(out),
     };
     Decision::new(rules, out, decided_by, denied.map(|(wait, _)| wait), 0)
+}
+
+/// Makes room for `cost` more entries, growing by doubling but never past
+/// what the log can hold: every entry is inside the longest window, so the
+/// log never outgrows that window's limit (20 entries for (20, 120 s) take
+/// 160 bytes, where doubling alone would reserve 256).
+fn reserve(log: &mut Log, rules: &[Rule], longest: Micros, cost: u64) {
+    let needed = log.len() + cost as usize;
+    if needed <= log.capacity() {
+        return;
+    }
+    let most = rules
+        .iter()
+        .filter(|r| r.window_us() == longest)
+        .map(|r| r.limit())
+        .min()
+        .unwrap_or(0);
+    let doubled = (log.capacity() * 2).max(4);
+    let target = doubled.min(usize::try_from(most).unwrap_or(usize::MAX)).max(needed);
+    log.reserve_exact(target - log.len());
 }
 
 /// The longest of the rules' windows: how long an entry counts at all.
