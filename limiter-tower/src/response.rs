@@ -55,20 +55,42 @@ pub(crate) fn rate_limit_prefixes(policy: &Policy) -> Box<[Box<str>]> {
 
 /// The `RateLimit` value of a decision, from the route's item prefixes.
 fn rate_limit_header(prefixes: &[Box<str>], decision: &Decision) -> HeaderValue {
+    /// Values up to this long are written on the stack, then copied once
+    /// into the header (a `Vec` would be allocated, then reallocated to fit).
+    const ON_STACK: usize = 256;
     // Per item: its prefix, `;t=`, `, ` and two numbers of at most 20 digits.
     let capacity = prefixes.iter().map(|p| p.len() + 45).sum();
-    let mut value = Vec::with_capacity(capacity);
+    let value = if capacity <= ON_STACK {
+        let mut buffer = [0; ON_STACK];
+        let mut rest = &mut buffer[..];
+        write_items(&mut rest, prefixes, decision);
+        let written = ON_STACK - rest.len();
+        HeaderValue::from_bytes(&buffer[..written])
+    } else {
+        let mut buffer = Vec::with_capacity(capacity);
+        write_items(&mut buffer, prefixes, decision);
+        HeaderValue::try_from(buffer)
+    };
+    value.expect("rule names are visible ASCII")
+}
+
+/// Writes the `RateLimit` items into `out`, which has room for them.
+fn write_items(out: &mut impl std::io::Write, prefixes: &[Box<str>], decision: &Decision) {
     let mut digits = [0; 20];
     for (i, (prefix, status)) in prefixes.iter().zip(decision.rules()).enumerate() {
-        if i > 0 {
-            value.extend_from_slice(b", ");
+        let separator: &[u8] = if i > 0 { b", " } else { b"" };
+        let parts = [
+            separator,
+            prefix.as_bytes(),
+            decimal(status.remaining(), &mut digits),
+        ];
+        for part in parts {
+            out.write_all(part).expect("sized for every item");
         }
-        value.extend_from_slice(prefix.as_bytes());
-        value.extend_from_slice(decimal(status.remaining(), &mut digits));
-        value.extend_from_slice(b";t=");
-        value.extend_from_slice(decimal(seconds(status.reset_after()), &mut digits));
+        out.write_all(b";t=").expect("sized for every item");
+        out.write_all(decimal(seconds(status.reset_after()), &mut digits))
+            .expect("sized for every item");
     }
-    HeaderValue::try_from(value).expect("rule names are visible ASCII")
 }
 
 /// `n` in decimal ASCII digits, written into `digits` without the formatting

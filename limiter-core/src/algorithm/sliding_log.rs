@@ -113,7 +113,9 @@ fn reserve(log: &mut Log, rules: &[Rule], longest: Micros, cost: u64) {
         .min()
         .unwrap_or(0);
     let doubled = (log.capacity() * 2).max(4);
-    let target = doubled.min(usize::try_from(most).unwrap_or(usize::MAX)).max(needed);
+    let target = doubled
+        .min(usize::try_from(most).unwrap_or(usize::MAX))
+        .max(needed);
     log.reserve_exact(target - log.len());
 }
 
