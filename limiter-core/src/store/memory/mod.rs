@@ -27,8 +27,8 @@ use shard::{Lookup, Shard, Tables};
 
 /// Shards when none are asked for: enough that 2–64 cores rarely meet on one lock.
 const DEFAULT_SHARDS: usize = 64;
-/// The most keys a memory store holds unless told otherwise (15-20 MB of
-/// state at 150-200 bytes per key; see BENCHMARKS.md).
+/// The most keys a memory store holds unless told otherwise (11-19 MB of
+/// state at 110-190 bytes per key; see BENCHMARKS.md).
 pub const DEFAULT_CAPACITY: usize = 100_000;
 
 /// The in-memory store: exact, concurrent and sharded, for one process.
