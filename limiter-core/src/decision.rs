@@ -80,14 +80,14 @@ impl Decision {
         );
         let mut inline = [RuleStatus::EMPTY; MAX_RULES];
         inline[..statuses.len()].copy_from_slice(statuses);
-        Self {
-            allowed: retry_after_us.is_none(),
-            decided_by: decided_by as u8,
-            len: statuses.len() as u8,
-            wait_us: retry_after_us.unwrap_or(delay_us),
-            rule: rules[decided_by],
-            statuses: inline,
-        }
+        Self::inline(
+            rules[decided_by],
+            inline,
+            statuses.len(),
+            decided_by,
+            retry_after_us,
+            delay_us,
+        )
     }
 
     /// A decision of a one-rule policy: `Some(retry_after_us)` when denied.
@@ -100,10 +100,22 @@ impl Decision {
     ) -> Self {
         let mut statuses = [RuleStatus::EMPTY; MAX_RULES];
         statuses[0] = status;
+        Self::inline(rule, statuses, 1, 0, retry_after_us, delay_us)
+    }
+
+    #[inline]
+    fn inline(
+        rule: Rule,
+        statuses: [RuleStatus; MAX_RULES],
+        len: usize,
+        decided_by: usize,
+        retry_after_us: Option<u64>,
+        delay_us: u64,
+    ) -> Self {
         Self {
             allowed: retry_after_us.is_none(),
-            decided_by: 0,
-            len: 1,
+            decided_by: decided_by as u8,
+            len: len as u8,
             wait_us: retry_after_us.unwrap_or(delay_us),
             rule,
             statuses,

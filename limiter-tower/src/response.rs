@@ -76,20 +76,16 @@ fn rate_limit_header(prefixes: &[Box<str>], decision: &Decision) -> HeaderValue 
 
 /// Writes the `RateLimit` items into `out`, which has room for them.
 fn write_items(out: &mut impl std::io::Write, prefixes: &[Box<str>], decision: &Decision) {
+    let mut put = |bytes: &[u8]| out.write_all(bytes).expect("sized for every item");
     let mut digits = [0; 20];
     for (i, (prefix, status)) in prefixes.iter().zip(decision.rules()).enumerate() {
-        let separator: &[u8] = if i > 0 { b", " } else { b"" };
-        let parts = [
-            separator,
-            prefix.as_bytes(),
-            decimal(status.remaining(), &mut digits),
-        ];
-        for part in parts {
-            out.write_all(part).expect("sized for every item");
+        if i > 0 {
+            put(b", ");
         }
-        out.write_all(b";t=").expect("sized for every item");
-        out.write_all(decimal(seconds(status.reset_after()), &mut digits))
-            .expect("sized for every item");
+        put(prefix.as_bytes());
+        put(decimal(status.remaining(), &mut digits));
+        put(b";t=");
+        put(decimal(seconds(status.reset_after()), &mut digits));
     }
 }
 
