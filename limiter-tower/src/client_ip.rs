@@ -151,26 +151,19 @@ impl ClientIp {
         match ip {
             // Digits and dots: nothing to escape.
             IpAddr::V4(v4) => {
-                // At most "255.255.255.255".
-                let mut text = [0u8; 15];
-                let mut len = 0;
+                let digit = |d: u8| char::from(b'0' + d);
                 for (i, octet) in v4.octets().into_iter().enumerate() {
                     if i > 0 {
-                        text[len] = b'.';
-                        len += 1;
+                        key.push('.');
                     }
                     if octet >= 100 {
-                        text[len] = b'0' + octet / 100;
-                        len += 1;
+                        key.push(digit(octet / 100));
                     }
                     if octet >= 10 {
-                        text[len] = b'0' + octet / 10 % 10;
-                        len += 1;
+                        key.push(digit(octet / 10 % 10));
                     }
-                    text[len] = b'0' + octet % 10;
-                    len += 1;
+                    key.push(digit(octet % 10));
                 }
-                key.push_str(std::str::from_utf8(&text[..len]).expect("ASCII digits and dots"));
             }
             IpAddr::V6(_) => {
                 let mut text = String::with_capacity(48);

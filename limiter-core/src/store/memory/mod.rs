@@ -314,6 +314,32 @@ mod tests {
     }
 
     #[test]
+    fn eviction_picks_the_least_recently_used_over_every_kind_of_state() {
+        let clock = ManualClock::new(Duration::from_secs(1_000));
+        let store = MemoryStore::with_clock_and_shards(clock, 1).with_capacity(16);
+        let gcra = Policy::gcra(Rate::per_second(1).unwrap(), 10).unwrap();
+        let window = Policy::fixed_window(Rule::new(10, Duration::from_secs(3600)).unwrap());
+        let remaining =
+            |key: &str, policy: &Policy| store.check_now(key, policy, 1).unwrap().remaining();
+        // Oldest first: window0..7, then gcra0..7; then window0 is used again.
+        for i in 0..8 {
+            assert_eq!(remaining(&format!("window{i}"), &window), 9);
+        }
+        for i in 0..8 {
+            assert_eq!(remaining(&format!("gcra{i}"), &gcra), 9);
+        }
+        assert_eq!(remaining("window0", &window), 8);
+        // Full: the next key evicts the least recently used eighth (2 keys),
+        // window1 and window2, whatever table they are in.
+        assert_eq!(remaining("new", &gcra), 9);
+        assert_eq!(store.len(), 15);
+        assert_eq!(remaining("window0", &window), 7, "kept");
+        assert_eq!(remaining("window3", &window), 8, "kept");
+        assert_eq!(remaining("gcra0", &gcra), 8, "kept");
+        assert_eq!(remaining("window1", &window), 9, "evicted: starts afresh");
+    }
+
+    #[test]
     fn a_key_reused_with_another_algorithm_starts_fresh() {
         let store = MemoryStore::with_clock(ManualClock::new(Duration::from_secs(1)));
         let log = Policy::sliding_log([Rule::new(1, Duration::from_secs(60)).unwrap()]).unwrap();
