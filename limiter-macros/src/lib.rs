@@ -75,7 +75,7 @@ mod rate_limit;
 /// ## `rules = [(limit, window), ...]`
 ///
 /// At most `limit` requests in any `window`. A window is an integer with a
-/// unit: `ms`, `s`, `m` (minutes), `h` or `d`, up to 366 days. One to eight
+/// unit: `ms`, `s`, `m` (minutes), `h` or `d`, up to 366 days. One to six
 /// rules, all checked (and counted) at once. Required by the sliding log (the
 /// default algorithm), the fixed window and the sliding window.
 ///
@@ -121,7 +121,7 @@ mod rate_limit;
 /// ## `prevent_duplicate`, `prevent_duplicate = window`
 ///
 /// Adds the rule "1 request per 5 s" (or per `window`), so the same request
-/// cannot be sent twice in a row. Sliding log only; it is one of the eight
+/// cannot be sent twice in a row. Sliding log only; it is one of the six
 /// rules.
 ///
 /// ```
@@ -137,7 +137,7 @@ mod rate_limit;
 ///
 /// | value | limited by |
 /// |---|---|
-/// | `sliding_log` (the default) | `rules`, one to eight |
+/// | `sliding_log` (the default) | `rules`, one to six |
 /// | `fixed_window` | `rules`, exactly one |
 /// | `sliding_window` | `rules`, exactly one |
 /// | `token_bucket(rate = 1/s, burst = 10)` | a refill rate and the bucket's capacity |
@@ -215,6 +215,26 @@ mod rate_limit;
 ///
 /// #[rate_limit(rules = [(100, 1m)], by = ip, on_store_error = fallback(instances = 4))]
 /// async fn search() {}
+/// ```
+///
+/// # The decision in the handler
+///
+/// A handler that takes `Extension<Decision>` (any argument whose type names
+/// `Decision`) receives what the limiter decided for its request: the
+/// remaining quota of each rule, when it resets. Only such handlers get it:
+/// putting it into the request costs about as much as the memory store's
+/// check. A type alias or an extractor of your own that reads it from the
+/// request's extensions is not seen; name `Decision` in the handler's
+/// arguments instead.
+///
+/// ```
+/// use axum::Extension;
+/// use limiter_tower::{Decision, rate_limit};
+///
+/// #[rate_limit(rules = [(10, 60s)], by = ip)]
+/// async fn create_post(Extension(decision): Extension<Decision>) -> String {
+///     format!("created; {} more this minute", decision.remaining())
+/// }
 /// ```
 ///
 /// # Compile errors

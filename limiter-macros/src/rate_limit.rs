@@ -101,6 +101,17 @@ fn check_handler(handler: ItemFn) -> syn::Result<ItemFn> {
     }
 }
 
+/// Whether a type names `Decision` (as in `Extension<Decision>`): the handler
+/// reads the decision, so the limit puts it into the request. Other handlers
+/// do not pay for it.
+fn names_decision(ty: TokenStream) -> bool {
+    ty.into_iter().any(|token| match token {
+        proc_macro2::TokenTree::Ident(ident) => ident == "Decision",
+        proc_macro2::TokenTree::Group(group) => names_decision(group.stream()),
+        _ => false,
+    })
+}
+
 /// Where the handler's attributes go.
 struct Attrs {
     /// On the handler type: docs, `deprecated`, `cfg` and lint levels.
@@ -179,6 +190,7 @@ fn generate(spec: &Spec, handler: ItemFn) -> TokenStream {
         }
     };
 
+    let decision = types.iter().any(|ty| names_decision(quote!(#ty)));
     let handler_name = LitStr::new(&name.unraw().to_string(), name.span());
     let algorithm = algorithm(&private, &spec.algorithm);
     let cost = Literal::u64_unsuffixed(spec.cost);
@@ -210,6 +222,7 @@ fn generate(spec: &Spec, handler: ItemFn) -> TokenStream {
                 key_prefix: #key_prefix,
                 message: #message,
                 on_store_error: #on_store_error,
+                decision: #decision,
             });
 
             #(#on_fn)*
@@ -364,6 +377,7 @@ mod tests {
                     key_prefix: ::core::option::Option::None,
                     message: ::core::option::Option::None,
                     on_store_error: ::core::option::Option::None,
+                    decision: false,
                 });
 
                 async fn create_post(State(app): State<App>, Json(p): Json<NewPost>) -> impl IntoResponse { body }
@@ -404,6 +418,30 @@ mod tests {
             };
         };
         assert_eq!(generated.to_string(), expected.to_string());
+    }
+
+    #[test]
+    fn only_handlers_that_take_the_decision_get_it() {
+        let decision = |args: &str| {
+            let generated = expand_str("rules = [(1, 1s)]", &format!("async fn h({args}) {{}}"))
+                .unwrap()
+                .to_string();
+            match (
+                generated.contains("decision : true"),
+                generated.contains("decision : false"),
+            ) {
+                (true, false) => true,
+                (false, true) => false,
+                _ => panic!("no decision flag in {generated}"),
+            }
+        };
+        assert!(!decision(""));
+        assert!(!decision("State(s): State<App>, body: String"));
+        assert!(decision("Extension(d): Extension<Decision>"));
+        assert!(decision(
+            "s: State<App>, d: Option<axum::Extension<limiter_tower::Decision>>"
+        ));
+        assert!(!decision("d: Extension<Decisions>"));
     }
 
     #[test]

@@ -1,6 +1,12 @@
-//! What the router-level layer hands to every per-route limit through the
-//! request's extensions: the store, the key prefix, and how to find clients.
+//! What the router-level layer hands to every per-route limit: the store, the
+//! key prefix, and how to find clients.
+//!
+//! The hand-over is a thread-local set while the router layer calls and polls
+//! what is below it, not a request extension: inserting one into a routed
+//! request makes axum's extension map grow (its own extensions fill the first
+//! table), which cost more than the whole check of the memory store.
 
+use std::cell::Cell;
 use std::fmt;
 use std::sync::Arc;
 
@@ -108,4 +114,47 @@ impl fmt::Debug for Context {
             .field("missing_identity", &self.missing_identity)
             .finish_non_exhaustive()
     }
+}
+
+thread_local! {
+    /// The context of the innermost [`RateLimitLayer`](crate::RateLimitLayer)
+    /// calling or polling on this thread.
+    static IN_SCOPE: Cell<Option<Arc<Context>>> = const { Cell::new(None) };
+}
+
+/// Runs `f` with `context` in scope for the limits it calls or polls, then
+/// restores the scope around it (an outer router layer's, or none). The
+/// context moves into the thread-local and back: no reference count changes.
+/// `context` is `Some` before and after.
+pub(crate) fn enter<R>(context: &mut Option<Arc<Context>>, f: impl FnOnce() -> R) -> R {
+    /// Restores the scope even when `f` panics.
+    struct Leave<'a> {
+        slot: &'a mut Option<Arc<Context>>,
+        outer: Option<Arc<Context>>,
+    }
+    impl Drop for Leave<'_> {
+        fn drop(&mut self) {
+            *self.slot = IN_SCOPE.replace(self.outer.take());
+        }
+    }
+    let outer = IN_SCOPE.replace(context.take());
+    let _leave = Leave {
+        slot: context,
+        outer,
+    };
+    f()
+}
+
+/// Runs `f` with the context in scope, if any. `f` must not call the inner
+/// service: the scope is empty while it runs.
+pub(crate) fn with_current<R>(f: impl FnOnce(Option<&Context>) -> R) -> R {
+    /// Puts the context back even when `f` panics.
+    struct PutBack(Option<Arc<Context>>);
+    impl Drop for PutBack {
+        fn drop(&mut self) {
+            IN_SCOPE.set(self.0.take());
+        }
+    }
+    let current = PutBack(IN_SCOPE.take());
+    f(current.0.as_deref())
 }

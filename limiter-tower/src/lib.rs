@@ -52,5 +52,5 @@ pub use limit::{Limit, LimitLayer, ResponseFuture};
 pub use limiter_core::*;
 #[cfg(feature = "macros")]
 pub use limiter_macros::rate_limit;
-pub use rate_limit::{RateLimit, RateLimitLayer};
+pub use rate_limit::{RateLimit, RateLimitFuture, RateLimitLayer};
 pub use response::{QUOTA_EXCEEDED, RATELIMIT, RATELIMIT_POLICY};

@@ -42,6 +42,9 @@ pub struct HandlerSpec {
     pub message: Option<&'static str>,
     /// `on_store_error = ...`: the failure policy instead of the layer's.
     pub on_store_error: Option<OnStoreError>,
+    /// Whether the handler takes the [`Decision`](limiter_core::Decision)
+    /// (an argument's type names it), so the limit puts it into the request.
+    pub decision: bool,
 }
 
 /// The algorithm and its numbers; times in microseconds.
@@ -267,7 +270,8 @@ impl HandlerSpec {
             // this is unreachable from `#[rate_limit]`.
             panic!("#[rate_limit] on {}: {error}", self.handler)
         });
-        let mut layer = LimitLayer::new(self.name(), policy, source);
+        let mut layer =
+            LimitLayer::new(self.name(), policy, source).decision_extension(self.decision);
         if let Some(prefix) = self.key_prefix {
             layer = layer.key_prefix(prefix);
         }

@@ -258,3 +258,45 @@ async fn a_leaky_bucket_paces_handlers_and_handlers_see_the_decision() {
         .unwrap();
     assert_eq!(full.status(), StatusCode::TOO_MANY_REQUESTS);
 }
+
+/// Takes the decision: its argument names `Decision`.
+#[limiter_tower::rate_limit(rules = [(3, 60s)], by = global)]
+async fn takes_the_decision(
+    axum::Extension(decision): axum::Extension<limiter_tower::Decision>,
+) -> String {
+    decision.remaining().to_string()
+}
+
+/// Looks for the decision among the extensions without naming its type in
+/// an argument.
+#[limiter_tower::rate_limit(rules = [(3, 60s)], by = global)]
+async fn does_not_take_it(request: axum::extract::Request) -> String {
+    let found = request
+        .extensions()
+        .get::<limiter_tower::Decision>()
+        .is_some();
+    format!("decision in the request: {found}")
+}
+
+#[tokio::test]
+async fn macro_handlers_get_the_decision_only_when_they_take_it() {
+    let router = Router::new()
+        .route("/takes", post(takes_the_decision))
+        .route("/looks", post(does_not_take_it))
+        .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())));
+    let body = |path: &'static str| {
+        let router = router.clone();
+        async move {
+            let request = Request::post(path).body(Body::empty()).unwrap();
+            let response = router.oneshot(request).await.unwrap();
+            assert_eq!(response.status(), StatusCode::OK);
+            let bytes = axum::body::to_bytes(response.into_body(), 100)
+                .await
+                .unwrap();
+            String::from_utf8(bytes.to_vec()).unwrap()
+        }
+    };
+    assert_eq!(body("/takes").await, "2");
+    assert_eq!(body("/takes").await, "1");
+    assert_eq!(body("/looks").await, "decision in the request: false");
+}

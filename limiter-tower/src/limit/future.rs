@@ -200,8 +200,9 @@ impl RouteLimit {
                     };
                 };
                 let headers = options.on_allowed.then(|| self.headers(decision, options));
-                // Handlers may read it with `Extension<Decision>`.
-                request.extensions_mut().insert(*decision);
+                if self.decision_extension {
+                    request.extensions_mut().insert(*decision);
+                }
                 Outcome::Proceed {
                     headers,
                     delay: decision.delay(),

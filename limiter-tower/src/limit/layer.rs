@@ -46,6 +46,8 @@ pub(crate) struct RouteLimit {
     pub(crate) policy_header: HeaderValue,
     pub(crate) rate_limit_prefixes: Box<[Box<str>]>,
     pub(crate) counters: DecisionCounters,
+    /// Whether allowed requests carry their [`Decision`](limiter_core::Decision).
+    pub(crate) decision_extension: bool,
 }
 
 /// This route's `limiter_decisions_total` counters, registered on first use
@@ -112,6 +114,7 @@ impl LimitLayer {
                 message: None,
                 on_store_error: None,
                 counters: DecisionCounters::default(),
+                decision_extension: true,
             }),
         }
     }
@@ -130,6 +133,17 @@ impl LimitLayer {
     /// router layer's [`on_store_error`](crate::RateLimitLayer::on_store_error).
     pub fn on_store_error(mut self, policy: OnStoreError) -> Self {
         self.limit().on_store_error = Some(policy);
+        self
+    }
+
+    /// Whether an allowed request carries its [`Decision`](limiter_core::Decision)
+    /// as a request extension, for the service below to read
+    /// (`Extension<Decision>` in a handler). On by default; switch it off
+    /// when nothing reads it: inserting it costs about as much as the memory
+    /// store's check. (`#[rate_limit]` puts it in only for handlers that take
+    /// it.)
+    pub fn decision_extension(mut self, on: bool) -> Self {
+        self.limit().decision_extension = on;
         self
     }
 

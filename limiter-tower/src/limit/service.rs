@@ -6,12 +6,13 @@ use axum::response::Response;
 use http::{Request, StatusCode};
 use tower_service::Service;
 
+use limiter_core::{Error, Verdict};
+
 use super::ResponseFuture;
-use super::future::Waiting;
+use super::future::{Outcome, Waiting};
 use super::layer::RouteLimit;
-use crate::context::Context;
+use crate::context::{BoxFuture, Context, HeaderOptions, with_current};
 use crate::key::{NoKey, build_key};
-use crate::rate_limit::ContextExt;
 use crate::response::problem;
 
 thread_local! {
@@ -49,54 +50,78 @@ where
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let limit = &self.limit;
-        let (parts, body) = request.into_parts();
-        let Some(ContextExt(context)) = parts.extensions.get::<ContextExt>() else {
-            tracing::error!(
-                limit = %limit.name,
-                "a rate-limited route was called without a RateLimitLayer on the router: \
-                 add `.layer(RateLimitLayer::new(limiter))` to the Router"
-            );
-            return ResponseFuture::ready(problem(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "Rate limiting is not set up on this server.",
-            ));
-        };
-        let mut key = KEY_BUFFER.take();
-        let built = build_key(
-            &mut key,
-            context,
-            &limit.source,
-            limit.key_prefix.as_deref(),
-            &limit.name,
-            &parts,
-        );
-        if let Err(no_key) = built {
-            KEY_BUFFER.set(key);
-            return ResponseFuture::ready(no_key_response(no_key, context, limit));
+        match with_current(|context| decide(limit, context, request)) {
+            Step::Respond(response) => ResponseFuture::ready(response),
+            Step::Proceed(outcome, request) => {
+                ResponseFuture::decided(outcome, &mut self.inner, request)
+            }
+            Step::Check(check, request, headers) => {
+                // The clone is not ready; keep it and use the one that is.
+                let clone = self.inner.clone();
+                let waiting = Waiting {
+                    inner: std::mem::replace(&mut self.inner, clone),
+                    request,
+                    headers,
+                    limit: Arc::clone(limit),
+                };
+                ResponseFuture::checking(check, waiting)
+            }
         }
-        if tracing::enabled!(tracing::Level::DEBUG) {
-            tracing::debug!(limit = %limit.name, %key, "checking");
-        }
-        let (policy, cost, headers) = (&limit.policy, limit.policy.cost(), context.headers);
-        // The memory store decides here: no future, no owned key.
-        if let Some(verdict) = context.store.check_now(&key, policy, cost) {
-            KEY_BUFFER.set(key);
-            let mut request = Request::from_parts(parts, body);
-            let outcome = limit.outcome(verdict, &mut request, headers);
-            return ResponseFuture::decided(outcome, &mut self.inner, request);
-        }
-        let on_error = limit.on_store_error.unwrap_or(context.guard.on_store_error);
-        let check = Arc::clone(&context.store).check_owned(key, Arc::clone(policy), cost, on_error);
-        // The clone is not ready; keep it and use the one that is.
-        let clone = self.inner.clone();
-        let waiting = Waiting {
-            inner: std::mem::replace(&mut self.inner, clone),
-            request: Request::from_parts(parts, body),
-            headers,
-            limit: Arc::clone(limit),
-        };
-        ResponseFuture::checking(check, waiting)
     }
+}
+
+/// What the check of a request leads to.
+enum Step<B> {
+    /// Answer without calling the inner service.
+    Respond(Response),
+    /// The store decided at once.
+    Proceed(Outcome, Request<B>),
+    /// Await the store.
+    Check(BoxFuture<Result<Verdict, Error>>, Request<B>, HeaderOptions),
+}
+
+/// Builds the request's key and checks it, with the router layer's context.
+fn decide<B>(limit: &RouteLimit, context: Option<&Context>, request: Request<B>) -> Step<B> {
+    let Some(context) = context else {
+        tracing::error!(
+            limit = %limit.name,
+            "a rate-limited route was called without a RateLimitLayer on the router: \
+             add `.layer(RateLimitLayer::new(limiter))` to the Router (below any layer \
+             that runs the route on another task)"
+        );
+        return Step::Respond(problem(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Rate limiting is not set up on this server.",
+        ));
+    };
+    let (parts, body) = request.into_parts();
+    let mut key = KEY_BUFFER.take();
+    let built = build_key(
+        &mut key,
+        context,
+        &limit.source,
+        limit.key_prefix.as_deref(),
+        &limit.name,
+        &parts,
+    );
+    if let Err(no_key) = built {
+        KEY_BUFFER.set(key);
+        return Step::Respond(no_key_response(no_key, context, limit));
+    }
+    if tracing::enabled!(tracing::Level::DEBUG) {
+        tracing::debug!(limit = %limit.name, %key, "checking");
+    }
+    let (policy, cost, headers) = (&limit.policy, limit.policy.cost(), context.headers);
+    // The memory store decides here: no future, no owned key.
+    if let Some(verdict) = context.store.check_now(&key, policy, cost) {
+        KEY_BUFFER.set(key);
+        let mut request = Request::from_parts(parts, body);
+        let outcome = limit.outcome(verdict, &mut request, headers);
+        return Step::Proceed(outcome, request);
+    }
+    let on_error = limit.on_store_error.unwrap_or(context.guard.on_store_error);
+    let check = Arc::clone(&context.store).check_owned(key, Arc::clone(policy), cost, on_error);
+    Step::Check(check, Request::from_parts(parts, body), headers)
 }
 
 /// The answer to a request whose key could not be built.

@@ -13,6 +13,14 @@ use crate::context::{Context, HeaderOptions, store_builder};
 /// and the user, and which headers to send. Add it once to the router; every
 /// `#[rate_limit]` handler and [`LimitLayer`](crate::LimitLayer) below it uses it.
 ///
+/// The limits below find it while it calls and polls them (through a
+/// thread-local, which costs less than a request extension). axum's routes
+/// call their handlers when first polled, so layers between this one and the
+/// handlers change nothing, including `Buffer`. A service that runs a limited
+/// route on a task of its own (`tokio::spawn` of the route's future) hides
+/// this layer from it: such routes answer 500 and log why; put the
+/// `RateLimitLayer` below that service (`MethodRouter::layer` works too).
+///
 /// Cheap to clone. Setters take `mut self` and return `Self`.
 ///
 /// ```

@@ -5,8 +5,4 @@ mod layer;
 mod service;
 
 pub use layer::RateLimitLayer;
-pub use service::RateLimit;
-
-/// The context in a request's extensions: private, so no one else can forge it.
-#[derive(Debug, Clone)]
-pub(crate) struct ContextExt(pub(crate) std::sync::Arc<crate::context::Context>);
+pub use service::{RateLimit, RateLimitFuture};

@@ -1,14 +1,17 @@
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 
 use http::Request;
+use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use super::ContextExt;
-use crate::context::Context;
+use crate::context::{Context, enter};
 
-/// The service of [`RateLimitLayer`](crate::RateLimitLayer): puts the shared
-/// context into each request for the limits below, then calls `inner`.
+/// The service of [`RateLimitLayer`](crate::RateLimitLayer): calls `inner`,
+/// and polls its future, with the shared context in scope for the limits
+/// below.
 #[derive(Debug, Clone)]
 pub struct RateLimit<S> {
     inner: S,
@@ -27,16 +30,43 @@ where
 {
     type Response = S::Response;
     type Error = S::Error;
-    type Future = S::Future;
+    type Future = RateLimitFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut request: Request<B>) -> Self::Future {
-        request
-            .extensions_mut()
-            .insert(ContextExt(Arc::clone(&self.context)));
-        self.inner.call(request)
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let mut context = Some(Arc::clone(&self.context));
+        // A service may call the limits below at once; axum's routes call
+        // them when first polled.
+        let future = enter(&mut context, || self.inner.call(request));
+        RateLimitFuture { future, context }
+    }
+}
+
+pin_project! {
+    /// The response future of [`RateLimit`]: `inner`'s, polled with the
+    /// context in scope.
+    pub struct RateLimitFuture<F> {
+        #[pin]
+        future: F,
+        context: Option<Arc<Context>>,
+    }
+}
+
+impl<F: Future> Future for RateLimitFuture<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let future = this.future;
+        enter(this.context, || future.poll(cx))
+    }
+}
+
+impl<F> std::fmt::Debug for RateLimitFuture<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimitFuture").finish_non_exhaustive()
     }
 }
