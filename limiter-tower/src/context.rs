@@ -122,39 +122,53 @@ thread_local! {
     static IN_SCOPE: Cell<Option<Arc<Context>>> = const { Cell::new(None) };
 }
 
-/// Runs `f` with `context` in scope for the limits it calls or polls, then
-/// restores the scope around it (an outer router layer's, or none). The
-/// context moves into the thread-local and back: no reference count changes.
-/// `context` is `Some` before and after.
-pub(crate) fn enter<R>(context: &mut Option<Arc<Context>>, f: impl FnOnce() -> R) -> R {
-    /// Restores the scope even when `f` panics.
-    struct Leave<'a> {
-        slot: &'a mut Option<Arc<Context>>,
-        outer: Option<Arc<Context>>,
-    }
-    impl Drop for Leave<'_> {
-        fn drop(&mut self) {
-            *self.slot = IN_SCOPE.replace(self.outer.take());
-        }
-    }
-    let outer = IN_SCOPE.replace(context.take());
-    let _leave = Leave {
-        slot: context,
-        outer,
-    };
-    f()
+/// A router layer's context in scope on this thread, for the limits its
+/// service calls or polls, until [`leave`](Self::leave) (or a panic) puts
+/// back the scope around it: an outer router layer's, or none. The context
+/// moves into the thread-local and back: no reference count changes.
+pub(crate) struct Scope {
+    outer: Option<Option<Arc<Context>>>,
 }
 
-/// Runs `f` with the context in scope, if any. `f` must not call the inner
-/// service: the scope is empty while it runs.
-pub(crate) fn with_current<R>(f: impl FnOnce(Option<&Context>) -> R) -> R {
-    /// Puts the context back even when `f` panics.
-    struct PutBack(Option<Arc<Context>>);
-    impl Drop for PutBack {
-        fn drop(&mut self) {
-            IN_SCOPE.set(self.0.take());
+impl Scope {
+    pub(crate) fn enter(context: Arc<Context>) -> Self {
+        Self {
+            outer: Some(IN_SCOPE.replace(Some(context))),
         }
     }
-    let current = PutBack(IN_SCOPE.take());
-    f(current.0.as_deref())
+
+    /// Ends the scope, handing the context back.
+    pub(crate) fn leave(mut self) -> Option<Arc<Context>> {
+        let outer = self.outer.take().flatten();
+        IN_SCOPE.replace(outer)
+    }
+}
+
+impl Drop for Scope {
+    fn drop(&mut self) {
+        if let Some(outer) = self.outer.take() {
+            IN_SCOPE.set(outer);
+        }
+    }
+}
+
+/// The context in scope, taken for one limit's check and put back when
+/// dropped. The inner service must not be called meanwhile: the scope is
+/// empty.
+pub(crate) struct Current(Option<Arc<Context>>);
+
+impl Current {
+    pub(crate) fn take() -> Self {
+        Self(IN_SCOPE.take())
+    }
+
+    pub(crate) fn context(&self) -> Option<&Context> {
+        self.0.as_deref()
+    }
+}
+
+impl Drop for Current {
+    fn drop(&mut self) {
+        IN_SCOPE.set(self.0.take());
+    }
 }

@@ -5,8 +5,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::ConnectInfo;
-use http::HeaderName;
 use http::request::Parts;
+use http::{HeaderName, Request};
 use limiter_core::{push_identity, push_identity_bytes};
 
 use crate::context::Context;
@@ -90,13 +90,13 @@ pub(crate) enum NoKey {
 
 /// Writes `{prefix}:{identity}:{name}`, or `{prefix}:{name}` for a global
 /// limit, into `key` (cleared first, so a buffer can be reused).
-pub(crate) fn build_key(
+pub(crate) fn build_key<B>(
     key: &mut String,
     context: &Context,
     source: &KeySource,
     prefix: Option<&str>,
     name: &str,
-    parts: &Parts,
+    request: &mut Request<B>,
 ) -> Result<(), NoKey> {
     let prefix = prefix.unwrap_or(&context.prefix);
     key.clear();
@@ -106,13 +106,14 @@ pub(crate) fn build_key(
     let present = |identity: Option<String>| identity.filter(|i| !i.is_empty());
     match &source.0 {
         Source::Ip => {
-            let Some(ConnectInfo(peer)) = parts.extensions.get::<ConnectInfo<SocketAddr>>() else {
+            let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<SocketAddr>>()
+            else {
                 return Err(NoKey::Misconfigured(
                     "the client address is unknown: serve the app with \
                      `into_make_service_with_connect_info::<SocketAddr>()`",
                 ));
             };
-            let client = context.client_ip.resolve(peer.ip(), &parts.headers);
+            let client = context.client_ip.resolve(peer.ip(), request.headers());
             context.client_ip.push_identity(key, client);
             key.push(':');
         }
@@ -123,13 +124,14 @@ pub(crate) fn build_key(
                      set one with `RateLimitLayer::user`",
                 ));
             };
-            let user = present(resolve(parts)).ok_or_else(|| NoKey::Missing("user".into()))?;
+            let user = present(with_parts(request, |parts| resolve(parts)))
+                .ok_or_else(|| NoKey::Missing("user".into()))?;
             push_identity(key, &user);
             key.push(':');
         }
         Source::Header(header) => {
-            let value = parts
-                .headers
+            let value = request
+                .headers()
                 .get(header)
                 .filter(|v| !v.is_empty())
                 .ok_or_else(|| NoKey::Missing(format!("`{header}` header")))?;
@@ -138,12 +140,29 @@ pub(crate) fn build_key(
         }
         Source::Global => {}
         Source::Custom(resolve) => {
-            let identity =
-                present(resolve(parts)).ok_or_else(|| NoKey::Missing("identity".into()))?;
+            let identity = present(with_parts(request, |parts| resolve(parts)))
+                .ok_or_else(|| NoKey::Missing("identity".into()))?;
             push_identity(key, &identity);
             key.push(':');
         }
     }
     key.push_str(name);
     Ok(())
+}
+
+/// Runs `f` on the request's head as [`Parts`], which resolvers take, and
+/// puts the head back: the request stays whole, whatever its body type.
+fn with_parts<B, R>(request: &mut Request<B>, f: impl FnOnce(&Parts) -> R) -> R {
+    let (mut parts, ()) = Request::new(()).into_parts();
+    let swap = |parts: &mut Parts, request: &mut Request<B>| {
+        std::mem::swap(&mut parts.method, request.method_mut());
+        std::mem::swap(&mut parts.uri, request.uri_mut());
+        std::mem::swap(&mut parts.version, request.version_mut());
+        std::mem::swap(&mut parts.headers, request.headers_mut());
+        std::mem::swap(&mut parts.extensions, request.extensions_mut());
+    };
+    swap(&mut parts, request);
+    let result = f(&parts);
+    swap(&mut parts, request);
+    result
 }

@@ -11,7 +11,7 @@ use limiter_core::{Error, Verdict};
 use super::ResponseFuture;
 use super::future::{Outcome, Waiting};
 use super::layer::RouteLimit;
-use crate::context::{BoxFuture, Context, HeaderOptions, with_current};
+use crate::context::{BoxFuture, Context, Current, HeaderOptions};
 use crate::key::{NoKey, build_key};
 use crate::response::problem;
 
@@ -48,21 +48,22 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request<B>) -> Self::Future {
-        let limit = &self.limit;
-        match with_current(|context| decide(limit, context, request)) {
+    fn call(&mut self, mut request: Request<B>) -> Self::Future {
+        let current = Current::take();
+        let step = decide(&self.limit, current.context(), &mut request);
+        // The scope is whole again before the inner service is called.
+        drop(current);
+        match step {
             Step::Respond(response) => ResponseFuture::ready(response),
-            Step::Proceed(outcome, request) => {
-                ResponseFuture::decided(outcome, &mut self.inner, request)
-            }
-            Step::Check(check, request, headers) => {
+            Step::Proceed(outcome) => ResponseFuture::decided(outcome, &mut self.inner, request),
+            Step::Check(check, headers) => {
                 // The clone is not ready; keep it and use the one that is.
                 let clone = self.inner.clone();
                 let waiting = Waiting {
                     inner: std::mem::replace(&mut self.inner, clone),
                     request,
                     headers,
-                    limit: Arc::clone(limit),
+                    limit: Arc::clone(&self.limit),
                 };
                 ResponseFuture::checking(check, waiting)
             }
@@ -71,17 +72,17 @@ where
 }
 
 /// What the check of a request leads to.
-enum Step<B> {
+enum Step {
     /// Answer without calling the inner service.
     Respond(Response),
     /// The store decided at once.
-    Proceed(Outcome, Request<B>),
+    Proceed(Outcome),
     /// Await the store.
-    Check(BoxFuture<Result<Verdict, Error>>, Request<B>, HeaderOptions),
+    Check(BoxFuture<Result<Verdict, Error>>, HeaderOptions),
 }
 
 /// Builds the request's key and checks it, with the router layer's context.
-fn decide<B>(limit: &RouteLimit, context: Option<&Context>, request: Request<B>) -> Step<B> {
+fn decide<B>(limit: &RouteLimit, context: Option<&Context>, request: &mut Request<B>) -> Step {
     let Some(context) = context else {
         tracing::error!(
             limit = %limit.name,
@@ -94,7 +95,6 @@ fn decide<B>(limit: &RouteLimit, context: Option<&Context>, request: Request<B>)
             "Rate limiting is not set up on this server.",
         ));
     };
-    let (parts, body) = request.into_parts();
     let mut key = KEY_BUFFER.take();
     let built = build_key(
         &mut key,
@@ -102,7 +102,7 @@ fn decide<B>(limit: &RouteLimit, context: Option<&Context>, request: Request<B>)
         &limit.source,
         limit.key_prefix.as_deref(),
         &limit.name,
-        &parts,
+        request,
     );
     if let Err(no_key) = built {
         KEY_BUFFER.set(key);
@@ -115,13 +115,11 @@ fn decide<B>(limit: &RouteLimit, context: Option<&Context>, request: Request<B>)
     // The memory store decides here: no future, no owned key.
     if let Some(verdict) = context.store.check_now(&key, policy, cost) {
         KEY_BUFFER.set(key);
-        let mut request = Request::from_parts(parts, body);
-        let outcome = limit.outcome(verdict, &mut request, headers);
-        return Step::Proceed(outcome, request);
+        return Step::Proceed(limit.outcome(verdict, request, headers));
     }
     let on_error = limit.on_store_error.unwrap_or(context.guard.on_store_error);
     let check = Arc::clone(&context.store).check_owned(key, Arc::clone(policy), cost, on_error);
-    Step::Check(check, Request::from_parts(parts, body), headers)
+    Step::Check(check, headers)
 }
 
 /// The answer to a request whose key could not be built.

@@ -7,7 +7,7 @@ use http::Request;
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use crate::context::{Context, enter};
+use crate::context::{Context, Scope};
 
 /// The service of [`RateLimitLayer`](crate::RateLimitLayer): calls `inner`,
 /// and polls its future, with the shared context in scope for the limits
@@ -37,10 +37,11 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let mut context = Some(Arc::clone(&self.context));
         // A service may call the limits below at once; axum's routes call
         // them when first polled.
-        let future = enter(&mut context, || self.inner.call(request));
+        let scope = Scope::enter(Arc::clone(&self.context));
+        let future = self.inner.call(request);
+        let context = scope.leave();
         RateLimitFuture { future, context }
     }
 }
@@ -60,8 +61,13 @@ impl<F: Future> Future for RateLimitFuture<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<F::Output> {
         let this = self.project();
-        let future = this.future;
-        enter(this.context, || future.poll(cx))
+        let Some(context) = this.context.take() else {
+            return this.future.poll(cx);
+        };
+        let scope = Scope::enter(context);
+        let poll = this.future.poll(cx);
+        *this.context = scope.leave();
+        poll
     }
 }
 
