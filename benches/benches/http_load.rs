@@ -1,14 +1,25 @@
 //! HTTP requests per second, in one run, of:
 //! 1. bare axum (served with `ConnectInfo`);
-//! 2. `RateLimitLayer` on the memory store, everything allowed;
-//! 3. tower_governor 0.8 (default features off, `axum` feature), everything allowed;
-//! 4. `RateLimitLayer` on Redis, everything allowed;
-//! 5. a bare middleware doing one EVALSHA of the same script per request.
+//! 2. bare axum sending the same two header fields as limiter's allowed
+//!    responses, as fixed values: what those bytes cost on the wire alone;
+//! 3. `RateLimitLayer` on the memory store, everything allowed (the default:
+//!    `RateLimit-Policy` and `RateLimit` on allowed responses);
+//! 4. the same without those fields on allowed responses;
+//! 5. tower_governor 0.8 (default features off, `axum` feature), everything
+//!    allowed (its default: no headers on allowed responses);
+//! 6. the same with its `x-ratelimit-*` headers (`use_headers`);
+//! 7. `RateLimitLayer` on Redis, everything allowed;
+//! 8. a bare middleware doing one EVALSHA of the same script per request.
 //!
 //! The servers run in a child process (this binary with `--serve`), one
 //! tokio worker thread; the load comes from `wrk` (Debian's `wrk` package) in
 //! another process, one thread, the same connections and duration for every
-//! variant. Rounds are interleaved and the median is reported.
+//! variant. Rounds are interleaved, each in a rotated order; the table gives
+//! medians over the rounds, and for each comparison the median of the
+//! ratios measured within each round. Besides
+//! requests per second, the server process's CPU time (user + system, from
+//! `/proc`) per request is reported: on two cores wrk is the busier process,
+//! so requests per second also measure wrk's work on each response.
 //!
 //! `cargo bench -p limiter-benches --bench http_load` (needs `redis-server` and `wrk`).
 
@@ -18,17 +29,23 @@ use std::process::{Command, Stdio};
 
 use axum::Router;
 use axum::extract::{ConnectInfo, Request, State};
+use axum::http::HeaderValue;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use limiter_core::{Algorithm, RedisStore};
-use limiter_tower::{Limiter, MemoryStore, RateLimitLayer, rate_limit};
+use limiter_tower::{
+    Limiter, MemoryStore, RATELIMIT, RATELIMIT_POLICY, RateLimitLayer, rate_limit,
+};
 use tokio::net::TcpListener;
 
 const CONNECTIONS: &str = "64";
-const WARM_UP: &str = "2s";
-const MEASURE: &str = "8s";
-const ROUNDS: usize = 5;
+const WARM_UP: &str = "1s";
+const MEASURE: &str = "3s";
+/// Many short rounds rather than a few long ones: a VM's speed drifts by
+/// ±15% over minutes, and each round compares variants measured seconds
+/// apart.
+const ROUNDS: usize = 12;
 
 /// GCRA with room for everything: 10^9 a second, 10^9 at once. The same
 /// numbers as the bare middleware's EVALSHA arguments (interval 1 µs,
@@ -42,13 +59,28 @@ async fn bare() -> &'static str {
     "ok"
 }
 
-const VARIANTS: [&str; 5] = [
+const VARIANTS: [&str; 8] = [
     "bare axum",
+    "bare axum + fixed RateLimit fields",
     "limiter, memory",
+    "limiter, memory, no fields on allowed",
     "tower_governor",
+    "tower_governor + headers",
     "limiter, Redis",
     "bare EVALSHA",
 ];
+// Indexes of the baselines in `VARIANTS`.
+const BARE: usize = 0;
+const BARE_WITH_FIELDS: usize = 1;
+const LIMITER_MEMORY: usize = 2;
+const GOVERNOR: usize = 4;
+const GOVERNOR_WITH_HEADERS: usize = 5;
+const EVALSHA: usize = 7;
+
+/// The fields limiter sends on `limited`'s allowed responses (remaining
+/// 999999999 is what a fresh key shows after one request).
+const POLICY_FIELD: &str = "\"1000000000-per-1000s\";q=1000000000;w=1000";
+const STATE_FIELD: &str = "\"1000000000-per-1000s\";r=999999999;t=1";
 
 fn main() {
     if std::env::args().any(|a| a == "--serve") {
@@ -75,42 +107,106 @@ fn main() {
         .map(|p| p.parse().expect("a port"))
         .collect();
 
-    let mut results: Vec<Vec<f64>> = vec![Vec::new(); VARIANTS.len()];
-    for round in 1..=ROUNDS {
-        for (i, port) in ports.iter().enumerate() {
-            let url = format!("http://127.0.0.1:{port}/");
+    // The control sends what limiter sends: check it once.
+    let (policy, state) = fields(ports[LIMITER_MEMORY]);
+    assert_eq!(policy, POLICY_FIELD);
+    assert_eq!(state.len(), STATE_FIELD.len(), "{state}");
+    assert_eq!(
+        fields(ports[BARE_WITH_FIELDS]),
+        (POLICY_FIELD.into(), STATE_FIELD.into())
+    );
+
+    // results[round][variant] = (requests/s, server CPU µs per request)
+    let mut results = vec![[(0.0, 0.0); VARIANTS.len()]; ROUNDS];
+    for (round, result) in results.iter_mut().enumerate() {
+        // Each round starts one variant later, so no variant always runs
+        // first or last.
+        for i in (0..VARIANTS.len()).map(|k| (k + round) % VARIANTS.len()) {
+            let url = format!("http://127.0.0.1:{}/", ports[i]);
             wrk(&url, WARM_UP);
-            let rps = wrk(&url, MEASURE);
-            eprintln!("round {round}: {:<16} {rps:>10.0} req/s", VARIANTS[i]);
-            results[i].push(rps);
+            let before = cpu_seconds(server.id());
+            let (rps, requests) = wrk(&url, MEASURE);
+            let per_request = (cpu_seconds(server.id()) - before) * 1e6 / requests;
+            eprintln!(
+                "round {}: {:<38} {rps:>10.0} req/s {per_request:>6.2} µs server CPU/request",
+                round + 1,
+                VARIANTS[i]
+            );
+            result[i] = (rps, per_request);
         }
     }
     let _ = server.kill();
     let _ = server.wait();
 
-    let median = |runs: &Vec<f64>| {
-        let mut sorted = runs.clone();
+    let median = |values: Vec<f64>| {
+        let mut sorted = values;
         sorted.sort_by(f64::total_cmp);
         sorted[sorted.len() / 2]
     };
-    let rps: Vec<f64> = results.iter().map(median).collect();
+    let rps = |i: usize| median(results.iter().map(|r| r[i].0).collect());
+    let cpu = |i: usize| median(results.iter().map(|r| r[i].1).collect());
+    // The ratio within each round, then the median over rounds.
+    let ratio = |i: usize, of: usize| {
+        let ratio = median(results.iter().map(|r| r[i].0 / r[of].0).collect());
+        format!("{:.1}%", 100.0 * ratio)
+    };
     println!(
-        "| server | requests/s (median of {ROUNDS}) | vs bare axum | vs tower_governor | vs bare EVALSHA |"
+        "| server | requests/s (median of {ROUNDS}) | vs bare axum | vs bare axum + fields | vs tower_governor | vs tower_governor + headers | vs bare EVALSHA | server CPU µs/request |"
     );
-    println!("|---|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     for (i, name) in VARIANTS.iter().enumerate() {
         println!(
-            "| {name} | {:.0} | {:.1}% | {:.1}% | {:.1}% |",
-            rps[i],
-            100.0 * rps[i] / rps[0],
-            100.0 * rps[i] / rps[2],
-            100.0 * rps[i] / rps[4]
+            "| {name} | {:.0} | {} | {} | {} | {} | {} | {:.2} |",
+            rps(i),
+            ratio(i, BARE),
+            ratio(i, BARE_WITH_FIELDS),
+            ratio(i, GOVERNOR),
+            ratio(i, GOVERNOR_WITH_HEADERS),
+            ratio(i, EVALSHA),
+            cpu(i)
         );
     }
+    println!(
+        "\nRatios are medians over the rounds of the ratio within each round; requests/s and CPU are medians over the rounds."
+    );
 }
 
-/// Runs wrk for `duration` and returns its requests per second.
-fn wrk(url: &str, duration: &str) -> f64 {
+/// The `RateLimit-Policy` and `RateLimit` values of one `GET /` on `port`.
+fn fields(port: u16) -> (String, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connects");
+    stream
+        .write_all(b"GET / HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n")
+        .expect("writes");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("reads");
+    let value = |name: &str| {
+        response
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(": "))
+            .unwrap_or_else(|| panic!("no {name} in {response}"))
+            .to_owned()
+    };
+    (value("ratelimit-policy"), value("ratelimit"))
+}
+
+/// The CPU time (user + system) process `pid` has used, in seconds.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc/PID/stat");
+    // The fields after the command name, which is in parentheses.
+    let fields: Vec<&str> = stat[stat.rfind(')').expect("(comm)") + 2..]
+        .split_whitespace()
+        .collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 here.
+    let ticks: f64 =
+        fields[11].parse::<f64>().expect("utime") + fields[12].parse::<f64>().expect("stime");
+    // /proc counts in USER_HZ ticks, 100 a second on Linux.
+    ticks / 100.0
+}
+
+/// Runs wrk for `duration` and returns its requests per second and the
+/// number of requests.
+fn wrk(url: &str, duration: &str) -> (f64, f64) {
     let output = Command::new("wrk")
         .args(["-t1", "-c", CONNECTIONS, "-d", duration, url])
         .output()
@@ -120,10 +216,18 @@ fn wrk(url: &str, duration: &str) -> f64 {
         !text.contains("Non-2xx"),
         "every request must be allowed:\n{text}"
     );
-    text.lines()
+    let rps = text
+        .lines()
         .find_map(|l| l.strip_prefix("Requests/sec:"))
         .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no Requests/sec in wrk's output:\n{text}"))
+        .unwrap_or_else(|| panic!("no Requests/sec in wrk's output:\n{text}"));
+    // "  911310 requests in 8.00s, 102.55MB read"
+    let requests = text
+        .lines()
+        .find_map(|l| l.split_once(" requests in "))
+        .and_then(|(n, _)| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no request count in wrk's output:\n{text}"));
+    (rps, requests)
 }
 
 /// The server process: the five variants on five ports, printed on one line.
@@ -146,14 +250,29 @@ fn serve() {
             .burst_size(u32::MAX)
             .finish()
             .expect("a governor config");
+        let governor_with_headers = tower_governor::governor::GovernorConfigBuilder::default()
+            .per_nanosecond(1)
+            .burst_size(u32::MAX)
+            .use_headers()
+            .finish()
+            .expect("a governor config");
         let routers = [
             Router::new().route("/", get(bare)),
             Router::new()
+                .route("/", get(bare))
+                .layer(middleware::map_response(fixed_fields)),
+            Router::new()
                 .route("/", get(limited))
                 .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new()))),
+            Router::new().route("/", get(limited)).layer(
+                RateLimitLayer::new(Limiter::new(MemoryStore::new())).rate_limit_headers(false),
+            ),
             Router::new()
                 .route("/", get(bare))
                 .layer(tower_governor::GovernorLayer::new(governor)),
+            Router::new()
+                .route("/", get(bare))
+                .layer(tower_governor::GovernorLayer::new(governor_with_headers)),
             Router::new()
                 .route("/", get(limited))
                 .layer(RateLimitLayer::new(Limiter::new(redis))),
@@ -178,6 +297,17 @@ fn serve() {
         println!("{}", line.join(" "));
         std::future::pending::<()>().await;
     });
+}
+
+/// Adds limiter's two fields as fixed values.
+async fn fixed_fields(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(
+        RATELIMIT_POLICY.clone(),
+        HeaderValue::from_static(POLICY_FIELD),
+    );
+    headers.insert(RATELIMIT.clone(), HeaderValue::from_static(STATE_FIELD));
+    response
 }
 
 /// The bare middleware's connection and script.
