@@ -8,8 +8,15 @@
 //!
 //! Timings on a shared VM move by ±20% from run to run; instruction counts
 //! do not. `-- --requests N VARIANT` serves N requests of one variant
-//! (`bare_axum`, `limiter_memory`, `tower_governor`) without criterion, to
-//! run under `valgrind --tool=callgrind` (see BENCHMARKS.md).
+//! (`bare_axum`, `bare_axum_identity_layer`, `limiter_memory`,
+//! `limiter_memory_no_fields`, `tower_governor`, `tower_governor_headers`)
+//! without criterion, to run
+//! under `valgrind --tool=callgrind` (see BENCHMARKS.md). The two variants
+//! with and without headers on allowed responses compare like with like:
+//! limiter sends its RateLimit fields by default, tower_governor sends none
+//! unless `use_headers` is set. `bare_axum_identity_layer` is bare axum
+//! with a router layer that does nothing (`tower::layer::util::Identity`):
+//! what axum's wrapping of each route costs any router-level layer.
 
 use std::future::Future;
 use std::hint::black_box;
@@ -58,14 +65,26 @@ fn serve(router: &mut Router) {
 }
 
 /// The variants, each a router ready to serve.
-fn variants() -> [(&'static str, Router); 3] {
+fn variants() -> [(&'static str, Router); 6] {
     let governor = tower_governor::governor::GovernorConfigBuilder::default()
         .per_nanosecond(1)
         .burst_size(u32::MAX)
         .finish()
         .expect("a governor config");
-    let variants: [(&str, Router); 3] = [
+    let governor_with_headers = tower_governor::governor::GovernorConfigBuilder::default()
+        .per_nanosecond(1)
+        .burst_size(u32::MAX)
+        .use_headers()
+        .finish()
+        .expect("a governor config");
+    let variants: [(&str, Router); 6] = [
         ("bare_axum", Router::new().route("/", get(bare))),
+        (
+            "bare_axum_identity_layer",
+            Router::new()
+                .route("/", get(bare))
+                .layer(tower::layer::util::Identity::new()),
+        ),
         (
             "limiter_memory",
             Router::new()
@@ -73,10 +92,22 @@ fn variants() -> [(&'static str, Router); 3] {
                 .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new()))),
         ),
         (
+            "limiter_memory_no_fields",
+            Router::new().route("/", get(limited)).layer(
+                RateLimitLayer::new(Limiter::new(MemoryStore::new())).rate_limit_headers(false),
+            ),
+        ),
+        (
             "tower_governor",
             Router::new()
                 .route("/", get(bare))
                 .layer(tower_governor::GovernorLayer::new(governor)),
+        ),
+        (
+            "tower_governor_headers",
+            Router::new()
+                .route("/", get(bare))
+                .layer(tower_governor::GovernorLayer::new(governor_with_headers)),
         ),
     ];
     // What `into_make_service` serves: handlers turned into routes once.
