@@ -66,17 +66,7 @@ fn serve(router: &mut Router) {
 
 /// The variants, each a router ready to serve.
 fn variants() -> [(&'static str, Router); 6] {
-    let governor = tower_governor::governor::GovernorConfigBuilder::default()
-        .per_nanosecond(1)
-        .burst_size(u32::MAX)
-        .finish()
-        .expect("a governor config");
-    let governor_with_headers = tower_governor::governor::GovernorConfigBuilder::default()
-        .per_nanosecond(1)
-        .burst_size(u32::MAX)
-        .use_headers()
-        .finish()
-        .expect("a governor config");
+    let [governor, governor_with_headers] = limiter_benches::governed(get(bare));
     let variants: [(&str, Router); 6] = [
         ("bare_axum", Router::new().route("/", get(bare))),
         (
@@ -97,18 +87,8 @@ fn variants() -> [(&'static str, Router); 6] {
                 RateLimitLayer::new(Limiter::new(MemoryStore::new())).rate_limit_headers(false),
             ),
         ),
-        (
-            "tower_governor",
-            Router::new()
-                .route("/", get(bare))
-                .layer(tower_governor::GovernorLayer::new(governor)),
-        ),
-        (
-            "tower_governor_headers",
-            Router::new()
-                .route("/", get(bare))
-                .layer(tower_governor::GovernorLayer::new(governor_with_headers)),
-        ),
+        ("tower_governor", governor),
+        ("tower_governor_headers", governor_with_headers),
     ];
     // What `into_make_service` serves: handlers turned into routes once.
     variants.map(|(name, router)| (name, router.with_state(())))

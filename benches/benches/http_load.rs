@@ -259,17 +259,7 @@ fn serve() {
             .get_multiplexed_async_connection()
             .await
             .expect("Redis");
-        let governor = tower_governor::governor::GovernorConfigBuilder::default()
-            .per_nanosecond(1)
-            .burst_size(u32::MAX)
-            .finish()
-            .expect("a governor config");
-        let governor_with_headers = tower_governor::governor::GovernorConfigBuilder::default()
-            .per_nanosecond(1)
-            .burst_size(u32::MAX)
-            .use_headers()
-            .finish()
-            .expect("a governor config");
+        let [governor, governor_with_headers] = limiter_benches::governed(get(bare));
         let routers = [
             Router::new().route("/", get(bare)),
             Router::new().route("/", get(bare_with_fields)),
@@ -279,12 +269,8 @@ fn serve() {
             Router::new().route("/", get(limited)).layer(
                 RateLimitLayer::new(Limiter::new(MemoryStore::new())).rate_limit_headers(false),
             ),
-            Router::new()
-                .route("/", get(bare))
-                .layer(tower_governor::GovernorLayer::new(governor)),
-            Router::new()
-                .route("/", get(bare))
-                .layer(tower_governor::GovernorLayer::new(governor_with_headers)),
+            governor,
+            governor_with_headers,
             Router::new()
                 .route("/", get(limited))
                 .layer(RateLimitLayer::new(Limiter::new(redis))),
