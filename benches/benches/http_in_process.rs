@@ -10,9 +10,9 @@
 //! do not. `-- --requests N VARIANT` serves N requests of one variant
 //! (`bare_axum`, `bare_axum_identity_layer`, `limiter_memory`,
 //! `limiter_memory_no_fields`, `tower_governor`, `tower_governor_headers`)
-//! without criterion, to run
-//! under `valgrind --tool=callgrind` (see BENCHMARKS.md). The two variants
-//! with and without headers on allowed responses compare like with like:
+//! without criterion, to run under `valgrind --tool=callgrind` (see
+//! BENCHMARKS.md). The variants with and without headers on allowed
+//! responses compare like with like:
 //! limiter sends its RateLimit fields by default, tower_governor sends none
 //! unless `use_headers` is set. `bare_axum_identity_layer` is bare axum
 //! with a router layer that does nothing (`tower::layer::util::Identity`):
