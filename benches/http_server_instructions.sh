@@ -11,13 +11,14 @@
 set -eu
 bench=$(ls -t "${CARGO_TARGET_DIR:-target}"/release/deps/http_load-* | grep -v '\.d$' | head -n 1)
 out=$(mktemp -d)
+redis_port=""
 trap 'kill $(jobs -p) 2>/dev/null || true; redis-cli -p "$redis_port" shutdown nosave >/dev/null 2>&1 || true; rm -rf "$out"' EXIT
 
 # A Redis of its own, for the two Redis variants, on a free port.
-redis_port=""
 for port in $(seq 21000 21100); do
   if ! (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then redis_port=$port; break; fi
 done
+[ -n "$redis_port" ] || { echo "no free port in 21000-21100 for redis-server" >&2; exit 1; }
 redis-server --port "$redis_port" --save "" --appendonly no --dir "$out" --daemonize yes >/dev/null
 until redis-cli -p "$redis_port" ping >/dev/null 2>&1; do sleep 0.1; done
 
@@ -28,7 +29,10 @@ measure() {
   REDIS_URL="redis://127.0.0.1:$redis_port" valgrind --tool=callgrind --dump-instr=no \
     --callgrind-out-file="$out/cg" "$bench" --serve >"$out/ports" 2>/dev/null &
   local server=$!
-  until [ -s "$out/ports" ]; do sleep 0.2; done
+  until [ -s "$out/ports" ]; do
+    kill -0 "$server" 2>/dev/null || { echo "the server under valgrind exited" >&2; exit 1; }
+    sleep 0.2
+  done
   local ports=($(cat "$out/ports"))
   local requests
   requests=$(wrk -t1 -c16 -d"$2"s "http://127.0.0.1:${ports[$1]}/" |
