@@ -1,7 +1,10 @@
 //! The headers and bodies limiter answers with.
 //!
-//! `RateLimit-Policy` and `RateLimit` follow draft-ietf-httpapi-ratelimit-headers:
-//! Structured Field lists with one item per rule, named after the rule:
+//! `RateLimit-Policy` and `RateLimit` follow draft-ietf-httpapi-ratelimit-headers-10:
+//! Structured Field lists with one item per rule, named after the rule. `t`
+//! is the time until the rule makes more quota available
+//! ([`RuleStatus::available_after`](limiter_core::RuleStatus::available_after)):
+//! for a rule that denied the request, its retry time.
 //!
 //! ```text
 //! RateLimit-Policy: "10-per-60s";q=10;w=60, "20-per-120s";q=20;w=120
@@ -15,7 +18,7 @@ use axum::body::Body;
 use axum::response::Response;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
-use limiter_core::{Decision, Policy, Rule};
+use limiter_core::{Decision, Policy};
 
 use crate::context::HeaderOptions;
 
@@ -37,19 +40,24 @@ fn seconds(d: Duration) -> u64 {
 
 /// The `RateLimit-Policy` value of a policy: fixed, so built once per route.
 pub(crate) fn policy_header(policy: &Policy) -> HeaderValue {
-    field_list(policy.rules().iter().map(|rule| {
+    let mut value = String::with_capacity(64);
+    for (i, (name, rule)) in policy.names().iter().zip(policy.rules()).enumerate() {
+        if i > 0 {
+            value.push_str(", ");
+        }
         let window = seconds(rule.window()).max(1);
-        (*rule, 'q', rule.limit(), 'w', window)
-    }))
+        let _ = write!(value, "\"{name}\";q={};w={window}", rule.limit());
+    }
+    HeaderValue::try_from(value).expect("rule names are visible ASCII")
 }
 
 /// The start of each rule's `RateLimit` item, `"10-per-60s";r=`: fixed per
 /// route, so built once.
 pub(crate) fn rate_limit_prefixes(policy: &Policy) -> Box<[Box<str>]> {
     policy
-        .rules()
+        .names()
         .iter()
-        .map(|rule| format!("\"{rule}\";r=").into_boxed_str())
+        .map(|name| format!("\"{name}\";r=").into_boxed_str())
         .collect()
 }
 
@@ -85,7 +93,7 @@ fn write_items(out: &mut impl std::io::Write, prefixes: &[Box<str>], decision: &
         put(prefix.as_bytes());
         put(decimal(status.remaining(), &mut digits));
         put(b";t=");
-        put(decimal(seconds(status.reset_after()), &mut digits));
+        put(decimal(seconds(status.available_after()), &mut digits));
     }
 }
 
@@ -102,18 +110,6 @@ fn decimal(mut n: u64, digits: &mut [u8; 20]) -> &[u8] {
         }
     }
     &digits[start..]
-}
-
-/// A Structured Fields list of `"{rule}";{a}={x};{b}={y}` items.
-fn field_list(items: impl Iterator<Item = (Rule, char, u64, char, u64)>) -> HeaderValue {
-    let mut value = String::with_capacity(64);
-    for (i, (rule, a, x, b, y)) in items.enumerate() {
-        if i > 0 {
-            value.push_str(", ");
-        }
-        let _ = write!(value, "\"{rule}\";{a}={x};{b}={y}");
-    }
-    HeaderValue::try_from(value).expect("rule names are visible ASCII")
 }
 
 /// The rate-limit headers of one decision, ready to add to a response:
@@ -139,7 +135,7 @@ impl RateLimitHeaders {
             Box::new([
                 decision.limit().into(),
                 deciding.remaining().into(),
-                seconds(deciding.reset_after()).into(),
+                seconds(deciding.available_after()).into(),
             ])
         });
         Self {
@@ -172,11 +168,11 @@ pub(crate) fn too_many_requests(
 ) -> Response {
     let retry_after = seconds(decision.retry_after().unwrap_or_default()).max(1);
     let violated: Vec<String> = policy
-        .rules()
-        .iter()
+        .names()
+        .into_iter()
         .zip(decision.rules())
         .filter(|(_, status)| status.remaining() < policy.cost())
-        .map(|(rule, _)| rule.to_string())
+        .map(|(name, _)| name)
         .collect();
     let mut response = match message {
         Some(message) => text(StatusCode::TOO_MANY_REQUESTS, message),
