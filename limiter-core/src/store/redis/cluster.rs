@@ -17,7 +17,8 @@ use redis::{Cmd, ErrorKind, RedisError, RedisResult, ServerErrorKind};
 
 use super::scripts::Lua;
 
-/// Redirections followed for one call; the caller's deadline bounds the time.
+/// Redirections followed for one call; the call's deadline (the store's
+/// response timeout, which covers the whole call) bounds the time.
 const MAX_REDIRECTS: usize = 16;
 
 pub(crate) async fn run(
