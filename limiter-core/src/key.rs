@@ -4,7 +4,10 @@
 //! can never change the key's shape: `:` separates the key's parts, and `{`
 //! `}` would form a Redis Cluster hash tag. Identities longer than
 //! [`MAX_IDENTITY_LEN`] after escaping are replaced by their SHA-256, so a
-//! 10 kB header cannot make a 10 kB key.
+//! 10 kB header cannot make a 10 kB key. The hashed form starts with
+//! [`HASHED_IDENTITY_PREFIX`], `%` followed by a letter that is not a hex
+//! digit, which no escaped identity can contain (an escaped `%` is always
+//! followed by two hex digits): no identity can spell another's hash.
 
 use std::fmt::Write;
 
@@ -12,6 +15,9 @@ use sha2::{Digest, Sha256};
 
 /// The longest escaped identity kept as it is; longer ones are hashed.
 pub const MAX_IDENTITY_LEN: usize = 128;
+
+/// How a hashed identity starts: `%s` can never appear in an escaped one.
+pub const HASHED_IDENTITY_PREFIX: &str = "%sha256-";
 
 /// Appends `identity` to `key`, escaped and, when too long, hashed.
 ///
@@ -25,7 +31,8 @@ pub const MAX_IDENTITY_LEN: usize = 128;
 ///
 /// let mut long = String::new();
 /// limiter_core::push_identity(&mut long, &"x".repeat(10_000));
-/// assert_eq!(long.len(), "sha256-".len() + 64);
+/// assert!(long.starts_with(limiter_core::HASHED_IDENTITY_PREFIX));
+/// assert_eq!(long.len(), "%sha256-".len() + 64);
 /// ```
 pub fn push_identity(key: &mut String, identity: &str) {
     push_identity_bytes(key, identity.as_bytes());
@@ -50,7 +57,7 @@ pub fn push_identity_bytes(key: &mut String, identity: &[u8]) {
         })
         .sum();
     if escaped_len > MAX_IDENTITY_LEN {
-        key.push_str("sha256-");
+        key.push_str(HASHED_IDENTITY_PREFIX);
         for byte in Sha256::digest(identity) {
             let _ = write!(key, "{byte:02x}");
         }
@@ -120,10 +127,24 @@ mod tests {
     fn long_identities_are_hashed_at_the_boundary() {
         assert_eq!(escaped(&"a".repeat(128)), "a".repeat(128));
         let hashed = escaped(&"a".repeat(129));
-        assert!(hashed.starts_with("sha256-"));
-        assert_eq!(hashed.len(), 71);
+        assert!(hashed.starts_with("%sha256-"));
+        assert_eq!(hashed.len(), 72);
         assert_ne!(hashed, escaped(&"a".repeat(130)));
         // 43 colons escape to 129 bytes.
-        assert!(escaped(&":".repeat(43)).starts_with("sha256-"));
+        assert!(escaped(&":".repeat(43)).starts_with("%sha256-"));
+    }
+
+    #[test]
+    fn no_identity_spells_another_identitys_hash() {
+        let hashed = escaped(&"a".repeat(129));
+        // The hashed form itself, sent as an identity, is escaped: its `%` becomes `%25`.
+        assert_eq!(escaped(&hashed), format!("%25{}", &hashed[1..]));
+        assert_ne!(escaped(&hashed), hashed);
+        // And so is its old spelling, as bytes too.
+        let old_form = &hashed[1..];
+        assert_eq!(escaped(old_form), old_form);
+        let mut raw = String::new();
+        push_identity_bytes(&mut raw, hashed.as_bytes());
+        assert_ne!(raw, hashed);
     }
 }

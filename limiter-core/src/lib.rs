@@ -57,7 +57,7 @@ pub use guard::{
     BreakerConfig, BreakerState, DEFAULT_DEADLINE, DEFAULT_DENY_CACHE_CAPACITY, GuardConfig,
     Guarded, OnStoreError, Verdict,
 };
-pub use key::{MAX_IDENTITY_LEN, push_identity, push_identity_bytes};
+pub use key::{HASHED_IDENTITY_PREFIX, MAX_IDENTITY_LEN, push_identity, push_identity_bytes};
 pub use limiter::{DEFAULT_PREFIX, Limiter};
 pub use policy::{Algorithm, DEFAULT_DUPLICATE_WINDOW, Policy};
 pub use rule::{MAX_WINDOW, Rate, Rule};

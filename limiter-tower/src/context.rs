@@ -33,14 +33,15 @@ pub(crate) trait DynStore: Send + Sync + 'static {
         key: String,
         policy: Arc<Policy>,
         cost: u64,
-        on_error: OnStoreError,
+        on_error: Option<OnStoreError>,
     ) -> BoxFuture<Result<Verdict, Error>>;
 }
 
-/// A store that never fails (the memory store): no deadline to pay.
-struct Local<S>(S);
+/// A store used as it is: one that never fails (the memory store), or one
+/// the application guarded itself ([`Store::is_guarded`]).
+struct Direct<S>(S);
 
-impl<S: Store> DynStore for Local<S> {
+impl<S: Store> DynStore for Direct<S> {
     fn check_now(&self, key: &str, policy: &Policy, cost: u64) -> Option<Result<Verdict, Error>> {
         Some(self.0.try_check_now(key, policy, cost)?.map(Verdict::Store))
     }
@@ -50,9 +51,9 @@ impl<S: Store> DynStore for Local<S> {
         key: String,
         policy: Arc<Policy>,
         cost: u64,
-        _: OnStoreError,
+        on_error: Option<OnStoreError>,
     ) -> BoxFuture<Result<Verdict, Error>> {
-        Box::pin(async move { self.0.check(&key, &policy, cost).await.map(Verdict::Store) })
+        Box::pin(async move { self.0.check_verdict(&key, &policy, cost, on_error).await })
     }
 }
 
@@ -62,21 +63,24 @@ impl<S: Store> DynStore for Guarded<S> {
         key: String,
         policy: Arc<Policy>,
         cost: u64,
-        on_error: OnStoreError,
+        on_error: Option<OnStoreError>,
     ) -> BoxFuture<Result<Verdict, Error>> {
-        Box::pin(async move { self.check_with(&key, &policy, cost, on_error).await })
+        Box::pin(async move { self.check_verdict(&key, &policy, cost, on_error).await })
     }
 }
 
 /// Builds the (guarded) store for a guard configuration.
 pub(crate) type StoreBuilder = Arc<dyn Fn(GuardConfig) -> Arc<dyn DynStore> + Send + Sync>;
 
+/// Guards a remote store with the layer's configuration, unless it guards
+/// itself: one owner guards a store (a second guard would add a deadline, a
+/// breaker and a deny cache, and replace the owner's failure policy).
 pub(crate) fn store_builder<S: Store + Clone>(store: S) -> StoreBuilder {
     Arc::new(move |config| -> Arc<dyn DynStore> {
-        if store.is_remote() {
+        if store.is_remote() && !store.is_guarded() {
             Arc::new(Guarded::new(store.clone(), config))
         } else {
-            Arc::new(Local(store.clone()))
+            Arc::new(Direct(store.clone()))
         }
     })
 }
@@ -95,6 +99,8 @@ pub(crate) struct Context {
     pub(crate) store: Arc<dyn DynStore>,
     pub(crate) build_store: StoreBuilder,
     pub(crate) guard: GuardConfig,
+    /// The failure policy set on the layer, for routes that set none.
+    pub(crate) on_store_error: Option<OnStoreError>,
     pub(crate) prefix: Box<str>,
     pub(crate) client_ip: ClientIp,
     pub(crate) user: Option<Resolver>,

@@ -181,16 +181,18 @@ pub(crate) fn too_many_requests(
     let mut response = match message {
         Some(message) => text(StatusCode::TOO_MANY_REQUESTS, message),
         None => {
-            let names: Vec<String> = violated.iter().map(|v| json_string(v)).collect();
-            let body = format!(
-                r#"{{"type":"{QUOTA_EXCEEDED}","title":"Too Many Requests","status":429,"detail":{},"violated-policies":[{}]}}"#,
-                json_string(&format!(
-                    "Rate limit exceeded ({}); retry after {retry_after} s.",
-                    violated.join(", ")
-                )),
-                names.join(",")
+            let detail = format!(
+                "Rate limit exceeded ({}); retry after {retry_after} s.",
+                violated.join(", ")
             );
-            problem_json(StatusCode::TOO_MANY_REQUESTS, body)
+            let body = Problem {
+                kind: QUOTA_EXCEEDED,
+                title: "Too Many Requests",
+                status: 429,
+                detail: &detail,
+                violated_policies: Some(&violated),
+            };
+            problem_json(StatusCode::TOO_MANY_REQUESTS, &body)
         }
     };
     response
@@ -202,13 +204,14 @@ pub(crate) fn too_many_requests(
 
 /// An RFC 9457 problem of type `about:blank`.
 pub(crate) fn problem(status: StatusCode, detail: &str) -> Response {
-    let body = format!(
-        r#"{{"type":"about:blank","title":{},"status":{},"detail":{}}}"#,
-        json_string(status.canonical_reason().unwrap_or("Error")),
-        status.as_u16(),
-        json_string(detail)
-    );
-    problem_json(status, body)
+    let body = Problem {
+        kind: "about:blank",
+        title: status.canonical_reason().unwrap_or("Error"),
+        status: status.as_u16(),
+        detail,
+        violated_policies: None,
+    };
+    problem_json(status, &body)
 }
 
 /// 503 with `Retry-After`: the store could not decide.
@@ -220,7 +223,21 @@ pub(crate) fn unavailable(detail: &str, retry_after: Duration) -> Response {
     response
 }
 
-fn problem_json(status: StatusCode, body: String) -> Response {
+/// An RFC 9457 problem details object, with the RateLimit draft's
+/// `violated-policies` member for a 429.
+#[derive(serde::Serialize)]
+struct Problem<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    title: &'a str,
+    status: u16,
+    detail: &'a str,
+    #[serde(rename = "violated-policies", skip_serializing_if = "Option::is_none")]
+    violated_policies: Option<&'a [String]>,
+}
+
+fn problem_json(status: StatusCode, body: &Problem<'_>) -> Response {
+    let body = serde_json::to_vec(body).expect("strings and numbers serialize");
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = status;
     response.headers_mut().insert(
@@ -238,24 +255,6 @@ fn text(status: StatusCode, body: &str) -> Response {
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     response
-}
-
-/// `s` as a JSON string literal.
-fn json_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if c < ' ' => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 #[cfg(test)]
@@ -283,14 +282,24 @@ mod tests {
     }
 
     #[test]
+    fn problem_bodies_are_json_whatever_the_text() {
+        let response = problem(StatusCode::UNAUTHORIZED, "a \"quoted\"\\ line\n\u{1}");
+        let body = futures_util::FutureExt::now_or_never(axum::body::to_bytes(
+            response.into_body(),
+            usize::MAX,
+        ))
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            &body[..],
+            br#"{"type":"about:blank","title":"Unauthorized","status":401,"detail":"a \"quoted\"\\ line\n\u0001"}"#
+        );
+    }
+
+    #[test]
     fn integers_are_written_in_decimal() {
         for n in [0, 7, 10, 255, 1_000_000, u64::MAX] {
             assert_eq!(decimal(n, &mut [0; 20]), n.to_string().as_bytes());
         }
-    }
-
-    #[test]
-    fn json_strings_are_escaped() {
-        assert_eq!(json_string("a\"b\\c\n"), r#""a\"b\\c\u000a""#);
     }
 }

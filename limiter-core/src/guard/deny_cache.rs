@@ -32,7 +32,8 @@ struct Denial {
 type Shard = HashMap<Box<str>, Denial>;
 
 pub(crate) struct DenyCache {
-    hasher: foldhash::fast::FixedState,
+    /// Seeded per cache, so nobody can choose keys that collide.
+    hasher: foldhash::fast::RandomState,
     shards: Box<[Mutex<Shard>]>,
     per_shard: usize,
 }
@@ -40,7 +41,7 @@ pub(crate) struct DenyCache {
 impl DenyCache {
     pub(crate) fn new(capacity: usize) -> Self {
         Self {
-            hasher: foldhash::fast::FixedState::default(),
+            hasher: foldhash::fast::RandomState::default(),
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             per_shard: capacity.div_ceil(SHARDS),
         }

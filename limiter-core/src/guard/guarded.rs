@@ -1,4 +1,5 @@
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -161,7 +162,12 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
     pub fn with_clock(store: S, config: GuardConfig, clock: C) -> Self {
         Self {
             inner: Arc::new(Inner {
-                breaker: Breaker::new(config.breaker, clock.clone()),
+                // A probe ends within its deadline unless its future stalls.
+                breaker: Breaker::new(
+                    config.breaker,
+                    config.breaker.probe_interval.max(2 * config.deadline),
+                    clock.clone(),
+                ),
                 deny_cache: (config.deny_cache_capacity > 0)
                     .then(|| DenyCache::new(config.deny_cache_capacity)),
                 fallback: MemoryStore::with_clock(clock.clone())
@@ -210,9 +216,11 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
             return Ok(Verdict::Cached(decision));
         }
         let admission = inner.breaker.admit();
-        if admission == Admission::Skip {
+        if matches!(admission, Admission::Skip) {
             return self.on_failure(key, policy, cost, on_error);
         }
+        // Dropped at this await (the request was cancelled), `admission`
+        // gives a probe back: the breaker never waits for a probe that is gone.
         let started = Instant::now();
         let outcome =
             tokio::time::timeout(inner.config.deadline, inner.store.check(key, policy, cost))
@@ -222,7 +230,6 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
         match outcome {
             Ok(decision) => {
                 inner.breaker.succeeded(admission);
-                self.report_breaker();
                 if let Some(cache) = inner.deny_cache.as_ref().filter(|_| !decision.allowed()) {
                     cache.insert(key, cost, now, decision);
                 }
@@ -233,7 +240,6 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
                     .increment(1);
                 tracing::warn!(%error, policy = on_error.name(), "rate-limit store failed");
                 inner.breaker.failed(admission);
-                self.report_breaker();
                 self.on_failure(key, policy, cost, on_error)
             }
         }
@@ -264,15 +270,6 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
             }),
         }
     }
-
-    fn report_breaker(&self) {
-        let state = match self.inner.breaker.state() {
-            BreakerState::Closed => 0.0,
-            BreakerState::Open => 1.0,
-            BreakerState::HalfOpen => 2.0,
-        };
-        metrics::gauge!("limiter_breaker_state").set(state);
-    }
 }
 
 impl<S: Store, C: Clock + Clone> Store for Guarded<S, C> {
@@ -288,6 +285,21 @@ impl<S: Store, C: Clock + Clone> Store for Guarded<S, C> {
             Verdict::FailedOpen => Ok(Decision::unchecked(policy)),
             Verdict::FailedClosed { retry_after } => Err(Error::Unavailable(retry_after)),
         }
+    }
+
+    fn is_guarded(&self) -> bool {
+        true
+    }
+
+    fn check_verdict(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        on_error: Option<OnStoreError>,
+    ) -> impl Future<Output = Result<Verdict, Error>> + Send {
+        let on_error = on_error.unwrap_or(self.inner.config.on_store_error);
+        self.check_with(key, policy, cost, on_error)
     }
 }
 
@@ -404,6 +416,61 @@ mod tests {
             4,
             "the next call probes"
         );
+    }
+
+    /// A store that fails, hangs or answers, as the test says.
+    #[derive(Debug, Default)]
+    struct Switch {
+        /// 0 fails, 1 hangs, 2 answers (allowing everything).
+        mode: std::sync::atomic::AtomicU8,
+        calls: AtomicUsize,
+    }
+
+    impl Store for Switch {
+        async fn check(&self, _: &str, policy: &Policy, _: u64) -> Result<Decision, Error> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            match self.mode.load(Ordering::SeqCst) {
+                0 => Err(Error::Protocol("down".into())),
+                1 => std::future::pending().await,
+                _ => Ok(Decision::unchecked(policy)),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_probe_does_not_keep_the_breaker_open() {
+        use futures_util::FutureExt;
+
+        let clock = ManualClock::new(Duration::from_secs(1_000));
+        let guarded = Guarded::with_clock(Switch::default(), GuardConfig::default(), clock.clone());
+        let fail_open = OnStoreError::FailOpen;
+        for _ in 0..3 {
+            guarded
+                .check_with("k", &policy(), 1, fail_open)
+                .await
+                .unwrap();
+        }
+        assert_eq!(guarded.breaker_state(), BreakerState::Open);
+        clock.advance(Duration::from_secs(1));
+        // The probe reaches a hung store; its request is cancelled there.
+        guarded.store().mode.store(1, Ordering::SeqCst);
+        let hung = policy();
+        let probe = guarded.check_with("k", &hung, 1, fail_open);
+        assert!(
+            probe.now_or_never().is_none(),
+            "the probe waits on the store"
+        );
+        assert_eq!(guarded.store().calls.load(Ordering::SeqCst), 4);
+        assert_eq!(guarded.breaker_state(), BreakerState::Open);
+        // The store is back: the very next call probes it and closes the breaker.
+        guarded.store().mode.store(2, Ordering::SeqCst);
+        let verdict = guarded
+            .check_with("k", &policy(), 1, fail_open)
+            .await
+            .unwrap();
+        assert!(matches!(verdict, Verdict::Store(_)));
+        assert_eq!(guarded.breaker_state(), BreakerState::Closed);
+        assert_eq!(guarded.store().calls.load(Ordering::SeqCst), 5);
     }
 
     #[tokio::test]

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::decision::Decision;
 use crate::error::Error;
+use crate::guard::{OnStoreError, Verdict};
 use crate::policy::Policy;
 
 pub(crate) mod memory;
@@ -57,6 +58,30 @@ pub trait Store: Send + Sync + 'static {
     fn is_remote(&self) -> bool {
         true
     }
+
+    /// Whether this store guards its own calls (a deadline, a circuit
+    /// breaker, a failure policy), as [`Guarded`](crate::Guarded) does. One
+    /// owner guards a store: the HTTP layer does not wrap a guarded store
+    /// again, and calls [`check_verdict`](Self::check_verdict) with each
+    /// route's failure policy.
+    fn is_guarded(&self) -> bool {
+        false
+    }
+
+    /// Checks like [`check`](Self::check), saying how the request was
+    /// decided. A guarded store applies `on_error` when its store fails (its
+    /// own failure policy when `None`); other stores decide themselves
+    /// ([`Verdict::Store`]) and ignore it.
+    fn check_verdict(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        on_error: Option<OnStoreError>,
+    ) -> impl Future<Output = Result<Verdict, Error>> + Send {
+        let _ = on_error;
+        async move { self.check(key, policy, cost).await.map(Verdict::Store) }
+    }
 }
 
 impl<S: Store> Store for Arc<S> {
@@ -80,5 +105,19 @@ impl<S: Store> Store for Arc<S> {
 
     fn is_remote(&self) -> bool {
         (**self).is_remote()
+    }
+
+    fn is_guarded(&self) -> bool {
+        (**self).is_guarded()
+    }
+
+    fn check_verdict(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        on_error: Option<OnStoreError>,
+    ) -> impl Future<Output = Result<Verdict, Error>> + Send {
+        (**self).check_verdict(key, policy, cost, on_error)
     }
 }

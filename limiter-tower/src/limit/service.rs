@@ -117,7 +117,8 @@ fn decide<B>(limit: &RouteLimit, context: Option<&Context>, request: &mut Reques
         KEY_BUFFER.set(key);
         return Step::Proceed(limit.outcome(verdict, request, headers));
     }
-    let on_error = limit.on_store_error.unwrap_or(context.guard.on_store_error);
+    // `None`: the failure policy of whoever guards the store.
+    let on_error = limit.on_store_error.or(context.on_store_error);
     let check = Arc::clone(&context.store).check_owned(key, Arc::clone(policy), cost, on_error);
     Step::Check(check, headers)
 }

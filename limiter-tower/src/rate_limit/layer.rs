@@ -47,6 +47,12 @@ impl RateLimitLayer {
     /// stops calling it while it is down, and the failure policy decides
     /// meanwhile (by default a local fallback limiter with the same rules).
     /// See [`guard`](Self::guard) and [`on_store_error`](Self::on_store_error).
+    ///
+    /// A store that guards itself ([`Guarded`](crate::Guarded)) is not
+    /// guarded again: its own deadline, breaker, deny cache and failure
+    /// policy apply, and [`guard`](Self::guard) changes nothing. The failure
+    /// policy set by [`on_store_error`](Self::on_store_error), and by each
+    /// route, still applies.
     pub fn new<S: Store + Clone>(limiter: Limiter<S>) -> Self {
         let build_store = store_builder(limiter.store().clone());
         Self {
@@ -54,6 +60,7 @@ impl RateLimitLayer {
                 store: build_store(GuardConfig::default()),
                 build_store,
                 guard: GuardConfig::default(),
+                on_store_error: None,
                 prefix: limiter.prefix().into(),
                 client_ip: ClientIp::default(),
                 user: None,
@@ -83,7 +90,8 @@ impl RateLimitLayer {
     /// default), fail open, or fail closed (503 with `Retry-After`). A route
     /// can override it ([`LimitLayer::on_store_error`](crate::LimitLayer::on_store_error),
     /// or `on_store_error = ...` in `#[rate_limit]`).
-    pub fn on_store_error(self, policy: OnStoreError) -> Self {
+    pub fn on_store_error(mut self, policy: OnStoreError) -> Self {
+        self.context().on_store_error = Some(policy);
         let config = GuardConfig {
             on_store_error: policy,
             ..self.context.guard
