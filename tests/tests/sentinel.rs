@@ -79,6 +79,28 @@ async fn a_requested_failover_moves_every_decision_to_the_new_primary() {
         on_new.succeeded() + 50
     );
     assert_eq!(deployment.named_primary(), Some(1));
+
+    // Dropped, the store leaves no connection to the Sentinel behind (its
+    // watcher stops): the Sentinel's one client is the one asking.
+    let sentinel = &deployment.sentinels[0];
+    let clients = || {
+        sentinel
+            .command(&["INFO", "clients"])
+            .lines()
+            .find_map(|l| l.strip_prefix("connected_clients:"))
+            .map(|n| n.trim().to_owned())
+    };
+    assert_ne!(clients().as_deref(), Some("1"));
+    drop(store);
+    let dropped = Instant::now();
+    while clients().as_deref() != Some("1") {
+        assert!(
+            dropped.elapsed() < Duration::from_secs(5),
+            "connections left: {:?}",
+            clients()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -153,6 +153,16 @@ impl<T: Clone + Send + Sync + 'static> Link<T> {
     }
 }
 
+impl<T: Clone> Link<T> {
+    /// The connection, when there is one.
+    pub(crate) fn current(&self) -> Option<T> {
+        match &*lock(&self.state) {
+            State::Ready { connection, .. } => Some(connection.clone()),
+            _ => None,
+        }
+    }
+}
+
 impl<T> Drop for Link<T> {
     fn drop(&mut self) {
         if let State::Connecting { task, .. } = &*lock(&self.state) {

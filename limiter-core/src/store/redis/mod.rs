@@ -13,6 +13,7 @@ mod link;
 mod primary;
 mod scripts;
 mod sentinel;
+mod slots;
 
 use std::fmt;
 use std::sync::Arc;
@@ -25,6 +26,7 @@ use redis::cluster_async::ClusterConnection;
 use self::link::Link;
 use self::primary::{Locator, Primary};
 use self::sentinel::Sentinels;
+use self::slots::SlotTable;
 
 use crate::decision::Decision;
 use crate::error::Error;
@@ -117,6 +119,8 @@ struct Cluster {
     client: ClusterClient,
     /// Made once: the cluster connection follows the cluster's changes itself.
     link: Arc<Link<ClusterConnection>>,
+    /// Which node serves which slot: the failure domain of each key.
+    slots: Arc<SlotTable>,
 }
 
 impl RedisStore {
@@ -215,6 +219,7 @@ impl RedisStore {
         let cluster = Cluster {
             client,
             link: Link::new(),
+            slots: SlotTable::new(),
         };
         Ok(Self::from_backend(
             Backend::Cluster(Box::new(cluster)),
@@ -253,6 +258,11 @@ impl RedisStore {
             .link
             .get(connect, self.inner.config.connection_timeout)
             .await?;
+        if !cluster.slots.is_known() {
+            cluster
+                .slots
+                .refresh(&connection, self.inner.config.connection_timeout);
+        }
         Ok(connection)
     }
 
@@ -292,8 +302,16 @@ impl RedisStore {
         let deadline = self.inner.config.response_timeout;
         let reply = tokio::time::timeout(deadline, self.call(key, policy, cost, now))
             .await
-            .unwrap_or(Err(Error::Timeout(deadline)))?;
-        scripts::parse_reply(&reply, policy, cost)
+            .unwrap_or(Err(Error::Timeout(deadline)));
+        if let (Err(_), Backend::Cluster(cluster)) = (&reply, &self.inner.backend) {
+            // A failing node may have handed its slots over (a failover).
+            if let Some(connection) = cluster.link.current() {
+                cluster
+                    .slots
+                    .refresh(&connection, self.inner.config.connection_timeout);
+            }
+        }
+        scripts::parse_reply(&reply?, policy, cost)
     }
 
     async fn call(
@@ -308,8 +326,13 @@ impl RedisStore {
         match &self.inner.backend {
             Backend::Primary(primary) => primary.run(lua, &call, &self.inner.config).await,
             Backend::Cluster(cluster) => {
-                let mut connection = self.cluster(cluster).await?;
-                Ok(cluster::run(&mut connection, lua, &call).await?)
+                let connection = self.cluster(cluster).await?;
+                let refresh = || {
+                    cluster
+                        .slots
+                        .refresh(&connection, self.inner.config.connection_timeout)
+                };
+                Ok(cluster::run(&mut connection.clone(), lua, &call, refresh).await?)
             }
         }
     }
@@ -318,6 +341,24 @@ impl RedisStore {
 impl Store for RedisStore {
     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.run(key, policy, cost, None).await
+    }
+
+    /// On a Redis Cluster, the node serving `key`'s slot (as last read from
+    /// `CLUSTER SLOTS`); 0 for a standalone Redis, which fails as a whole.
+    fn failure_domain(&self, key: &str) -> u64 {
+        match &self.inner.backend {
+            Backend::Cluster(cluster) => cluster.slots.domain(key),
+            Backend::Primary(_) => 0,
+        }
+    }
+
+    /// The node's `host:port`.
+    fn failure_domain_name(&self, domain: u64) -> String {
+        match &self.inner.backend {
+            Backend::Cluster(cluster) => cluster.slots.name(domain),
+            Backend::Primary(_) => None,
+        }
+        .unwrap_or_else(|| domain.to_string())
     }
 }
 

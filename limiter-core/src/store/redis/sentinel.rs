@@ -25,6 +25,8 @@ const SWITCH_MASTER: &str = "+switch-master";
 const HEALTH_CHECK: Duration = Duration::from_secs(2);
 /// The pause before the watcher turns to the next Sentinel.
 const NEXT_SENTINEL: Duration = Duration::from_millis(200);
+/// The pause after every Sentinel failed in turn.
+const ALL_SENTINELS_FAILED: Duration = Duration::from_secs(1);
 
 pub(crate) struct Sentinels {
     client: tokio::sync::Mutex<SentinelClient>,
@@ -73,14 +75,26 @@ impl Watcher {
         timeout: Duration,
     ) -> Self {
         let task = tokio::spawn(async move {
+            let mut failed_in_a_row = 0;
             for node in sentinels.nodes.iter().cycle() {
-                if let Err(error) = follow(node, &sentinels.service, &link, timeout).await {
-                    tracing::debug!(%error, sentinel = ?node.addr(), "lost touch with a Sentinel");
+                match follow(node, &sentinels.service, &link, timeout).await {
+                    Ok(()) => failed_in_a_row = 0,
+                    Err(error) => {
+                        failed_in_a_row += 1;
+                        tracing::debug!(%error, sentinel = ?node.addr(), "lost touch with a Sentinel");
+                    }
                 }
                 if link.strong_count() == 0 {
                     return;
                 }
-                tokio::time::sleep(NEXT_SENTINEL).await;
+                // Every Sentinel failed: wait longer before the next round.
+                let pause = if failed_in_a_row >= sentinels.nodes.len() {
+                    failed_in_a_row = 0;
+                    ALL_SENTINELS_FAILED
+                } else {
+                    NEXT_SENTINEL
+                };
+                tokio::time::sleep(pause).await;
             }
         });
         Self {
