@@ -433,6 +433,11 @@ impl UgcServer {
         self.addr
     }
 
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// Sends SIGTERM and waits up to `within` for the process to exit;
     /// returns its exit status, or `None` if it is still running.
     pub fn terminate(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
@@ -450,6 +455,43 @@ impl UgcServer {
         }
         None
     }
+}
+
+/// Runs `ugc` with the given extra environment, expecting it to stop at
+/// start-up: returns its log, or panics if it is still running after 30 s
+/// or exited successfully.
+pub fn ugc_start_up_error(env: &[(&str, &str)]) -> String {
+    let mut child = Command::new(ugc_binary())
+        .env("LIMITER_ADDR", "127.0.0.1:0")
+        .env("NO_COLOR", "1")
+        .env_remove("REDIS_URL")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("ugc starts");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("ugc's status") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("ugc still runs 30 s after starting with {env:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut log = String::new();
+    if let Some(mut stdout) = child.stdout.take() {
+        let _ = stdout.read_to_string(&mut log);
+    }
+    assert!(
+        !status.success(),
+        "ugc exited with {status} for {env:?}: {log}"
+    );
+    log
 }
 
 impl Drop for UgcServer {
