@@ -9,9 +9,9 @@ use crate::decision::{Decision, MAX_RULES, RuleStatus};
 use crate::error::Error;
 use crate::policy::{Algorithm, Kind, Policy};
 
-/// One algorithm's script: the prelude (the time and the cost), the helpers
-/// when the script uses them, then the algorithm's file, hashed once (for
-/// EVALSHA) on first use.
+/// One algorithm's script: the shebang, the prelude (the time and the
+/// cost), the helpers when the script uses them, then the algorithm's file,
+/// hashed once (for EVALSHA) on first use.
 pub(crate) struct Lua {
     pub(crate) source: &'static str,
     script: LazyLock<Script>,
@@ -30,9 +30,21 @@ impl Lua {
     }
 }
 
+// Every script starts with the shebang `#!lua` and declares no flag. Redis
+// (7.0 and later) checks a script that declares itself so before running
+// any of it, and the flags left out are what make the store safe:
+// - without `allow-oom`, the whole script is refused with `OOM` while Redis
+//   is over `maxmemory`. A script without a shebang is refused only when its
+//   first write would grow memory, and the sliding log's first write (a
+//   trim) never does, so it went on adding entries past the limit;
+// - without `no-writes`, a replica refuses it with `READONLY` before it
+//   runs: that answer proves nothing executed, so the call may be sent
+//   again to the primary found anew.
+// Shebang scripts must declare the keys they touch; ours touch `KEYS[1]`.
 macro_rules! lua {
     ($($file:literal),+) => {{
         const SOURCE: &str = concat!(
+            "#!lua\n",
             include_str!("scripts/prelude.lua"),
             $(include_str!(concat!("scripts/", $file))),+
         );
@@ -166,4 +178,24 @@ pub(crate) fn parse_reply(reply: &[i64], policy: &Policy, cost: u64) -> Result<D
         u64::try_from(*delay).map_err(|_| malformed())?,
         u64::try_from(*reset_after).map_err(|_| malformed())?,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_script_starts_with_a_shebang_without_flags() {
+        for algorithm in [
+            Algorithm::SlidingLog,
+            Algorithm::FixedWindow,
+            Algorithm::SlidingWindow,
+            Algorithm::TokenBucket,
+            Algorithm::LeakyBucket,
+            Algorithm::Gcra,
+        ] {
+            let first_line = lua(algorithm).source.lines().next();
+            assert_eq!(first_line, Some("#!lua"), "{algorithm:?}");
+        }
+    }
 }
