@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use limiter_core::{RedisConfig, RedisStore};
 
 pub mod http;
+pub mod proxy;
 
 /// A `redis-server` process of the test's own, killed on drop.
 #[derive(Debug)]

@@ -1,0 +1,120 @@
+//! How the regional store reaches a region's Redis: the one place that
+//! talks to redis-rs.
+//!
+//! A script is sent with EVALSHA and loaded only when the server answers
+//! NOSCRIPT, which means the call did not run; nothing that may have run is
+//! sent again. Every call keeps the deadline of its link.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::{RedisResult, Script, ScriptInvocation};
+use tokio::sync::OnceCell;
+
+use super::region::Endpoint;
+use crate::error::Error;
+
+/// A script of the regional store: the prelude (the time and the cost) and
+/// helpers of the Redis store's scripts, the regional scripts' shared part
+/// (`shared.lua`), then its own file.
+macro_rules! script {
+    ($file:literal) => {
+        LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("../redis/scripts/prelude.lua"),
+                include_str!("../redis/scripts/helpers.lua"),
+                include_str!("scripts/shared.lua"),
+                include_str!(concat!("scripts/", $file))
+            ))
+        })
+    };
+}
+
+/// The decision: counts locally against what the region knows of the others.
+pub(crate) static CHECK: LazyLock<Script> = script!("check.lua");
+/// What a sync learned and concluded, written into one region.
+pub(crate) static MERGE: LazyLock<Script> = script!("merge.lua");
+
+/// A connection to one region's Redis.
+pub(crate) enum Link {
+    Standalone(ConnectionManager),
+    Cluster {
+        client: ClusterClient,
+        connection: OnceCell<ClusterConnection>,
+    },
+}
+
+impl Link {
+    /// A link that connects on first use (and again after a connection
+    /// breaks), each call failing after `deadline`.
+    pub(crate) fn open(
+        endpoint: &Endpoint,
+        deadline: Duration,
+        connection_timeout: Duration,
+    ) -> RedisResult<Self> {
+        match endpoint {
+            Endpoint::Standalone(client) => {
+                let config = ConnectionManagerConfig::new()
+                    .set_response_timeout(Some(deadline))
+                    .set_connection_timeout(Some(connection_timeout))
+                    // One attempt per call: the caller's breaker decides
+                    // when to try again.
+                    .set_number_of_retries(0);
+                Ok(Self::Standalone(ConnectionManager::new_lazy_with_config(
+                    client.clone(),
+                    config,
+                )?))
+            }
+            Endpoint::Cluster(seeds) => {
+                let client = ClusterClient::builder(seeds.clone())
+                    // The client's own retries would resend a script after
+                    // an I/O error, when it may already have run.
+                    .retries(0)
+                    .response_timeout(deadline)
+                    .connection_timeout(connection_timeout)
+                    .build()?;
+                Ok(Self::Cluster {
+                    client,
+                    connection: OnceCell::new(),
+                })
+            }
+        }
+    }
+
+    /// Runs `invocation` (a script with its key and arguments).
+    pub(crate) async fn eval(&self, invocation: &ScriptInvocation<'_>) -> Result<Vec<i64>, Error> {
+        let reply = match self {
+            Self::Standalone(manager) => invocation.invoke_async(&mut manager.clone()).await,
+            Self::Cluster { .. } => invocation.invoke_async(&mut self.cluster().await?).await,
+        };
+        Ok(reply?)
+    }
+
+    /// `HMGET key fields...`, each value as text.
+    pub(crate) async fn hmget(
+        &self,
+        key: &str,
+        fields: &[&str],
+    ) -> Result<Vec<Option<String>>, Error> {
+        let mut cmd = redis::cmd("HMGET");
+        cmd.arg(key).arg(fields);
+        let reply = match self {
+            Self::Standalone(manager) => cmd.query_async(&mut manager.clone()).await,
+            Self::Cluster { .. } => cmd.query_async(&mut self.cluster().await?).await,
+        };
+        Ok(reply?)
+    }
+
+    async fn cluster(&self) -> Result<ClusterConnection, Error> {
+        let Self::Cluster { client, connection } = self else {
+            unreachable!("called for a cluster link only");
+        };
+        let connection = connection
+            .get_or_try_init(|| client.get_async_connection())
+            .await?;
+        Ok(connection.clone())
+    }
+}
