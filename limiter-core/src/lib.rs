@@ -67,5 +67,5 @@ pub use store::memory::{DEFAULT_CAPACITY, MemoryStore};
 pub use store::redis::{RedisConfig, RedisStore};
 #[cfg(feature = "redis")]
 pub use store::regional::{
-    RegionError, RegionStats, Region, RegionalConfig, RegionalStore, TierSize,
+    Region, RegionError, RegionStats, RegionalConfig, RegionalStore, TierSize,
 };

@@ -141,7 +141,11 @@ async fn pipe(
     let read = async move {
         let mut buffer = vec![0; 64 * 1024];
         while let Ok(n) = from.read(&mut buffer).await {
-            if n == 0 || chunks.send((Instant::now() + one_way, buffer[..n].to_vec())).is_err() {
+            if n == 0
+                || chunks
+                    .send((Instant::now() + one_way, buffer[..n].to_vec()))
+                    .is_err()
+            {
                 break;
             }
         }

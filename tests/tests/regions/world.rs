@@ -10,20 +10,20 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use limiter_core::{Policy, Region, RegionalConfig, RegionalStore, RegionStats, Rule};
-use limiter_tests::RedisServer;
+use limiter_core::{Policy, Region, RegionStats, RegionalConfig, RegionalStore, Rule};
 use limiter_tests::proxy::LatencyProxy;
+use limiter_tests::{RedisCluster, RedisServer};
 use tokio::task::JoinSet;
 
-pub const NAMES: [&str; 3] = ["north", "middle", "south"];
-pub const REGIONS: usize = NAMES.len();
-pub const QUOTA: u64 = 30;
-pub const WINDOW: Duration = Duration::from_secs(1);
+pub(crate) const NAMES: [&str; 3] = ["north", "middle", "south"];
+pub(crate) const REGIONS: usize = NAMES.len();
+pub(crate) const QUOTA: u64 = 30;
+pub(crate) const WINDOW: Duration = Duration::from_secs(1);
 /// Rounds per window: the window's time is split evenly among them.
-pub const ROUNDS: u64 = 20;
+pub(crate) const ROUNDS: u64 = 20;
 
 /// The one-way latency between two regions.
-pub fn one_way(a: usize, b: usize) -> Duration {
+pub(crate) fn one_way(a: usize, b: usize) -> Duration {
     match (a.min(b), a.max(b)) {
         (0, 1) => Duration::from_millis(30),
         (1, 2) => Duration::from_millis(55),
@@ -32,44 +32,76 @@ pub fn one_way(a: usize, b: usize) -> Duration {
 }
 
 /// The shortest cross-region round trip.
-pub const SHORTEST_ROUND_TRIP: Duration = Duration::from_millis(60);
+pub(crate) const SHORTEST_ROUND_TRIP: Duration = Duration::from_millis(60);
 
-pub struct World {
+/// One world at a time: three to six Redis servers and six proxies per
+/// world load a 2-core machine enough to blur the latencies measured.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+pub(crate) struct World {
+    _turn: tokio::sync::MutexGuard<'static, ()>,
     /// Kept alive for the stores.
     _servers: Vec<RedisServer>,
+    _cluster: Option<RedisCluster>,
     /// `links[(from, to)]`: how `from`'s store reaches `to`'s Redis.
     links: BTreeMap<(usize, usize), LatencyProxy>,
-    pub stores: Vec<RegionalStore>,
+    pub(crate) stores: Vec<RegionalStore>,
 }
 
 impl World {
-    pub async fn start(config: RegionalConfig) -> Self {
+    pub(crate) async fn start(config: RegionalConfig) -> Self {
+        Self::build(config, None).await
+    }
+
+    /// North's Redis is a three-node Redis Cluster, reached directly (its
+    /// nodes redirect clients to their own addresses, past any proxy).
+    pub(crate) async fn start_with_cluster(config: RegionalConfig) -> Self {
+        let turn = ONE_AT_A_TIME.lock().await;
+        let cluster = RedisCluster::start();
+        drop(turn);
+        Self::build(config, Some(cluster)).await
+    }
+
+    async fn build(config: RegionalConfig, cluster: Option<RedisCluster>) -> Self {
+        let turn = ONE_AT_A_TIME.lock().await;
         let servers: Vec<RedisServer> = (0..REGIONS).map(|_| RedisServer::start()).collect();
         let mut links = BTreeMap::new();
         for from in 0..REGIONS {
             for to in (0..REGIONS).filter(|&to| to != from) {
                 let target = ([127, 0, 0, 1], servers[to].port()).into();
-                links.insert((from, to), LatencyProxy::start(target, one_way(from, to)).await);
+                links.insert(
+                    (from, to),
+                    LatencyProxy::start(target, one_way(from, to)).await,
+                );
             }
         }
+        let region = |region: usize, url: &str| match (&cluster, region) {
+            (Some(cluster), 0) => {
+                let seeds = cluster.urls();
+                Region::open_cluster(NAMES[0], seeds.iter().map(String::as_str)).unwrap()
+            }
+            _ => Region::open(NAMES[region], url).unwrap(),
+        };
         let stores = (0..REGIONS)
             .map(|here| {
-                let local = Region::open(NAMES[here], &servers[here].url()).unwrap();
+                let local = region(here, &servers[here].url());
                 let peers = (0..REGIONS)
                     .filter(|&there| there != here)
-                    .map(|there| Region::open(NAMES[there], &links[&(here, there)].url()).unwrap());
+                    .map(|there| region(there, &links[&(here, there)].url()));
                 RegionalStore::with_config(local, peers, config.clone()).unwrap()
             })
             .collect();
         Self {
+            _turn: turn,
             _servers: servers,
+            _cluster: cluster,
             links,
             stores,
         }
     }
 
     /// Cuts every link to and from `region`.
-    pub fn partition(&self, region: usize) {
+    pub(crate) fn partition(&self, region: usize) {
         for (&(from, to), link) in &self.links {
             if from == region || to == region {
                 link.partition();
@@ -78,17 +110,17 @@ impl World {
     }
 
     /// Restores every link.
-    pub fn heal(&self) {
+    pub(crate) fn heal(&self) {
         for link in self.links.values() {
             link.heal();
         }
     }
 
-    pub fn stats(&self) -> Vec<RegionStats> {
+    pub(crate) fn stats(&self) -> Vec<RegionStats> {
         self.stores.iter().map(RegionalStore::stats).collect()
     }
 
-    pub async fn idle(&self) {
+    pub(crate) async fn idle(&self) {
         for store in &self.stores {
             store.idle().await;
         }
@@ -97,24 +129,24 @@ impl World {
 
 /// What one window saw, per region.
 #[derive(Debug, Default, Clone)]
-pub struct Tally {
-    pub admitted: [u64; REGIONS],
-    pub denied: [u64; REGIONS],
+pub(crate) struct Tally {
+    pub(crate) admitted: [u64; REGIONS],
+    pub(crate) denied: [u64; REGIONS],
 }
 
 impl Tally {
-    pub fn admitted(&self) -> u64 {
+    pub(crate) fn admitted(&self) -> u64 {
         self.admitted.iter().sum()
     }
 
-    pub fn denied(&self) -> u64 {
+    pub(crate) fn denied(&self) -> u64 {
         self.denied.iter().sum()
     }
 
     /// The scheme's other side: a region denies only when what it knows
     /// (lower bounds of the others' counts) already fills the quota, so a
     /// window with a denial admitted at least the quota.
-    pub fn assert_no_false_denial(&self, window: u64) {
+    pub(crate) fn assert_no_false_denial(&self, window: u64) {
         assert!(
             self.denied() == 0 || self.admitted() >= QUOTA,
             "window {window}: denied before the quota was used: {self:?}"
@@ -123,19 +155,19 @@ impl Tally {
 }
 
 /// Traffic on one key, in rounds.
-pub struct Traffic<'a> {
+pub(crate) struct Traffic<'a> {
     world: &'a World,
     policy: Policy,
     key: String,
     /// The first window's start (µs), a multiple of the window.
     base: u64,
-    pub windows: BTreeMap<u64, Tally>,
+    pub(crate) windows: BTreeMap<u64, Tally>,
     /// Every check's duration, as the caller waited for it.
-    pub latencies: Vec<Duration>,
+    pub(crate) latencies: Vec<Duration>,
 }
 
 impl<'a> Traffic<'a> {
-    pub fn new(world: &'a World, policy: Policy, key: &str) -> Self {
+    pub(crate) fn new(world: &'a World, policy: Policy, key: &str) -> Self {
         let window = WINDOW.as_micros() as u64;
         Self {
             world,
@@ -147,18 +179,18 @@ impl<'a> Traffic<'a> {
         }
     }
 
-    pub fn fixed_window() -> Policy {
+    pub(crate) fn fixed_window() -> Policy {
         Policy::fixed_window(Rule::new(QUOTA, WINDOW).unwrap())
     }
 
-    pub fn sliding_window() -> Policy {
+    pub(crate) fn sliding_window() -> Policy {
         Policy::sliding_window(Rule::new(QUOTA, WINDOW).unwrap())
     }
 
     /// Round `round` (0..ROUNDS) of window `window`: `requests[r]` checks
     /// sent at once to region `r`; returns when every sync they set off
     /// has ended.
-    pub async fn round(&mut self, window: u64, round: u64, requests: [u64; REGIONS]) {
+    pub(crate) async fn round(&mut self, window: u64, round: u64, requests: [u64; REGIONS]) {
         let w = WINDOW.as_micros() as u64;
         let at = self.base + window * w + round * w / ROUNDS;
         let mut checks = JoinSet::new();
@@ -188,14 +220,22 @@ impl<'a> Traffic<'a> {
     }
 
     /// A whole window of rounds, `requests(round)` per region.
-    pub async fn window(&mut self, window: u64, requests: impl Fn(u64) -> [u64; REGIONS]) {
+    pub(crate) async fn window(&mut self, window: u64, requests: impl Fn(u64) -> [u64; REGIONS]) {
         for round in 0..ROUNDS {
             self.round(window, round, requests(round)).await;
         }
     }
 
+    /// Prints each window's tally (shown when a test fails).
+    pub(crate) fn print(&self) {
+        for (window, tally) in &self.windows {
+            eprintln!("{}: window {window}: {tally:?}", self.key);
+        }
+        eprintln!("{}: p99 {:?}", self.key, self.p99());
+    }
+
     /// The 99th percentile of the checks' durations.
-    pub fn p99(&self) -> Duration {
+    pub(crate) fn p99(&self) -> Duration {
         let mut sorted = self.latencies.clone();
         sorted.sort();
         sorted[(sorted.len() * 99).div_ceil(100) - 1]
@@ -206,6 +246,6 @@ impl<'a> Traffic<'a> {
 /// requests in each round: the quota, a step per region, and what arrives
 /// while the syncs that tighten the tiers and announce the quota are in
 /// flight (a round each).
-pub fn bound(step: u64, per_round: u64) -> u64 {
+pub(crate) fn bound(step: u64, per_round: u64) -> u64 {
     QUOTA + REGIONS as u64 * step + 2 * per_round
 }

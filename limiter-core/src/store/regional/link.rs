@@ -41,10 +41,12 @@ pub(crate) static MERGE: LazyLock<Script> = script!("merge.lua");
 /// A connection to one region's Redis.
 pub(crate) enum Link {
     Standalone(ConnectionManager),
-    Cluster {
-        client: ClusterClient,
-        connection: OnceCell<ClusterConnection>,
-    },
+    Cluster(Box<Cluster>),
+}
+
+pub(crate) struct Cluster {
+    client: ClusterClient,
+    connection: OnceCell<ClusterConnection>,
 }
 
 impl Link {
@@ -76,10 +78,10 @@ impl Link {
                     .response_timeout(deadline)
                     .connection_timeout(connection_timeout)
                     .build()?;
-                Ok(Self::Cluster {
+                Ok(Self::Cluster(Box::new(Cluster {
                     client,
                     connection: OnceCell::new(),
-                })
+                })))
             }
         }
     }
@@ -88,7 +90,11 @@ impl Link {
     pub(crate) async fn eval(&self, invocation: &ScriptInvocation<'_>) -> Result<Vec<i64>, Error> {
         let reply = match self {
             Self::Standalone(manager) => invocation.invoke_async(&mut manager.clone()).await,
-            Self::Cluster { .. } => invocation.invoke_async(&mut self.cluster().await?).await,
+            Self::Cluster(cluster) => {
+                invocation
+                    .invoke_async(&mut cluster.connection().await?)
+                    .await
+            }
         };
         Ok(reply?)
     }
@@ -103,17 +109,17 @@ impl Link {
         cmd.arg(key).arg(fields);
         let reply = match self {
             Self::Standalone(manager) => cmd.query_async(&mut manager.clone()).await,
-            Self::Cluster { .. } => cmd.query_async(&mut self.cluster().await?).await,
+            Self::Cluster(cluster) => cmd.query_async(&mut cluster.connection().await?).await,
         };
         Ok(reply?)
     }
+}
 
-    async fn cluster(&self) -> Result<ClusterConnection, Error> {
-        let Self::Cluster { client, connection } = self else {
-            unreachable!("called for a cluster link only");
-        };
-        let connection = connection
-            .get_or_try_init(|| client.get_async_connection())
+impl Cluster {
+    async fn connection(&self) -> Result<ClusterConnection, Error> {
+        let connection = self
+            .connection
+            .get_or_try_init(|| self.client.get_async_connection())
             .await?;
         Ok(connection.clone())
     }

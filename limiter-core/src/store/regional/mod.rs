@@ -3,18 +3,24 @@
 //! counting). See [`RegionalStore`] for the scheme and its guarantees.
 //!
 //! - `tiers.rs`: the pure part (tiers, window mapping, a sync's plan);
-//! - `store.rs`: the store and its decision; `sync.rs`: background syncs;
+//! - `store.rs`: the store; `check.rs`: a decision from the script's reply;
+//! - `registry.rs`: which syncs wait or run; `sync.rs`: one sync;
 //! - `link.rs`: the calls to Redis; `scripts/`: the check and the merge;
-//! - `breaker.rs`: a breaker per other region; `config.rs`, `region.rs`.
+//! - `breaker.rs`: a breaker per other region; `stats.rs`, `config.rs`,
+//!   `region.rs`.
 
 mod breaker;
+mod check;
 mod config;
 mod link;
 mod region;
+mod registry;
+mod stats;
 mod store;
 mod sync;
 mod tiers;
 
 pub use config::{RegionalConfig, TierSize};
 pub use region::{Region, RegionError};
-pub use store::{RegionStats, RegionalStore};
+pub use stats::RegionStats;
+pub use store::RegionalStore;

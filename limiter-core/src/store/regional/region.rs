@@ -79,11 +79,9 @@ impl Region {
         let name = valid_name(name)?;
         let seeds: Vec<String> = seeds.into_iter().map(str::to_owned).collect();
         // Refuses malformed seeds now rather than at the first call.
-        redis::cluster::ClusterClient::new(seeds.clone()).map_err(|source| {
-            RegionError::Redis {
-                name: name.to_string(),
-                source,
-            }
+        redis::cluster::ClusterClient::new(seeds.clone()).map_err(|source| RegionError::Redis {
+            name: name.to_string(),
+            source,
         })?;
         Ok(Self {
             name,
@@ -138,7 +136,10 @@ mod tests {
             assert!(matches!(error, RegionError::InvalidName { .. }), "{bad:?}");
         }
         for good in ["north", "eu-west_1", &"x".repeat(32)] {
-            assert_eq!(Region::open(good, "redis://127.0.0.1/").unwrap().name(), good);
+            assert_eq!(
+                Region::open(good, "redis://127.0.0.1/").unwrap().name(),
+                good
+            );
         }
         let error = Region::open("north", "http://nowhere").unwrap_err();
         assert!(error.to_string().starts_with("region north: "), "{error}");

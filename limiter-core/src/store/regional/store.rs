@@ -3,40 +3,46 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::breaker::PeerBreaker;
+use super::check::CheckReply;
 use super::config::RegionalConfig;
 use super::link::{CHECK, Link};
 use super::region::{Region, RegionError};
-use super::sync::{Registry, SyncRequest};
+use super::registry::{Registry, SyncRequest};
+use super::stats::{Counters, RegionStats, bump};
 use super::tiers::Tiers;
-use crate::algorithm::{fixed_window, sliding_window};
 use crate::clock::SystemClock;
-use crate::decision::{Decision, RuleStatus};
+use crate::decision::Decision;
 use crate::error::{ConfigError, Error};
 use crate::policy::{Algorithm, Policy};
-use crate::rule::Rule;
 use crate::store::Store;
 
 /// One quota shared by several regions, each deciding locally: tiered
-/// counting (see [the module](crate::RegionalStore#how-it-counts)).
+/// counting.
 ///
-/// Each region runs its own `RegionalStore` over its own Redis and the
-/// other regions' Redis, all naming the regions alike. A decision is one
-/// call to this region's Redis; the other regions are read and written only
-/// by background syncs, at tiers.
+/// Each region runs its own `RegionalStore` over its own Redis (standalone
+/// or Cluster) and the other regions' Redis, every region named alike in
+/// every region's configuration. A decision is one call to this region's
+/// Redis; the other regions are read and written only by background syncs,
+/// at tiers.
 ///
-/// Runs the fixed window (aligned to multiples of the window, so every
-/// region agrees on which window a request belongs to) and the sliding
-/// window counter; other policies are refused with
-/// [`ConfigError::AlgorithmNotSupported`].
+/// Runs the fixed window and the sliding window counter, both with windows
+/// aligned to multiples of the window (the single-region fixed window
+/// starts at a key's first request instead: here every region must agree
+/// on which window a request belongs to). Other policies are refused with
+/// [`ConfigError::AlgorithmNotSupported`]: a sliding log's count over
+/// `(t - W, t]` shrinks as entries age, so a count read at a tier is not a
+/// lower bound for long, and bucket levels do not add up across regions
+/// (each is capped at the capacity), so neither has a sum to tier on.
 ///
 /// ```no_run
 /// use std::time::Duration;
 /// use limiter_core::{Limiter, Policy, Region, RegionalStore, Rule};
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// // In the north region; middle and south run the same with their own
+/// // Redis as the local region.
 /// let store = RegionalStore::new(
 ///     Region::open("north", "redis://10.1.0.1:6379/")?,
 ///     [
@@ -49,6 +55,59 @@ use crate::store::Store;
 /// let decision = limiter.check("api-key:search", &search).await?;
 /// # Ok(()) }
 /// ```
+///
+/// # How it counts
+/// Each region's Redis holds that region's own count per key and window,
+/// and what it last learned of the others' counts. A check adds the
+/// request to the local count if the local count plus the known counts of
+/// the others (and, for the fixed window, no announcement that the quota
+/// is exhausted) leave room for it. Known counts are lower bounds (counts
+/// only grow within a window), so a region never denies before the quota
+/// is used.
+///
+/// When the local count reaches a tier (the first at the quota divided by
+/// the number of regions, then one every step, see [`RegionalConfig`]),
+/// the check asks for a sync, which runs in the background: it reads every
+/// other region's count (one call each, at once), writes what it learned
+/// into the local Redis for every instance of this region, and
+/// - when the quota is used, announces it: it writes the counts it knows
+///   and an "exhausted" mark for the window into every region, which then
+///   deny until the window ends;
+/// - when the regions could pass the quota before each reaches its next
+///   tier, tightens the tiers of the regions still far from theirs, so that
+///   every region syncs within a step from then on.
+///
+/// # Guarantees
+/// Per window, with `n` regions and a step of `s` requests:
+/// - traffic from one region only gets exactly the quota;
+/// - no request is denied before the quota is used, counted across
+///   regions;
+/// - at most `quota + n × s` pass, plus what the regions admit while the
+///   sync that tightens the tiers and the sync that announces the quota
+///   are in flight (each a cross-region round trip, then a one-way write).
+///   The sliding window counter adds what arrives while a window's first
+///   sync reads the previous window's counts. A first tier above the quota
+///   divided by the regions adds `n × first − quota`; a sync dropped
+///   because too many waited leaves that key to its next tier.
+///
+/// # Latency and failures
+/// The check is one script on one key of this region's Redis, bounded by
+/// [`RegionalConfig::local_deadline`] (and, behind the HTTP layer, guarded
+/// like any remote store). Crossing a tier adds no round trip: the sync is
+/// spawned. A call to another region has a deadline and goes through a
+/// breaker per region: while a region is slow or unreachable, the others
+/// count it at the last count they learned for the window and keep
+/// syncing among themselves, and it counts them at what it learned. Each
+/// side of a partition so keeps its own admissions within the quota (and
+/// the bound above): a window may see up to the quota once per side.
+///
+/// # Clocks
+/// Each region's Redis decides the window by its own clock; windows are
+/// multiples of the window length, so regions agree on them as long as
+/// their clocks agree. A region whose clock is `d` ahead moves to the next
+/// window `d` early: its counts still go to the window it counted them in
+/// (the others map them by its stored window), so the bound holds per
+/// window, but windows start `d` apart across regions.
 #[derive(Clone)]
 pub struct RegionalStore {
     inner: Arc<Inner>,
@@ -73,64 +132,13 @@ pub(crate) struct Peer {
     pub(crate) breaker: PeerBreaker<SystemClock>,
 }
 
-/// What a regional store has done since it was made: cumulative counts,
-/// read with [`RegionalStore::stats`]. The same events go to the `metrics`
-/// facade (see the README's metrics table).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct RegionStats {
-    /// Decisions answered by this region's Redis.
-    pub checks: u64,
-    /// Checks that asked for a sync: a tier crossed, a sliding window
-    /// started here, or the quota found full before it was announced.
-    pub tier_crossings: u64,
-    /// Syncs run (crossings of one key and window while its sync runs are
-    /// served by one more run).
-    pub syncs: u64,
-    /// Syncs not run because too many keys waited for one.
-    pub syncs_dropped: u64,
-    /// Reads of another region's counts.
-    pub cross_region_reads: u64,
-    /// Writes into another region (tightened tiers, an exhausted quota).
-    pub cross_region_writes: u64,
-    /// Calls to another region that failed, timed out, or were skipped
-    /// while its breaker was open.
-    pub remote_errors: u64,
-    /// Syncs that found the quota exhausted and announced it.
-    pub exhausted_announced: u64,
-    /// Announcements of another region noticed by a check here (one per
-    /// key and window in this region).
-    pub exhausted_received: u64,
-}
-
-impl RegionStats {
-    /// Reads and writes to other regions.
-    pub fn cross_region_calls(&self) -> u64 {
-        self.cross_region_reads + self.cross_region_writes
-    }
-}
-
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    pub(crate) checks: AtomicU64,
-    pub(crate) tier_crossings: AtomicU64,
-    pub(crate) syncs: AtomicU64,
-    pub(crate) syncs_dropped: AtomicU64,
-    pub(crate) cross_region_reads: AtomicU64,
-    pub(crate) cross_region_writes: AtomicU64,
-    pub(crate) remote_errors: AtomicU64,
-    pub(crate) exhausted_announced: AtomicU64,
-    pub(crate) exhausted_received: AtomicU64,
-}
-
-pub(crate) fn bump(counter: &AtomicU64) {
-    counter.fetch_add(1, Ordering::Relaxed);
-}
-
 impl RegionalStore {
     /// A store deciding in `local`, syncing with `peers`, with
     /// [`RegionalConfig::default`].
-    pub fn new(local: Region, peers: impl IntoIterator<Item = Region>) -> Result<Self, RegionError> {
+    pub fn new(
+        local: Region,
+        peers: impl IntoIterator<Item = Region>,
+    ) -> Result<Self, RegionError> {
         Self::with_config(local, peers, RegionalConfig::default())
     }
 
@@ -200,19 +208,7 @@ impl RegionalStore {
 
     /// What this store has done so far.
     pub fn stats(&self) -> RegionStats {
-        let c = &self.inner.stats;
-        let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
-        RegionStats {
-            checks: read(&c.checks),
-            tier_crossings: read(&c.tier_crossings),
-            syncs: read(&c.syncs),
-            syncs_dropped: read(&c.syncs_dropped),
-            cross_region_reads: read(&c.cross_region_reads),
-            cross_region_writes: read(&c.cross_region_writes),
-            remote_errors: read(&c.remote_errors),
-            exhausted_announced: read(&c.exhausted_announced),
-            exhausted_received: read(&c.exhausted_received),
-        }
+        self.inner.stats.snapshot()
     }
 
     /// Waits until no sync runs or waits: every tier crossed so far has
@@ -306,84 +302,6 @@ impl Inner {
             self.config.first_tier,
             self.config.step,
         )
-    }
-}
-
-/// The check script's reply (see `check.lua`).
-#[derive(Debug)]
-struct CheckReply {
-    allowed: bool,
-    sync: bool,
-    start: u64,
-    now: u64,
-    /// The window's total before this request, and the previous window's.
-    total: u64,
-    total_before: u64,
-    exhausted: bool,
-    noticed: bool,
-}
-
-impl CheckReply {
-    fn parse(reply: &[i64]) -> Result<Self, Error> {
-        let malformed = || Error::Protocol(format!("regional check reply {reply:?}"));
-        let &[
-            allowed,
-            sync,
-            start,
-            now,
-            _own,
-            _own_before,
-            total,
-            total_before,
-            exhausted,
-            noticed,
-        ] = reply
-        else {
-            return Err(malformed());
-        };
-        let count = |n: i64| u64::try_from(n).map_err(|_| malformed());
-        Ok(Self {
-            allowed: allowed == 1,
-            sync: sync == 1,
-            start: count(start)?,
-            now: count(now)?,
-            total: count(total)?,
-            total_before: count(total_before)?,
-            exhausted: exhausted == 1,
-            noticed: noticed == 1,
-        })
-    }
-
-    /// The decision, with the statuses the single-region algorithm gives
-    /// for the same totals at the same time.
-    fn decide(&self, rule: Rule, sliding: bool, cost: u64) -> Result<Decision, Error> {
-        let decision = if sliding {
-            let mut state = Some(sliding_window::Counters {
-                previous: self.total_before,
-                current: self.total,
-                start: self.start,
-            });
-            sliding_window::check(&mut state, &rule, self.now, cost)
-        } else if self.exhausted {
-            let ends_in = (self.start + rule.window_us()).saturating_sub(self.now);
-            let status = RuleStatus {
-                remaining: 0,
-                reset_after_us: ends_in,
-            };
-            Decision::single(rule, status, Some(ends_in), 0)
-        } else {
-            let mut state = Some(fixed_window::Window {
-                count: self.total,
-                start: self.start,
-            });
-            fixed_window::check(&mut state, &rule, self.now, cost)
-        };
-        if decision.allowed() != self.allowed {
-            return Err(Error::Protocol(format!(
-                "regional check reply {self:?} disagrees with the algorithm"
-            )));
-        }
-        Ok(decision)
     }
 }
 

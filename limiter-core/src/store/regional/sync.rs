@@ -1,159 +1,21 @@
-//! Syncs: what a crossed tier sets off, in the background.
+//! A sync: what a crossed tier sets off, in the background.
 //!
-//! A sync reads every other region's counts (one call each, at once, each
+//! It reads every other region's counts (one call each, at once, each
 //! with a deadline and behind that region's breaker), writes what it learned
 //! into this region's Redis (where every instance of this region reads it),
 //! and, when the [`Plan`] says so, writes the tightened tiers or the
 //! exhausted quota into the regions that do not know yet.
-//!
-//! Syncs are deduplicated per key and window: a tier crossed while that
-//! key's sync runs is served by one more run after it. At most
-//! `sync_concurrency` run at once and `max_pending_syncs` keys wait; a
-//! sync whose task is dropped (the runtime shutting down) leaves nothing
-//! behind, so the key's next crossing syncs again.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use tokio::sync::{Semaphore, watch};
 
 use super::link::MERGE;
-use super::store::{Inner, Peer, bump};
+use super::registry::SyncRequest;
+use super::stats::bump;
+use super::store::{Inner, Peer};
 use super::tiers::{Counts, Plan, Quota, Stored, View};
 use crate::error::Error;
-use crate::rule::Rule;
-
-/// A crossed tier: which key and window to sync, as the check saw it.
-#[derive(Debug)]
-pub(crate) struct SyncRequest {
-    pub(crate) key: Box<str>,
-    pub(crate) rule: Rule,
-    pub(crate) sliding: bool,
-    /// The window's start and the check's time (the local Redis's clock).
-    pub(crate) start: u64,
-    pub(crate) now: u64,
-    /// The check's time was given by a test: the scripts take it too.
-    pub(crate) injected_time: bool,
-}
-
-/// Each waiting or running key and window, with the request to run again
-/// when a tier was crossed meanwhile.
-type Pending = HashMap<(Box<str>, u64), Option<SyncRequest>>;
-
-pub(crate) struct Registry {
-    pending: Mutex<Pending>,
-    max_pending: usize,
-    permits: Semaphore,
-    /// How many keys wait or run, for [`idle`](Self::idle).
-    waiting: watch::Sender<usize>,
-}
-
-impl Registry {
-    pub(crate) fn new(concurrency: usize, max_pending: usize) -> Self {
-        Self {
-            pending: Mutex::new(HashMap::new()),
-            max_pending,
-            permits: Semaphore::new(concurrency),
-            waiting: watch::Sender::new(0),
-        }
-    }
-
-    /// Starts a sync for `request`'s key and window, or has the running one
-    /// run once more.
-    pub(crate) fn request(inner: &Arc<Inner>, request: SyncRequest) {
-        let registry = &inner.registry;
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            dropped(inner, "no Tokio runtime to sync on");
-            return;
-        };
-        let id = (request.key.clone(), request.start);
-        let mut pending = registry.lock();
-        if let Some(again) = pending.get_mut(&id) {
-            *again = Some(request);
-            return;
-        }
-        if pending.len() >= registry.max_pending {
-            drop(pending);
-            dropped(inner, "too many keys wait for a sync");
-            return;
-        }
-        pending.insert(id.clone(), None);
-        registry.waiting.send_replace(pending.len());
-        drop(pending);
-        let entry = Entry {
-            inner: Arc::clone(inner),
-            id,
-            armed: true,
-        };
-        runtime.spawn(entry.run(request));
-    }
-
-    pub(crate) async fn idle(&self) {
-        let mut waiting = self.waiting.subscribe();
-        // The sender lives as long as `self`: the wait cannot fail.
-        let _ = waiting.wait_for(|&n| n == 0).await;
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Pending> {
-        self.pending
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    fn remove(&self, id: &(Box<str>, u64)) {
-        let mut pending = self.lock();
-        pending.remove(id);
-        self.waiting.send_replace(pending.len());
-    }
-}
-
-fn dropped(inner: &Inner, why: &str) {
-    bump(&inner.stats.syncs_dropped);
-    metrics::counter!("limiter_region_syncs_dropped_total").increment(1);
-    tracing::warn!(why, "regional sync dropped; the key's next tier syncs");
-}
-
-/// One key and window's place in the registry, given back when its task
-/// ends or is dropped.
-struct Entry {
-    inner: Arc<Inner>,
-    id: (Box<str>, u64),
-    armed: bool,
-}
-
-impl Entry {
-    async fn run(mut self, mut request: SyncRequest) {
-        loop {
-            {
-                // The semaphore is never closed.
-                let _permit = self.inner.registry.permits.acquire().await;
-                sync(&self.inner, &request).await;
-            }
-            // Whether to run again and leaving the registry are one step,
-            // so a crossing in between is never lost.
-            let mut pending = self.inner.registry.lock();
-            match pending.get_mut(&self.id).and_then(Option::take) {
-                Some(next) => request = next,
-                None => {
-                    pending.remove(&self.id);
-                    self.inner.registry.waiting.send_replace(pending.len());
-                    self.armed = false;
-                    return;
-                }
-            }
-        }
-    }
-}
-
-impl Drop for Entry {
-    fn drop(&mut self) {
-        if self.armed {
-            self.inner.registry.remove(&self.id);
-        }
-    }
-}
 
 /// The tags of the regional hashes (see `scripts/shared.lua`).
 fn tag(sliding: bool) -> &'static str {
@@ -172,7 +34,7 @@ struct Read {
     exhausted: bool,
 }
 
-async fn sync(inner: &Inner, request: &SyncRequest) {
+pub(crate) async fn sync(inner: &Inner, request: &SyncRequest) {
     bump(&inner.stats.syncs);
     let window = request.rule.window_us();
     let reads = join_all(inner.peers.iter().map(|peer| read(inner, peer, request))).await;
@@ -180,7 +42,11 @@ async fn sync(inner: &Inner, request: &SyncRequest) {
     // What this region learns, merged with what it knew.
     let mut learn = MERGE.key(&*request.key);
     script_time(&mut learn, request);
-    learn.arg(window).arg(request.start).arg(tag(request.sliding)).arg("");
+    learn
+        .arg(window)
+        .arg(request.start)
+        .arg(tag(request.sliding))
+        .arg("");
     for (peer, read) in inner.peers.iter().zip(&reads) {
         learn.arg(&*peer.name);
         match read {
@@ -191,9 +57,13 @@ async fn sync(inner: &Inner, request: &SyncRequest) {
             None => learn.arg("").arg(""),
         };
     }
-    let known = match inner.local.link.eval(&learn).await.and_then(|reply| {
-        MergeReply::parse(&reply, inner.peers.len())
-    }) {
+    let known = match inner
+        .local
+        .link
+        .eval(&learn)
+        .await
+        .and_then(|reply| MergeReply::parse(&reply, inner.peers.len()))
+    {
         Ok(known) => known,
         Err(error) => {
             tracing::debug!(%error, key = &*request.key, "regional sync could not reach this region's Redis");
@@ -221,12 +91,7 @@ async fn sync(inner: &Inner, request: &SyncRequest) {
         sliding: request.sliding,
     };
     let elapsed = request.now.saturating_sub(request.start);
-    let plan = Plan::new(
-        &views,
-        quota,
-        inner.tiers(quota.limit),
-        elapsed.min(window),
-    );
+    let plan = Plan::new(&views, quota, inner.tiers(quota.limit), elapsed.min(window));
     if !plan.targets.contains(&true) {
         return;
     }
@@ -254,7 +119,10 @@ async fn tell(inner: &Inner, request: &SyncRequest, views: &[View], flags: &str,
     let window = request.rule.window_us();
     let mut write = MERGE.key(&*request.key);
     script_time(&mut write, request);
-    write.arg(window).arg(request.start).arg(tag(request.sliding));
+    write
+        .arg(window)
+        .arg(request.start)
+        .arg(tag(request.sliding));
     if index == 0 {
         write.arg(format!("{flags}o"));
         if let Err(error) = inner.local.link.eval(&write).await {
@@ -289,7 +157,13 @@ fn script_time(call: &mut redis::ScriptInvocation<'_>, request: &SyncRequest) {
 
 async fn read(inner: &Inner, peer: &Peer, request: &SyncRequest) -> Option<Read> {
     const FIELDS: [&str; 6] = ["a", "s", "c", "p", "t", "x"];
-    let values = call_peer(inner, peer, Call::Read, peer.link.hmget(&request.key, &FIELDS)).await?;
+    let values = call_peer(
+        inner,
+        peer,
+        Call::Read,
+        peer.link.hmget(&request.key, &FIELDS),
+    )
+    .await?;
     let parsed = parse_read(&values, tag(request.sliding), request.start);
     if parsed.is_none() {
         remote_error(inner, peer, "protocol");
@@ -421,7 +295,14 @@ mod tests {
     fn a_read_counts_only_its_own_algorithm_and_refuses_garbage() {
         let tag = "regional_fixed_window";
         let read = parse_read(
-            &text(&[Some(tag), Some("5000"), Some("7"), Some("3"), Some("5000"), None]),
+            &text(&[
+                Some(tag),
+                Some("5000"),
+                Some("7"),
+                Some("3"),
+                Some("5000"),
+                None,
+            ]),
             tag,
             5_000,
         )

@@ -321,7 +321,7 @@ mod tests {
         assert!(crossed.tighten && !crossed.exhausted);
         assert_eq!(crossed.targets, [false, true, false]);
         // Already tightened regions are not told again.
-        let mut told = [view(20), view(5), view(5)];
+        let mut told = [view(18), view(5), view(5)];
         told[1].tightened = true;
         told[2].tightened = true;
         let again = Plan::new(&told, fixed(30), t, 0);
