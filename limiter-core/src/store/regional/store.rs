@@ -82,11 +82,12 @@ use crate::store::Store;
 /// - traffic from one region only gets exactly the quota;
 /// - no request is denied before the quota is used, counted across
 ///   regions;
-/// - at most `quota + n × s` pass, plus what the regions admit while the
-///   sync that tightens the tiers and the sync that announces the quota
-///   are in flight (each a cross-region round trip, then a one-way write).
-///   The sliding window counter adds what arrives while a window's first
-///   sync reads the previous window's counts. A first tier above the quota
+/// - at most `quota + n × s` pass, plus what arrives while the syncs
+///   around the moment the quota is reached are in flight: the sync that
+///   announces it and, the first time, the one that tightens the tiers
+///   (each a round trip to the farthest region, then a one-way write). The
+///   sliding window counter adds what arrives while a window's first sync
+///   reads the previous window's counts. A first tier above the quota
 ///   divided by the regions adds `n × first − quota`; a sync dropped
 ///   because too many waited leaves that key to its next tier.
 ///
