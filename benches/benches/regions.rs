@@ -100,7 +100,10 @@ impl Regions {
 enum Scheme {
     /// Tiered counting with a step of this percentage of the quota, the
     /// first tier at the quota / regions or at a percentage of the quota.
-    Tiered { step: u8, first: Option<u8> },
+    Tiered {
+        step: u8,
+        first: Option<u8>,
+    },
     Split,
     Central,
 }
@@ -236,7 +239,10 @@ async fn warm_up(stores: &[RegionalStore]) {
     let policy = Policy::fixed_window(Rule::new(1, WINDOW).unwrap());
     for store in stores {
         for _ in 0..2 {
-            store.check("warm-up", &policy, 1).await.expect("a decision");
+            store
+                .check("warm-up", &policy, 1)
+                .await
+                .expect("a decision");
         }
         store.idle().await;
     }
@@ -258,7 +264,11 @@ fn row(n: usize, scheme: Scheme, traffic: Traffic, records: &[Record], cross_reg
     }
     let errors = records.iter().filter(|r| r.allowed.is_none()).count();
     let admitted: Vec<u64> = windows.values().map(|w| w.0).collect();
-    let over = admitted.iter().map(|&a| a.saturating_sub(QUOTA)).max().unwrap_or(0);
+    let over = admitted
+        .iter()
+        .map(|&a| a.saturating_sub(QUOTA))
+        .max()
+        .unwrap_or(0);
     // Denied while the quota had room: at most the room left.
     let false_denials: u64 = windows
         .values()

@@ -76,10 +76,10 @@ fn print_decision(attempt: u64, d: &Decision, policy: &Policy) {
     );
     for (rule, status) in policy.rules().iter().zip(d.rules()) {
         println!(
-            "    rule {}: remaining={} reset_after={:.3?}",
+            "    rule {}: remaining={} available_after={:.3?}",
             rule,
             status.remaining(),
-            status.reset_after()
+            status.available_after()
         );
     }
 }

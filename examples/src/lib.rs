@@ -17,18 +17,24 @@ use axum::Router;
 use axum::http::request::Parts;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
-use limiter_tower::{GuardConfig, IpNet, Limiter, RateLimitLayer, Store};
+use std::net::IpAddr;
+
+use limiter_tower::{ClientIpSource, GuardConfig, IpNet, Limiter, RateLimitLayer, Store};
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::json;
 
 pub mod demo;
+pub mod serve;
 
 /// The header that names the logged-in user.
 pub const USER_HEADER: &str = "x-user-id";
 
-/// The user of a request: the `x-user-id` header, when it is valid text.
+/// The user of a request: the `x-user-id` header, when it is UTF-8 text
+/// (`小明` as well as `xiaoming`). Bytes that are not UTF-8 name no user:
+/// such a request is refused as unauthenticated.
 pub fn user_of(parts: &Parts) -> Option<String> {
-    let user = parts.headers.get(USER_HEADER)?.to_str().ok()?.trim();
+    let value = parts.headers.get(USER_HEADER)?.as_bytes();
+    let user = std::str::from_utf8(value).ok()?.trim();
     (!user.is_empty()).then(|| user.to_owned())
 }
 
@@ -85,8 +91,10 @@ async fn health() -> impl IntoResponse {
 /// How the server is set up, beyond its store.
 #[derive(Debug, Default)]
 pub struct Options {
-    /// Proxies whose forwarding headers are believed.
+    /// Proxies whose forwarding header is believed.
     pub trusted_proxies: Vec<IpNet>,
+    /// The header those proxies write the client's address into.
+    pub client_ip_source: ClientIpSource,
     /// How a remote store is guarded (deadline, breaker, failure policy).
     pub guard: GuardConfig,
     /// When set, `GET /metrics` renders the process's metrics (Prometheus text).
@@ -97,6 +105,7 @@ pub struct Options {
 pub fn app<S: Store + Clone>(limiter: Limiter<S>, options: Options) -> Router {
     let Options {
         trusted_proxies,
+        client_ip_source,
         guard,
         metrics,
     } = options;
@@ -116,15 +125,36 @@ pub fn app<S: Store + Clone>(limiter: Limiter<S>, options: Options) -> Router {
             RateLimitLayer::new(limiter)
                 .guard(guard)
                 .trusted_proxies(trusted_proxies)
+                .client_ip_source(client_ip_source)
                 .user(user_of),
         )
 }
 
-/// Parses `LIMITER_TRUSTED_PROXIES`: comma-separated CIDRs, empty for none.
-pub fn parse_trusted_proxies(text: &str) -> Result<Vec<IpNet>, limiter_tower::IpNetError> {
+/// Parses `LIMITER_TRUSTED_PROXIES`: comma-separated networks in CIDR
+/// notation or single addresses, empty for none.
+pub fn parse_trusted_proxies(text: &str) -> Result<Vec<IpNet>, String> {
     text.split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(str::parse)
+        .map(|entry| {
+            entry
+                .parse::<IpNet>()
+                .or_else(|_| entry.parse::<IpAddr>().map(IpNet::from))
+                .map_err(|_| format!("{entry:?} is not an IP network (CIDR) nor an address"))
+        })
         .collect()
+}
+
+/// Parses `LIMITER_CLIENT_IP_HEADER`: the header the trusted proxies write
+/// (`x-forwarded-for`, `forwarded` or `x-real-ip`, any case).
+pub fn parse_client_ip_header(text: &str) -> Result<ClientIpSource, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "x-forwarded-for" => Ok(ClientIpSource::RightmostXForwardedFor),
+        "forwarded" => Ok(ClientIpSource::RightmostForwarded),
+        "x-real-ip" => Ok(ClientIpSource::XRealIp),
+        _ => Err(format!(
+            "{text:?} is not a header the client address can be read from: \
+             expected x-forwarded-for, forwarded or x-real-ip"
+        )),
+    }
 }

@@ -15,14 +15,14 @@ pub const MAX_RULES: usize = 6;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RuleStatus {
     pub(crate) remaining: u64,
-    pub(crate) reset_after_us: u64,
+    pub(crate) available_after_us: u64,
 }
 
 impl RuleStatus {
     /// A placeholder for the unused slots of an inline array.
     pub(crate) const EMPTY: Self = Self {
         remaining: 0,
-        reset_after_us: 0,
+        available_after_us: 0,
     };
 
     /// How many more requests of cost 1 this rule would allow now.
@@ -30,9 +30,13 @@ impl RuleStatus {
         self.remaining
     }
 
-    /// Time until this rule's whole quota is available again.
-    pub const fn reset_after(&self) -> Duration {
-        Duration::from_micros(self.reset_after_us)
+    /// Time until this rule makes more quota available (the `t` of its
+    /// `RateLimit` item): for a rule that denied the request, until it would
+    /// let the same request pass; otherwise until it allows one request more
+    /// than [`remaining`](Self::remaining). Zero when its whole quota is
+    /// available.
+    pub const fn available_after(&self) -> Duration {
+        Duration::from_micros(self.available_after_us)
     }
 }
 
@@ -48,11 +52,12 @@ impl RuleStatus {
 /// on the memory store returns it by value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Decision {
-    allowed: bool,
-    decided_by: u8,
-    len: u8,
     /// When denied, the retry-after; when allowed, the pacing delay.
     wait_us: u64,
+    /// The time until every rule is clear (below 2^56), with the flags
+    /// above it (see [`Flags`]): together they keep the decision within
+    /// 128 bytes.
+    reset_and_flags: u64,
     /// The deciding rule.
     rule: Rule,
     statuses: [RuleStatus; MAX_RULES],
@@ -61,17 +66,33 @@ pub struct Decision {
 // Moved without a `memcpy` call (see `MAX_RULES`); checks return it by value.
 const _: () = assert!(std::mem::size_of::<Decision>() <= 128);
 
+/// The top byte of `reset_and_flags`: bit 7 allowed, bits 3..6 the deciding
+/// rule's index, bits 0..2 the number of rules. Times are below 2^50 µs, so
+/// the low 56 bits hold any reset.
+struct Flags;
+
+impl Flags {
+    const SHIFT: u32 = 56;
+    const RESET: u64 = (1 << Self::SHIFT) - 1;
+
+    const fn pack(allowed: bool, decided_by: usize, len: usize, reset_after_us: u64) -> u64 {
+        let flags = ((allowed as u64) << 7) | ((decided_by as u64) << 3) | len as u64;
+        (flags << Self::SHIFT) | (reset_after_us & Self::RESET)
+    }
+}
+
 impl Decision {
     /// A decision over the per-rule statuses of `rules`.
     ///
     /// `decided_by` indexes both. `retry_after_us` is `Some` exactly when
-    /// the request is denied.
+    /// the request is denied; `reset_after_us` is when every rule is clear.
     pub(crate) fn new(
         rules: &[Rule],
         statuses: &[RuleStatus],
         decided_by: usize,
         retry_after_us: Option<u64>,
         delay_us: u64,
+        reset_after_us: u64,
     ) -> Self {
         debug_assert!(
             decided_by < statuses.len()
@@ -87,6 +108,7 @@ impl Decision {
             decided_by,
             retry_after_us,
             delay_us,
+            reset_after_us,
         )
     }
 
@@ -97,10 +119,19 @@ impl Decision {
         status: RuleStatus,
         retry_after_us: Option<u64>,
         delay_us: u64,
+        reset_after_us: u64,
     ) -> Self {
         let mut statuses = [RuleStatus::EMPTY; MAX_RULES];
         statuses[0] = status;
-        Self::inline(rule, statuses, 1, 0, retry_after_us, delay_us)
+        Self::inline(
+            rule,
+            statuses,
+            1,
+            0,
+            retry_after_us,
+            delay_us,
+            reset_after_us,
+        )
     }
 
     #[inline]
@@ -111,20 +142,27 @@ impl Decision {
         decided_by: usize,
         retry_after_us: Option<u64>,
         delay_us: u64,
+        reset_after_us: u64,
     ) -> Self {
         Self {
-            allowed: retry_after_us.is_none(),
-            decided_by: decided_by as u8,
-            len: len as u8,
             wait_us: retry_after_us.unwrap_or(delay_us),
+            reset_and_flags: Flags::pack(retry_after_us.is_none(), decided_by, len, reset_after_us),
             rule,
             statuses,
         }
     }
 
+    const fn flags(&self) -> u64 {
+        self.reset_and_flags >> Flags::SHIFT
+    }
+
+    const fn len(&self) -> usize {
+        (self.flags() & 0b111) as usize
+    }
+
     /// Whether the request may proceed.
     pub const fn allowed(&self) -> bool {
-        self.allowed
+        self.flags() >> 7 == 1
     }
 
     /// The deciding rule's limit.
@@ -134,13 +172,13 @@ impl Decision {
 
     /// How many more requests of cost 1 the deciding rule allows now.
     pub const fn remaining(&self) -> u64 {
-        self.statuses[self.decided_by as usize].remaining
+        self.statuses[self.rule_index()].remaining
     }
 
     /// When denied: the exact time until the same request would be allowed,
     /// if nothing else is allowed meanwhile. `None` when allowed.
     pub const fn retry_after(&self) -> Option<Duration> {
-        if self.allowed {
+        if self.allowed() {
             None
         } else {
             Some(Duration::from_micros(self.wait_us))
@@ -156,7 +194,7 @@ impl Decision {
     /// wait before acting on an allowed request, so requests leave evenly.
     /// Zero for every other algorithm and for denied requests.
     pub const fn delay(&self) -> Duration {
-        if self.allowed {
+        if self.allowed() {
             Duration::from_micros(self.wait_us)
         } else {
             Duration::ZERO
@@ -170,27 +208,18 @@ impl Decision {
 
     /// The index of the deciding rule in [`Policy::rules`](crate::Policy::rules).
     pub const fn rule_index(&self) -> usize {
-        self.decided_by as usize
+        ((self.flags() >> 3) & 0b1111) as usize
     }
 
     /// Every rule's status, in the order of
     /// [`Policy::rules`](crate::Policy::rules).
     pub fn rules(&self) -> &[RuleStatus] {
-        &self.statuses[..self.len as usize]
+        &self.statuses[..self.len()]
     }
 
-    /// The latest of the rules' resets (computed, not stored: it keeps the
-    /// decision within 128 bytes).
+    /// The time until every rule is clear, in µs.
     pub(crate) const fn reset_after_us(&self) -> u64 {
-        let mut latest = 0;
-        let mut i = 0;
-        while i < self.len as usize {
-            if self.statuses[i].reset_after_us > latest {
-                latest = self.statuses[i].reset_after_us;
-            }
-            i += 1;
-        }
-        latest
+        self.reset_and_flags & Flags::RESET
     }
 
     /// An allowed decision made without the store (failing open): every rule's
@@ -201,18 +230,21 @@ impl Decision {
         for (status, rule) in statuses.iter_mut().zip(rules) {
             *status = RuleStatus {
                 remaining: rule.limit(),
-                reset_after_us: 0,
+                available_after_us: 0,
             };
         }
-        Self::new(rules, &statuses[..rules.len()], 0, None, 0)
+        Self::new(rules, &statuses[..rules.len()], 0, None, 0, 0)
     }
 
     /// The same decision `elapsed_us` later, nothing else having happened:
     /// every wait is shorter by that much.
     pub(crate) fn aged(mut self, elapsed_us: u64) -> Self {
         self.wait_us = self.wait_us.saturating_sub(elapsed_us);
-        for status in &mut self.statuses[..self.len as usize] {
-            status.reset_after_us = status.reset_after_us.saturating_sub(elapsed_us);
+        let reset = self.reset_after_us().saturating_sub(elapsed_us);
+        self.reset_and_flags = (self.reset_and_flags & !Flags::RESET) | reset;
+        let len = self.len();
+        for status in &mut self.statuses[..len] {
+            status.available_after_us = status.available_after_us.saturating_sub(elapsed_us);
         }
         self
     }

@@ -110,6 +110,8 @@ pub enum Error {
     #[error(transparent)]
     Config(#[from] ConfigError),
     /// The Redis server answered with an error, or the connection failed.
+    /// An `OOM` answer (Redis is over `maxmemory` and refused the script
+    /// before it ran) is one of them: nothing was recorded.
     #[cfg(feature = "redis")]
     #[error("redis: {0}")]
     Redis(#[from] redis::RedisError),
@@ -128,10 +130,13 @@ pub enum Error {
 
 impl Error {
     /// A short name of the kind of error, for metrics: `config`, `redis`,
-    /// `timeout`, `protocol` or `unavailable`.
+    /// `oom` (Redis refused the call for want of memory: `maxmemory` is
+    /// reached), `timeout`, `protocol` or `unavailable`.
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Config(_) => "config",
+            #[cfg(feature = "redis")]
+            Self::Redis(error) if error.code() == Some("OOM") => "oom",
             #[cfg(feature = "redis")]
             Self::Redis(_) => "redis",
             Self::Timeout(_) => "timeout",

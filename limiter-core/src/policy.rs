@@ -58,24 +58,33 @@ pub(crate) struct BucketParams {
     pub(crate) capacity: u64,
     pub(crate) unit: u64,
     pub(crate) drain: u64,
+    /// The rate as configured, for the policy's name.
+    pub(crate) rate: Rate,
 }
 
 impl BucketParams {
-    fn new(rate: Rate, capacity: u64) -> Result<Self, ConfigError> {
+    /// A bucket of `capacity` (called `what`: a capacity, or GCRA's burst)
+    /// draining at `rate`.
+    fn new(rate: Rate, capacity: u64, what: &'static str) -> Result<Self, ConfigError> {
         if capacity == 0 {
-            return Err(ConfigError::ZeroCapacity { what: "capacity" });
+            return Err(ConfigError::ZeroCapacity { what });
         }
         let divisor = gcd(rate.amount(), rate.period_us());
         let params = Self {
             capacity,
             unit: rate.period_us() / divisor,
             drain: rate.amount() / divisor,
+            rate,
         };
         match capacity.checked_mul(params.unit) {
             Some(full) if full <= EXACT_LIMIT => Ok(params),
             _ => Err(ConfigError::TooLarge {
-                what: "the bucket",
-                detail: format!("capacity {capacity} at {rate} needs more than 2^50 sub-units"),
+                what: if what == "burst" {
+                    "the burst"
+                } else {
+                    "the bucket"
+                },
+                detail: format!("{what} {capacity} at {rate} needs more than 2^50 sub-units"),
             }),
         }
     }
@@ -86,17 +95,6 @@ impl BucketParams {
     }
 }
 
-/// GCRA's parameters in microseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct GcraParams {
-    pub(crate) burst: u64,
-    /// The emission interval `T`: the rate's period per request, rounded up to
-    /// the microsecond so the rate is never exceeded.
-    pub(crate) interval_us: u64,
-    /// The delay variation tolerance `τ = T · burst`.
-    pub(crate) tolerance_us: u64,
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
     SlidingLog,
@@ -104,7 +102,11 @@ pub(crate) enum Kind {
     SlidingWindow,
     TokenBucket(BucketParams),
     LeakyBucket(BucketParams),
-    Gcra(GcraParams),
+    /// GCRA is the token bucket seen from its arrival times: the bucket's
+    /// water, in time, is how far the theoretical arrival time (TAT) lies
+    /// ahead of now; the emission interval `T` is one token (`unit /
+    /// drain` µs, exact), the tolerance `τ = T · burst` the full bucket.
+    Gcra(BucketParams),
 }
 
 /// One algorithm with its parameters, and the cost of one request.
@@ -179,7 +181,7 @@ impl Policy {
     /// takes [`cost`](Self::with_cost) tokens (Spring Cloud Gateway's
     /// replenishRate, burstCapacity and requestedTokens).
     pub fn token_bucket(rate: Rate, capacity: u64) -> Result<Self, ConfigError> {
-        let params = BucketParams::new(rate, capacity)?;
+        let params = BucketParams::new(rate, capacity, "capacity")?;
         Ok(Self::with_rules(
             Kind::TokenBucket(params),
             &[bucket_quota(params)],
@@ -190,7 +192,7 @@ impl Policy {
     /// [`Decision::delay`](crate::Decision::delay) says how long to wait so
     /// requests leave at `rate` (pace instead of fail).
     pub fn leaky_bucket(rate: Rate, capacity: u64) -> Result<Self, ConfigError> {
-        let params = BucketParams::new(rate, capacity)?;
+        let params = BucketParams::new(rate, capacity, "capacity")?;
         Ok(Self::with_rules(
             Kind::LeakyBucket(params),
             &[bucket_quota(params)],
@@ -203,27 +205,10 @@ impl Policy {
     /// `Policy::gcra(Rate::new(30, 60 s)?, 16)` answers as
     /// `CL.THROTTLE key 15 30 60`.
     pub fn gcra(rate: Rate, burst: u64) -> Result<Self, ConfigError> {
-        if burst == 0 {
-            return Err(ConfigError::ZeroCapacity { what: "burst" });
-        }
-        let interval_us = rate.period_us().div_ceil(rate.amount());
-        let tolerance_us = match interval_us.checked_mul(burst) {
-            Some(t) if t <= EXACT_LIMIT => t,
-            _ => {
-                return Err(ConfigError::TooLarge {
-                    what: "the burst",
-                    detail: format!("burst {burst} at {rate} spans more than 2^50 µs"),
-                });
-            }
-        };
-        let params = GcraParams {
-            burst,
-            interval_us,
-            tolerance_us,
-        };
+        let params = BucketParams::new(rate, burst, "burst")?;
         Ok(Self::with_rules(
             Kind::Gcra(params),
-            &[Rule::from_parts(burst, tolerance_us)],
+            &[bucket_quota(params)],
         ))
     }
 
@@ -326,6 +311,31 @@ impl Policy {
         &self.rules[..self.len as usize]
     }
 
+    /// The name of each rule's `RateLimit` item, in the order of
+    /// [`rules`](Self::rules), showing what was configured: a window rule
+    /// as `10-per-60s`; a bucket or GCRA by its rate and size, as
+    /// `1-per-1s-burst-10` (token bucket), `2-per-1s-capacity-5` (leaky
+    /// bucket) or `100-per-60s-burst-20` (GCRA).
+    ///
+    /// ```
+    /// use limiter_core::{Policy, Rate};
+    ///
+    /// let feed = Policy::gcra(Rate::per_minute(100)?, 20)?;
+    /// assert_eq!(feed.names(), ["100-per-60s-burst-20"]);
+    /// # Ok::<(), limiter_core::ConfigError>(())
+    /// ```
+    pub fn names(&self) -> Vec<String> {
+        let sized = |b: BucketParams, size: &str| {
+            let rate = Rule::from_parts(b.rate.amount(), b.rate.period_us());
+            vec![format!("{rate}-{size}-{}", b.capacity)]
+        };
+        match self.kind {
+            Kind::TokenBucket(b) | Kind::Gcra(b) => sized(b, "burst"),
+            Kind::LeakyBucket(b) => sized(b, "capacity"),
+            _ => self.rules().iter().map(Rule::to_string).collect(),
+        }
+    }
+
     pub(crate) const fn kind(&self) -> Kind {
         self.kind
     }
@@ -344,18 +354,15 @@ impl Policy {
             Duration::from_micros(rate_period.saturating_mul(n)).min(crate::MAX_WINDOW)
         };
         let mut divided = match self.kind {
-            Kind::TokenBucket(b) | Kind::LeakyBucket(b) => {
-                let rate = Rate::new(b.drain, slower(b.unit)).expect("a valid rate stays valid");
-                let build = if matches!(self.kind, Kind::TokenBucket(_)) {
-                    Self::token_bucket
-                } else {
-                    Self::leaky_bucket
+            Kind::TokenBucket(b) | Kind::LeakyBucket(b) | Kind::Gcra(b) => {
+                let rate = Rate::new(b.rate.amount(), slower(b.rate.period_us()))
+                    .expect("a valid rate stays valid");
+                let build = match self.kind {
+                    Kind::TokenBucket(_) => Self::token_bucket,
+                    Kind::LeakyBucket(_) => Self::leaky_bucket,
+                    _ => Self::gcra,
                 };
                 build(rate, share(b.capacity)).expect("a smaller bucket stays valid")
-            }
-            Kind::Gcra(g) => {
-                let rate = Rate::new(1, slower(g.interval_us)).expect("a valid rate stays valid");
-                Self::gcra(rate, share(g.burst)).expect("a smaller burst stays valid")
             }
             kind => {
                 let mut divided = self.clone();
@@ -373,8 +380,7 @@ impl Policy {
     /// The largest cost a request can have under this policy.
     pub(crate) fn largest_cost(&self) -> u64 {
         match self.kind {
-            Kind::TokenBucket(b) | Kind::LeakyBucket(b) => b.capacity,
-            Kind::Gcra(g) => g.burst,
+            Kind::TokenBucket(b) | Kind::LeakyBucket(b) | Kind::Gcra(b) => b.capacity,
             _ => self.rules().iter().map(|r| r.limit()).min().unwrap_or(1),
         }
     }
@@ -483,11 +489,40 @@ mod tests {
 
     #[test]
     fn bucket_units_are_exact_for_any_rate() {
-        let p = BucketParams::new(Rate::new(100, Duration::from_secs(60)).unwrap(), 20).unwrap();
+        let p = BucketParams::new(
+            Rate::new(100, Duration::from_secs(60)).unwrap(),
+            20,
+            "capacity",
+        )
+        .unwrap();
         // 100 per 60 s = 1 token per 600,000 µs.
         assert_eq!((p.unit, p.drain), (600_000, 1));
-        let p = BucketParams::new(Rate::per_second(7).unwrap(), 3).unwrap();
+        let p = BucketParams::new(Rate::per_second(7).unwrap(), 3, "capacity").unwrap();
         assert_eq!((p.unit, p.drain), (1_000_000, 7));
+    }
+
+    #[test]
+    fn names_show_what_was_configured() {
+        let rate = Rate::new(100, Duration::from_secs(60)).unwrap();
+        let name = |policy: Policy| policy.names();
+        assert_eq!(
+            name(Policy::gcra(rate, 20).unwrap()),
+            ["100-per-60s-burst-20"]
+        );
+        assert_eq!(
+            name(Policy::token_bucket(Rate::per_second(1).unwrap(), 3).unwrap()),
+            ["1-per-1s-burst-3"]
+        );
+        assert_eq!(
+            name(Policy::leaky_bucket(Rate::per_second(2).unwrap(), 5).unwrap()),
+            ["2-per-1s-capacity-5"]
+        );
+        let log = Policy::sliding_log([rule(10, 60), rule(20, 120)])
+            .unwrap()
+            .with_prevent_duplicate(DEFAULT_DUPLICATE_WINDOW)
+            .unwrap();
+        assert_eq!(name(log), ["10-per-60s", "20-per-120s", "1-per-5s"]);
+        assert_eq!(name(Policy::fixed_window(rule(3, 3600))), ["3-per-1h"]);
     }
 
     #[test]

@@ -1,99 +1,94 @@
 //! Who the client is, by address: the peer, or behind trusted proxies the
-//! rightmost forwarded address that is not a trusted proxy.
+//! rightmost address that is not a trusted proxy in the one header those
+//! proxies write.
 
-use std::fmt;
-use std::net::{IpAddr, Ipv6Addr, SocketAddr};
-use std::str::FromStr;
+mod hops;
+#[cfg(test)]
+mod model_tests;
+#[cfg(test)]
+mod tests;
 
-use http::HeaderMap;
+use std::net::IpAddr;
+
 use http::header::FORWARDED;
+use http::{HeaderMap, HeaderName, HeaderValue};
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 
 /// The IPv6 prefix length clients are grouped by unless set: one /64 is what
 /// one subscriber usually gets, so one client.
 pub const DEFAULT_IPV6_PREFIX: u8 = 64;
 
-/// An IP network in CIDR notation (`10.0.0.0/8`, `2001:db8::/32`, or a single
-/// address), naming proxies whose forwarding headers are believed.
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
+
+/// Where the client's address is read when the peer is a trusted proxy: the
+/// one header the deployment's proxies write. No other header is ever read,
+/// since a proxy that writes one passes a client's forgery of the others
+/// through untouched. Set with
+/// [`RateLimitLayer::client_ip_source`](crate::RateLimitLayer::client_ip_source).
+///
+/// | source | reads | written by, for example |
+/// |---|---|---|
+/// | [`Peer`](Self::Peer) | nothing: the connection's peer address | (no proxy in front) |
+/// | [`RightmostXForwardedFor`](Self::RightmostXForwardedFor) (default) | `X-Forwarded-For` | nginx (`$proxy_add_x_forwarded_for`), HAProxy (`option forwardfor`), AWS ALB |
+/// | [`RightmostForwarded`](Self::RightmostForwarded) | the `for=` parameters of `Forwarded` (RFC 7239) | HAProxy (`option forwarded`), a proxy set to write RFC 7239 |
+/// | [`XRealIp`](Self::XRealIp) | `X-Real-IP` | nginx (`proxy_set_header X-Real-IP $remote_addr`) |
+///
+/// Headers are believed only from a [trusted proxy](crate::RateLimitLayer::trusted_proxies):
+/// without any, or when the peer is not one, the client is the peer, whatever
+/// the source. Behind trusted proxies the client is the rightmost address in
+/// the header that is not a trusted proxy (each proxy appends the address it
+/// received the request from, so everything left of the first untrusted
+/// address from the right was written by the client). In detail:
+///
+/// - Several fields of the header are one comma-separated list, in order
+///   (each field is parsed on its own: a quote left open in one cannot
+///   swallow the next). Empty list elements are skipped.
+/// - An entry that is not an address (`unknown`, an obfuscated identifier such
+///   as `_hidden`, an address with a zone id such as `fe80::1%eth0`, bytes
+///   that are not text, a malformed `Forwarded` element, one without `for=`)
+///   ends the walk at the last address known good: the trusted proxy to its
+///   right, or the peer. Garbage never picks the key.
+/// - Entries may carry a port (`192.0.2.7:4711`, `[2001:db8::7]:4711`, in
+///   `Forwarded` an obfuscated `_port` too); IPv6 may be bracketed.
+/// - An IPv4-mapped IPv6 address (`::ffff:192.0.2.7`) is the IPv4 address,
+///   in the header and as the peer alike.
+/// - `X-Real-IP` is read by the same rule. A proxy that sets it sends one
+///   field; one that adds a field puts its own after any the client sent.
+///   Either way the rightmost value is the proxy's, so several fields are
+///   no way around it.
 ///
 /// ```
-/// use limiter_tower::IpNet;
+/// use limiter_tower::{ClientIpSource, Limiter, MemoryStore, RateLimitLayer};
 ///
-/// let net: IpNet = "10.0.0.0/8".parse()?;
-/// assert!(net.contains("10.1.2.3".parse()?));
-/// assert!(!net.contains("11.0.0.1".parse()?));
-/// assert!("10.0.0.0/33".parse::<IpNet>().is_err());
+/// // Behind a load balancer in 10.0.0.0/8 that writes `Forwarded`:
+/// let layer = RateLimitLayer::new(Limiter::new(MemoryStore::new()))
+///     .trusted_proxies(["10.0.0.0/8".parse()?])
+///     .client_ip_source(ClientIpSource::RightmostForwarded);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IpNet {
-    addr: IpAddr,
-    prefix: u8,
-}
-
-/// Why a text is not a CIDR block.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IpNetError(String);
-
-impl fmt::Display for IpNetError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "not an IP network in CIDR notation: {:?}", self.0)
-    }
-}
-
-impl std::error::Error for IpNetError {}
-
-impl FromStr for IpNet {
-    type Err = IpNetError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let error = || IpNetError(s.to_owned());
-        let (addr, prefix) = match s.trim().split_once('/') {
-            Some((addr, prefix)) => (addr, Some(prefix)),
-            None => (s.trim(), None),
-        };
-        let addr: IpAddr = addr.parse().map_err(|_| error())?;
-        let max = if addr.is_ipv4() { 32 } else { 128 };
-        let prefix = match prefix {
-            Some(p) => p
-                .parse::<u8>()
-                .ok()
-                .filter(|&p| p <= max)
-                .ok_or_else(error)?,
-            None => max,
-        };
-        Ok(Self {
-            addr: mask(addr.to_canonical(), prefix),
-            prefix,
-        })
-    }
-}
-
-impl IpNet {
-    /// Whether `ip` lies in this network (IPv4-mapped IPv6 counts as IPv4).
-    pub fn contains(&self, ip: IpAddr) -> bool {
-        let ip = ip.to_canonical();
-        ip.is_ipv4() == self.addr.is_ipv4() && mask(ip, self.prefix) == self.addr
-    }
-}
-
-/// `ip` with all but the first `prefix` bits cleared.
-fn mask(ip: IpAddr, prefix: u8) -> IpAddr {
-    match ip {
-        IpAddr::V4(v4) => {
-            let bits = u32::from(v4) & u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
-            IpAddr::V4(bits.into())
-        }
-        IpAddr::V6(v6) => {
-            let bits = u128::from(v6) & u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0);
-            IpAddr::V6(Ipv6Addr::from(bits))
-        }
-    }
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ClientIpSource {
+    /// The connection's peer address; no header is read.
+    Peer,
+    /// The rightmost address in `X-Forwarded-For` that is not a trusted proxy.
+    #[default]
+    RightmostXForwardedFor,
+    /// The rightmost `for=` address in `Forwarded` (RFC 7239) that is not a
+    /// trusted proxy.
+    RightmostForwarded,
+    /// The address in `X-Real-IP`, set by the trusted proxy in front (the
+    /// rightmost one that is not a trusted proxy, when there are several).
+    XRealIp,
 }
 
 /// How the client address is found.
 #[derive(Debug, Clone)]
 pub(crate) struct ClientIp {
-    pub(crate) trusted_proxies: Vec<IpNet>,
+    /// Canonical: see [`canonical_net`].
+    trusted_proxies: Vec<IpNet>,
+    pub(crate) source: ClientIpSource,
     pub(crate) ipv6_prefix: u8,
 }
 
@@ -101,39 +96,77 @@ impl Default for ClientIp {
     fn default() -> Self {
         Self {
             trusted_proxies: Vec::new(),
+            source: ClientIpSource::default(),
             ipv6_prefix: DEFAULT_IPV6_PREFIX,
         }
     }
 }
 
-impl ClientIp {
-    /// The client's address. Without trusted proxies, or from an untrusted
-    /// peer, the peer itself; otherwise the chain in `Forwarded` (or, when
-    /// that is absent, `X-Forwarded-For`) is walked from the right, past
-    /// trusted proxies. An entry that does not parse ends the walk at the
-    /// last address known good, so garbage can never pick the key.
-    pub(crate) fn resolve(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
-        let mut client = peer.to_canonical();
-        if !self.is_trusted(client) {
-            return client;
-        }
-        let forwarded = forwarded_chain(headers);
-        for hop in forwarded.iter().rev() {
-            match hop {
-                Some(ip) => {
-                    client = ip.to_canonical();
-                    if !self.is_trusted(client) {
-                        return client;
-                    }
-                }
-                None => return client,
+/// `net` as it is matched, with its host bits cleared. A network written
+/// inside `::ffff:0:0/96` is the IPv4 network it maps (`::ffff:10.0.0.0/104`
+/// is `10.0.0.0/8`), since mapped addresses are matched as IPv4. Any other
+/// IPv6 network matches IPv6 addresses only: `::/0` trusts no IPv4 client,
+/// mapped or not; list `0.0.0.0/0` for that.
+pub(crate) fn canonical_net(net: IpNet) -> IpNet {
+    match net {
+        IpNet::V6(v6) if v6.prefix_len() >= 96 => match v6.addr().to_ipv4_mapped() {
+            Some(v4) => {
+                Ipv4Net::new(v4, v6.prefix_len() - 96).map_or(net, |v4| IpNet::V4(v4.trunc()))
             }
+            None => IpNet::V6(v6.trunc()),
+        },
+        _ => net.trunc(),
+    }
+}
+
+impl ClientIp {
+    pub(crate) fn set_trusted_proxies(&mut self, proxies: impl IntoIterator<Item = IpNet>) {
+        self.trusted_proxies = proxies.into_iter().map(canonical_net).collect();
+    }
+
+    /// The client's address: the peer, or when the peer is a trusted proxy
+    /// the rightmost untrusted address in the source's header (see
+    /// [`ClientIpSource`]).
+    pub(crate) fn resolve(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
+        let peer = peer.to_canonical();
+        if !self.is_trusted(peer) {
+            return peer;
         }
-        client
+        let fields = |name| headers.get_all(name).into_iter().map(HeaderValue::as_bytes);
+        let client = match self.source {
+            ClientIpSource::Peer => None,
+            ClientIpSource::RightmostXForwardedFor => {
+                self.rightmost_untrusted(fields(X_FORWARDED_FOR).flat_map(hops::address_list))
+            }
+            ClientIpSource::XRealIp => {
+                self.rightmost_untrusted(fields(X_REAL_IP).flat_map(hops::address_list))
+            }
+            ClientIpSource::RightmostForwarded => {
+                self.rightmost_untrusted(fields(FORWARDED).flat_map(hops::forwarded))
+            }
+        };
+        client.unwrap_or(peer)
+    }
+
+    /// The client named by a list of hops (`None` for one that is not an
+    /// address), or `None` for the next hop to the right: the peer.
+    ///
+    /// Walking from the right, the client is the first address that is not a
+    /// trusted proxy, and a hop that is not an address stops the walk at the
+    /// hop to its right. Read left to right instead, with no buffer however
+    /// long the header, that walk is this fold, whose state is the answer
+    /// were the list to end there.
+    fn rightmost_untrusted(&self, hops: impl Iterator<Item = Option<IpAddr>>) -> Option<IpAddr> {
+        hops.fold(None, |client, hop| match hop {
+            None => None,
+            Some(ip) if !self.is_trusted(ip) => Some(ip),
+            // Trusted: the client stays what was found left of it, if anything.
+            Some(ip) => client.or(Some(ip)),
+        })
     }
 
     fn is_trusted(&self, ip: IpAddr) -> bool {
-        self.trusted_proxies.iter().any(|net| net.contains(ip))
+        self.trusted_proxies.iter().any(|net| net.contains(&ip))
     }
 
     /// The identity of an address: IPv4 as is, IPv6 as its network of
@@ -165,182 +198,14 @@ impl ClientIp {
                     key.push(digit(octet % 10));
                 }
             }
-            IpAddr::V6(_) => {
+            IpAddr::V6(v6) => {
                 let mut text = String::with_capacity(48);
-                let _ = if self.ipv6_prefix >= 128 {
-                    write!(text, "{ip}")
-                } else {
-                    write!(text, "{}/{}", mask(ip, self.ipv6_prefix), self.ipv6_prefix)
+                let _ = match Ipv6Net::new(v6, self.ipv6_prefix) {
+                    Ok(net) if self.ipv6_prefix < 128 => write!(text, "{}", net.trunc()),
+                    _ => write!(text, "{v6}"),
                 };
                 limiter_core::push_identity(key, &text);
             }
         }
-    }
-}
-
-/// The addresses of a forwarding chain, oldest first; `None` for an entry
-/// that is not an address (`unknown`, an obfuscated name, garbage).
-fn forwarded_chain(headers: &HeaderMap) -> Vec<Option<IpAddr>> {
-    let forwarded: Vec<_> = headers.get_all(FORWARDED).iter().collect();
-    if !forwarded.is_empty() {
-        return forwarded
-            .iter()
-            .flat_map(|value| match value.to_str() {
-                Ok(text) => text.split(',').map(forwarded_for).collect(),
-                Err(_) => vec![None],
-            })
-            .collect();
-    }
-    headers
-        .get_all("x-forwarded-for")
-        .iter()
-        .flat_map(|value| match value.to_str() {
-            Ok(text) => text.split(',').map(parse_addr).collect(),
-            Err(_) => vec![None],
-        })
-        .collect()
-}
-
-/// The `for=` parameter of one `Forwarded` element (RFC 7239).
-fn forwarded_for(element: &str) -> Option<IpAddr> {
-    let value = element.split(';').find_map(|pair| {
-        let (name, value) = pair.trim().split_once('=')?;
-        name.trim()
-            .eq_ignore_ascii_case("for")
-            .then_some(value.trim())
-    })?;
-    let value = value.trim_matches('"');
-    match value.strip_prefix('[') {
-        // `[2001:db8::1]` or `[2001:db8::1]:4711`
-        Some(rest) => rest.split_once(']')?.0.parse().ok(),
-        None => parse_addr(value),
-    }
-}
-
-/// An address, with or without a port.
-fn parse_addr(text: &str) -> Option<IpAddr> {
-    let text = text.trim();
-    text.parse::<IpAddr>()
-        .ok()
-        .or_else(|| text.parse::<SocketAddr>().ok().map(|s| s.ip()))
-}
-
-#[cfg(test)]
-mod tests {
-    use http::HeaderValue;
-
-    use super::*;
-
-    fn ip(s: &str) -> IpAddr {
-        s.parse().unwrap()
-    }
-
-    fn behind(proxies: &[&str]) -> ClientIp {
-        ClientIp {
-            trusted_proxies: proxies.iter().map(|p| p.parse().unwrap()).collect(),
-            ..ClientIp::default()
-        }
-    }
-
-    fn headers(pairs: &[(&str, &[u8])]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (name, value) in pairs {
-            map.append(
-                http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
-                HeaderValue::from_bytes(value).unwrap(),
-            );
-        }
-        map
-    }
-
-    #[test]
-    fn ipv4_identities_are_the_dotted_decimal_text() {
-        let client = ClientIp::default();
-        for octet in 0..=255u8 {
-            for v4 in [
-                std::net::Ipv4Addr::new(octet, 0, 9, 255),
-                std::net::Ipv4Addr::new(10, octet, 100, octet),
-            ] {
-                assert_eq!(client.identity(IpAddr::V4(v4)), v4.to_string());
-            }
-        }
-    }
-
-    #[test]
-    fn an_untrusted_peer_cannot_spoof_its_address() {
-        let spoofed = headers(&[("x-forwarded-for", b"1.2.3.4")]);
-        assert_eq!(
-            behind(&[]).resolve(ip("203.0.113.7"), &spoofed),
-            ip("203.0.113.7")
-        );
-        assert_eq!(
-            behind(&["10.0.0.0/8"]).resolve(ip("203.0.113.7"), &spoofed),
-            ip("203.0.113.7")
-        );
-    }
-
-    #[test]
-    fn the_rightmost_untrusted_forwarded_address_is_the_client() {
-        let proxies = behind(&["10.0.0.0/8"]);
-        // The client prepended a lie; the trusted proxy appended the truth.
-        let chain = headers(&[("x-forwarded-for", b"6.6.6.6, 198.51.100.9, 10.0.0.2")]);
-        assert_eq!(proxies.resolve(ip("10.0.0.1"), &chain), ip("198.51.100.9"));
-        let split = headers(&[
-            ("x-forwarded-for", b"6.6.6.6"),
-            ("x-forwarded-for", b"198.51.100.9:443"),
-        ]);
-        assert_eq!(proxies.resolve(ip("10.0.0.1"), &split), ip("198.51.100.9"));
-    }
-
-    #[test]
-    fn forwarded_wins_over_x_forwarded_for() {
-        let proxies = behind(&["10.0.0.0/8"]);
-        let both = headers(&[
-            (
-                "forwarded",
-                b"for=192.0.2.60;proto=http, for=\"[2001:db8:cafe::17]:4711\"",
-            ),
-            ("x-forwarded-for", b"1.1.1.1"),
-        ]);
-        assert_eq!(
-            proxies.resolve(ip("10.0.0.1"), &both),
-            ip("2001:db8:cafe::17")
-        );
-    }
-
-    #[test]
-    fn garbage_stops_the_walk_at_the_last_good_address() {
-        let proxies = behind(&["10.0.0.0/8"]);
-        for garbage in [&b"not-an-ip"[..], b"for=unknown", b"\xff\xfe", b",,,", b""] {
-            let h = headers(&[("x-forwarded-for", garbage)]);
-            assert_eq!(proxies.resolve(ip("10.0.0.1"), &h), ip("10.0.0.1"));
-            let h = headers(&[("forwarded", garbage)]);
-            assert_eq!(proxies.resolve(ip("10.0.0.1"), &h), ip("10.0.0.1"));
-        }
-        let h = headers(&[("x-forwarded-for", b"198.51.100.9, junk, 10.0.0.3")]);
-        assert_eq!(proxies.resolve(ip("10.0.0.1"), &h), ip("10.0.0.3"));
-    }
-
-    #[test]
-    fn ipv6_clients_are_grouped_by_prefix() {
-        let client = ClientIp::default();
-        // As they stand in a key: the colons escaped.
-        let network = "2001%3Adb8%3A1%3A2%3A%3A/64";
-        assert_eq!(client.identity(ip("2001:db8:1:2:aaaa::1")), network);
-        assert_eq!(client.identity(ip("2001:db8:1:2:bbbb::9")), network);
-        assert_eq!(client.identity(ip("203.0.113.7")), "203.0.113.7");
-        let wide = ClientIp {
-            ipv6_prefix: 48,
-            ..ClientIp::default()
-        };
-        assert_eq!(
-            wide.identity(ip("2001:db8:1:2::1")),
-            "2001%3Adb8%3A1%3A%3A/48"
-        );
-        // IPv4-mapped IPv6 peers are IPv4 clients.
-        assert_eq!(
-            behind(&[]).resolve(ip("::ffff:203.0.113.7"), &HeaderMap::new()),
-            ip("203.0.113.7")
-        );
     }
 }

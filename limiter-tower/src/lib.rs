@@ -26,7 +26,8 @@
 //!
 //! - [`RateLimitLayer`] goes on the router once: it holds the store
 //!   ([`MemoryStore`] or [`RedisStore`]), the key prefix, how to find the
-//!   client address (trusted proxies, IPv6 grouping) and the user.
+//!   client address (trusted proxies, the header they write:
+//!   [`ClientIpSource`]; IPv6 grouping) and the user.
 //! - `#[rate_limit(...)]` on a handler generates that handler's limit, a Tower
 //!   layer, keyed `{prefix}:{identity}:{module}-{handler}`.
 //! - [`LimitLayer`] is the same limit without the macro, for any route or service.
@@ -46,7 +47,8 @@ mod response;
 #[path = "private.rs"]
 pub mod __private;
 
-pub use client_ip::{DEFAULT_IPV6_PREFIX, IpNet, IpNetError};
+pub use client_ip::{ClientIpSource, DEFAULT_IPV6_PREFIX};
+pub use ipnet::IpNet;
 pub use key::{KeySource, Resolver};
 pub use limit::{Limit, LimitLayer, ResponseFuture};
 pub use limiter_core::*;

@@ -1,7 +1,10 @@
 //! The headers and bodies limiter answers with.
 //!
-//! `RateLimit-Policy` and `RateLimit` follow draft-ietf-httpapi-ratelimit-headers:
-//! Structured Field lists with one item per rule, named after the rule:
+//! `RateLimit-Policy` and `RateLimit` follow draft-ietf-httpapi-ratelimit-headers-10:
+//! Structured Field lists with one item per rule, named after the rule. `t`
+//! is the time until the rule makes more quota available
+//! ([`RuleStatus::available_after`](limiter_core::RuleStatus::available_after)):
+//! for a rule that denied the request, its retry time.
 //!
 //! ```text
 //! RateLimit-Policy: "10-per-60s";q=10;w=60, "20-per-120s";q=20;w=120
@@ -15,7 +18,7 @@ use axum::body::Body;
 use axum::response::Response;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
-use limiter_core::{Decision, Policy, Rule};
+use limiter_core::{Decision, Policy};
 
 use crate::context::HeaderOptions;
 
@@ -37,19 +40,24 @@ fn seconds(d: Duration) -> u64 {
 
 /// The `RateLimit-Policy` value of a policy: fixed, so built once per route.
 pub(crate) fn policy_header(policy: &Policy) -> HeaderValue {
-    field_list(policy.rules().iter().map(|rule| {
+    let mut value = String::with_capacity(64);
+    for (i, (name, rule)) in policy.names().iter().zip(policy.rules()).enumerate() {
+        if i > 0 {
+            value.push_str(", ");
+        }
         let window = seconds(rule.window()).max(1);
-        (*rule, 'q', rule.limit(), 'w', window)
-    }))
+        let _ = write!(value, "\"{name}\";q={};w={window}", rule.limit());
+    }
+    HeaderValue::try_from(value).expect("rule names are visible ASCII")
 }
 
 /// The start of each rule's `RateLimit` item, `"10-per-60s";r=`: fixed per
 /// route, so built once.
 pub(crate) fn rate_limit_prefixes(policy: &Policy) -> Box<[Box<str>]> {
     policy
-        .rules()
+        .names()
         .iter()
-        .map(|rule| format!("\"{rule}\";r=").into_boxed_str())
+        .map(|name| format!("\"{name}\";r=").into_boxed_str())
         .collect()
 }
 
@@ -85,7 +93,7 @@ fn write_items(out: &mut impl std::io::Write, prefixes: &[Box<str>], decision: &
         put(prefix.as_bytes());
         put(decimal(status.remaining(), &mut digits));
         put(b";t=");
-        put(decimal(seconds(status.reset_after()), &mut digits));
+        put(decimal(seconds(status.available_after()), &mut digits));
     }
 }
 
@@ -102,18 +110,6 @@ fn decimal(mut n: u64, digits: &mut [u8; 20]) -> &[u8] {
         }
     }
     &digits[start..]
-}
-
-/// A Structured Fields list of `"{rule}";{a}={x};{b}={y}` items.
-fn field_list(items: impl Iterator<Item = (Rule, char, u64, char, u64)>) -> HeaderValue {
-    let mut value = String::with_capacity(64);
-    for (i, (rule, a, x, b, y)) in items.enumerate() {
-        if i > 0 {
-            value.push_str(", ");
-        }
-        let _ = write!(value, "\"{rule}\";{a}={x};{b}={y}");
-    }
-    HeaderValue::try_from(value).expect("rule names are visible ASCII")
 }
 
 /// The rate-limit headers of one decision, ready to add to a response:
@@ -139,7 +135,7 @@ impl RateLimitHeaders {
             Box::new([
                 decision.limit().into(),
                 deciding.remaining().into(),
-                seconds(deciding.reset_after()).into(),
+                seconds(deciding.available_after()).into(),
             ])
         });
         Self {
@@ -172,25 +168,27 @@ pub(crate) fn too_many_requests(
 ) -> Response {
     let retry_after = seconds(decision.retry_after().unwrap_or_default()).max(1);
     let violated: Vec<String> = policy
-        .rules()
-        .iter()
+        .names()
+        .into_iter()
         .zip(decision.rules())
         .filter(|(_, status)| status.remaining() < policy.cost())
-        .map(|(rule, _)| rule.to_string())
+        .map(|(name, _)| name)
         .collect();
     let mut response = match message {
         Some(message) => text(StatusCode::TOO_MANY_REQUESTS, message),
         None => {
-            let names: Vec<String> = violated.iter().map(|v| json_string(v)).collect();
-            let body = format!(
-                r#"{{"type":"{QUOTA_EXCEEDED}","title":"Too Many Requests","status":429,"detail":{},"violated-policies":[{}]}}"#,
-                json_string(&format!(
-                    "Rate limit exceeded ({}); retry after {retry_after} s.",
-                    violated.join(", ")
-                )),
-                names.join(",")
+            let detail = format!(
+                "Rate limit exceeded ({}); retry after {retry_after} s.",
+                violated.join(", ")
             );
-            problem_json(StatusCode::TOO_MANY_REQUESTS, body)
+            let body = Problem {
+                kind: QUOTA_EXCEEDED,
+                title: "Too Many Requests",
+                status: 429,
+                detail: &detail,
+                violated_policies: Some(&violated),
+            };
+            problem_json(StatusCode::TOO_MANY_REQUESTS, &body)
         }
     };
     response
@@ -202,13 +200,14 @@ pub(crate) fn too_many_requests(
 
 /// An RFC 9457 problem of type `about:blank`.
 pub(crate) fn problem(status: StatusCode, detail: &str) -> Response {
-    let body = format!(
-        r#"{{"type":"about:blank","title":{},"status":{},"detail":{}}}"#,
-        json_string(status.canonical_reason().unwrap_or("Error")),
-        status.as_u16(),
-        json_string(detail)
-    );
-    problem_json(status, body)
+    let body = Problem {
+        kind: "about:blank",
+        title: status.canonical_reason().unwrap_or("Error"),
+        status: status.as_u16(),
+        detail,
+        violated_policies: None,
+    };
+    problem_json(status, &body)
 }
 
 /// 503 with `Retry-After`: the store could not decide.
@@ -220,7 +219,21 @@ pub(crate) fn unavailable(detail: &str, retry_after: Duration) -> Response {
     response
 }
 
-fn problem_json(status: StatusCode, body: String) -> Response {
+/// An RFC 9457 problem details object, with the RateLimit draft's
+/// `violated-policies` member for a 429.
+#[derive(serde::Serialize)]
+struct Problem<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    title: &'a str,
+    status: u16,
+    detail: &'a str,
+    #[serde(rename = "violated-policies", skip_serializing_if = "Option::is_none")]
+    violated_policies: Option<&'a [String]>,
+}
+
+fn problem_json(status: StatusCode, body: &Problem<'_>) -> Response {
+    let body = serde_json::to_vec(body).expect("strings and numbers serialize");
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = status;
     response.headers_mut().insert(
@@ -238,24 +251,6 @@ fn text(status: StatusCode, body: &str) -> Response {
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     response
-}
-
-/// `s` as a JSON string literal.
-fn json_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if c < ' ' => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 #[cfg(test)]
@@ -283,14 +278,24 @@ mod tests {
     }
 
     #[test]
+    fn problem_bodies_are_json_whatever_the_text() {
+        let response = problem(StatusCode::UNAUTHORIZED, "a \"quoted\"\\ line\n\u{1}");
+        let body = futures_util::FutureExt::now_or_never(axum::body::to_bytes(
+            response.into_body(),
+            usize::MAX,
+        ))
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            &body[..],
+            br#"{"type":"about:blank","title":"Unauthorized","status":401,"detail":"a \"quoted\"\\ line\n\u0001"}"#
+        );
+    }
+
+    #[test]
     fn integers_are_written_in_decimal() {
         for n in [0, 7, 10, 255, 1_000_000, u64::MAX] {
             assert_eq!(decimal(n, &mut [0; 20]), n.to_string().as_bytes());
         }
-    }
-
-    #[test]
-    fn json_strings_are_escaped() {
-        assert_eq!(json_string("a\"b\\c\n"), r#""a\"b\\c\u000a""#);
     }
 }

@@ -3,11 +3,11 @@
 //! to: non-UTF-8 header values, 10 kB headers, garbage forwarding headers.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
 /// A response as received.
 #[derive(Debug, Clone)]
@@ -99,7 +99,32 @@ pub async fn send(
     headers: &[(&str, &[u8])],
     body: &[u8],
 ) -> std::io::Result<Response> {
-    let mut stream = TcpStream::connect(addr).await?;
+    exchange(TcpStream::connect(addr).await?, method, path, headers, body).await
+}
+
+/// [`send`] from the local address `from` (any of 127.0.0.0/8 reaches a
+/// server on 127.0.0.1), for a peer other than 127.0.0.1.
+pub async fn send_from(
+    from: IpAddr,
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &[u8])],
+    body: &[u8],
+) -> std::io::Result<Response> {
+    let socket = TcpSocket::new_v4()?;
+    socket.bind(SocketAddr::new(from, 0))?;
+    exchange(socket.connect(addr).await?, method, path, headers, body).await
+}
+
+async fn exchange(
+    mut stream: TcpStream,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &[u8])],
+    body: &[u8],
+) -> std::io::Result<Response> {
+    let addr = stream.peer_addr()?;
     let mut request =
         format!("{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n").into_bytes();
     for (name, value) in headers {
@@ -118,7 +143,8 @@ pub async fn send(
     parse_response(&raw)
 }
 
-fn parse_response(raw: &[u8]) -> std::io::Result<Response> {
+/// Parses a whole raw response, as [`send`] reads it.
+pub fn parse_response(raw: &[u8]) -> std::io::Result<Response> {
     let invalid =
         |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_owned());
     let split = raw

@@ -4,7 +4,8 @@
 //! A test that only needs a Redis gets it from [`redis()`]: a fresh server of
 //! its own, or, when `REDIS_URL` is set, that server with a unique key prefix
 //! (and never a FLUSHALL). Tests that kill, hang or restart Redis start a
-//! [`RedisServer`] of their own; cluster tests a [`RedisCluster`].
+//! [`RedisServer`] of their own; cluster tests a [`RedisCluster`], Sentinel
+//! tests a [`RedisSentinel`].
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -15,8 +16,13 @@ use std::time::{Duration, Instant};
 
 use limiter_core::{RedisConfig, RedisStore};
 
+mod cluster;
 pub mod http;
 pub mod proxy;
+mod sentinel;
+
+pub use cluster::RedisCluster;
+pub use sentinel::{CommandCalls, RedisSentinel};
 
 /// A `redis-server` process of the test's own, killed on drop.
 #[derive(Debug)]
@@ -25,6 +31,8 @@ pub struct RedisServer {
     port: u16,
     extra: Vec<String>,
     dir: tempfile::TempDir,
+    /// The configuration file it reads first (a Sentinel's), in `dir`.
+    config_file: Option<PathBuf>,
 }
 
 /// The `redis-server` binary, or a panic that says how to install it.
@@ -54,13 +62,14 @@ impl RedisServer {
         for _ in 0..10 {
             let dir = tempfile::tempdir().expect("a temporary directory");
             let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-            let child = spawn_redis(free_port(), dir.path(), &extra);
+            let child = spawn_redis(free_port(), dir.path(), None, &extra);
             let port = child.1;
             let mut server = Self {
                 child: child.0,
                 port,
                 extra,
                 dir,
+                config_file: None,
             };
             match server.wait_ready(Duration::from_secs(10)) {
                 Ok(()) => return server,
@@ -79,17 +88,42 @@ impl RedisServer {
     /// Starts a server on `port` (for a Redis that comes up after the app).
     pub fn start_on(port: u16) -> Self {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let (child, port) = spawn_redis(port, dir.path(), &[]);
+        let (child, port) = spawn_redis(port, dir.path(), None, &[]);
         let mut server = Self {
             child,
             port,
             extra: Vec::new(),
             dir,
+            config_file: None,
         };
         server
             .wait_ready(Duration::from_secs(10))
             .unwrap_or_else(|e| panic!("redis-server on port {port}: {e}"));
         server
+    }
+
+    /// Starts a Redis Sentinel on a free port, reading `config` (the
+    /// `sentinel ...` lines; the file is the Sentinel's to rewrite).
+    pub fn start_sentinel(config: &str) -> Self {
+        let mut last_error = String::new();
+        for _ in 0..10 {
+            let dir = tempfile::tempdir().expect("a temporary directory");
+            let config_file = dir.path().join("sentinel.conf");
+            std::fs::write(&config_file, config).expect("the Sentinel's configuration is written");
+            let (child, port) = spawn_redis(free_port(), dir.path(), Some(&config_file), &[]);
+            let mut server = Self {
+                child,
+                port,
+                extra: Vec::new(),
+                dir,
+                config_file: Some(config_file),
+            };
+            match server.wait_ready(Duration::from_secs(10)) {
+                Ok(()) => return server,
+                Err(e) => last_error = e,
+            }
+        }
+        panic!("redis-server --sentinel did not start: {last_error}");
     }
 
     /// SIGKILL: the server dies at once, losing everything (nothing is saved).
@@ -101,7 +135,12 @@ impl RedisServer {
     /// Starts the server again on the same port, empty (no scripts, no keys).
     pub fn restart(&mut self) {
         self.kill();
-        let (child, _) = spawn_redis(self.port, self.dir.path(), &self.extra);
+        let (child, _) = spawn_redis(
+            self.port,
+            self.dir.path(),
+            self.config_file.as_deref(),
+            &self.extra,
+        );
         self.child = child;
         self.wait_ready(Duration::from_secs(10))
             .unwrap_or_else(|e| panic!("redis-server did not restart: {e}"));
@@ -155,8 +194,18 @@ impl Drop for RedisServer {
     }
 }
 
-fn spawn_redis(port: u16, dir: &std::path::Path, extra: &[String]) -> (Child, u16) {
-    let child = Command::new(redis_server_binary())
+fn spawn_redis(
+    port: u16,
+    dir: &std::path::Path,
+    config_file: Option<&std::path::Path>,
+    extra: &[String],
+) -> (Child, u16) {
+    let mut command = Command::new(redis_server_binary());
+    // A configuration file must come first.
+    if let Some(config_file) = config_file {
+        command.arg(config_file).arg("--sentinel");
+    }
+    let child = command
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
         .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
         .arg("--dir")
@@ -385,6 +434,11 @@ impl UgcServer {
         self.addr
     }
 
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// Sends SIGTERM and waits up to `within` for the process to exit;
     /// returns its exit status, or `None` if it is still running.
     pub fn terminate(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
@@ -404,96 +458,47 @@ impl UgcServer {
     }
 }
 
+/// Runs `ugc` with the given extra environment, expecting it to stop at
+/// start-up: returns its log, or panics if it is still running after 30 s
+/// or exited successfully.
+pub fn ugc_start_up_error(env: &[(&str, &str)]) -> String {
+    let mut child = Command::new(ugc_binary())
+        .env("LIMITER_ADDR", "127.0.0.1:0")
+        .env("NO_COLOR", "1")
+        .env_remove("REDIS_URL")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("ugc starts");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("ugc's status") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("ugc still runs 30 s after starting with {env:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut log = String::new();
+    if let Some(mut stdout) = child.stdout.take() {
+        let _ = stdout.read_to_string(&mut log);
+    }
+    assert!(
+        !status.success(),
+        "ugc exited with {status} for {env:?}: {log}"
+    );
+    log
+}
+
 impl Drop for UgcServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-/// A Redis Cluster of three masters (no replicas), each a `redis-server`
-/// process on a free port; slots split evenly by the harness. Stopped on drop.
-#[derive(Debug)]
-pub struct RedisCluster {
-    /// The masters, in slot order: node 0 owns 0..=5460, 1 owns 5461..=10922, 2 the rest.
-    pub nodes: Vec<RedisServer>,
-}
-
-impl RedisCluster {
-    /// Starts the cluster and waits until every node reports `cluster_state:ok`
-    /// and knows the whole slot map.
-    pub fn start() -> Self {
-        let nodes: Vec<RedisServer> = (0..3)
-            .map(|_| {
-                RedisServer::start_with(&[
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    "nodes.conf",
-                    "--cluster-node-timeout",
-                    "2000",
-                ])
-            })
-            .collect();
-        let ranges = [(0, 5460), (5461, 10922), (10923, 16383)];
-        for (node, (first, last)) in nodes.iter().zip(ranges) {
-            node.command(&[
-                "CLUSTER",
-                "ADDSLOTSRANGE",
-                &first.to_string(),
-                &last.to_string(),
-            ]);
-        }
-        for node in &nodes[1..] {
-            nodes[0].command(&["CLUSTER", "MEET", "127.0.0.1", &node.port().to_string()]);
-        }
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let ready = nodes.iter().all(|n| {
-                n.command(&["CLUSTER", "INFO"]).contains("cluster_state:ok")
-                    && n.command(&["CLUSTER", "SLOTS"])
-                        .matches("127.0.0.1")
-                        .count()
-                        >= 3
-            });
-            if ready {
-                return Self { nodes };
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the cluster did not form within 30 s"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    /// A cluster store through every node as a seed, with a deadline
-    /// generous enough for a loaded test machine.
-    pub async fn store(&self) -> RedisStore {
-        let config = RedisConfig::new().response_timeout(Duration::from_secs(5));
-        let urls = self.urls();
-        RedisStore::connect_cluster(urls.iter().map(String::as_str), config)
-            .await
-            .expect("connect to the test cluster")
-    }
-
-    /// `redis://127.0.0.1:{port}/` of every node, the seeds for a client.
-    pub fn urls(&self) -> Vec<String> {
-        self.nodes.iter().map(RedisServer::url).collect()
-    }
-
-    /// The node that owns `key`'s slot.
-    pub fn owner_of(&self, key: &str) -> usize {
-        let slot: u16 = self.nodes[0]
-            .command(&["CLUSTER", "KEYSLOT", key])
-            .trim()
-            .parse()
-            .expect("a slot number");
-        match slot {
-            0..=5460 => 0,
-            5461..=10922 => 1,
-            _ => 2,
-        }
     }
 }
 

@@ -64,8 +64,8 @@ async fn through_a_trusted_proxy_the_forwarded_client_counts() {
     // The client's own prefix is not believed: the rightmost untrusted address counts.
     let chained: &[(&str, &[u8])] = &[("x-forwarded-for", b"198.51.100.1, 198.51.100.2")];
     assert_eq!(post_twice(addr, chained).await, (201, 429));
-    let forwarded: &[(&str, &[u8])] = &[("forwarded", b"for=\"[2001:db8:1:2::5]:443\"")];
-    assert_eq!(post_twice(addr, forwarded).await, (201, 429));
+    let bracketed: &[(&str, &[u8])] = &[("x-forwarded-for", b"[2001:db8:1:2::5]:443")];
+    assert_eq!(post_twice(addr, bracketed).await, (201, 429));
     // The same /64 is the same client; another /64 is not.
     let same_64: &[(&str, &[u8])] = &[("x-forwarded-for", b"2001:db8:1:2::9")];
     assert_eq!(

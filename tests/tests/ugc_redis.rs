@@ -79,7 +79,7 @@ async fn every_route_on_redis_allows_exactly_its_limit_with_exact_fields() {
     let empty = send(addr, "POST", "/posts/1/likes", user, b"")
         .await
         .unwrap();
-    empty.assert_denied("1", &[("10-per-10s", 10, 10, 0, 10)]);
+    empty.assert_denied("1", &[("1-per-1s-burst-10", 10, 10, 0, 1)]);
 
     // Feed: 20 at once.
     for _ in 0..20 {
@@ -89,7 +89,7 @@ async fn every_route_on_redis_allows_exactly_its_limit_with_exact_fields() {
         );
     }
     let burst = send(addr, "GET", "/feed", &[], b"").await.unwrap();
-    burst.assert_denied("1", &[("20-per-12s", 20, 12, 0, 12)]);
+    burst.assert_denied("1", &[("100-per-60s-burst-20", 20, 12, 0, 1)]);
 }
 
 /// A test-only handler with a one-second window, to wait out Retry-After.

@@ -83,13 +83,15 @@ async fn posts_allow_ten_a_minute_twenty_per_two_minutes_and_no_duplicate() {
         assert_eq!(post(addr, "/posts", None).await.status, 201);
     }
     clock.advance(Duration::from_secs(5));
-    // At 50 s: the post at 0 s leaves the 60 s window at 60 s.
+    // At 50 s: the post at 0 s leaves the 60 s window at 60 s, which is
+    // when the first rule lets a post through (`t` = 10), and the 120 s
+    // window at 120 s, when the second gives quota back (`t` = 70).
     let denied = post(addr, "/posts", None).await;
     denied.assert_denied(
         "10",
         &[
-            ("10-per-60s", 10, 60, 0, 55),
-            ("20-per-120s", 20, 120, 10, 115),
+            ("10-per-60s", 10, 60, 0, 10),
+            ("20-per-120s", 20, 120, 10, 70),
             ("1-per-5s", 1, 5, 1, 0),
         ],
     );
@@ -107,7 +109,7 @@ async fn likes_are_a_token_bucket_per_user() {
         );
     }
     let denied = post(addr, "/posts/1/likes", Some("laoqian")).await;
-    denied.assert_denied("1", &[("10-per-10s", 10, 10, 0, 10)]);
+    denied.assert_denied("1", &[("1-per-1s-burst-10", 10, 10, 0, 1)]);
     assert_eq!(post(addr, "/posts/1/likes", None).await.status, 401);
     clock.advance(Duration::from_secs(1));
     let ok = post(addr, "/posts/1/likes", Some("laoqian")).await;
@@ -123,7 +125,7 @@ async fn the_feed_is_gcra_per_ip_with_a_burst_of_twenty() {
     }
     // 100 per 60 s: one more every 600 ms.
     let denied = get(addr, "/feed").await;
-    denied.assert_denied("1", &[("20-per-12s", 20, 12, 0, 12)]);
+    denied.assert_denied("1", &[("100-per-60s-burst-20", 20, 12, 0, 1)]);
     clock.advance(Duration::from_millis(599));
     assert_eq!(get(addr, "/feed").await.status, 429);
     clock.advance(Duration::from_millis(1));

@@ -1,16 +1,30 @@
 //! The UGC community server. Environment:
 //! - `LIMITER_ADDR`: where to listen (default `127.0.0.1:3000`);
 //! - `REDIS_URL`: share limits through this Redis (default: in-memory store);
-//! - `LIMITER_TRUSTED_PROXIES`: comma-separated CIDRs whose `Forwarded` /
-//!   `X-Forwarded-For` are believed (default none);
-//! - `LIMITER_STORE_DEADLINE_MS`: the deadline of one Redis call (default 50).
+//! - `LIMITER_TRUSTED_PROXIES`: comma-separated proxies (CIDRs or single
+//!   addresses) whose forwarding header is believed (default none: the client
+//!   is the peer address);
+//! - `LIMITER_CLIENT_IP_HEADER`: the header those proxies write the client
+//!   into: `x-forwarded-for` (default), `forwarded` or `x-real-ip`. Only that
+//!   one is read;
+//! - `LIMITER_STORE_DEADLINE_MS`: the deadline of one Redis call (default 50);
+//! - `LIMITER_HEADER_READ_TIMEOUT_MS`: how long a client may take to send a
+//!   request's head, idle keep-alive included, before its connection is
+//!   closed (default 10,000);
+//! - `LIMITER_MAX_CONNECTIONS`: connections served at once; more wait in the
+//!   listen backlog (default 768).
+//!
+//! A malformed value stops the server at start-up, saying which and why.
 
-use std::net::SocketAddr;
 use std::process::ExitCode;
-
-use limiter_examples::{Options, app, parse_trusted_proxies};
-use metrics_exporter_prometheus::PrometheusBuilder;
+use std::str::FromStr;
 use std::time::Duration;
+
+use limiter_examples::serve::{
+    DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS, ServeOptions, serve,
+};
+use limiter_examples::{Options, app, parse_client_ip_header, parse_trusted_proxies};
+use metrics_exporter_prometheus::PrometheusBuilder;
 
 use limiter_tower::{DEFAULT_DEADLINE, GuardConfig, Limiter, MemoryStore, RedisConfig, RedisStore};
 use tokio::net::TcpListener;
@@ -35,6 +49,25 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let proxies =
         parse_trusted_proxies(&std::env::var("LIMITER_TRUSTED_PROXIES").unwrap_or_default())
             .map_err(|e| format!("LIMITER_TRUSTED_PROXIES: {e}"))?;
+    let client_ip_source = match std::env::var("LIMITER_CLIENT_IP_HEADER") {
+        Ok(header) => {
+            if proxies.is_empty() {
+                tracing::warn!(
+                    "LIMITER_CLIENT_IP_HEADER is read only from trusted proxies, \
+                     and LIMITER_TRUSTED_PROXIES names none"
+                );
+            }
+            parse_client_ip_header(&header).map_err(|e| format!("LIMITER_CLIENT_IP_HEADER: {e}"))?
+        }
+        Err(_) => Default::default(),
+    };
+    let serve_options = ServeOptions {
+        header_read_timeout: Duration::from_millis(env_number(
+            "LIMITER_HEADER_READ_TIMEOUT_MS",
+            DEFAULT_HEADER_READ_TIMEOUT.as_millis() as u64,
+        )?),
+        max_connections: env_number("LIMITER_MAX_CONNECTIONS", DEFAULT_MAX_CONNECTIONS)?,
+    };
     let metrics = PrometheusBuilder::new()
         .install_recorder()
         .map_err(|e| format!("metrics: {e}"))?;
@@ -43,13 +76,10 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         Ok(url) if !url.is_empty() => {
             // Connects on first use: the server starts even while Redis is
             // down, and the failure policy decides until Redis answers.
-            let deadline = match std::env::var("LIMITER_STORE_DEADLINE_MS") {
-                Ok(ms) => Duration::from_millis(
-                    ms.parse()
-                        .map_err(|e| format!("LIMITER_STORE_DEADLINE_MS {ms:?}: {e}"))?,
-                ),
-                Err(_) => DEFAULT_DEADLINE,
-            };
+            let deadline = Duration::from_millis(env_number(
+                "LIMITER_STORE_DEADLINE_MS",
+                DEFAULT_DEADLINE.as_millis() as u64,
+            )?);
             let config = RedisConfig::new().response_timeout(deadline);
             let store =
                 RedisStore::open_with(&url, config).map_err(|e| format!("REDIS_URL {url}: {e}"))?;
@@ -62,6 +92,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
                 Limiter::new(store),
                 Options {
                     trusted_proxies: proxies,
+                    client_ip_source,
                     guard,
                     metrics,
                 },
@@ -71,6 +102,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
             tracing::info!("limits kept in memory (set REDIS_URL to share them)");
             let options = Options {
                 trusted_proxies: proxies,
+                client_ip_source,
                 metrics,
                 ..Options::default()
             };
@@ -80,35 +112,56 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let listener = TcpListener::bind(&addr)
         .await
         .map_err(|e| format!("LIMITER_ADDR {addr}: {e}"))?;
-    tracing::info!("listening on http://{}", listener.local_addr()?);
-    axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown())
-    .await?;
+    tracing::info!(
+        header_read_timeout = ?serve_options.header_read_timeout,
+        max_connections = serve_options.max_connections,
+        "listening on http://{}",
+        listener.local_addr()?
+    );
+    serve(listener, router, serve_options, shutdown()).await;
     tracing::info!("stopped");
     Ok(())
 }
 
-/// Ctrl-C or SIGTERM.
-async fn shutdown() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
+/// The number in the environment variable `name`, or `default` when unset;
+/// it must be above zero.
+fn env_number<T: FromStr + PartialOrd + Default>(name: &str, default: T) -> Result<T, String>
+where
+    T::Err: std::fmt::Display,
+{
+    let Ok(text) = std::env::var(name) else {
+        return Ok(default);
     };
+    match text.trim().parse::<T>() {
+        Ok(number) if number > T::default() => Ok(number),
+        Ok(_) => Err(format!("{name} {text:?}: must be above zero")),
+        Err(e) => Err(format!("{name} {text:?}: {e}")),
+    }
+}
+
+/// Ctrl-C or SIGTERM. The handlers are installed now, before the server
+/// accepts its first connection: a signal that arrives before the future is
+/// first polled still stops the server gracefully instead of killing it.
+fn shutdown() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let interrupt = signal(SignalKind::interrupt());
+        let terminate = signal(SignalKind::terminate());
+        async move {
+            match (interrupt, terminate) {
+                (Ok(mut interrupt), Ok(mut terminate)) => {
+                    tokio::select! {
+                        _ = interrupt.recv() => {}
+                        _ = terminate.recv() => {}
+                    }
+                }
+                _ => std::future::pending().await,
             }
-            Err(_) => std::future::pending().await,
         }
-    };
+    }
     #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = terminate => {}
+    async {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }

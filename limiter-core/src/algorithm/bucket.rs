@@ -63,11 +63,26 @@ pub(crate) fn check(
     } else {
         (Some((level + need - full).div_ceil(params.drain)), 0)
     };
-    let status = RuleStatus {
-        remaining: (full - level) / params.unit,
-        reset_after_us: level.div_ceil(params.drain),
+    let remaining = (full - level) / params.unit;
+    let available_after_us = match retry_after {
+        Some(wait) => wait,
+        // One token more than remaining fits once the water is that low.
+        None if level > 0 => {
+            (level - (full - (remaining + 1) * params.unit)).div_ceil(params.drain)
+        }
+        None => 0,
     };
-    Decision::single(*quota, status, retry_after, delay)
+    let status = RuleStatus {
+        remaining,
+        available_after_us,
+    };
+    Decision::single(
+        *quota,
+        status,
+        retry_after,
+        delay,
+        level.div_ceil(params.drain),
+    )
 }
 
 #[cfg(test)]

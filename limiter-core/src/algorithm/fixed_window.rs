@@ -31,11 +31,12 @@ pub(crate) fn check(state: &mut Option<Window>, rule: &Rule, now: Micros, cost: 
     if allowed {
         *state = Some(Window { count, ..current });
     }
+    // The whole quota returns at once, when the window ends.
     let status = RuleStatus {
         remaining: rule.limit() - count,
-        reset_after_us: ends_in,
+        available_after_us: ends_in,
     };
-    Decision::single(*rule, status, (!allowed).then_some(ends_in), 0)
+    Decision::single(*rule, status, (!allowed).then_some(ends_in), 0, ends_in)
 }
 
 #[cfg(test)]

@@ -28,6 +28,8 @@ pub(crate) fn check(log: &mut Log, rules: &[Rule], now: Micros, cost: u64) -> De
         }
     }
     let mut counts = [0u64; MAX_RULES];
+    let mut starts = [0usize; MAX_RULES];
+    let mut available_after = [0u64; MAX_RULES];
     let mut retry_after = None::<(u64, usize)>;
     for (i, rule) in rules.iter().enumerate() {
         // Every entry left is inside the longest window.
@@ -43,11 +45,13 @@ pub(crate) fn check(log: &mut Log, rules: &[Rule], now: Micros, cost: u64) -> De
             let excess = (count + cost - rule.limit()) as usize;
             let blocking = log[start + excess - 1];
             let wait = blocking + rule.window_us() - now;
+            available_after[i] = wait;
             if retry_after.is_none_or(|(longest_wait, _)| wait > longest_wait) {
                 retry_after = Some((wait, i));
             }
         }
         counts[i] = count;
+        starts[i] = start;
     }
 
     let allowed = retry_after.is_none();
@@ -63,30 +67,50 @@ pub(crate) fn check(log: &mut Log, rules: &[Rule], now: Micros, cost: u64) -> De
             log.insert(at, now);
         }
     }
+    // A rule that did not deny frees quota when its oldest entry leaves (the
+    // request's own entries were inserted after every window's start).
+    for (i, rule) in rules.iter().enumerate() {
+        let violated = !allowed && counts[i] + cost > rule.limit();
+        if !violated {
+            available_after[i] = log
+                .get(starts[i])
+                .map_or(0, |&oldest| oldest + rule.window_us() - now);
+        }
+    }
     let newest = log.back().map(|&t| t as i64 - now as i64);
-    decide(rules, &counts[..rules.len()], retry_after, newest, cost)
+    let n = rules.len();
+    decide(
+        rules,
+        &counts[..n],
+        &available_after[..n],
+        retry_after,
+        newest,
+        cost,
+    )
 }
 
 /// The decision from what the log held before the request: each rule's
-/// count, the longest wait over the violated rules with its rule (`None`:
-/// allowed), and the newest entry's time minus now once the request is
-/// recorded (`None`: an empty log). Shared by the memory store and the Redis
-/// script's reply, so both answer alike.
+/// count and when it makes more quota available, the longest wait over the
+/// violated rules with its rule (`None`: allowed), and the newest entry's
+/// time minus now once the request is recorded (`None`: an empty log).
+/// Shared by the memory store and the Redis script's reply, so both answer
+/// alike.
 pub(crate) fn decide(
     rules: &[Rule],
     counts: &[u64],
+    available_after: &[u64],
     denied: Option<(u64, usize)>,
     newest_from_now: Option<i64>,
     cost: u64,
 ) -> Decision {
     let recorded = if denied.is_none() { cost } else { 0 };
     let mut out = [RuleStatus::EMPTY; MAX_RULES];
-    for ((status, rule), count) in out.iter_mut().zip(rules).zip(counts) {
+    for (((status, rule), count), &available) in
+        out.iter_mut().zip(rules).zip(counts).zip(available_after)
+    {
         *status = RuleStatus {
             remaining: rule.limit().saturating_sub(count + recorded),
-            // The rule is clear once the newest entry has left its window.
-            reset_after_us: newest_from_now
-                .map_or(0, |newest| (newest + rule.window_us() as i64).max(0) as u64),
+            available_after_us: available,
         };
     }
     let out = &out[..rules.len()];
@@ -94,7 +118,18 @@ pub(crate) fn decide(
         Some((_, i)) => i,
         None => fewest_remaining(out),
     };
-    Decision::new(rules, out, decided_by, denied.map(|(wait, _)| wait), 0)
+    // Every rule is clear once the newest entry has left the longest window.
+    let reset_after_us = newest_from_now.map_or(0, |newest| {
+        (newest + longest_window_us(rules) as i64).max(0) as u64
+    });
+    Decision::new(
+        rules,
+        out,
+        decided_by,
+        denied.map(|(wait, _)| wait),
+        0,
+        reset_after_us,
+    )
 }
 
 /// Makes room for `cost` more entries, growing by doubling but never past
@@ -187,6 +222,29 @@ mod tests {
         assert_eq!(d.rules()[0].remaining(), 0);
         assert_eq!(d.rules()[1].remaining(), 0);
         assert_eq!(d.reset_after(), Duration::from_secs(110));
+        // Each violated rule's own wait.
+        let waits: Vec<_> = d.rules().iter().map(|r| r.available_after()).collect();
+        assert_eq!(waits, [Duration::from_secs(50), Duration::from_secs(50)]);
+    }
+
+    #[test]
+    fn each_rule_says_when_it_frees_more_quota() {
+        let mut log = Log::new();
+        let t0 = 10_000 * S;
+        assert!(check(&mut log, &rules(), t0, 1).allowed());
+        assert!(check(&mut log, &rules(), t0 + 30 * S, 9).allowed());
+        // Rule 1 is full: denied until the first entry leaves its 60 s window;
+        // rule 2 (10 of 20 used) frees quota when that entry leaves its 120 s one.
+        let d = check(&mut log, &rules(), t0 + 40 * S, 1);
+        assert_eq!(d.retry_after(), Some(Duration::from_secs(20)));
+        let waits: Vec<_> = d.rules().iter().map(|r| r.available_after()).collect();
+        assert_eq!(waits, [Duration::from_secs(20), Duration::from_secs(80)]);
+        // After the first entry left rule 1's window, its oldest is at t0 + 30 s.
+        let d = check(&mut log, &rules(), t0 + 60 * S, 1);
+        assert!(d.allowed());
+        let waits: Vec<_> = d.rules().iter().map(|r| r.available_after()).collect();
+        assert_eq!(waits, [Duration::from_secs(30), Duration::from_secs(60)]);
+        assert_eq!(d.reset_after(), Duration::from_secs(120));
     }
 
     #[test]

@@ -59,13 +59,28 @@ pub(crate) fn check(state: &mut Option<Counters>, rule: &Rule, now: Micros, cost
     } else {
         0
     };
-    let status = RuleStatus {
-        remaining: (rule.limit() as f64 - used).max(0.0).floor() as u64,
-        reset_after_us,
+    let remaining = (rule.limit() as f64 - used).max(0.0).floor() as u64;
+    let available_after_us = match retry_after {
+        Some(wait) => wait,
+        None if remaining < rule.limit() => {
+            // One more request fits once a request costing one more than
+            // what remains would pass.
+            let more = Estimate {
+                cost: remaining + 1,
+                ..estimate
+            };
+            more.retry_after(previous, current, start, now)
+        }
+        None => 0,
     };
-    Decision::single(*rule, status, retry_after, 0)
+    let status = RuleStatus {
+        remaining,
+        available_after_us,
+    };
+    Decision::single(*rule, status, retry_after, 0, reset_after_us)
 }
 
+#[derive(Clone, Copy)]
 struct Estimate {
     w: u64,
     limit: u64,

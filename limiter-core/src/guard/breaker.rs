@@ -56,6 +56,7 @@ pub(crate) enum Admission<'a> {
 pub(crate) struct ProbeLease<'a> {
     probing: &'a AtomicU64,
     started: u64,
+    node: Option<&'a str>,
 }
 
 impl ProbeLease<'_> {
@@ -78,7 +79,7 @@ impl Drop for ProbeLease<'_> {
     fn drop(&mut self) {
         if self.release() {
             // Given back without an outcome: the breaker is open again.
-            report(BreakerState::Open);
+            report(BreakerState::Open, self.node);
         }
     }
 }
@@ -95,21 +96,35 @@ pub(crate) struct Breaker<C> {
     /// lease guards against a probe whose future is never polled again nor
     /// dropped (a drop gives the probe back at once).
     probe_lease_us: u64,
+    /// The node it guards, when the store fails node by node (the `node`
+    /// label of the gauge).
+    node: Option<Box<str>>,
 }
 
 impl<C: Clock> Breaker<C> {
-    /// A closed breaker; a probe that has not ended after `probe_lease`
-    /// no longer stops another.
-    pub(crate) fn new(config: BreakerConfig, probe_lease: Duration, clock: C) -> Self {
-        report(BreakerState::Closed);
-        Self {
+    /// A closed breaker for the whole store, or for one `node` of it; a
+    /// probe that has not ended after `probe_lease` no longer stops another.
+    pub(crate) fn new(
+        config: BreakerConfig,
+        probe_lease: Duration,
+        clock: C,
+        node: Option<String>,
+    ) -> Self {
+        let breaker = Self {
             config,
             clock,
             failures: AtomicU32::new(0),
             open_until: AtomicU64::new(0),
             probing: AtomicU64::new(0),
             probe_lease_us: probe_lease.as_micros().max(1) as u64,
-        }
+            node: node.map(String::into_boxed_str),
+        };
+        breaker.report(BreakerState::Closed);
+        breaker
+    }
+
+    fn report(&self, state: BreakerState) {
+        report(state, self.node.as_deref());
     }
 
     pub(crate) fn admit(&self) -> Admission<'_> {
@@ -131,10 +146,11 @@ impl<C: Clock> Breaker<C> {
             .compare_exchange(probing, now, Ordering::AcqRel, Ordering::Acquire)
         {
             Ok(_) => {
-                report(BreakerState::HalfOpen);
+                self.report(BreakerState::HalfOpen);
                 Admission::Probe(ProbeLease {
                     probing: &self.probing,
                     started: now,
+                    node: self.node.as_deref(),
                 })
             }
             Err(_) => Admission::Skip,
@@ -146,8 +162,11 @@ impl<C: Clock> Breaker<C> {
         if let Admission::Probe(lease) = admission {
             self.open_until.store(0, Ordering::Release);
             lease.end();
-            report(BreakerState::Closed);
-            tracing::warn!("rate-limit store is back: circuit breaker closed");
+            self.report(BreakerState::Closed);
+            tracing::warn!(
+                node = self.node.as_deref(),
+                "rate-limit store is back: circuit breaker closed"
+            );
         }
     }
 
@@ -156,8 +175,11 @@ impl<C: Clock> Breaker<C> {
         if let Admission::Probe(lease) = admission {
             self.open_until.store(reopen, Ordering::Release);
             lease.end();
-            report(BreakerState::Open);
-            tracing::warn!("rate-limit store still failing: circuit breaker stays open");
+            self.report(BreakerState::Open);
+            tracing::warn!(
+                node = self.node.as_deref(),
+                "rate-limit store still failing: circuit breaker stays open"
+            );
             return;
         }
         let failures = self.failures.fetch_add(1, Ordering::AcqRel) + 1;
@@ -167,8 +189,9 @@ impl<C: Clock> Breaker<C> {
                 .compare_exchange(0, reopen, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
         {
-            report(BreakerState::Open);
+            self.report(BreakerState::Open);
             tracing::warn!(
+                node = self.node.as_deref(),
                 failures,
                 probe_interval = ?self.config.probe_interval,
                 "rate-limit store failing: circuit breaker opened"
@@ -186,6 +209,10 @@ impl<C: Clock> Breaker<C> {
         }
     }
 
+    pub(crate) fn is_closed(&self) -> bool {
+        self.open_until.load(Ordering::Acquire) == 0
+    }
+
     /// Time until the next probe may go (zero when closed).
     pub(crate) fn until_probe(&self) -> Duration {
         let open_until = self.open_until.load(Ordering::Acquire);
@@ -193,9 +220,15 @@ impl<C: Clock> Breaker<C> {
     }
 }
 
-/// Sets the `limiter_breaker_state` gauge.
-fn report(state: BreakerState) {
-    metrics::gauge!("limiter_breaker_state").set(state.gauge());
+/// Sets the `limiter_breaker_state` gauge (of `node`, when the breaker
+/// guards one node).
+fn report(state: BreakerState, node: Option<&str>) {
+    match node {
+        None => metrics::gauge!("limiter_breaker_state").set(state.gauge()),
+        Some(node) => {
+            metrics::gauge!("limiter_breaker_state", "node" => node.to_owned()).set(state.gauge())
+        }
+    }
 }
 
 impl BreakerState {
@@ -212,6 +245,7 @@ impl BreakerState {
 impl<C> fmt::Debug for Breaker<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Breaker")
+            .field("node", &self.node)
             .field("config", &self.config)
             .field("failures", &self.failures.load(Ordering::Relaxed))
             .finish_non_exhaustive()
@@ -228,6 +262,7 @@ mod tests {
             BreakerConfig::default(),
             Duration::from_secs(5),
             clock.clone(),
+            None,
         )
     }
 

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::breaker::{Admission, Breaker, BreakerConfig, BreakerState};
 use super::deny_cache::{DEFAULT_DENY_CACHE_CAPACITY, DenyCache};
+use super::domains::Breakers;
 use crate::clock::{Clock, SystemClock};
 use crate::decision::Decision;
 use crate::error::Error;
@@ -118,7 +119,10 @@ impl Default for GuardConfig {
 
 /// A store guarded against failure: every call has a deadline; after
 /// consecutive failures a circuit breaker stops calling the store and lets one
-/// probe through per interval; meanwhile the failure policy decides. Denials
+/// probe through per interval; meanwhile the failure policy decides. Each
+/// part of the store that fails on its own ([`Store::failure_domain`]: a node
+/// of a Redis Cluster) has a breaker of its own, so a dead node costs only
+/// the keys it serves. Denials
 /// are remembered locally until they end, so a flood from a denied client
 /// costs no store calls.
 ///
@@ -145,7 +149,7 @@ struct Inner<S, C> {
     store: S,
     config: GuardConfig,
     clock: C,
-    breaker: Breaker<C>,
+    breakers: Breakers<C>,
     deny_cache: Option<DenyCache>,
     fallback: MemoryStore<C>,
 }
@@ -163,7 +167,7 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
         Self {
             inner: Arc::new(Inner {
                 // A probe ends within its deadline unless its future stalls.
-                breaker: Breaker::new(
+                breakers: Breakers::new(
                     config.breaker,
                     config.breaker.probe_interval.max(2 * config.deadline),
                     clock.clone(),
@@ -189,9 +193,25 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
         &self.inner.config
     }
 
-    /// The circuit breaker's state.
+    /// The state of the circuit breaker of the whole store (of a store
+    /// that fails as a whole: see [`breaker_state_of`](Self::breaker_state_of)).
     pub fn breaker_state(&self) -> BreakerState {
-        self.inner.breaker.state()
+        self.inner.breakers.whole().state()
+    }
+
+    /// The state of the circuit breaker that guards `key`: the breaker of
+    /// the part of the store serving it ([`Store::failure_domain`]), such as
+    /// a node of a Redis Cluster.
+    pub fn breaker_state_of(&self, key: &str) -> BreakerState {
+        self.breaker(key).state()
+    }
+
+    fn breaker(&self, key: &str) -> super::domains::BreakerRef<'_, C> {
+        let store = &self.inner.store;
+        let domain = store.failure_domain(key);
+        self.inner
+            .breakers
+            .get(domain, || store.failure_domain_name(domain))
     }
 
     /// Checks like [`Store::check`], deciding by `on_error` if the store fails.
@@ -215,9 +235,11 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
             metrics::counter!("limiter_deny_cache_hits_total").increment(1);
             return Ok(Verdict::Cached(decision));
         }
-        let admission = inner.breaker.admit();
+        // Each part of the store that fails on its own has its breaker.
+        let breaker = self.breaker(key);
+        let admission = breaker.admit();
         if matches!(admission, Admission::Skip) {
-            return self.on_failure(key, policy, cost, on_error);
+            return self.on_failure(&breaker, key, policy, cost, on_error);
         }
         // Dropped at this await (the request was cancelled), `admission`
         // gives a probe back: the breaker never waits for a probe that is gone.
@@ -229,7 +251,7 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
         metrics::histogram!("limiter_store_call_seconds").record(started.elapsed().as_secs_f64());
         match outcome {
             Ok(decision) => {
-                inner.breaker.succeeded(admission);
+                breaker.succeeded(admission);
                 if let Some(cache) = inner.deny_cache.as_ref().filter(|_| !decision.allowed()) {
                     cache.insert(key, cost, now, decision);
                 }
@@ -239,14 +261,15 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
                 metrics::counter!("limiter_store_errors_total", "kind" => error.kind())
                     .increment(1);
                 tracing::warn!(%error, policy = on_error.name(), "rate-limit store failed");
-                inner.breaker.failed(admission);
-                self.on_failure(key, policy, cost, on_error)
+                breaker.failed(admission);
+                self.on_failure(&breaker, key, policy, cost, on_error)
             }
         }
     }
 
     fn on_failure(
         &self,
+        breaker: &Breaker<C>,
         key: &str,
         policy: &Policy,
         cost: u64,
@@ -266,7 +289,7 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
             }
             OnStoreError::FailOpen => Ok(Verdict::FailedOpen),
             OnStoreError::FailClosed => Ok(Verdict::FailedClosed {
-                retry_after: self.inner.breaker.until_probe().max(Duration::from_secs(1)),
+                retry_after: breaker.until_probe().max(Duration::from_secs(1)),
             }),
         }
     }
@@ -285,6 +308,14 @@ impl<S: Store, C: Clock + Clone> Store for Guarded<S, C> {
             Verdict::FailedOpen => Ok(Decision::unchecked(policy)),
             Verdict::FailedClosed { retry_after } => Err(Error::Unavailable(retry_after)),
         }
+    }
+
+    fn failure_domain(&self, key: &str) -> u64 {
+        self.inner.store.failure_domain(key)
+    }
+
+    fn failure_domain_name(&self, domain: u64) -> String {
+        self.inner.store.failure_domain_name(domain)
     }
 
     fn is_guarded(&self) -> bool {

@@ -3,6 +3,7 @@
 
 mod breaker;
 mod deny_cache;
+mod domains;
 mod guarded;
 
 pub use breaker::{BreakerConfig, BreakerState};

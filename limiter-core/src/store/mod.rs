@@ -61,6 +61,24 @@ pub trait Store: Send + Sync + 'static {
         true
     }
 
+    /// The part of the store that fails on its own and serves `key`. A
+    /// [`Guarded`](crate::Guarded) store keeps a circuit breaker per failure
+    /// domain, so that a part that is down costs only its own keys. The
+    /// default, 0, is the whole store; a Redis Cluster answers the node that
+    /// serves the key's slot.
+    ///
+    /// Called before every guarded call: it must be cheap.
+    fn failure_domain(&self, key: &str) -> u64 {
+        let _ = key;
+        0
+    }
+
+    /// A name for failure domain `domain` (a node's address), for the
+    /// breaker's metrics and logs. Called once per domain.
+    fn failure_domain_name(&self, domain: u64) -> String {
+        domain.to_string()
+    }
+
     /// Whether this store guards its own calls (a deadline, a circuit
     /// breaker, a failure policy), as [`Guarded`](crate::Guarded) does. One
     /// owner guards a store: the HTTP layer does not wrap a guarded store
@@ -107,6 +125,14 @@ impl<S: Store> Store for Arc<S> {
 
     fn is_remote(&self) -> bool {
         (**self).is_remote()
+    }
+
+    fn failure_domain(&self, key: &str) -> u64 {
+        (**self).failure_domain(key)
+    }
+
+    fn failure_domain_name(&self, domain: u64) -> String {
+        (**self).failure_domain_name(domain)
     }
 
     fn is_guarded(&self) -> bool {

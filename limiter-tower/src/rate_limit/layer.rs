@@ -6,8 +6,9 @@ use limiter_core::{GuardConfig, Limiter, OnStoreError, Store};
 use tower_layer::Layer;
 
 use super::RateLimit;
-use crate::client_ip::{ClientIp, IpNet};
+use crate::client_ip::{ClientIp, ClientIpSource};
 use crate::context::{Context, HeaderOptions, store_builder};
+use ipnet::IpNet;
 
 /// The router-level layer: the store, the key prefix, how to find the client
 /// and the user, and which headers to send. Add it once to the router; every
@@ -99,11 +100,28 @@ impl RateLimitLayer {
         self.guard(config)
     }
 
-    /// The proxies whose `Forwarded` / `X-Forwarded-For` headers are believed
-    /// (none by default: the client is the peer address). Behind them the
-    /// client is the rightmost forwarded address that is not a trusted proxy.
+    /// The proxies whose forwarding header is believed (none by default:
+    /// the client is the peer address). When the peer is one of them, the
+    /// client is the rightmost address in the
+    /// [`client_ip_source`](Self::client_ip_source) header that is not one of
+    /// them; anyone else's headers are ignored.
+    ///
+    /// A network written IPv4-mapped (`::ffff:10.0.0.0/104`) is the IPv4
+    /// network (`10.0.0.0/8`); any other IPv6 network trusts IPv6 addresses
+    /// only (`::/0` trusts no IPv4 peer). A single address is a network of
+    /// one: `IpNet::from(ip)`.
     pub fn trusted_proxies(mut self, proxies: impl IntoIterator<Item = IpNet>) -> Self {
-        self.context().client_ip.trusted_proxies = proxies.into_iter().collect();
+        self.context().client_ip.set_trusted_proxies(proxies);
+        self
+    }
+
+    /// The header the [trusted proxies](Self::trusted_proxies) write the
+    /// client's address into (default
+    /// [`RightmostXForwardedFor`](ClientIpSource::RightmostXForwardedFor)).
+    /// Only that header is read, and only from a trusted proxy; see
+    /// [`ClientIpSource`] for the rules.
+    pub fn client_ip_source(mut self, source: ClientIpSource) -> Self {
+        self.context().client_ip.source = source;
         self
     }
 

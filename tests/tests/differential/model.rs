@@ -12,7 +12,9 @@ pub(crate) struct Outcome {
     pub rule_index: usize,
     pub retry_after_us: Option<u64>,
     pub delay_us: u64,
-    /// (remaining, reset after µs) per rule.
+    /// Until every rule is clear.
+    pub reset_after_us: u64,
+    /// (remaining, available after µs) per rule.
     pub rules: Vec<(u64, u64)>,
 }
 
@@ -23,10 +25,11 @@ impl Outcome {
             rule_index: d.rule_index(),
             retry_after_us: d.retry_after().map(|r| r.as_micros() as u64),
             delay_us: d.delay().as_micros() as u64,
+            reset_after_us: d.reset_after().as_micros() as u64,
             rules: d
                 .rules()
                 .iter()
-                .map(|s| (s.remaining(), s.reset_after().as_micros() as u64))
+                .map(|s| (s.remaining(), s.available_after().as_micros() as u64))
                 .collect(),
         }
     }
@@ -51,7 +54,8 @@ pub(crate) struct KeyModel {
     window: Option<(u64, u64)>,        // (start, count)
     counters: Option<(u64, u64, u64)>, // (start, previous, current)
     bucket: Option<(u128, u64)>,       // (water in 1/period token units, updated)
-    tat: Option<u64>,
+    /// GCRA's theoretical arrival time, in units of 1/amount µs: exact.
+    tat: Option<u128>,
 }
 
 impl KeyModel {
@@ -82,8 +86,27 @@ impl KeyModel {
         } else {
             0
         };
-        let rules: Vec<(u64, u64)> = (0..rule_count)
+        let statuses: Vec<(u64, u64)> = (0..rule_count)
             .map(|i| self.status(params, i, now))
+            .collect();
+        let reset_after_us = statuses.iter().map(|s| s.1).max().unwrap();
+        // When each rule makes more quota available: a rule that denies the
+        // request when it would let it pass; any other when it would let
+        // one request more than it has remaining pass (never, if nothing is
+        // used: 0).
+        let rules: Vec<(u64, u64)> = statuses
+            .iter()
+            .enumerate()
+            .map(|(i, &(remaining, _))| {
+                let available = if !allowed && !self.rule_passes(params, i, now, cost) {
+                    first_passing(|t| self.rule_passes(params, i, t, cost), now)
+                } else if remaining == limit_of(params, i) {
+                    0
+                } else {
+                    first_passing(|t| self.rule_passes(params, i, t, remaining + 1), now)
+                };
+                (remaining, available)
+            })
             .collect();
         if allowed {
             let fewest = rules.iter().map(|r| r.0).min().unwrap();
@@ -94,6 +117,7 @@ impl KeyModel {
             rule_index,
             retry_after_us,
             delay_us,
+            reset_after_us,
             rules,
         }
     }
@@ -125,8 +149,9 @@ impl KeyModel {
                 self.water(amount, t) + (cost * period) as u128 <= (capacity * period) as u128
             }
             Params::Gcra(amount, period, burst) => {
-                let (interval, tolerance) = gcra(amount, period, burst);
-                self.tat.unwrap_or(t).max(t) + cost * interval <= t + tolerance
+                let at = t as u128 * amount as u128;
+                self.tat.unwrap_or(at).max(at) + (cost * period) as u128
+                    <= at + (burst * period) as u128
             }
         }
     }
@@ -195,15 +220,16 @@ impl KeyModel {
                     0
                 }
             }
-            Params::Gcra(amount, period, burst) => {
-                let (interval, _) = gcra(amount, period, burst);
-                self.tat = Some(self.tat.unwrap_or(now).max(now) + cost * interval);
+            Params::Gcra(amount, period, _) => {
+                let at = now as u128 * amount as u128;
+                self.tat = Some(self.tat.unwrap_or(at).max(at) + (cost * period) as u128);
                 0
             }
         }
     }
 
-    /// (remaining, reset after) of rule `i` at `now`.
+    /// (remaining, reset after) of rule `i` at `now`; the decision's reset is
+    /// the latest of its rules'.
     fn status(&self, params: &Params, i: usize, now: u64) -> (u64, u64) {
         match *params {
             Params::SlidingLog(ref rules) => {
@@ -240,19 +266,24 @@ impl KeyModel {
                 )
             }
             Params::Gcra(amount, period, burst) => {
-                let (interval, tolerance) = gcra(amount, period, burst);
-                let ttl = self.tat.unwrap_or(now).max(now) - now;
-                ((tolerance - ttl) / interval, ttl)
+                let at = now as u128 * amount as u128;
+                let ttl = self.tat.unwrap_or(at).max(at) - at;
+                (
+                    ((burst * period) as u128 - ttl) as u64 / period,
+                    ttl.div_ceil(amount as u128) as u64,
+                )
             }
         }
     }
 }
 
-/// GCRA's emission interval (the period per request, rounded up to the µs)
-/// and tolerance (interval × burst).
-fn gcra(amount: u64, period: u64, burst: u64) -> (u64, u64) {
-    let interval = period.div_ceil(amount);
-    (interval, interval * burst)
+/// The quota of rule `i`: its limit, the bucket's capacity, GCRA's burst.
+fn limit_of(params: &Params, i: usize) -> u64 {
+    match *params {
+        Params::SlidingLog(ref rules) => rules[i].0,
+        Params::FixedWindow(limit, _) | Params::SlidingWindow(limit, _) => limit,
+        Params::Bucket(_, _, capacity, _) | Params::Gcra(_, _, capacity) => capacity,
+    }
 }
 
 /// The smallest `d > 0` with `passes(now + d)`, for a `passes` that, once

@@ -6,8 +6,11 @@
 //! module retries only the answers that prove the command did not run:
 //! MOVED (the slot lives elsewhere: the client refreshes its slot map and the
 //! call is routed again), ASK (the slot is migrating and the key has moved:
-//! `ASKING` and the call go to the importing node), TRYAGAIN and CLUSTERDOWN,
-//! and NOSCRIPT (the script is loaded on that node first).
+//! `ASKING` and the call go to the importing node), READONLY (the node was
+//! demoted to a replica, which refuses the script before running it: the
+//! call is routed again once the slot map is refreshed), TRYAGAIN and
+//! CLUSTERDOWN, and NOSCRIPT (the script is loaded on that node first). The
+//! store's response timeout bounds the whole of it.
 
 use std::time::Duration;
 
@@ -17,13 +20,17 @@ use redis::{Cmd, ErrorKind, RedisError, RedisResult, ServerErrorKind};
 
 use super::scripts::Lua;
 
-/// Redirections followed for one call; the caller's deadline bounds the time.
+/// Redirections followed for one call; the call's deadline (the store's
+/// response timeout, which covers the whole call) bounds the time.
 const MAX_REDIRECTS: usize = 16;
 
+/// Runs `call`; `redirected` is told of every MOVED, ASK and READONLY (the
+/// slot map has changed).
 pub(crate) async fn run(
     connection: &mut ClusterConnection,
     lua: &Lua,
     call: &Cmd,
+    redirected: impl Fn(),
 ) -> RedisResult<Vec<i64>> {
     let mut asking: Option<(String, u16)> = None;
     let mut redirects = 0;
@@ -38,8 +45,18 @@ pub(crate) async fn run(
             Err(error) => return Err(error),
         };
         redirects += 1;
+        if matches!(
+            error.kind(),
+            ErrorKind::Server(
+                ServerErrorKind::Moved | ServerErrorKind::Ask | ServerErrorKind::ReadOnly
+            )
+        ) {
+            redirected();
+        }
         match error.kind() {
-            ErrorKind::Server(ServerErrorKind::Moved) => {
+            // READONLY: the node was demoted to a replica (a failover)
+            // and refused the script before running it.
+            ErrorKind::Server(ServerErrorKind::Moved | ServerErrorKind::ReadOnly) => {
                 // The client refreshes its slot map; give it a moment.
                 asking = None;
                 tokio::time::sleep(Duration::from_millis(2)).await;

@@ -1,5 +1,5 @@
 //! The Redis store: state shared by every instance of a service, on a
-//! standalone Redis or a Redis Cluster.
+//! standalone Redis (at a URL or behind Redis Sentinel) or a Redis Cluster.
 //!
 //! Each algorithm is one Lua script (in `scripts/`, sharing `prelude.lua`;
 //! all but the sliding log also share `helpers.lua`) that touches one key,
@@ -9,17 +9,24 @@
 //! the call did not run. No call that may have executed is ever sent again.
 
 mod cluster;
+mod link;
+mod primary;
 mod scripts;
+mod sentinel;
+mod slots;
 
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
+use redis::Client;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{AsyncConnectionConfig, Client};
-use tokio::sync::OnceCell;
+
+use self::link::Link;
+use self::primary::{Locator, Primary};
+use self::sentinel::Sentinels;
+use self::slots::SlotTable;
 
 use crate::decision::Decision;
 use crate::error::Error;
@@ -48,14 +55,17 @@ impl RedisConfig {
         Self::default()
     }
 
-    /// The deadline of one call: past it the call fails with a timeout and
-    /// is not replayed (it may have executed).
+    /// The deadline of one call, all of it (connecting, loading the script,
+    /// following redirections): past it the call fails with a timeout and is
+    /// not replayed (it may have executed).
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
         self
     }
 
-    /// The deadline of establishing a connection.
+    /// The deadline of establishing a connection. A connection is made in
+    /// the background: a call that reaches its own deadline first fails,
+    /// and the attempt goes on for the calls after it.
     pub fn connection_timeout(mut self, timeout: Duration) -> Self {
         self.connection_timeout = timeout;
         self
@@ -65,7 +75,9 @@ impl RedisConfig {
 /// The Redis store: exact and shared across every instance of a service.
 ///
 /// One multiplexed connection carries all checks (clones share it); when it
-/// breaks, the next call connects afresh. Time is the Redis server's.
+/// breaks, or leads to a node that is no longer the primary, the next call
+/// connects afresh. Every call keeps [`RedisConfig::response_timeout`], the
+/// connection included. Time is the Redis server's.
 ///
 /// ```no_run
 /// use limiter_core::{Limiter, RedisStore};
@@ -80,6 +92,11 @@ impl RedisConfig {
 ///     "redis://10.0.0.1:6379/",
 ///     "redis://10.0.0.2:6379/",
 /// ])?);
+/// // The primary that Redis Sentinel names for `mymaster`:
+/// let limiter = Limiter::new(RedisStore::open_sentinel(
+///     ["redis://10.0.0.1:26379/", "redis://10.0.0.2:26379/"],
+///     "mymaster",
+/// )?);
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
@@ -93,20 +110,17 @@ struct Inner {
 }
 
 enum Backend {
-    Standalone(Box<Standalone>),
+    /// A standalone Redis, at a URL or behind Sentinel.
+    Primary(Box<Primary>),
     Cluster(Box<Cluster>),
-}
-
-struct Standalone {
-    client: Client,
-    /// The shared multiplexed connection; dropped when it breaks, so the
-    /// next call (the breaker's probe, while Redis is down) connects afresh.
-    connection: Mutex<Option<MultiplexedConnection>>,
 }
 
 struct Cluster {
     client: ClusterClient,
-    connection: OnceCell<ClusterConnection>,
+    /// Made once: the cluster connection follows the cluster's changes itself.
+    link: Arc<Link<ClusterConnection>>,
+    /// Which node serves which slot: the failure domain of each key.
+    slots: Arc<SlotTable>,
 }
 
 impl RedisStore {
@@ -129,11 +143,51 @@ impl RedisStore {
 
     /// [`open`](Self::open) with a configuration.
     pub fn open_with(url: &str, config: RedisConfig) -> Result<Self, Error> {
-        let backend = Backend::Standalone(Box::new(Standalone {
-            client: Client::open(url)?,
-            connection: Mutex::new(None),
-        }));
-        Ok(Self::from_backend(backend, config))
+        let primary = Primary::new(Locator::Url(Client::open(url)?));
+        Ok(Self::from_backend(
+            Backend::Primary(Box::new(primary)),
+            config,
+        ))
+    }
+
+    /// Connects to the primary that the Redis Sentinels at `sentinels` (URLs)
+    /// name for `service` (the name in `sentinel monitor <name> ...`).
+    pub async fn connect_sentinel<'a>(
+        sentinels: impl IntoIterator<Item = &'a str>,
+        service: &str,
+        config: RedisConfig,
+    ) -> Result<Self, Error> {
+        Self::open_sentinel_with(sentinels, service, config)?
+            .connected()
+            .await
+    }
+
+    /// A store for the primary that the Redis Sentinels at `sentinels` (URLs)
+    /// name for `service`, connecting on first use like [`open`](Self::open).
+    ///
+    /// The primary is asked of the Sentinels on every connection, and the
+    /// store follows their announcements: after a failover it leaves the old
+    /// primary as soon as a Sentinel announces the new one, and a node that
+    /// answers as a replica (`READONLY`) is left at once.
+    pub fn open_sentinel<'a>(
+        sentinels: impl IntoIterator<Item = &'a str>,
+        service: &str,
+    ) -> Result<Self, Error> {
+        Self::open_sentinel_with(sentinels, service, RedisConfig::default())
+    }
+
+    /// [`open_sentinel`](Self::open_sentinel) with a configuration.
+    pub fn open_sentinel_with<'a>(
+        sentinels: impl IntoIterator<Item = &'a str>,
+        service: &str,
+        config: RedisConfig,
+    ) -> Result<Self, Error> {
+        let sentinels = Sentinels::new(sentinels, service)?;
+        let primary = Primary::new(Locator::Sentinel(Arc::new(sentinels)));
+        Ok(Self::from_backend(
+            Backend::Primary(Box::new(primary)),
+            config,
+        ))
     }
 
     /// Connects to a Redis Cluster through any of its nodes (`seeds`, URLs).
@@ -162,11 +216,15 @@ impl RedisStore {
             .response_timeout(config.response_timeout)
             .connection_timeout(config.connection_timeout)
             .build()?;
-        let backend = Backend::Cluster(Box::new(Cluster {
+        let cluster = Cluster {
             client,
-            connection: OnceCell::new(),
-        }));
-        Ok(Self::from_backend(backend, config))
+            link: Link::new(),
+            slots: SlotTable::new(),
+        };
+        Ok(Self::from_backend(
+            Backend::Cluster(Box::new(cluster)),
+            config,
+        ))
     }
 
     fn from_backend(backend: Backend, config: RedisConfig) -> Self {
@@ -177,8 +235,8 @@ impl RedisStore {
 
     async fn connected(self) -> Result<Self, Error> {
         match &self.inner.backend {
-            Backend::Standalone(_) => drop(self.standalone().await?),
-            Backend::Cluster(_) => drop(self.cluster().await?),
+            Backend::Primary(primary) => primary.connect(&self.inner.config).await?,
+            Backend::Cluster(cluster) => drop(self.cluster(cluster).await?),
         }
         Ok(self)
     }
@@ -188,45 +246,24 @@ impl RedisStore {
         matches!(self.inner.backend, Backend::Cluster(_))
     }
 
-    fn standalone_parts(&self) -> &Standalone {
-        match &self.inner.backend {
-            Backend::Standalone(standalone) => standalone,
-            Backend::Cluster(_) => unreachable!("called for a standalone store only"),
-        }
+    /// Whether this store finds its Redis through Sentinel.
+    pub fn is_sentinel(&self) -> bool {
+        matches!(&self.inner.backend, Backend::Primary(primary) if primary.is_sentinel())
     }
 
-    async fn standalone(&self) -> Result<MultiplexedConnection, Error> {
-        let standalone = self.standalone_parts();
-        if let Some(connection) = lock(&standalone.connection).clone() {
-            return Ok(connection);
-        }
-        let config = AsyncConnectionConfig::new()
-            .set_response_timeout(Some(self.inner.config.response_timeout))
-            .set_connection_timeout(Some(self.inner.config.connection_timeout));
-        let connection = standalone
-            .client
-            .get_multiplexed_async_connection_with_config(&config)
+    async fn cluster(&self, cluster: &Cluster) -> Result<ClusterConnection, Error> {
+        let client = cluster.client.clone();
+        let connect = || async move { client.get_async_connection().await };
+        let (connection, _) = cluster
+            .link
+            .get(connect, self.inner.config.connection_timeout)
             .await?;
-        *lock(&standalone.connection) = Some(connection.clone());
+        if !cluster.slots.is_known() {
+            cluster
+                .slots
+                .refresh(&connection, self.inner.config.connection_timeout);
+        }
         Ok(connection)
-    }
-
-    /// Forgets a connection that broke, so the next call connects afresh.
-    fn forget_if_broken(&self, error: &redis::RedisError) {
-        if error.is_connection_dropped() || error.is_unrecoverable_error() || error.is_io_error() {
-            *lock(&self.standalone_parts().connection) = None;
-        }
-    }
-
-    async fn cluster(&self) -> Result<ClusterConnection, Error> {
-        let Backend::Cluster(cluster) = &self.inner.backend else {
-            unreachable!("called for a cluster store only");
-        };
-        let connection = cluster
-            .connection
-            .get_or_try_init(|| cluster.client.get_async_connection())
-            .await?;
-        Ok(connection.clone())
     }
 
     /// Checks a request at `now` (microseconds since the Unix epoch) given by
@@ -251,6 +288,9 @@ impl RedisStore {
         scripts::lua(algorithm).source
     }
 
+    /// One check, within the response timeout as a whole: connecting,
+    /// loading the script and following redirections included. Past it the
+    /// call is abandoned (the connection attempt goes on for the next call).
     async fn run(
         &self,
         key: &str,
@@ -259,53 +299,78 @@ impl RedisStore {
         now: Option<u64>,
     ) -> Result<Decision, Error> {
         policy.validate_cost(cost)?;
+        let deadline = self.inner.config.response_timeout;
+        let reply = tokio::time::timeout(deadline, self.call(key, policy, cost, now))
+            .await
+            .unwrap_or(Err(Error::Timeout(deadline)));
+        if let (Err(_), Backend::Cluster(cluster)) = (&reply, &self.inner.backend) {
+            // A failing node may have handed its slots over (a failover).
+            if let Some(connection) = cluster.link.current() {
+                cluster
+                    .slots
+                    .refresh(&connection, self.inner.config.connection_timeout);
+            }
+        }
+        scripts::parse_reply(&reply?, policy, cost)
+    }
+
+    async fn call(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        now: Option<u64>,
+    ) -> Result<Vec<i64>, Error> {
         let lua = scripts::lua(policy.algorithm());
         let call = scripts::evalsha(key, policy, cost, now);
-        let reply: Vec<i64> = match &self.inner.backend {
-            Backend::Standalone(_) => {
-                let mut connection = self.standalone().await?;
-                let noscript = redis::ErrorKind::Server(redis::ServerErrorKind::NoScript);
-                let outcome = match call.query_async(&mut connection).await {
-                    // NOSCRIPT: the call did not run. Load, then send it again.
-                    Err(error) if error.kind() == noscript => {
-                        match lua
-                            .load_command()
-                            .query_async::<redis::Value>(&mut connection)
-                            .await
-                        {
-                            Ok(_) => call.query_async(&mut connection).await,
-                            Err(error) => Err(error),
-                        }
-                    }
-                    outcome => outcome,
+        match &self.inner.backend {
+            Backend::Primary(primary) => primary.run(lua, &call, &self.inner.config).await,
+            Backend::Cluster(cluster) => {
+                let connection = self.cluster(cluster).await?;
+                let refresh = || {
+                    cluster
+                        .slots
+                        .refresh(&connection, self.inner.config.connection_timeout)
                 };
-                outcome.inspect_err(|error| self.forget_if_broken(error))?
+                Ok(cluster::run(&mut connection.clone(), lua, &call, refresh).await?)
             }
-            Backend::Cluster(_) => {
-                let mut connection = self.cluster().await?;
-                cluster::run(&mut connection, lua, &call).await?
-            }
-        };
-        scripts::parse_reply(&reply, policy, cost)
+        }
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl Store for RedisStore {
     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.run(key, policy, cost, None).await
     }
+
+    /// On a Redis Cluster, the node serving `key`'s slot (as last read from
+    /// `CLUSTER SLOTS`); 0 for a standalone Redis, which fails as a whole.
+    fn failure_domain(&self, key: &str) -> u64 {
+        match &self.inner.backend {
+            Backend::Cluster(cluster) => cluster.slots.domain(key),
+            Backend::Primary(_) => 0,
+        }
+    }
+
+    /// The node's `host:port`.
+    fn failure_domain_name(&self, domain: u64) -> String {
+        match &self.inner.backend {
+            Backend::Cluster(cluster) => cluster.slots.name(domain),
+            Backend::Primary(_) => None,
+        }
+        .unwrap_or_else(|| domain.to_string())
+    }
 }
 
 impl fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let deployment = match &self.inner.backend {
+            Backend::Primary(primary) if primary.is_sentinel() => "sentinel",
+            Backend::Primary(_) => "standalone",
+            Backend::Cluster(_) => "cluster",
+        };
         f.debug_struct("RedisStore")
-            .field("cluster", &self.is_cluster())
+            .field("deployment", &deployment)
             .field("config", &self.inner.config)
             .finish_non_exhaustive()
     }

@@ -9,9 +9,9 @@ use crate::decision::{Decision, MAX_RULES, RuleStatus};
 use crate::error::Error;
 use crate::policy::{Algorithm, Kind, Policy};
 
-/// One algorithm's script: the prelude (the time and the cost), the helpers
-/// when the script uses them, then the algorithm's file, hashed once (for
-/// EVALSHA) on first use.
+/// One algorithm's script: the shebang, the prelude (the time and the
+/// cost), the helpers when the script uses them, then the algorithm's file,
+/// hashed once (for EVALSHA) on first use.
 pub(crate) struct Lua {
     pub(crate) source: &'static str,
     script: LazyLock<Script>,
@@ -30,9 +30,21 @@ impl Lua {
     }
 }
 
+// Every script starts with the shebang `#!lua` and declares no flag. Redis
+// (7.0 and later) checks a script that declares itself so before running
+// any of it, and the flags left out are what make the store safe:
+// - without `allow-oom`, the whole script is refused with `OOM` while Redis
+//   is over `maxmemory`. A script without a shebang is refused only when its
+//   first write would grow memory, and the sliding log's first write (a
+//   trim) never does, so it went on adding entries past the limit;
+// - without `no-writes`, a replica refuses it with `READONLY` before it
+//   runs: that answer proves nothing executed, so the call may be sent
+//   again to the primary found anew.
+// Shebang scripts must declare the keys they touch; ours touch `KEYS[1]`.
 macro_rules! lua {
     ($($file:literal),+) => {{
         const SOURCE: &str = concat!(
+            "#!lua\n",
             include_str!("scripts/prelude.lua"),
             $(include_str!(concat!("scripts/", $file))),+
         );
@@ -47,15 +59,13 @@ static SLIDING_LOG: Lua = lua!("sliding_log.lua");
 static FIXED_WINDOW: Lua = lua!("helpers.lua", "fixed_window.lua");
 static SLIDING_WINDOW: Lua = lua!("helpers.lua", "sliding_window.lua");
 static BUCKET: Lua = lua!("helpers.lua", "bucket.lua");
-static GCRA: Lua = lua!("helpers.lua", "gcra.lua");
 
 pub(crate) fn lua(algorithm: Algorithm) -> &'static Lua {
     match algorithm {
         Algorithm::SlidingLog => &SLIDING_LOG,
         Algorithm::FixedWindow => &FIXED_WINDOW,
         Algorithm::SlidingWindow => &SLIDING_WINDOW,
-        Algorithm::TokenBucket | Algorithm::LeakyBucket => &BUCKET,
-        Algorithm::Gcra => &GCRA,
+        Algorithm::TokenBucket | Algorithm::LeakyBucket | Algorithm::Gcra => &BUCKET,
     }
 }
 
@@ -92,8 +102,8 @@ pub(crate) fn evalsha(key: &str, policy: &Policy, cost: u64, now: Option<u64>) -
         Kind::LeakyBucket(b) => {
             cmd.arg(b.unit).arg(b.drain).arg(b.capacity).arg(1);
         }
-        Kind::Gcra(g) => {
-            cmd.arg(g.interval_us).arg(g.tolerance_us);
+        Kind::Gcra(b) => {
+            cmd.arg(b.unit).arg(b.drain).arg(b.capacity).arg("g");
         }
     }
     cmd
@@ -106,22 +116,28 @@ pub(crate) fn parse_reply(reply: &[i64], policy: &Policy, cost: u64) -> Result<D
     if policy.algorithm() == Algorithm::SlidingLog {
         // See `sliding_log.lua`: the counts, from which the statuses follow
         // as in the memory store.
-        let [retry_after, decided_by, newest_from_now, counts @ ..] = reply else {
+        let [retry_after, decided_by, newest_from_now, per_rule @ ..] = reply else {
             return Err(malformed());
         };
-        if counts.len() != rules.len() || !(0..rules.len() as i64).contains(decided_by) {
+        let n = rules.len();
+        if per_rule.len() != 2 * n || !(0..n as i64).contains(decided_by) {
             return Err(malformed());
         }
-        let mut counted = [0u64; MAX_RULES];
-        for (to, count) in counted.iter_mut().zip(counts) {
-            *to = u64::try_from(*count).map_err(|_| malformed())?;
+        let (mut counted, mut available) = ([0u64; MAX_RULES], [0u64; MAX_RULES]);
+        for (to, value) in counted[..n]
+            .iter_mut()
+            .chain(&mut available[..n])
+            .zip(per_rule)
+        {
+            *to = u64::try_from(*value).map_err(|_| malformed())?;
         }
         let denied = u64::try_from(*retry_after)
             .ok()
             .map(|wait| (wait, *decided_by as usize));
         return Ok(sliding_log::decide(
             rules,
-            &counted[..rules.len()],
+            &counted[..n],
+            &available[..n],
             denied,
             Some(*newest_from_now),
             cost,
@@ -133,6 +149,7 @@ pub(crate) fn parse_reply(reply: &[i64], policy: &Policy, cost: u64) -> Result<D
         decided_by,
         retry_after,
         delay,
+        reset_after,
         count,
         per_rule @ ..,
     ] = reply
@@ -150,7 +167,7 @@ pub(crate) fn parse_reply(reply: &[i64], policy: &Policy, cost: u64) -> Result<D
     for (status, pair) in statuses.iter_mut().zip(per_rule.chunks_exact(2)) {
         *status = RuleStatus {
             remaining: u64::try_from(pair[0]).map_err(|_| malformed())?,
-            reset_after_us: u64::try_from(pair[1]).map_err(|_| malformed())?,
+            available_after_us: u64::try_from(pair[1]).map_err(|_| malformed())?,
         };
     }
     Ok(Decision::new(
@@ -159,5 +176,26 @@ pub(crate) fn parse_reply(reply: &[i64], policy: &Policy, cost: u64) -> Result<D
         *decided_by as usize,
         u64::try_from(*retry_after).ok(),
         u64::try_from(*delay).map_err(|_| malformed())?,
+        u64::try_from(*reset_after).map_err(|_| malformed())?,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_script_starts_with_a_shebang_without_flags() {
+        for algorithm in [
+            Algorithm::SlidingLog,
+            Algorithm::FixedWindow,
+            Algorithm::SlidingWindow,
+            Algorithm::TokenBucket,
+            Algorithm::LeakyBucket,
+            Algorithm::Gcra,
+        ] {
+            let first_line = lua(algorithm).source.lines().next();
+            assert_eq!(first_line, Some("#!lua"), "{algorithm:?}");
+        }
+    }
 }

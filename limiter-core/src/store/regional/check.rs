@@ -65,9 +65,9 @@ impl CheckReply {
             let ends_in = (self.start + rule.window_us()).saturating_sub(self.now);
             let status = RuleStatus {
                 remaining: 0,
-                reset_after_us: ends_in,
+                available_after_us: ends_in,
             };
-            Decision::single(rule, status, Some(ends_in), 0)
+            Decision::single(rule, status, Some(ends_in), 0, ends_in)
         } else {
             let mut state = Some(fixed_window::Window {
                 count: self.total,

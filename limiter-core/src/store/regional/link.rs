@@ -17,13 +17,16 @@ use tokio::sync::OnceCell;
 use super::region::Endpoint;
 use crate::error::Error;
 
-/// A script of the regional store: the prelude (the time and the cost) and
+/// A script of the regional store: the shebang (the script declares no
+/// flag, so Redis refuses it whole while over `maxmemory` and on a replica,
+/// as the Redis store's scripts), the prelude (the time and the cost) and
 /// helpers of the Redis store's scripts, the regional scripts' shared part
-/// (`shared.lua`), then its own file.
+/// (`shared.lua`), then its own file. Each touches only `KEYS[1]`.
 macro_rules! script {
     ($file:literal) => {
         LazyLock::new(|| {
             Script::new(concat!(
+                "#!lua\n",
                 include_str!("../redis/scripts/prelude.lua"),
                 include_str!("../redis/scripts/helpers.lua"),
                 include_str!("scripts/shared.lua"),

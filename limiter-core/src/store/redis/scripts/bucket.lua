@@ -1,12 +1,15 @@
--- The token bucket and the leaky bucket: one meter. ARGV: now, cost, unit,
--- drain, capacity, pacing (1 for the leaky bucket's delay).
--- A hash: a = "bucket", l = water level in sub-units (a token is `unit` of them), u = when
--- it was last brought up to date. It drains `drain` sub-units per µs.
+-- The token bucket, the leaky bucket and GCRA: one meter. ARGV: now, cost,
+-- unit, drain, capacity, kind ("0" the token bucket, "1" the leaky bucket,
+-- which answers a delay, "g" GCRA, whose water is how far its theoretical
+-- arrival time lies ahead of now).
+-- A hash: a = "bucket" (both buckets: the same meter) or "gcra", l = water
+-- level in sub-units (a token is `unit` of them), u = when it was last
+-- brought up to date. It drains `drain` sub-units per µs.
 local key = KEYS[1]
 local unit, drain, capacity = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local pacing = ARGV[6] == '1'
--- Token and leaky buckets share this state: the same meter.
-local state = read_hash(key, 'bucket', 'l', 'u')
+local tag = ARGV[6] == 'g' and 'gcra' or 'bucket'
+local state = read_hash(key, tag, 'l', 'u')
 local level, updated = tonumber(state[1]), tonumber(state[2])
 if not level then
   level, updated = 0, now
@@ -26,9 +29,15 @@ if level + need <= full then
     delay = ceil_div(level, drain)
   end
   level = level + need
-  redis.call('HSET', key, 'a', 'bucket', 'l', int(level), 'u', int(math.max(now, updated)))
+  redis.call('HSET', key, 'a', tag, 'l', int(level), 'u', int(math.max(now, updated)))
   expire_in(key, ceil_div(level, drain))
 else
   retry = ceil_div(level + need - full, drain)
 end
-return { retry < 0 and 1 or 0, 0, retry, delay, 1, floor_div(full - level, unit), ceil_div(level, drain) }
+local remaining = floor_div(full - level, unit)
+-- One token more than remaining fits once the water is that low.
+local available = retry
+if retry < 0 then
+  available = level > 0 and ceil_div(level - (full - (remaining + 1) * unit), drain) or 0
+end
+return { retry < 0 and 1 or 0, 0, retry, delay, ceil_div(level, drain), 1, remaining, available }

@@ -15,4 +15,5 @@ if count + cost <= limit then
   redis.call('HSET', key, 'a', 'fixed_window', 'c', int(count), 's', int(start))
   expire_in(key, ends_in)
 end
-return { retry < 0 and 1 or 0, 0, retry, 0, 1, limit - count, ends_in }
+-- The whole quota returns at once, when the window ends.
+return { retry < 0 and 1 or 0, 0, retry, 0, ends_in, 1, limit - count, ends_in }

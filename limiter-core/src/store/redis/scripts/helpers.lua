@@ -1,7 +1,8 @@
 -- Helpers of the hash and string scripts (every one but the sliding log).
 --
 -- Reply: { allowed (1/0), deciding rule (0-based), retry after (-1 when
--- allowed), delay, rule count, then for each rule: remaining, reset after }.
+-- allowed), delay, reset after, rule count, then for each rule: remaining,
+-- available after (when it makes more quota available) }.
 
 -- Exact floor(a / b) for 0 <= a, 0 < b below 2^52: the double quotient may
 -- round across an integer, so step back or forward by one.

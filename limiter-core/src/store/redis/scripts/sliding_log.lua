@@ -15,8 +15,10 @@
 -- uniqueness of members and the reset time depend on.
 --
 -- Reply: { retry after (-1 when allowed), deciding rule when denied
--- (0-based), newest entry - now, then each rule's count before this request }.
--- The caller derives remaining and reset after from them.
+-- (0-based), newest entry - now, then each rule's count before this request,
+-- then each rule's available after: for a rule that denied the request its
+-- wait, else when its oldest entry leaves (0 without entries) }. The caller
+-- derives remaining and reset after from them.
 local key = KEYS[1]
 local call, format = redis.call, string.format
 local longest, n = tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -43,6 +45,8 @@ end
 
 local reply = { -1, 0, 0 }
 local retry = -1
+-- Per rule: its window, and its wait when it denies the request.
+local windows, waits = {}, {}
 for i = 1, n do
   local limit, window = tonumber(ARGV[4 + 2 * i]), tonumber(ARGV[5 + 2 * i])
   -- The window is (now - W, +inf): entries later than now (the clock
@@ -56,12 +60,14 @@ for i = 1, n do
     end
   end
   reply[3 + i] = count
+  windows[i] = window
   if count + cost > limit then
     -- Passes once the oldest `excess` entries have left; the last of them decides.
     after = after or format('(%d', now - window)
     local blocking = call('ZRANGEBYSCORE', key, after, '+inf',
       'WITHSCORES', 'LIMIT', format('%d', count + cost - limit - 1), 1)
     local wait = tonumber(blocking[2]) + window - now
+    waits[i] = wait
     if wait > retry then
       retry = wait
       reply[1], reply[2] = wait, i - 1
@@ -69,9 +75,39 @@ for i = 1, n do
   end
 end
 
+-- When each rule makes more quota available: a rule that denied the request
+-- once its wait is over, any other once its oldest entry leaves its window.
+-- `recorded` says whether this request's entries (at now) are in the log.
+local function available(recorded)
+  local oldest_overall
+  for i = 1, n do
+    local window, count = windows[i], reply[3 + i]
+    local wait = waits[i]
+    if wait == nil then
+      if count == 0 then
+        -- Nothing in the window but this request's entries, if any.
+        wait = recorded and window or 0
+      else
+        local oldest
+        if window >= longest then
+          -- Everything left in the log is inside the longest window.
+          oldest_overall = oldest_overall or call('ZRANGE', key, '0', '0', 'WITHSCORES')
+          oldest = oldest_overall
+        else
+          oldest = call('ZRANGEBYSCORE', key, format('(%d', now - window), '+inf',
+            'WITHSCORES', 'LIMIT', '0', '1')
+        end
+        wait = tonumber(oldest[2]) + window - now
+      end
+    end
+    reply[3 + n + i] = wait
+  end
+end
+
 if retry >= 0 then
   -- Denied: some rule counted an entry, so the marker is there.
   reply[3] = tonumber(call('ZSCORE', key, '~')) - now
+  available(false)
   return reply
 end
 
@@ -117,4 +153,5 @@ if changed <= cost then
   end
 end
 call('PEXPIRE', key, ARGV[3])
+available(true)
 return reply

@@ -20,30 +20,36 @@ local elapsed = math.max(0, now - start)
 local function weighted(p, c, e)
   return p * ((w - e) / w) + c
 end
-local function passes(p, c, e)
-  return weighted(p, c, e) + cost <= limit
+local function passes(p, c, e, k)
+  return weighted(p, c, e) + k <= limit
 end
-local function first_passing(p, c, from)
-  local slack = limit - c - cost
+-- The first offset in [from, w] at which a request of cost k passes.
+local function first_passing(p, c, from, k)
+  local slack = limit - c - k
   local guess = math.ceil(w - slack * w / p)
   local e = math.max(from, math.min(w, guess))
-  while e < w and not passes(p, c, e) do
+  while e < w and not passes(p, c, e, k) do
     e = e + 1
   end
-  while e > from and passes(p, c, e - 1) do
+  while e > from and passes(p, c, e - 1, k) do
     e = e - 1
   end
   return e
 end
+-- The exact wait until a request of cost k passes.
+local function wait_for(p, c, k)
+  if c + k <= limit then
+    return start + first_passing(p, c, elapsed + 1, k) - now
+  end
+  return start + w + first_passing(c, 0, 0, k) - now
+end
 
 local retry = -1
-if passes(previous, current, elapsed) then
+if passes(previous, current, elapsed, cost) then
   current = current + cost
   redis.call('HSET', key, 'a', 'sliding_window', 'p', int(previous), 'c', int(current), 's', int(start))
-elseif current + cost <= limit then
-  retry = start + first_passing(previous, current, elapsed + 1) - now
 else
-  retry = start + w + first_passing(current, 0, 0) - now
+  retry = wait_for(previous, current, cost)
 end
 
 local reset = 0
@@ -56,4 +62,9 @@ if retry < 0 then
   expire_in(key, reset)
 end
 local remaining = math.floor(math.max(limit - weighted(previous, current, elapsed), 0))
-return { retry < 0 and 1 or 0, 0, retry, 0, 1, remaining, reset }
+-- One more request fits once a request costing one more than what remains passes.
+local available = retry
+if retry < 0 then
+  available = remaining < limit and wait_for(previous, current, remaining + 1) or 0
+end
+return { retry < 0 and 1 or 0, 0, retry, 0, reset, 1, remaining, available }

@@ -1,0 +1,171 @@
+//! A standalone Redis, found at a URL or through Redis Sentinel: one
+//! multiplexed connection to the primary, made again when it breaks or when
+//! the node turns out not to be the primary any more.
+
+use std::sync::{Arc, OnceLock};
+
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, Client, Cmd, ConnectionAddr, ConnectionInfo, RedisError};
+
+use super::RedisConfig;
+use super::link::Link;
+use super::scripts::Lua;
+use super::sentinel::{self, Watcher};
+use crate::error::Error;
+
+/// A node's `host:port`, as Sentinel names it.
+pub(crate) type Address = (String, u16);
+
+pub(crate) struct Primary {
+    locator: Locator,
+    link: Arc<Link<Connection>>,
+    /// Follows Sentinel's announcements of a new primary (Sentinel only),
+    /// from the first connection on; stopped when the store is dropped.
+    watcher: OnceLock<Watcher>,
+}
+
+/// How the primary is found.
+pub(crate) enum Locator {
+    /// Always at this URL (whose name may lead elsewhere after a failover).
+    Url(Client),
+    /// Wherever the Sentinels say.
+    Sentinel(Arc<sentinel::Sentinels>),
+}
+
+/// A connection, and the address it leads to.
+#[derive(Clone)]
+pub(crate) struct Connection {
+    connection: MultiplexedConnection,
+    pub(crate) address: Option<Address>,
+}
+
+impl Primary {
+    pub(crate) fn new(locator: Locator) -> Self {
+        Self {
+            locator,
+            link: Link::new(),
+            watcher: OnceLock::new(),
+        }
+    }
+
+    pub(crate) fn is_sentinel(&self) -> bool {
+        matches!(self.locator, Locator::Sentinel(_))
+    }
+
+    async fn connection(&self, config: &RedisConfig) -> Result<(Connection, u64), Error> {
+        if let Locator::Sentinel(sentinels) = &self.locator {
+            self.watcher.get_or_init(|| {
+                Watcher::spawn(
+                    Arc::clone(sentinels),
+                    Arc::downgrade(&self.link),
+                    config.connection_timeout,
+                )
+            });
+        }
+        let options = AsyncConnectionConfig::new()
+            .set_response_timeout(Some(config.response_timeout))
+            .set_connection_timeout(Some(config.connection_timeout));
+        let locator = match &self.locator {
+            Locator::Url(client) => Err(client.clone()),
+            Locator::Sentinel(sentinels) => Ok(Arc::clone(sentinels)),
+        };
+        let connect = || async move {
+            let client = match locator {
+                Err(client) => client,
+                Ok(sentinels) => sentinels.primary().await?,
+            };
+            let address = address(client.get_connection_info());
+            let connection = client
+                .get_multiplexed_async_connection_with_config(&options)
+                .await?;
+            Ok(Connection {
+                connection,
+                address,
+            })
+        };
+        self.link.get(connect, config.connection_timeout).await
+    }
+
+    /// Connects, unless connected.
+    pub(crate) async fn connect(&self, config: &RedisConfig) -> Result<(), Error> {
+        self.connection(config).await.map(drop)
+    }
+
+    /// Runs `call` (an EVALSHA of `lua`) on the primary.
+    ///
+    /// A node that is not the primary (any more) refuses the script before
+    /// running it, with `READONLY` (a replica, such as a demoted primary) or
+    /// `MASTERDOWN` (a replica cut off from its primary): the connection is
+    /// dropped and the call is sent once more to the primary found anew (the
+    /// Sentinels' answer, or the URL's name resolved again). It never runs
+    /// twice: the refusal proves it did not run.
+    pub(crate) async fn run(
+        &self,
+        lua: &Lua,
+        call: &Cmd,
+        config: &RedisConfig,
+    ) -> Result<Vec<i64>, Error> {
+        let mut found_anew = false;
+        loop {
+            let (mut primary, id) = self.connection(config).await?;
+            let error = match run_script(&mut primary.connection, lua, call).await {
+                Ok(reply) => return Ok(reply),
+                Err(error) => error,
+            };
+            if is_not_primary(&error) {
+                self.link.forget(id);
+                if !found_anew {
+                    tracing::warn!(
+                        %error,
+                        node = ?primary.address,
+                        "Redis answered as a replica: finding the primary again"
+                    );
+                    found_anew = true;
+                    continue;
+                }
+            } else if error.is_connection_dropped()
+                || error.is_unrecoverable_error()
+                || error.is_io_error()
+            {
+                self.link.forget(id);
+            }
+            return Err(error.into());
+        }
+    }
+}
+
+/// EVALSHA, loading the script when the server answers NOSCRIPT (which
+/// means the call did not run) and sending it again.
+async fn run_script(
+    connection: &mut MultiplexedConnection,
+    lua: &Lua,
+    call: &Cmd,
+) -> Result<Vec<i64>, RedisError> {
+    let noscript = redis::ErrorKind::Server(redis::ServerErrorKind::NoScript);
+    match call.query_async(connection).await {
+        Err(error) if error.kind() == noscript => {
+            let _: redis::Value = lua.load_command().query_async(connection).await?;
+            call.query_async(connection).await
+        }
+        outcome => outcome,
+    }
+}
+
+/// Whether the node answered as a replica: it refused the call before
+/// running it, and another node is (or will be) the primary.
+pub(crate) fn is_not_primary(error: &RedisError) -> bool {
+    use redis::ServerErrorKind::{MasterDown, ReadOnly};
+    matches!(
+        error.kind(),
+        redis::ErrorKind::Server(ReadOnly | MasterDown)
+    )
+}
+
+fn address(info: &ConnectionInfo) -> Option<Address> {
+    match info.addr() {
+        ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+            Some((host.clone(), *port))
+        }
+        _ => None,
+    }
+}

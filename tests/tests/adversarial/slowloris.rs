@@ -1,0 +1,140 @@
+//! Slowloris against the `ugc` binary: clients that send part of a request
+//! and stall, more of them than the server serves at once. Each is closed
+//! once the header-read timeout passes (never before), the server keeps
+//! answering, and it stays up. Short settings through the environment keep
+//! this fast.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use limiter_tests::http::send;
+use limiter_tests::{UgcServer, ugc_start_up_error};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const HEADER_READ_TIMEOUT: Duration = Duration::from_millis(300);
+const MAX_CONNECTIONS: usize = 8;
+/// Far more than any test needs: it only stops a broken server from hanging the test.
+const HANG_GUARD: Duration = Duration::from_secs(20);
+
+fn start() -> UgcServer {
+    UgcServer::start(&[
+        (
+            "LIMITER_HEADER_READ_TIMEOUT_MS",
+            &HEADER_READ_TIMEOUT.as_millis().to_string(),
+        ),
+        ("LIMITER_MAX_CONNECTIONS", &MAX_CONNECTIONS.to_string()),
+    ])
+}
+
+/// Waits for the server to close `stream`: what it sent before (nothing, or
+/// a `408 Request Timeout`), and when it closed.
+async fn closed_by_server(mut stream: TcpStream) -> (Vec<u8>, Instant) {
+    let mut received = Vec::new();
+    let read = tokio::time::timeout(HANG_GUARD, stream.read_to_end(&mut received)).await;
+    let closed_at = Instant::now();
+    match read {
+        Ok(Ok(_)) => {}
+        // A reset closes it too.
+        Ok(Err(error)) => assert!(
+            matches!(
+                error.kind(),
+                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+            ),
+            "{error}"
+        ),
+        Err(_) => panic!("the server kept a stalled connection open for {HANG_GUARD:?}"),
+    }
+    (received, closed_at)
+}
+
+fn assert_nothing_or_408(received: &[u8]) {
+    assert!(
+        received.is_empty() || received.starts_with(b"HTTP/1.1 408 "),
+        "{}",
+        String::from_utf8_lossy(received)
+    );
+}
+
+async fn health(addr: SocketAddr) -> u16 {
+    tokio::time::timeout(HANG_GUARD, send(addr, "GET", "/health", &[], b""))
+        .await
+        .expect("/health answers")
+        .expect("/health answers")
+        .status
+}
+
+#[tokio::test]
+async fn stalled_requests_are_closed_after_the_header_read_timeout() {
+    let mut server = start();
+    let addr = server.addr();
+    let mut stalled = Vec::new();
+    for _ in 0..3 * MAX_CONNECTIONS {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        stream
+            .write_all(b"GET /health HTTP/1.1\r\nhost: ugc\r\nx-slow: ")
+            .await
+            .unwrap();
+        stalled.push((Instant::now(), stream));
+    }
+    // Behind them in the backlog, a real request is served once slots free.
+    let during = tokio::spawn(health(addr));
+    for (sent_at, stream) in stalled {
+        let (received, closed_at) = closed_by_server(stream).await;
+        assert_nothing_or_408(&received);
+        assert!(
+            closed_at - sent_at >= HEADER_READ_TIMEOUT,
+            "closed after {:?}, before the timeout",
+            closed_at - sent_at
+        );
+    }
+    assert_eq!(during.await.unwrap(), 200);
+    assert_eq!(health(addr).await, 200);
+    assert!(server.is_running());
+}
+
+#[tokio::test]
+async fn an_idle_keep_alive_connection_is_closed_after_the_timeout() {
+    let mut server = start();
+    let mut stream = TcpStream::connect(server.addr()).await.unwrap();
+    let sent_at = Instant::now();
+    stream
+        .write_all(b"GET /health HTTP/1.1\r\nhost: ugc\r\n\r\n")
+        .await
+        .unwrap();
+    // The whole response, then silence: the connection counts as waiting
+    // for the next request's head.
+    let expected_body = br#"{"status":"ok"}"#;
+    let mut received = Vec::new();
+    let mut buf = [0; 1024];
+    while !received.ends_with(expected_body) {
+        let read = tokio::time::timeout(HANG_GUARD, stream.read(&mut buf))
+            .await
+            .expect("a response")
+            .unwrap();
+        assert!(read > 0, "closed before the response");
+        received.extend_from_slice(&buf[..read]);
+    }
+    assert!(received.starts_with(b"HTTP/1.1 200 OK"));
+    let (after, closed_at) = closed_by_server(stream).await;
+    assert_nothing_or_408(&after);
+    // The timeout runs from the response, which came after the request.
+    assert!(closed_at - sent_at >= HEADER_READ_TIMEOUT);
+    assert!(server.is_running());
+}
+
+#[tokio::test]
+async fn malformed_serving_settings_stop_the_ugc_binary_at_start_up() {
+    for (name, value, reason) in [
+        ("LIMITER_MAX_CONNECTIONS", "0", "must be above zero"),
+        ("LIMITER_MAX_CONNECTIONS", "many", "invalid digit"),
+        ("LIMITER_HEADER_READ_TIMEOUT_MS", "0", "must be above zero"),
+        ("LIMITER_HEADER_READ_TIMEOUT_MS", "-5", "invalid digit"),
+    ] {
+        let log = ugc_start_up_error(&[(name, value)]);
+        assert!(
+            log.contains(&format!("{name} {value:?}: {reason}")),
+            "{log}"
+        );
+    }
+}

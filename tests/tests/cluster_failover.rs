@@ -1,0 +1,287 @@
+//! A Redis Cluster losing a master: every call of the store keeps its own
+//! deadline, guarded or not, and only the dead master's keys go to the
+//! failure policy, until its replica takes over. A manual failover under
+//! load keeps every decision exact.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use limiter_core::{
+    BreakerState, GuardConfig, Guarded, OnStoreError, Policy, RedisConfig, RedisStore, Rule, Store,
+    Verdict,
+};
+use limiter_tests::RedisCluster;
+
+const DEADLINE: Duration = Duration::from_millis(50);
+/// "Never hangs", not a speed: twice the deadline leaves room for a loaded
+/// machine, and is below what following CLUSTERDOWN answers for their own
+/// sake took (16 tries with pauses between them: 128 ms and more).
+const BOUND: Duration = DEADLINE.saturating_mul(2);
+
+/// The tests here run one at a time: two clusters under load on a 2-core
+/// machine would delay each other's calls past their deadlines.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn roomy() -> Policy {
+    Policy::sliding_log([Rule::new(1_000_000, Duration::from_secs(60)).unwrap()]).unwrap()
+}
+
+/// Keys owned by each master, in node order.
+fn keys_per_node(cluster: &RedisCluster, per_node: usize) -> Vec<Vec<String>> {
+    let mut keys = vec![Vec::new(); cluster.nodes.len()];
+    for user in 0.. {
+        let key = format!("user{user}");
+        let owner = cluster.owner_of(&key);
+        if keys[owner].len() < per_node {
+            keys[owner].push(key);
+        }
+        if keys.iter().all(|k| k.len() == per_node) {
+            return keys;
+        }
+    }
+    unreachable!()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_call_keeps_its_deadline_while_a_master_is_dead() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let mut cluster = RedisCluster::start();
+    let urls = cluster.urls();
+    let config = RedisConfig::new().response_timeout(DEADLINE);
+    let store = RedisStore::connect_cluster(urls.iter().map(String::as_str), config)
+        .await
+        .unwrap();
+    let keys = keys_per_node(&cluster, 5);
+    for key in keys.iter().flatten() {
+        store.check(key, &roomy(), 1).await.unwrap();
+    }
+
+    cluster.nodes[0].kill();
+    // First the dead master's keys fail while the others' are decided; once
+    // the survivors mark it failed, the cluster is down (it needs every slot
+    // covered) and every key answers CLUSTERDOWN.
+    let mut longest = Duration::ZERO;
+    let mut failures = 0;
+    let started = Instant::now();
+    let mut down = None;
+    while down.is_none_or(|since: Instant| since.elapsed() < Duration::from_secs(1)) {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the cluster never reported the failure"
+        );
+        for key in keys.iter().flatten() {
+            let call = Instant::now();
+            let outcome = store.check(key, &roomy(), 1).await;
+            let took = call.elapsed();
+            longest = longest.max(took);
+            assert!(took < BOUND, "a call took {took:?} ({outcome:?})");
+            failures += usize::from(outcome.is_err());
+        }
+        if down.is_none()
+            && cluster.nodes[1]
+                .command(&["CLUSTER", "INFO"])
+                .contains("cluster_state:fail")
+        {
+            down = Some(Instant::now());
+        }
+    }
+    println!("{failures} failed calls, the longest took {longest:?}");
+    let after = store.check(&keys[1][0], &roomy(), 1).await;
+    assert!(
+        after.is_err(),
+        "the cluster is down for every key: {after:?}"
+    );
+}
+
+/// Which stage decided each key's calls.
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    store: usize,
+    fallback: usize,
+}
+
+impl Tally {
+    fn calls(&self) -> usize {
+        self.store + self.fallback
+    }
+}
+
+async fn check_all(guarded: &Guarded<RedisStore>, keys: &[Vec<String>], tallies: &mut [Tally]) {
+    for (shard, keys) in keys.iter().enumerate() {
+        for key in keys {
+            match guarded
+                .check_with(key, &roomy(), 1, OnStoreError::default())
+                .await
+                .unwrap()
+            {
+                Verdict::Store(_) => tallies[shard].store += 1,
+                Verdict::Fallback(_) => tallies[shard].fallback += 1,
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_master_costs_only_its_own_keys_until_its_replica_takes_over() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    // Replicas wait for the test to promote them; the cluster serves the
+    // slots it still covers.
+    let mut cluster = RedisCluster::start_with_replicas(&[
+        "--cluster-replica-no-failover",
+        "yes",
+        "--cluster-require-full-coverage",
+        "no",
+    ]);
+    let urls = cluster.urls();
+    // A deadline that a loaded machine keeps: this test counts verdicts.
+    let deadline = Duration::from_millis(500);
+    let config = RedisConfig::new().response_timeout(deadline);
+    let store = RedisStore::connect_cluster(urls.iter().map(String::as_str), config)
+        .await
+        .unwrap();
+    let guarded = Guarded::new(
+        store,
+        GuardConfig {
+            deadline,
+            ..GuardConfig::default()
+        },
+    );
+    let keys = keys_per_node(&cluster, 5);
+    // The store reads which node serves which slot in the background.
+    let started = Instant::now();
+    while keys
+        .iter()
+        .flatten()
+        .any(|k| guarded.store().failure_domain(k) == 0)
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "slots never read"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for shard in &keys {
+        let domain = guarded.store().failure_domain(&shard[0]);
+        assert!(
+            shard
+                .iter()
+                .all(|k| guarded.store().failure_domain(k) == domain)
+        );
+    }
+    let mut tallies = vec![Tally::default(); 3];
+    check_all(&guarded, &keys, &mut tallies).await;
+    assert_eq!(tallies.iter().map(|t| t.store).sum::<usize>(), 15);
+
+    cluster.nodes[0].kill();
+    let mut tallies = vec![Tally::default(); 3];
+    let killed = Instant::now();
+    // Past the node timeout (2 s): the others mark the master failed.
+    while killed.elapsed() < Duration::from_secs(3) {
+        check_all(&guarded, &keys, &mut tallies).await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    println!("master 0 dead: {tallies:?}");
+    assert_eq!(tallies[0].store, 0);
+    for healthy in &tallies[1..] {
+        assert_eq!(healthy.store, healthy.calls(), "{tallies:?}");
+    }
+    assert_eq!(guarded.breaker_state_of(&keys[0][0]), BreakerState::Open);
+    assert_eq!(guarded.breaker_state_of(&keys[1][0]), BreakerState::Closed);
+
+    // Its replica takes over: its keys return to Redis.
+    cluster.replicas[0].command(&["CLUSTER", "FAILOVER", "TAKEOVER"]);
+    let promoted = Instant::now();
+    let mut tallies = vec![Tally::default(); 3];
+    loop {
+        let before = tallies[0].store;
+        check_all(&guarded, &keys, &mut tallies).await;
+        if tallies[0].store - before == keys[0].len() {
+            break;
+        }
+        assert!(
+            promoted.elapsed() < Duration::from_secs(10),
+            "the dead master's keys did not return to Redis: {tallies:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    println!(
+        "decided by the promoted replica {:?} after the takeover: {tallies:?}",
+        promoted.elapsed()
+    );
+    for healthy in &tallies[1..] {
+        assert_eq!(healthy.store, healthy.calls(), "{tallies:?}");
+    }
+    assert_eq!(guarded.breaker_state_of(&keys[0][0]), BreakerState::Closed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_manual_failover_under_load_keeps_every_decision_exact() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    const LIMIT: u64 = 300;
+    let cluster = RedisCluster::start_with_replicas(&[]);
+    let store = cluster.store().await;
+    let key = "failover:laoqian";
+    let shard = cluster.owner_of(key);
+    let policy =
+        Policy::sliding_log([Rule::new(LIMIT, Duration::from_secs(600)).unwrap()]).unwrap();
+
+    let allowed = Arc::new(AtomicUsize::new(0));
+    let checks = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut load = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        let (store, policy) = (store.clone(), policy.clone());
+        let (allowed, checks, stop) = (allowed.clone(), checks.clone(), stop.clone());
+        load.spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                let decision = store.check(key, &policy, 1).await;
+                checks.fetch_add(1, Ordering::SeqCst);
+                match decision {
+                    Ok(d) => allowed.fetch_add(usize::from(d.allowed()), Ordering::SeqCst),
+                    Err(error) => {
+                        stop.store(true, Ordering::SeqCst);
+                        return Err(error.to_string());
+                    }
+                };
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            Ok(())
+        });
+    }
+    // Waits for `count` more checks, failing (not hanging) if the load stops.
+    let checked = |count: usize| {
+        let (checks, stop) = (checks.clone(), stop.clone());
+        async move {
+            let target = checks.load(Ordering::SeqCst) + count;
+            for _ in 0..6_000 {
+                if checks.load(Ordering::SeqCst) >= target || stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            panic!("the load made no progress for 30 s");
+        }
+    };
+    checked(50).await;
+    // The replica catches up with its master, which pauses its clients,
+    // then takes its slots; the old master becomes its replica.
+    let replica = &cluster.replicas[shard];
+    assert_eq!(replica.command(&["CLUSTER", "FAILOVER"]).trim(), "OK");
+    let started = Instant::now();
+    while replica.role() != "master" || cluster.nodes[shard].role() != "slave" {
+        assert!(started.elapsed() < Duration::from_secs(30), "no failover");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    checked(400).await;
+    stop.store(true, Ordering::SeqCst);
+    for outcome in load.join_all().await {
+        assert_eq!(outcome, Ok(()), "a check failed during the failover");
+    }
+    assert!(checks.load(Ordering::SeqCst) > LIMIT as usize + 100);
+    assert_eq!(allowed.load(Ordering::SeqCst), LIMIT as usize);
+    let on_new_master: u64 = replica.command(&["ZCARD", key]).trim().parse().unwrap();
+    // The log's entries and the member that marks the newest one.
+    assert_eq!(on_new_master, LIMIT + 1);
+}
