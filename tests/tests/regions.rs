@@ -6,6 +6,8 @@
 //! used, one region's traffic exactly the quota, and local decisions never
 //! waiting for another region.
 
+#[path = "regions/ugc.rs"]
+mod ugc;
 #[path = "regions/world.rs"]
 mod world;
 

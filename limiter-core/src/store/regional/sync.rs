@@ -108,8 +108,9 @@ pub(crate) async fn sync(inner: &Inner, request: &SyncRequest) {
     if plan.exhausted {
         flags.push('x');
     }
-    let tell = |index: usize| tell(inner, request, &views, &flags, index);
-    let writes = (0..views.len()).filter(|&i| plan.targets[i]).map(tell);
+    let writes = (0..views.len())
+        .filter(|&i| plan.targets[i])
+        .map(|i| tell(inner, request, &views, &flags, i));
     join_all(writes).await;
 }
 
