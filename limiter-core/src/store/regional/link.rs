@@ -3,7 +3,8 @@
 //!
 //! A script is sent with EVALSHA and loaded only when the server answers
 //! NOSCRIPT, which means the call did not run; nothing that may have run is
-//! sent again. Every call keeps the deadline of its link.
+//! sent again. Every call keeps the deadline of its link as a whole,
+//! connecting included (an attempt cut short goes on at the next call).
 
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -41,8 +42,13 @@ pub(crate) static CHECK: LazyLock<Script> = script!("check.lua");
 /// What a sync learned and concluded, written into one region.
 pub(crate) static MERGE: LazyLock<Script> = script!("merge.lua");
 
-/// A connection to one region's Redis.
-pub(crate) enum Link {
+/// A connection to one region's Redis, and the deadline of each call.
+pub(crate) struct Link {
+    deadline: Duration,
+    backend: Backend,
+}
+
+enum Backend {
     Standalone(ConnectionManager),
     Cluster(Box<Cluster>),
 }
@@ -60,7 +66,7 @@ impl Link {
         deadline: Duration,
         connection_timeout: Duration,
     ) -> RedisResult<Self> {
-        match endpoint {
+        let backend = match endpoint {
             Endpoint::Standalone(client) => {
                 let config = ConnectionManagerConfig::new()
                     .set_response_timeout(Some(deadline))
@@ -68,10 +74,10 @@ impl Link {
                     // One attempt per call: the caller's breaker decides
                     // when to try again.
                     .set_number_of_retries(0);
-                Ok(Self::Standalone(ConnectionManager::new_lazy_with_config(
+                Backend::Standalone(ConnectionManager::new_lazy_with_config(
                     client.clone(),
                     config,
-                )?))
+                )?)
             }
             Endpoint::Cluster(seeds) => {
                 let client = ClusterClient::builder(seeds.clone())
@@ -81,25 +87,30 @@ impl Link {
                     .response_timeout(deadline)
                     .connection_timeout(connection_timeout)
                     .build()?;
-                Ok(Self::Cluster(Box::new(Cluster {
+                Backend::Cluster(Box::new(Cluster {
                     client,
                     connection: OnceCell::new(),
-                })))
+                }))
             }
-        }
+        };
+        Ok(Self { deadline, backend })
     }
 
     /// Runs `invocation` (a script with its key and arguments).
     pub(crate) async fn eval(&self, invocation: &ScriptInvocation<'_>) -> Result<Vec<i64>, Error> {
-        let reply = match self {
-            Self::Standalone(manager) => invocation.invoke_async(&mut manager.clone()).await,
-            Self::Cluster(cluster) => {
-                invocation
-                    .invoke_async(&mut cluster.connection().await?)
-                    .await
-            }
-        };
-        Ok(reply?)
+        self.within_deadline(async {
+            Ok(match &self.backend {
+                Backend::Standalone(manager) => {
+                    invocation.invoke_async(&mut manager.clone()).await?
+                }
+                Backend::Cluster(cluster) => {
+                    invocation
+                        .invoke_async(&mut cluster.connection().await?)
+                        .await?
+                }
+            })
+        })
+        .await
     }
 
     /// `HMGET key fields...`, each value as text.
@@ -110,11 +121,24 @@ impl Link {
     ) -> Result<Vec<Option<String>>, Error> {
         let mut cmd = redis::cmd("HMGET");
         cmd.arg(key).arg(fields);
-        let reply = match self {
-            Self::Standalone(manager) => cmd.query_async(&mut manager.clone()).await,
-            Self::Cluster(cluster) => cmd.query_async(&mut cluster.connection().await?).await,
-        };
-        Ok(reply?)
+        self.within_deadline(async {
+            Ok(match &self.backend {
+                Backend::Standalone(manager) => cmd.query_async(&mut manager.clone()).await?,
+                Backend::Cluster(cluster) => {
+                    cmd.query_async(&mut cluster.connection().await?).await?
+                }
+            })
+        })
+        .await
+    }
+
+    async fn within_deadline<T>(
+        &self,
+        call: impl Future<Output = Result<T, Error>>,
+    ) -> Result<T, Error> {
+        tokio::time::timeout(self.deadline, call)
+            .await
+            .unwrap_or(Err(Error::Timeout(self.deadline)))
     }
 }
 

@@ -2,7 +2,8 @@
 //! locally and summing the others' counts only at tiers (the seed's tiered
 //! counting). See [`RegionalStore`] for the scheme and its guarantees.
 //!
-//! - `tiers.rs`: the pure part (tiers, window mapping, a sync's plan);
+//! - `tiers.rs`: the pure part (tiers, window mapping, a sync's plan),
+//!   and `model.rs`, a model of the scheme for property tests;
 //! - `store.rs`: the store; `check.rs`: a decision from the script's reply;
 //! - `registry.rs`: which syncs wait or run; `sync.rs`: one sync;
 //! - `link.rs`: the calls to Redis; `scripts/`: the check and the merge;
@@ -13,6 +14,8 @@ mod breaker;
 mod check;
 mod config;
 mod link;
+#[cfg(test)]
+mod model;
 mod region;
 mod registry;
 mod stats;

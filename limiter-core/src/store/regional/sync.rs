@@ -6,8 +6,6 @@
 //! and, when the [`Plan`] says so, writes the tightened tiers or the
 //! exhausted quota into the regions that do not know yet.
 
-use std::time::Duration;
-
 use futures_util::future::join_all;
 
 use super::link::MERGE;
@@ -201,8 +199,8 @@ enum Call {
     Write,
 }
 
-/// One call to another region: skipped while its breaker is open, bounded
-/// by the peer deadline, counted.
+/// One call to another region (bounded by its link's deadline): skipped
+/// while its breaker is open, counted.
 async fn call_peer<T>(
     inner: &Inner,
     peer: &Peer,
@@ -225,21 +223,15 @@ async fn call_peer<T>(
     };
     metrics::counter!("limiter_region_calls_total", "region" => peer.name.to_string(), "call" => name)
         .increment(1);
-    let deadline: Duration = inner.config.peer_deadline;
-    match tokio::time::timeout(deadline, call).await {
-        Ok(Ok(value)) => {
+    match call.await {
+        Ok(value) => {
             peer.breaker.succeeded();
             Some(value)
         }
-        Ok(Err(error)) => {
+        Err(error) => {
             peer.breaker.failed();
             tracing::debug!(region = &*peer.name, %error, "call to another region failed");
             remote_error(inner, peer, error.kind());
-            None
-        }
-        Err(_) => {
-            peer.breaker.failed();
-            remote_error(inner, peer, "timeout");
             None
         }
     }
