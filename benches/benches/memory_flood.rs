@@ -1,19 +1,30 @@
-//! Memory under hostile traffic:
+//! Memory and false denials under hostile traffic:
 //! - bytes per key of each algorithm in the memory store (resident memory
 //!   grown by 200,000 keys, divided by 200,000) and in Redis (`MEMORY USAGE`
 //!   of one key after one request);
-//! - the process's peak resident memory after a flood of 1,000,000 distinct
-//!   client IPs through the memory store with its default capacity.
+//! - the process's resident memory after a flood of 1,000,000 distinct
+//!   client IPs through the memory store with its default capacity, and what
+//!   the ghosts of evicted state add to it: the heap (counted by the global
+//!   allocator) that sweeping every key and ghost frees, minus what it frees
+//!   in a store holding as many keys that never evicted;
+//! - false denials: 1,000 users, each well within their quota, interleaved
+//!   with that flood; every user request goes to the flooded store and to a
+//!   store that holds every key, and the bench counts the requests the
+//!   flooded store denies while the other allows them.
 //!
 //! Each memory measurement runs in a fresh child process (this binary with
 //! `--measure`), so one measurement's freed memory cannot hide another's.
 //!
-//! `cargo bench -p limiter-benches --bench memory_flood` (needs `redis-server`).
+//! `cargo bench -p limiter-benches --bench memory_flood` (needs `redis-server`);
+//! `-- --false-denials` prints the last table alone.
 
+use std::alloc::System;
 use std::process::Command;
 use std::time::Duration;
 
-use limiter_core::{Algorithm, MemoryStore, Policy, Rate, RedisStore, Rule, Store};
+use cap::Cap;
+
+use limiter_core::{Algorithm, ManualClock, MemoryStore, Policy, Rate, RedisStore, Rule, Store};
 
 fn policy(algorithm: &str) -> Policy {
     let minute = Duration::from_secs(60);
@@ -35,6 +46,11 @@ fn policy(algorithm: &str) -> Policy {
         other => panic!("unknown algorithm {other}"),
     }
 }
+
+/// Counts the heap in use, so ghosts can be told apart from the allocator's
+/// retained pages.
+#[global_allocator]
+static HEAP: Cap<System> = Cap::new(System, usize::MAX);
 
 const ALGORITHMS: [Algorithm; 6] = [
     Algorithm::SlidingLog,
@@ -70,32 +86,52 @@ fn status_bytes(field: &str) -> u64 {
     kib * 1024
 }
 
-/// Child: checks `keys` distinct clients against `algorithm` in a store of
-/// `capacity`, and prints the resident memory before, after and at peak.
-fn measure(algorithm: &str, keys: u32, capacity: usize) {
+/// What a child measured: resident memory before, after and at peak, the
+/// heap the store grew by, the part of it that sweeping every key (and
+/// ghost) frees, and the keys it holds.
+struct Measured {
+    before: u64,
+    after: u64,
+    peak: u64,
+    heap: u64,
+    swept: u64,
+    live: usize,
+}
+
+/// Child: checks the distinct clients `keys` against `algorithm` in a store
+/// of `capacity`, all at one instant, and prints what it measured.
+fn measure(algorithm: &str, keys: std::ops::Range<u32>, capacity: usize) {
     let policy = policy(algorithm);
-    let store = MemoryStore::new().with_capacity(capacity);
     // Keys are written into one buffer, so only the store's memory grows.
     let mut key = String::with_capacity(64);
-    let before = status_bytes("VmRSS:");
-    for i in 0..keys {
+    let (before, heap_before) = (status_bytes("VmRSS:"), HEAP.allocated());
+    let clock = ManualClock::new(Duration::from_secs(1_750_000_000));
+    let store = MemoryStore::with_clock(clock.clone()).with_capacity(capacity);
+    for i in keys {
         write_client_key(&mut key, i);
         store.check_now(&key, &policy, 1).expect("a valid check");
     }
     let after = status_bytes("VmRSS:");
+    let heap = HEAP.allocated() - heap_before;
+    let live = store.len();
+    // Every window has passed: what goes is the keys, their state and the
+    // ghosts; what stays is the tables' buckets.
+    clock.advance(Duration::from_secs(86_400));
+    store.sweep();
+    let swept = heap - (HEAP.allocated() - heap_before);
     println!(
-        "{before} {after} {} {}",
-        status_bytes("VmHWM:"),
-        store.len()
+        "{before} {after} {} {heap} {swept} {live}",
+        status_bytes("VmHWM:")
     );
 }
 
-fn child(algorithm: Algorithm, keys: u32, capacity: usize) -> (u64, u64, u64, usize) {
+fn child(algorithm: Algorithm, keys: std::ops::Range<u32>, capacity: usize) -> Measured {
     let output = Command::new(std::env::current_exe().expect("this binary"))
         .args([
             "--measure",
             algorithm.name(),
-            &keys.to_string(),
+            &keys.start.to_string(),
+            &keys.end.to_string(),
             &capacity.to_string(),
         ])
         .output()
@@ -105,7 +141,14 @@ fn child(algorithm: Algorithm, keys: u32, capacity: usize) -> (u64, u64, u64, us
         .split_whitespace()
         .map(|n| n.parse().expect("a number"))
         .collect();
-    (numbers[0], numbers[1], numbers[2], numbers[3] as usize)
+    Measured {
+        before: numbers[0],
+        after: numbers[1],
+        peak: numbers[2],
+        heap: numbers[3],
+        swept: numbers[4],
+        live: numbers[5] as usize,
+    }
 }
 
 fn main() {
@@ -113,9 +156,13 @@ fn main() {
     if let Some(i) = args.iter().position(|a| a == "--measure") {
         measure(
             &args[i + 1],
-            args[i + 2].parse().unwrap(),
-            args[i + 3].parse().unwrap(),
+            args[i + 2].parse().unwrap()..args[i + 3].parse().unwrap(),
+            args[i + 4].parse().unwrap(),
         );
+        return;
+    }
+    if args.iter().any(|a| a == "--false-denials") {
+        print_false_denials();
         return;
     }
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
@@ -129,8 +176,8 @@ fn main() {
     println!("|---|---:|---:|");
     for algorithm in ALGORITHMS {
         // Capacity above the key count: nothing is evicted, every key lives.
-        let (before, after, _, live) = child(algorithm, KEYS, 2 * KEYS as usize);
-        assert_eq!(live, KEYS as usize);
+        let measured = child(algorithm, 0..KEYS, 2 * KEYS as usize);
+        assert_eq!(measured.live, KEYS as usize);
         let key = client_key(0);
         let policy = policy(algorithm.name());
         runtime
@@ -140,24 +187,140 @@ fn main() {
         println!(
             "| {} | {:.0} | {} |",
             algorithm.name(),
-            (after - before) as f64 / f64::from(KEYS),
+            (measured.after - measured.before) as f64 / f64::from(KEYS),
             usage.trim()
         );
     }
 
-    const FLOOD: u32 = 1_000_000;
     println!();
     println!(
-        "| algorithm | distinct client IPs | keys kept (capacity {}) | peak resident memory of the process |",
+        "| algorithm | distinct client IPs | keys kept (capacity {}) | peak resident memory of the process | heap held by the store | of which ghosts | heap of as many keys, never evicted |",
         limiter_core::DEFAULT_CAPACITY
     );
-    println!("|---|---:|---:|---:|");
-    for algorithm in [Algorithm::SlidingLog, Algorithm::Gcra] {
-        let (_, _, peak, live) = child(algorithm, FLOOD, limiter_core::DEFAULT_CAPACITY);
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for algorithm in ALGORITHMS {
+        let flooded = child(algorithm, 0..FLOOD, limiter_core::DEFAULT_CAPACITY);
+        let live = flooded.live;
+        // The flood's last clients: about those it kept.
+        let plain = child(algorithm, FLOOD - live as u32..FLOOD, 2 * live);
+        assert_eq!(plain.live, live);
+        // Both free their keys and state when swept; the flooded store also
+        // frees its ghosts.
         println!(
-            "| {} | {FLOOD} | {live} | {:.1} MiB |",
+            "| {} | {FLOOD} | {live} | {} | {} | {} | {} |",
             algorithm.name(),
-            peak as f64 / (1024.0 * 1024.0)
+            mib(flooded.peak),
+            mib(flooded.heap),
+            mib(flooded.swept - plain.swept),
+            mib(plain.heap),
         );
     }
+    print_false_denials();
+}
+
+fn print_false_denials() {
+    println!();
+    println!(
+        "| algorithm | flood: distinct keys over | user requests | allowed by a store holding every key | denied only under the flood | users affected | longest retry after of those |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for algorithm in ALGORITHMS {
+        for (flood, flood_seconds) in FLOODS {
+            let report = false_denials(algorithm, flood, flood_seconds);
+            println!(
+                "| {} | {flood} over {flood_seconds} s | {} | {} | {} | {} | {:.1} s |",
+                algorithm.name(),
+                report.requests,
+                report.allowed,
+                report.false_denials,
+                report.users_affected,
+                report.longest_retry.as_secs_f64(),
+            );
+        }
+    }
+}
+
+const FLOOD: u32 = 1_000_000;
+/// Floods of distinct clients, one request each, and how long they last.
+const FLOODS: [(u32, u64); 4] = [(FLOOD, 120), (FLOOD, 10), (FLOOD, 1), (10 * FLOOD, 60)];
+/// How long the users are followed: the flood, then until its state expires.
+const SIMULATED_SECONDS: u64 = 240;
+const USERS: u32 = 1_000;
+/// Each user comes back this often, so the flood evicts it in between.
+const USER_INTERVAL_MS: u64 = 15_000;
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+/// How many requests a user sends each time: well within every quota
+/// (one for the sliding log, whose prevent-duplicate rule allows one per
+/// 5 s; five, of 100 per minute and bursts of 20, for the others).
+fn user_burst(algorithm: Algorithm) -> u64 {
+    match algorithm {
+        Algorithm::SlidingLog => 1,
+        _ => 5,
+    }
+}
+
+#[derive(Default)]
+struct FalseDenials {
+    requests: u64,
+    allowed: u64,
+    false_denials: u64,
+    users_affected: usize,
+    longest_retry: Duration,
+}
+
+/// Interleaves the users with a flood of `flood` keys lasting `flood_seconds`, on simulated
+/// time (each check is given its instant), through a store of the default
+/// capacity and through one that holds every user.
+fn false_denials(algorithm: Algorithm, flood: u32, flood_seconds: u64) -> FalseDenials {
+    let policy = policy(algorithm.name());
+    let flooded = MemoryStore::new();
+    let holds_all = MemoryStore::new().with_capacity(10 * USERS as usize);
+    let t0: u64 = 1_750_000_000_000_000;
+    let flood_ms = flood_seconds * 1_000;
+    let mut report = FalseDenials::default();
+    let mut affected = std::collections::HashSet::new();
+    let mut key = String::with_capacity(64);
+    for ms in 0..SIMULATED_SECONDS * 1_000 {
+        let now = t0 + ms * 1_000;
+        if ms < flood_ms {
+            // Client i comes at i · flood_ms / flood.
+            let first = ms * u64::from(flood) / flood_ms;
+            let last = (ms + 1) * u64::from(flood) / flood_ms;
+            for client in first..last {
+                write_client_key(&mut key, USERS + client as u32);
+                flooded
+                    .check_at(&key, &policy, 1, now)
+                    .expect("a valid check");
+            }
+        }
+        // User u comes at u · interval / USERS into each interval.
+        let slot = ms % USER_INTERVAL_MS;
+        let first = (slot * u64::from(USERS)).div_ceil(USER_INTERVAL_MS);
+        let last = ((slot + 1) * u64::from(USERS)).div_ceil(USER_INTERVAL_MS);
+        for user in first..last.min(u64::from(USERS)) {
+            write_client_key(&mut key, user as u32);
+            for _ in 0..user_burst(algorithm) {
+                let got = flooded
+                    .check_at(&key, &policy, 1, now)
+                    .expect("a valid check");
+                let expected = holds_all
+                    .check_at(&key, &policy, 1, now)
+                    .expect("a valid check");
+                report.requests += 1;
+                report.allowed += u64::from(expected.allowed());
+                if expected.allowed() && !got.allowed() {
+                    report.false_denials += 1;
+                    affected.insert(user);
+                    let retry = got.retry_after().unwrap_or_default();
+                    report.longest_retry = report.longest_retry.max(retry);
+                }
+            }
+        }
+    }
+    report.users_affected = affected.len();
+    report
 }

@@ -60,8 +60,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     answered.sort_by_key(|(_, at)| *at);
     for (turn, (answer, at)) in answered.iter().enumerate() {
         assert_eq!(answer.status, StatusCode::OK);
-        // A bucket's quota reads "capacity per time to drain it": 5 per 250 ms.
-        assert!(answer.rate_limit.contains("\"5-per-250ms\""));
+        // Named by its rate and capacity.
+        assert!(answer.rate_limit.contains("\"20-per-1s-capacity-5\""));
         let slot = INTERVAL * turn as u32;
         println!(
             "  upload {} answered at {at:.1?} (its turn: {slot:?})",

@@ -42,13 +42,13 @@ async fn main() {
     for remaining in ["r=2", "r=1", "r=0"] {
         let answer = send(&app, like_request()).await;
         assert_eq!(answer.status, StatusCode::OK);
-        // A bucket's quota reads "capacity per time to fill it": 3 per 750 ms.
+        // Named by its rate and burst; its quota is the burst, refilled in 750 ms.
         assert!(
             answer
                 .rate_limit
-                .contains(&format!("\"3-per-750ms\";{remaining}"))
+                .contains(&format!("\"4-per-1s-burst-3\";{remaining}"))
         );
-        assert_eq!(answer.policy, "\"3-per-750ms\";q=3;w=1");
+        assert_eq!(answer.policy, "\"4-per-1s-burst-3\";q=3;w=1");
     }
     let denied = send(&app, like_request()).await;
     assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS);

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use crate::rule::Span;
+
 /// A policy parameter that cannot work, refused when the policy is built.
 ///
 /// Every variant names the offending value so the message alone says what to fix.
@@ -10,13 +12,13 @@ use std::time::Duration;
 #[non_exhaustive]
 pub enum ConfigError {
     /// A rule allows zero requests: it would deny everything.
-    #[error("the limit of a rule must be at least 1, got 0 (window {window:?})")]
+    #[error("the limit of a rule must be at least 1, got 0 (window {})", Span(*window))]
     ZeroLimit {
         /// The window of the rule whose limit is zero.
         window: Duration,
     },
     /// A rule's window is zero (or shorter than a microsecond, the store's resolution).
-    #[error("the window of a rule must be at least 1 µs, got {window:?} (limit {limit})")]
+    #[error("the window of a rule must be at least 1 µs, got {} (limit {limit})", Span(*window))]
     ZeroWindow {
         /// The limit of the rule whose window is zero.
         limit: u64,
@@ -24,14 +26,15 @@ pub enum ConfigError {
         window: Duration,
     },
     /// A window longer than [`MAX_WINDOW`](crate::MAX_WINDOW).
-    #[error("the window of a rule must be at most 366 days, got {window:?}")]
+    #[error("the window of a rule must be at most 366 days, got {}", Span(*window))]
     WindowTooLong {
         /// The window that was given.
         window: Duration,
     },
     /// A rate of zero requests, or over a zero period.
     #[error(
-        "a rate must allow at least 1 request over a period of at least 1 µs, got {amount} per {period:?}"
+        "a rate must allow at least 1 request over a period of at least 1 µs, got {amount} per {}",
+        Span(*period)
     )]
     ZeroRate {
         /// The number of requests per period.
@@ -40,7 +43,7 @@ pub enum ConfigError {
         period: Duration,
     },
     /// A rate's period is longer than [`MAX_WINDOW`](crate::MAX_WINDOW).
-    #[error("the period of a rate must be at most 366 days, got {period:?}")]
+    #[error("the period of a rate must be at most 366 days, got {}", Span(*period))]
     PeriodTooLong {
         /// The period that was given.
         period: Duration,
@@ -48,7 +51,8 @@ pub enum ConfigError {
     /// A bucket or burst of zero: no request could ever pass.
     #[error("the {what} must be at least 1, got 0")]
     ZeroCapacity {
-        /// `"capacity"` or `"burst"`.
+        /// `"capacity"` (leaky bucket), `"burst capacity"` (token bucket) or
+        /// `"burst"` (GCRA).
         what: &'static str,
     },
     /// A request cost of zero.

@@ -35,33 +35,54 @@
 //! reads an injected [`Clock`]; tests use [`ManualClock`].
 //!
 //! # Feature flags
+//! - `runtime` (default): everything that checks requests: the [`Store`]
+//!   trait, [`MemoryStore`], [`Limiter`], the failure policy, clocks and key
+//!   building. Without it only the rules, rates, policies, decisions and
+//!   errors compile, free of dependencies (what `#[rate_limit]` checks its
+//!   arguments with when it compiles).
 //! - `redis` (default): [`RedisStore`], for standalone Redis.
 //! - `test-util`: lets the Redis store take the timestamp from the caller,
 //!   so tests can compare it with the memory store on the same times.
 
+// Without `runtime`, the parts only the stores read (the decision's
+// constructors, the policy's exact parameters) have no reader.
+#![cfg_attr(not(feature = "runtime"), allow(dead_code))]
+
+#[cfg(feature = "runtime")]
 mod algorithm;
+#[cfg(feature = "runtime")]
 mod clock;
 mod decision;
 mod error;
+#[cfg(feature = "runtime")]
 mod guard;
+#[cfg(feature = "runtime")]
 mod key;
+#[cfg(feature = "runtime")]
 mod limiter;
 mod policy;
 mod rule;
+#[cfg(feature = "runtime")]
 mod store;
 
+#[cfg(feature = "runtime")]
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Decision, MAX_RULES, RuleStatus};
 pub use error::{ConfigError, Error};
+#[cfg(feature = "runtime")]
 pub use guard::{
     BreakerConfig, BreakerState, DEFAULT_DEADLINE, DEFAULT_DENY_CACHE_CAPACITY, GuardConfig,
     Guarded, OnStoreError, Verdict,
 };
+#[cfg(feature = "runtime")]
 pub use key::{HASHED_IDENTITY_PREFIX, MAX_IDENTITY_LEN, push_identity, push_identity_bytes};
+#[cfg(feature = "runtime")]
 pub use limiter::{DEFAULT_PREFIX, Limiter};
 pub use policy::{Algorithm, DEFAULT_DUPLICATE_WINDOW, Policy};
 pub use rule::{MAX_WINDOW, Rate, Rule};
+#[cfg(feature = "runtime")]
 pub use store::Store;
+#[cfg(feature = "runtime")]
 pub use store::memory::{DEFAULT_CAPACITY, MemoryStore};
 #[cfg(feature = "redis")]
 pub use store::redis::{RedisConfig, RedisStore};

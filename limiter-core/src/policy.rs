@@ -181,7 +181,7 @@ impl Policy {
     /// takes [`cost`](Self::with_cost) tokens (Spring Cloud Gateway's
     /// replenishRate, burstCapacity and requestedTokens).
     pub fn token_bucket(rate: Rate, capacity: u64) -> Result<Self, ConfigError> {
-        let params = BucketParams::new(rate, capacity, "capacity")?;
+        let params = BucketParams::new(rate, capacity, "burst capacity")?;
         Ok(Self::with_rules(
             Kind::TokenBucket(params),
             &[bucket_quota(params)],
@@ -271,7 +271,8 @@ impl Policy {
             return ConfigError::ZeroCost;
         }
         let what = match self.kind {
-            Kind::TokenBucket(_) | Kind::LeakyBucket(_) => "capacity".to_owned(),
+            Kind::TokenBucket(_) => "burst capacity".to_owned(),
+            Kind::LeakyBucket(_) => "capacity".to_owned(),
             Kind::Gcra(_) => "burst".to_owned(),
             _ => {
                 let tightest = self.rules().iter().min_by_key(|r| r.limit());
@@ -418,7 +419,7 @@ mod tests {
         );
         assert_eq!(
             message(Policy::token_bucket(Rate::per_second(1).unwrap(), 0)),
-            "the capacity must be at least 1, got 0"
+            "the burst capacity must be at least 1, got 0"
         );
         assert_eq!(
             message(Policy::gcra(Rate::per_second(1).unwrap(), 0)),
@@ -429,7 +430,7 @@ mod tests {
                 Policy::token_bucket(Rate::per_second(1).unwrap(), 10)
                     .and_then(|p| p.with_cost(11))
             ),
-            "a cost of 11 can never pass: it exceeds the capacity of 10"
+            "a cost of 11 can never pass: it exceeds the burst capacity of 10"
         );
         assert_eq!(
             message(Policy::sliding_log([rule(10, 60), rule(3, 1)]).and_then(|p| p.with_cost(4))),
@@ -459,7 +460,7 @@ mod tests {
                 Rate::new(1, Duration::from_secs(86400)).unwrap(),
                 1 << 20
             )),
-            "the bucket is too large to compute exactly: capacity 1048576 at 1/1d needs more than 2^50 sub-units"
+            "the bucket is too large to compute exactly: burst capacity 1048576 at 1/1d needs more than 2^50 sub-units"
         );
     }
 

@@ -89,6 +89,21 @@ impl fmt::Display for Rule {
     }
 }
 
+/// A duration as rules are named, in the largest unit that divides it
+/// (`367d`, `60s`, `1500ms`); one that is not whole microseconds (or zero)
+/// as `Duration`'s `Debug` writes it. For messages.
+pub(crate) struct Span(pub(crate) Duration);
+
+impl fmt::Display for Span {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let us = self.0.as_micros();
+        if us == 0 || self.0.subsec_nanos() % 1_000 != 0 || us > u128::from(u64::MAX) {
+            return write!(f, "{:?}", self.0);
+        }
+        write_duration(f, us as u64)
+    }
+}
+
 /// Writes a duration in the largest unit that divides it: `60s`, `2h`, `1500ms`.
 fn write_duration(f: &mut fmt::Formatter<'_>, us: u64) -> fmt::Result {
     const UNITS: [(u64, &str); 5] = [
@@ -215,7 +230,7 @@ mod tests {
         );
         assert_eq!(
             err(10, Duration::from_secs(367 * 86400)),
-            "the window of a rule must be at most 366 days, got 31708800s"
+            "the window of a rule must be at most 366 days, got 367d"
         );
         assert_eq!(
             err(1 << 51, Duration::from_secs(1)),
@@ -237,7 +252,7 @@ mod tests {
         );
         assert_eq!(
             err(5, Duration::from_secs(400 * 86400)),
-            "the period of a rate must be at most 366 days, got 34560000s"
+            "the period of a rate must be at most 366 days, got 400d"
         );
     }
 }

@@ -33,16 +33,25 @@
 
 use proc_macro::TokenStream;
 
-mod attr;
-mod rate_limit;
+mod args;
+mod attr_parsing;
+mod expand;
+mod generate;
+mod handler;
+mod policy;
+#[cfg(test)]
+mod tests;
+mod values;
 
 /// Limits how often an axum handler runs.
 ///
-/// Every argument is checked when the crate compiles. The check runs in a
-/// Tower layer in front of the handler, so a denied request is answered
-/// `429 Too Many Requests` before any extractor runs and before its body is
-/// read. The store, the responses and how clients are identified come from the
-/// router's `RateLimitLayer`.
+/// Every argument is checked when the crate compiles, by the constructors of
+/// limiter-core that build the policy at run time (`Rule::new`,
+/// `Policy::sliding_log`, `with_cost`...): an attribute that compiles builds
+/// its policy. The check runs in a Tower layer in front of the handler, so a
+/// denied request is answered `429 Too Many Requests` before any extractor
+/// runs and before its body is read. The store, the responses and how
+/// clients are identified come from the router's `RateLimitLayer`.
 ///
 /// ```
 /// use axum::{Router, extract::State, routing::post};
@@ -63,10 +72,50 @@ mod rate_limit;
 ///     .with_state(App);
 /// ```
 ///
-/// The attribute goes on a free `async fn` that axum accepts as a handler (up
-/// to 16 extractors, no generics, no `self`). It becomes a unit struct of the
-/// same name and visibility, carrying the function's docs, that implements
-/// axum's `Handler`: `post(create_post)` works as before.
+/// The attribute goes on a free `async fn` whose arguments are extractors
+/// (no generics, no `self`, not in an `impl` block). It becomes a unit struct
+/// of the same name and visibility, carrying the function's docs, that
+/// implements axum's `Handler`: `post(create_post)` works as before.
+///
+/// # Calling the function
+///
+/// The function as written, without its limit, is `name::unlimited`: call
+/// it from unit tests as you would have called the function.
+///
+/// ```
+/// use axum::extract::Path;
+/// use limiter_tower::rate_limit;
+///
+/// #[rate_limit(rules = [(5, 60s)], by = user)]
+/// async fn reply(Path(post): Path<u64>, body: String) -> String {
+///     format!("reply to {post}: {body}")
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let sent = reply::unlimited(Path(7), "thanks".to_owned()).await;
+/// assert_eq!(sent, "reply to 7: thanks");
+/// # }
+/// ```
+///
+/// # With `#[axum::debug_handler]`
+///
+/// Put it below `#[rate_limit]`, on the function it checks:
+///
+/// ```
+/// # use limiter_tower::rate_limit;
+/// #[rate_limit(rules = [(10, 60s)])]
+/// #[axum::debug_handler]
+/// async fn create_post(body: String) -> String {
+///     body
+/// }
+/// ```
+///
+/// Above it, it would check the handler type, which is not a function, and
+/// the compiler answers "expected function". Its messages are the ones to
+/// read when an argument is not an extractor: without it, the compiler
+/// only says that the handler type does not implement `Handler` where it is
+/// routed.
 ///
 /// # Arguments
 ///
@@ -239,14 +288,23 @@ mod rate_limit;
 ///
 /// # Compile errors
 ///
-/// A mistake is one compile error on the token to fix, and the function is
-/// kept as written so it causes no other error: a zero limit, window, rate,
-/// capacity, burst or cost; a missing or unknown unit; a window over 366
-/// days; an unknown or repeated argument; missing `rules`, or `rules` given to
-/// a bucket or GCRA; more than six rules (or one rule for the windows);
-/// `prevent_duplicate` with another algorithm; a cost no request could pay;
-/// an invalid or uppercase header name; an unknown algorithm or `by`; a
-/// function that is not `async`, takes `self` or is generic.
+/// A mistake is one compile error on the token to fix, and the handler is
+/// still generated (or, when it cannot be, the function kept as written) so
+/// that routing it or calling `unlimited` causes no other error.
+///
+/// - The numbers, with limiter-core's message: a zero limit, window, rate,
+///   capacity, burst or cost; a window or period over 366 days; more rules
+///   than a policy holds; `prevent_duplicate` with another algorithm; a cost
+///   no request could pay; a bucket or burst too large to compute exactly.
+/// - The syntax: a missing or unknown unit; an unknown or repeated argument;
+///   missing `rules`, `rules` given to a bucket or GCRA, or more than one
+///   rule for the windows; an invalid or uppercase header name; an unknown
+///   algorithm, `by` or failure policy.
+/// - The function: not `async`, `unsafe`, generic, taking `self` or
+///   `impl Trait`. In an `impl` block the compiler says that a struct "is
+///   not supported in `trait`s or `impl`s": move the handler to a module.
+/// - Its types, from the compiler: a return type that is not
+///   `IntoResponse` (on the return type); a future that is not `Send`.
 ///
 /// ```compile_fail
 /// # use limiter_tower::rate_limit;
@@ -257,12 +315,19 @@ mod rate_limit;
 #[proc_macro_attribute]
 pub fn rate_limit(attr: TokenStream, item: TokenStream) -> TokenStream {
     let item = proc_macro2::TokenStream::from(item);
-    match rate_limit::expand(attr.into(), item.clone()) {
+    match expand::expand(attr.into(), item.clone()) {
         Ok(expanded) => expanded.into(),
-        Err(err) => {
-            let mut output = err.to_compile_error();
-            output.extend(item);
-            output.into()
-        }
+        Err(error) => expand::recover(&error, item).into(),
     }
+}
+
+/// Emits the item, then the attribute's tokens beside it: what
+/// `#[rate_limit]` generates besides the handler type, carried on that type
+/// so that it is emitted only where the type can be.
+#[doc(hidden)]
+#[proc_macro_attribute]
+pub fn __handler_items(items: TokenStream, item: TokenStream) -> TokenStream {
+    let mut output = item;
+    output.extend(items);
+    output
 }

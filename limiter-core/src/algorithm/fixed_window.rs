@@ -39,6 +39,25 @@ pub(crate) fn check(state: &mut Option<Window>, rule: &Rule, now: Micros, cost: 
     Decision::single(*rule, status, (!allowed).then_some(ends_in), 0, ends_in)
 }
 
+/// The window a key checked against `rule` inherits at `now` from a merged
+/// summary of evicted windows, the largest of whose counts is `count`.
+///
+/// A window's phase is part of its state: the next window starts at the
+/// first request after this one ends, and a merge cannot say when the key's
+/// own window ends (it may have ended already). So the key's window is
+/// restarted at `now` with the merge's count, capped at the limit (its own
+/// count was no more). If its own window was still running, the two become
+/// one longer window holding at most the limit: its own count was no larger
+/// than the inherited one, and only the rest of the limit passes until
+/// `now + W`. Every window of the key still holds at most its limit and lasts
+/// at least `W`.
+pub(crate) fn inherit(count: u64, rule: &Rule, now: Micros) -> Window {
+    Window {
+        count: count.min(rule.limit()),
+        start: now,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -57,5 +76,18 @@ mod tests {
         let next = check(&mut state, &rule, 1_150, 1);
         assert!(next.allowed());
         assert_eq!(next.reset_after(), Duration::from_micros(100));
+    }
+
+    #[test]
+    fn an_inherited_window_starts_now_with_at_most_the_limit() {
+        let rule = Rule::new(3, Duration::from_micros(100)).unwrap();
+        let mut state = Some(inherit(2, &rule, 1_000));
+        let allowed = check(&mut state, &rule, 1_050, 1);
+        assert_eq!((allowed.allowed(), allowed.remaining()), (true, 0));
+        let denied = check(&mut state, &rule, 1_050, 1);
+        assert_eq!(denied.retry_after(), Some(Duration::from_micros(50)));
+        let mut state = Some(inherit(7, &rule, 1_000));
+        assert!(!check(&mut state, &rule, 1_099, 1).allowed());
+        assert!(check(&mut state, &rule, 1_100, 1).allowed());
     }
 }

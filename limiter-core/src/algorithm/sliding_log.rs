@@ -141,17 +141,55 @@ fn reserve(log: &mut Log, rules: &[Rule], longest: Micros, cost: u64) {
     if needed <= log.capacity() {
         return;
     }
-    let most = rules
-        .iter()
-        .filter(|r| r.window_us() == longest)
-        .map(|r| r.limit())
-        .min()
-        .unwrap_or(0);
+    let most = most_entries(rules, longest);
     let doubled = (log.capacity() * 2).max(4);
     let target = doubled
         .min(usize::try_from(most).unwrap_or(usize::MAX))
         .max(needed);
     log.reserve_exact(target - log.len());
+}
+
+/// The most entries a log checked against `rules` holds: every entry is
+/// inside the longest window, so no more than that window's limit.
+fn most_entries(rules: &[Rule], longest: Micros) -> u64 {
+    rules
+        .iter()
+        .filter(|r| r.window_us() == longest)
+        .map(|r| r.limit())
+        .min()
+        .unwrap_or(0)
+}
+
+/// Folds `other` into `log` so that every window holds at least as many
+/// entries as either did: the i-th newest entry of the result is the later
+/// of the two logs' i-th newest, and the result is as long as the longer.
+/// So a one-entry log raises a merge's count in a window by one at most.
+pub(crate) fn merge(log: &mut Log, mut other: Log) {
+    if other.len() > log.len() {
+        std::mem::swap(log, &mut other);
+    }
+    let skip = log.len() - other.len();
+    for (mine, theirs) in log.iter_mut().skip(skip).zip(other) {
+        *mine = (*mine).max(theirs);
+    }
+}
+
+/// The log a key checked against `rules` at `now` inherits from a merged
+/// summary of evicted logs that expires at `expires_at`.
+///
+/// The key's own log, if it is in the merge, is elementwise older than the
+/// merge's newest entries, no longer than `most_entries`, and its newest
+/// entry is at most `expires_at` minus the longest window, and at most now
+/// (its requests came before). Keeping only that many of the newest entries,
+/// none later than those instants, still counts at least the key's own
+/// entries in every window: at worst a full log of requests at `now`. It
+/// denies nothing after `expires_at`.
+pub(crate) fn inherit(merged: &Log, expires_at: Micros, rules: &[Rule], now: Micros) -> Log {
+    let longest = longest_window_us(rules);
+    let latest = expires_at.saturating_sub(longest).min(now);
+    let keep = usize::try_from(most_entries(rules, longest)).unwrap_or(usize::MAX);
+    let skip = merged.len().saturating_sub(keep);
+    merged.iter().skip(skip).map(|&t| t.min(latest)).collect()
 }
 
 /// The longest of the rules' windows: how long an entry counts at all.
@@ -256,5 +294,40 @@ mod tests {
         assert_eq!(d.rules()[1].remaining(), 17);
         assert_eq!(d.reset_after(), Duration::from_secs(120));
         assert_eq!(log.len(), 3);
+    }
+
+    #[test]
+    fn a_merge_takes_the_later_of_the_ith_newest_entries() {
+        let mut log = Log::from([10, 20, 30, 40]);
+        merge(&mut log, Log::from([25, 35]));
+        assert_eq!(log, [10, 20, 30, 40]);
+        merge(&mut log, Log::from([50]));
+        assert_eq!(log, [10, 20, 30, 50]);
+        let mut short = Log::from([45]);
+        merge(&mut short, Log::from([10, 20, 30, 40]));
+        assert_eq!(short, [10, 20, 30, 45]);
+    }
+
+    #[test]
+    fn an_inherited_log_keeps_what_the_policy_can_hold_and_ends_with_the_merge() {
+        let rules = [
+            Rule::new(3, Duration::from_micros(100)).unwrap(),
+            Rule::new(1, Duration::from_micros(10)).unwrap(),
+        ];
+        let merged = Log::from([1_000, 1_010, 1_020, 1_030, 1_095]);
+        // At most 3 entries; none later than the expiry minus 100 µs, or
+        // than now.
+        assert_eq!(
+            inherit(&merged, 1_190, &rules, 1_100),
+            [1_020, 1_030, 1_090]
+        );
+        assert_eq!(
+            inherit(&merged, 1_300, &rules, 1_100),
+            [1_020, 1_030, 1_095]
+        );
+        assert_eq!(
+            inherit(&merged, 1_300, &rules, 1_025),
+            [1_020, 1_025, 1_025]
+        );
     }
 }

@@ -80,6 +80,90 @@ pub(crate) fn check(state: &mut Option<Counters>, rule: &Rule, now: Micros, cost
     Decision::single(*rule, status, retry_after, 0, reset_after_us)
 }
 
+/// Counters evicted from the memory store, with the length of the windows
+/// they count in: the one the key was checked with, or 0 once counters of
+/// windows of different lengths were merged (their counts cannot be added up
+/// window by window).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Evicted {
+    pub(crate) counters: Counters,
+    pub(crate) window_us: Micros,
+}
+
+impl Evicted {
+    /// Counters the store held until `expires_at`. Stored counters always
+    /// count a request in their current window (they are written only when a
+    /// request passes), so they expire exactly two windows after their start:
+    /// that gives the window's length.
+    pub(crate) fn new(counters: Counters, expires_at: Micros) -> Self {
+        Self {
+            counters,
+            window_us: expires_at.saturating_sub(counters.start) / 2,
+        }
+    }
+
+    /// Folds `other` in: both brought to the later start, each count the
+    /// larger of the two, so every future estimate is at least either's.
+    pub(crate) fn merge(&mut self, other: Self) {
+        let w = self.window_us;
+        if w == 0 || w != other.window_us {
+            *self = Self::default();
+            return;
+        }
+        let start = self.counters.start.max(other.counters.start);
+        let at_start = |c: Counters| match c.start {
+            s if s == start => (c.previous, c.current),
+            s if s + w == start => (c.current, 0),
+            _ => (0, 0),
+        };
+        let (mine, theirs) = (at_start(self.counters), at_start(other.counters));
+        self.counters = Counters {
+            previous: mine.0.max(theirs.0),
+            current: mine.1.max(theirs.1),
+            start,
+        };
+    }
+
+    /// The counters a key checked against `rule` inherits from this merged
+    /// summary, which expires at `expires_at`. Counters of this window length
+    /// are inherited as they are, each capped at the limit. A summary of another window length only
+    /// cannot hold this key's counters (merging them in would have made it
+    /// mixed), so the key starts afresh. From a mixed summary the key gets
+    /// the whole limit in each window its own counters could still count in:
+    /// the current one if they could last to two windows after its start,
+    /// the previous one if they could last to one.
+    pub(crate) fn inherit(&self, expires_at: Micros, rule: &Rule, now: Micros) -> Option<Counters> {
+        let (w, limit) = (rule.window_us(), rule.limit());
+        if self.window_us == w {
+            // The key's own counts were at most its limit.
+            return Some(Counters {
+                previous: self.counters.previous.min(limit),
+                current: self.counters.current.min(limit),
+                start: self.counters.start,
+            });
+        }
+        if self.window_us != 0 {
+            return None;
+        }
+        let start = now - now % w;
+        if expires_at >= start + 2 * w {
+            Some(Counters {
+                previous: limit,
+                current: limit,
+                start,
+            })
+        } else if expires_at >= start + w {
+            Some(Counters {
+                previous: 0,
+                current: limit,
+                start: start.saturating_sub(w),
+            })
+        } else {
+            None
+        }
+    }
+}
+
 #[derive(Clone, Copy)]
 struct Estimate {
     w: u64,
@@ -160,5 +244,50 @@ mod tests {
         assert_eq!(denied.reset_after(), Duration::from_micros(1_500));
         assert!(!check(&mut state, &rule, 3_249, 1).allowed());
         assert!(check(&mut state, &rule, 3_250, 1).allowed());
+    }
+
+    #[test]
+    fn evicted_counters_know_their_window_and_merge_at_the_later_start() {
+        let rule = Rule::new(10, Duration::from_micros(1_000)).unwrap();
+        let (mut a, mut b) = (None, None);
+        let da = check(&mut a, &rule, 5_100, 4);
+        let db = check(&mut b, &rule, 4_900, 3);
+        check(&mut b, &rule, 4_950, 6);
+        let evicted_a = Evicted::new(a.unwrap(), 5_100 + da.reset_after().as_micros() as u64);
+        let expires_b = 4_950 + 1_050;
+        assert_eq!(db.reset_after(), Duration::from_micros(1_100));
+        let evicted_b = Evicted::new(b.unwrap(), expires_b);
+        assert_eq!((evicted_a.window_us, evicted_b.window_us), (1_000, 1_000));
+        let mut merged = evicted_a;
+        merged.merge(evicted_b);
+        // b's window [4_000, 5_000) is the previous one at 5_000.
+        let expected = Counters {
+            previous: 9,
+            current: 4,
+            start: 5_000,
+        };
+        assert_eq!(merged.counters, expected);
+        assert_eq!(merged.inherit(7_000, &rule, 5_200), Some(expected));
+        let other = Rule::new(10, Duration::from_micros(500)).unwrap();
+        assert_eq!(merged.inherit(7_000, &other, 5_200), None);
+        // Windows of different lengths: the whole limit where it could count.
+        let mut mixed = merged;
+        mixed.merge(Evicted::new(
+            Counters {
+                previous: 0,
+                current: 1,
+                start: 5_000,
+            },
+            6_000,
+        ));
+        assert_eq!(mixed.window_us, 0);
+        let full = |previous, start| Counters {
+            previous,
+            current: 10,
+            start,
+        };
+        assert_eq!(mixed.inherit(7_000, &rule, 5_200), Some(full(10, 5_000)));
+        assert_eq!(mixed.inherit(6_999, &rule, 5_200), Some(full(0, 4_000)));
+        assert_eq!(mixed.inherit(5_999, &rule, 5_200), None);
     }
 }

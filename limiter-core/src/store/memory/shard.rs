@@ -5,6 +5,7 @@
 //! its state needs (a GCRA or bucket entry is 48 bytes; one enum of every
 //! state would make each 80): fewer cache lines per check, and more keys per
 //! megabyte.
+//! Each table keeps the [ghosts](super::ghost) of the state it evicts.
 
 use std::hash::BuildHasher;
 use std::mem;
@@ -18,6 +19,8 @@ use crate::algorithm::fixed_window::Window;
 use crate::algorithm::sliding_log::Log;
 use crate::algorithm::sliding_window::Counters;
 use crate::decision::Decision;
+
+use super::ghost::{Evictable, Ghosts, Haunt};
 
 /// The gauge of keys holding state, over every memory store of the process
 /// (including the fallback limiters of guarded stores).
@@ -45,8 +48,9 @@ pub(super) struct Tables {
     pub(super) gcra: Table<Level>,
 }
 
-pub(super) struct Table<S> {
+pub(super) struct Table<S: Evictable> {
     entries: HashTable<Entry<S>>,
+    ghosts: Ghosts<S>,
 }
 
 struct Entry<S> {
@@ -82,19 +86,23 @@ impl Shard {
     }
 
     /// Runs `algorithm` on the key's state in `table` and keeps what it
-    /// records. A key new to the table starts with no state (and loses any
-    /// state it held in another table: a key reused with another algorithm
-    /// starts afresh).
+    /// records. A key new to the table starts with the state its ghost slot
+    /// gives back: its own, exactly, or what `inherit` makes of a merge
+    /// (with the merge's expiry) under the key's policy, or none. It loses
+    /// any state it held in another table: a key reused with another
+    /// algorithm starts afresh.
     #[inline]
-    pub(super) fn check<S: Default>(
+    pub(super) fn check<S: Default + Evictable>(
         &mut self,
         table: fn(&mut Tables) -> &mut Table<S>,
         at: Lookup<'_>,
+        inherit: impl FnOnce(&S::Summary, Micros) -> Option<S>,
         algorithm: impl FnOnce(&mut Option<S>) -> Decision,
     ) -> Decision {
         self.tick = self.tick.wrapping_add(1);
         let tick = self.tick;
-        if let Some(entry) = table(&mut self.tables).find(at) {
+        let tables = &mut self.tables;
+        if let Some(entry) = table(tables).find(at) {
             let mut state = Some(mem::take(&mut entry.state));
             let decision = algorithm(&mut state);
             entry.state = state.unwrap_or_default();
@@ -102,7 +110,14 @@ impl Shard {
             entry.last_used = tick;
             return decision;
         }
-        let mut state = None;
+        let mut state = match table(tables).ghosts.visit(at.hash, at.now) {
+            Haunt::Nothing => None,
+            Haunt::Exact(state) => Some(state),
+            Haunt::Merged {
+                summary,
+                expires_at,
+            } => inherit(summary, expires_at),
+        };
         let decision = algorithm(&mut state);
         if let Some(state) = state {
             self.insert(table, at, decision.reset_after_us(), state);
@@ -111,7 +126,7 @@ impl Shard {
     }
 
     #[cold]
-    fn insert<S>(
+    fn insert<S: Evictable>(
         &mut self,
         table: fn(&mut Tables) -> &mut Table<S>,
         at: Lookup<'_>,
@@ -129,7 +144,7 @@ impl Shard {
             self.sweep(at.now);
         }
         if self.len() >= self.capacity {
-            self.evict_least_recently_used();
+            self.evict_least_recently_used(at);
         }
         let entry = Entry {
             key: at.key.into(),
@@ -147,10 +162,16 @@ impl Shard {
         self.tables.all().iter().map(|t| t.len()).sum()
     }
 
-    /// Drops the least recently used eighth (at least one key); a batch, so
-    /// the cost is amortized over the inserts that refill it.
-    fn evict_least_recently_used(&mut self) {
+    /// Evicts the least recently used eighth (at least one key) into the
+    /// ghosts; a batch, so the cost is amortized over the inserts that
+    /// refill it.
+    fn evict_least_recently_used(&mut self, at: Lookup<'_>) {
         let tick = self.tick;
+        let burial = Burial {
+            now: at.now,
+            hasher: at.hasher,
+            slots: self.capacity,
+        };
         let mut tables = self.tables.all();
         let mut ages = Vec::with_capacity(tables.iter().map(|t| t.len()).sum());
         for table in &tables {
@@ -160,9 +181,17 @@ impl Shard {
         let (_, &mut threshold, _) = ages.select_nth_unstable_by(batch - 1, |a, b| b.cmp(a));
         let mut evicted = 0;
         for table in &mut tables {
-            table.evict_older(tick, threshold, batch, &mut evicted);
+            table.evict_older(tick, threshold, batch, &mut evicted, &burial);
         }
         metrics::gauge!(LIVE_KEYS).decrement(evicted as f64);
+    }
+
+    /// Whether the key holds live state, and how many ghost slots are live.
+    #[cfg(test)]
+    pub(super) fn inspect(&mut self, hash: u64, key: &str, now: Micros) -> (bool, usize) {
+        let tables = self.tables.all();
+        let holds = tables.iter().any(|t| t.holds(hash, key));
+        (holds, tables.iter().map(|t| t.live_ghosts(now)).sum())
     }
 
     pub(super) fn sweep(&mut self, now: Micros) {
@@ -184,41 +213,64 @@ impl Tables {
     }
 }
 
-impl<S> Default for Table<S> {
+impl<S: Evictable> Default for Table<S> {
     fn default() -> Self {
         Self {
             entries: HashTable::new(),
+            ghosts: Ghosts::default(),
         }
     }
 }
 
-impl<S> Table<S> {
+impl<S: Evictable> Table<S> {
     #[inline]
     fn find(&mut self, at: Lookup<'_>) -> Option<&mut Entry<S>> {
         self.entries.find_mut(at.hash, |e| &*e.key == at.key)
     }
 }
 
+/// Where evicted state goes: the time of the eviction, the hasher that
+/// finds each evicted key's slot, and how many slots a table's ghosts get.
+struct Burial<'a> {
+    now: Micros,
+    hasher: &'a RandomState,
+    slots: usize,
+}
+
 /// What a shard does with every table, whatever its state.
 trait AnyTable {
     fn len(&self) -> usize;
-    /// Removes the key; whether it was there.
+    /// Removes the key, and its exact ghost; whether it was there.
     fn remove(&mut self, hash: u64, key: &str) -> bool;
-    /// Removes the state whose windows have passed; how many keys went.
+    /// Removes the state whose windows have passed, and such ghosts; how
+    /// many keys went.
     fn sweep(&mut self, now: Micros) -> usize;
     /// Pushes every key's age in ticks.
     fn ages(&self, tick: u32, ages: &mut Vec<u32>);
-    /// Removes keys older than `threshold` ticks, and those exactly that old
-    /// while fewer than `batch` keys have gone; counts them in `evicted`.
-    fn evict_older(&mut self, tick: u32, threshold: u32, batch: usize, evicted: &mut usize);
+    #[cfg(test)]
+    fn holds(&self, hash: u64, key: &str) -> bool;
+    #[cfg(test)]
+    fn live_ghosts(&self, now: Micros) -> usize;
+    /// Evicts keys older than `threshold` ticks, and those exactly that old
+    /// while fewer than `batch` keys have gone, into the ghosts; counts them
+    /// in `evicted`.
+    fn evict_older(
+        &mut self,
+        tick: u32,
+        threshold: u32,
+        batch: usize,
+        evicted: &mut usize,
+        burial: &Burial<'_>,
+    );
 }
 
-impl<S> AnyTable for Table<S> {
+impl<S: Evictable> AnyTable for Table<S> {
     fn len(&self) -> usize {
         self.entries.len()
     }
 
     fn remove(&mut self, hash: u64, key: &str) -> bool {
+        self.ghosts.forget(hash);
         match self.entries.find_entry(hash, |e| &*e.key == key) {
             Ok(entry) => {
                 entry.remove();
@@ -229,6 +281,7 @@ impl<S> AnyTable for Table<S> {
     }
 
     fn sweep(&mut self, now: Micros) -> usize {
+        self.ghosts.sweep(now);
         let before = self.entries.len();
         self.entries.retain(|e| e.expires_at > now);
         before - self.entries.len()
@@ -238,12 +291,39 @@ impl<S> AnyTable for Table<S> {
         ages.extend(self.entries.iter().map(|e| tick.wrapping_sub(e.last_used)));
     }
 
-    fn evict_older(&mut self, tick: u32, threshold: u32, batch: usize, evicted: &mut usize) {
-        self.entries.retain(|e| {
+    #[cfg(test)]
+    fn holds(&self, hash: u64, key: &str) -> bool {
+        self.entries.find(hash, |e| &*e.key == key).is_some()
+    }
+
+    #[cfg(test)]
+    fn live_ghosts(&self, now: Micros) -> usize {
+        self.ghosts.live(now)
+    }
+
+    fn evict_older(
+        &mut self,
+        tick: u32,
+        threshold: u32,
+        batch: usize,
+        evicted: &mut usize,
+        burial: &Burial<'_>,
+    ) {
+        let gone = self.entries.extract_if(|e| {
             let age = tick.wrapping_sub(e.last_used);
             let evict = age > threshold || (age == threshold && *evicted < batch);
             *evicted += usize::from(evict);
-            !evict
+            evict
         });
+        for entry in gone {
+            let hash = burial.hasher.hash_one(&*entry.key);
+            self.ghosts.bury(
+                hash,
+                entry.expires_at,
+                entry.state,
+                burial.now,
+                burial.slots,
+            );
+        }
     }
 }

@@ -21,9 +21,10 @@ pub mod keys {
 
 /// The handlers, one per argument form.
 pub mod handlers {
+    use axum::Extension;
     use axum::extract::{Path, State};
     use axum::http::{HeaderMap, StatusCode};
-    use limiter_tower::rate_limit;
+    use limiter_tower::{Decision, rate_limit};
 
     /// The application state.
     #[derive(Clone, Debug)]
@@ -98,6 +99,29 @@ pub mod handlers {
         "[]"
     }
 
+    /// The default duplicate window (whose rule allows a cost of 1), the
+    /// layer's local limiter when the store fails.
+    #[rate_limit(rules = [(10, 1m), (100, 1d)], prevent_duplicate, cost = 1, on_store_error = fallback)]
+    pub async fn comment_again(Path(id): Path<u64>) -> String {
+        id.to_string()
+    }
+
+    /// Refused while the store is down; a leaky bucket in milliseconds.
+    #[rate_limit(algorithm = leaky_bucket(rate = 1/500ms, capacity = 2), by = global, on_store_error = fail_closed)]
+    pub async fn pay() -> StatusCode {
+        StatusCode::ACCEPTED
+    }
+
+    /// A token bucket per day and a cost as large as the bucket.
+    #[rate_limit(algorithm = token_bucket(rate = 86400/d, burst = 5), cost = 5, by = header("x-api-key"), message = "Quota spent.")]
+    pub async fn report() {}
+
+    /// The decision of the limit, read by the handler.
+    #[rate_limit(rules = [(10, 60s)], by = user)]
+    pub async fn quota(Extension(decision): Extension<Decision>) -> String {
+        format!("{} of {}", decision.remaining(), decision.limit())
+    }
+
     /// GCRA with a rate per hour.
     #[rate_limit(algorithm = gcra(rate = 3600/h, burst = 1), by = global, key = "exports")]
     pub async fn export(State(app): State<App>) -> &'static str {
@@ -118,6 +142,10 @@ fn main() {
         .route("/upload", post(upload))
         .route("/feed", get(feed))
         .route("/export", get(export))
+        .route("/posts/{id}/comments/again", post(comment_again))
+        .route("/pay", post(pay))
+        .route("/report", get(report))
+        .route("/quota", get(quota))
         .with_state(App { name: "ugc" });
     let _ = app;
 }

@@ -1,0 +1,3 @@
+mod args;
+mod expand;
+mod policy;

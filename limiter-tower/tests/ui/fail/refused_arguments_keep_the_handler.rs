@@ -1,0 +1,14 @@
+use axum::Router;
+use axum::routing::post;
+use limiter_tower::rate_limit;
+
+#[rate_limit(rules = [(10, 60s), (0, 1s)], by = user)]
+async fn create_post(body: String) -> String {
+    body
+}
+
+fn main() {
+    // The handler is still generated: the zero limit is the only error.
+    let _: Router = Router::new().route("/posts", post(create_post));
+    let _ = create_post::unlimited(String::new());
+}
