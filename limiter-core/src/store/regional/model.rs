@@ -100,7 +100,8 @@ proptest! {
         limit in 1u64..120,
         first_percent in 1u64..=100,
         step_percent in 1u64..=30,
-        arrivals in proptest::collection::vec(0usize..4, 0..400),
+        // Runs of requests from one region: traffic that moves about.
+        runs in proptest::collection::vec((0usize..4, 1usize..80), 0..12),
     ) {
         let share = (limit / regions as u64).max(1);
         let tiers = Tiers {
@@ -109,7 +110,8 @@ proptest! {
             step: (limit * step_percent / 100).max(1),
         };
         let mut world = World::new(regions, limit, tiers);
-        for r in arrivals.into_iter().map(|r| r % regions) {
+        let arrivals = runs.into_iter().flat_map(|(r, n)| std::iter::repeat_n(r % regions, n));
+        for r in arrivals {
             let before = world.total();
             if !world.check(r) {
                 prop_assert!(before >= limit, "denied at {before} of {limit}");
