@@ -97,7 +97,7 @@ pub(crate) struct Span(pub(crate) Duration);
 impl fmt::Display for Span {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let us = self.0.as_micros();
-        if us == 0 || self.0.subsec_nanos() % 1_000 != 0 || us > u128::from(u64::MAX) {
+        if us == 0 || !self.0.subsec_nanos().is_multiple_of(1_000) || us > u128::from(u64::MAX) {
             return write!(f, "{:?}", self.0);
         }
         write_duration(f, us as u64)
