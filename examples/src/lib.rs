@@ -13,19 +13,15 @@
 //!
 //! The `x-user-id` header stands in for real authentication.
 
-use std::time::Duration;
-
 use axum::Json;
 use axum::Router;
-use axum::http::HeaderName;
 use axum::http::request::Parts;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use std::net::IpAddr;
 
 use limiter_tower::{
-    ClientIpSource, GuardConfig, IpNet, KeySource, LimitLayer, Limiter, Policy, RateLimitLayer,
-    Region, RegionalStore, Rule, Store,
+    ClientIpSource, GuardConfig, IpNet, Limiter, RateLimitLayer, Region, RegionalStore, Store,
 };
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::json;
@@ -91,22 +87,19 @@ mod feed {
     }
 }
 
-/// The header that names an API client, for `GET /api/search`.
-pub const API_KEY_HEADER: &str = "x-api-key";
+/// The API: keys end in `api-{handler}`.
+mod api {
+    use axum::Json;
+    use axum::response::IntoResponse;
+    use limiter_tower::rate_limit;
+    use serde_json::json;
 
-/// The API's search: 30 a second per API key, one quota across every region
-/// (keys end in `api-search`).
-fn search() -> Router {
-    let per_second = Rule::new(30, Duration::from_secs(1)).expect("a valid rule");
-    let limit = LimitLayer::new(
-        "api-search",
-        Policy::fixed_window(per_second),
-        KeySource::header(HeaderName::from_static(API_KEY_HEADER)),
-    );
-    Router::new().route(
-        "/api/search",
-        get(|| async { Json(json!({ "results": [] })) }).layer(limit),
-    )
+    /// Search: 30 a second per API key, one quota across every region
+    /// when the route's store is regional.
+    #[rate_limit(algorithm = fixed_window, rules = [(30, 1s)], by = header("x-api-key"))]
+    pub(crate) async fn search() -> impl IntoResponse {
+        Json(json!({ "results": [] }))
+    }
 }
 
 async fn health() -> impl IntoResponse {
@@ -149,10 +142,13 @@ pub fn app<S: Store + Clone>(limiter: Limiter<S>, options: Options) -> Router {
         .route("/posts", post(posts::create_post))
         .route("/posts/{id}/likes", post(posts::like))
         .route("/feed", get(feed::feed))
-        .merge(match regional {
-            // The innermost layer's store decides: this route's own.
-            Some(store) => search().layer(RateLimitLayer::new(Limiter::new(store)).guard(guard)),
-            None => search(),
+        .merge({
+            let search = Router::new().route("/api/search", get(api::search));
+            match regional {
+                // The innermost layer's store decides: this route's own.
+                Some(store) => search.layer(RateLimitLayer::new(Limiter::new(store)).guard(guard)),
+                None => search,
+            }
         })
         .route("/health", get(health))
         .layer(
