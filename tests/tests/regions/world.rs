@@ -82,7 +82,7 @@ impl World {
             }
             _ => Region::open(NAMES[region], url).unwrap(),
         };
-        let stores = (0..REGIONS)
+        let stores: Vec<RegionalStore> = (0..REGIONS)
             .map(|here| {
                 let local = region(here, &servers[here].url());
                 let peers = (0..REGIONS)
@@ -91,6 +91,18 @@ impl World {
                 RegionalStore::with_config(local, peers, config.clone()).unwrap()
             })
             .collect();
+        // Connected to every region and scripts loaded, so latencies are
+        // the decisions' own: a quota of one, crossed at once, syncs.
+        let warm_up = Policy::fixed_window(Rule::new(1, WINDOW).unwrap());
+        for store in &stores {
+            for _ in 0..2 {
+                store
+                    .check_at("warm-up", &warm_up, 1, 1_000_000)
+                    .await
+                    .unwrap();
+            }
+            store.idle().await;
+        }
         Self {
             _turn: turn,
             _servers: servers,
