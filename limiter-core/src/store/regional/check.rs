@@ -38,7 +38,14 @@ impl CheckReply {
         else {
             return Err(malformed());
         };
-        let count = |n: i64| u64::try_from(n).map_err(|_| malformed());
+        // Times and counts the scripts compute exactly (below 2^53): the
+        // arithmetic on them cannot overflow.
+        let count = |n: i64| {
+            u64::try_from(n)
+                .ok()
+                .filter(|&n| n < 1 << 53)
+                .ok_or_else(malformed)
+        };
         Ok(Self {
             allowed: allowed == 1,
             sync: sync == 1,
@@ -81,5 +88,66 @@ impl CheckReply {
             )));
         }
         Ok(decision)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn rule() -> Rule {
+        Rule::new(30, Duration::from_secs(1)).unwrap()
+    }
+
+    /// A reply at 250 ms into the window starting at 5 s.
+    fn reply(allowed: bool, total: u64, exhausted: bool) -> Vec<i64> {
+        let total = total as i64;
+        vec![
+            allowed.into(),
+            0,
+            5_000_000,
+            5_250_000,
+            0,
+            0,
+            total,
+            0,
+            exhausted.into(),
+            0,
+        ]
+    }
+
+    #[test]
+    fn an_announced_quota_denies_until_the_window_ends() {
+        let parsed = CheckReply::parse(&reply(false, 12, true)).unwrap();
+        let denied = parsed.decide(rule(), false, 1).unwrap();
+        assert!(!denied.allowed());
+        assert_eq!(denied.remaining(), 0);
+        assert_eq!(denied.retry_after(), Some(Duration::from_millis(750)));
+    }
+
+    #[test]
+    fn the_statuses_are_the_single_region_algorithms() {
+        let parsed = CheckReply::parse(&reply(true, 12, false)).unwrap();
+        let allowed = parsed.decide(rule(), false, 1).unwrap();
+        assert_eq!(allowed.remaining(), 17);
+        assert_eq!(allowed.reset_after(), Duration::from_millis(750));
+    }
+
+    #[test]
+    fn a_reply_that_makes_no_sense_is_refused() {
+        let protocol = |reply: &[i64]| matches!(CheckReply::parse(reply), Err(Error::Protocol(_)));
+        assert!(protocol(&reply(true, 12, false)[..9]));
+        assert!(protocol(&reply(true, u64::MAX >> 1, false)));
+        let mut negative = reply(true, 12, false);
+        negative[3] = -1;
+        assert!(protocol(&negative));
+        // Allowed by the script, full by its own totals.
+        let parsed = CheckReply::parse(&reply(true, 30, false)).unwrap();
+        assert!(matches!(
+            parsed.decide(rule(), false, 1),
+            Err(Error::Protocol(_))
+        ));
     }
 }
