@@ -1,5 +1,5 @@
 //! The layers in process: exact 429s and headers, the handler and the body
-//! untouched when denied, missing identities, a missing router layer.
+//! untouched when denied, missing identities, pacing, the decision.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -182,28 +182,6 @@ async fn a_request_without_a_user_gets_401_and_the_status_is_configurable() {
     let anonymous = app.send("203.0.113.7").await;
     assert_eq!(anonymous.status(), StatusCode::FORBIDDEN);
     assert_eq!(app.runs.load(Ordering::SeqCst), 0);
-}
-
-#[tokio::test]
-async fn a_limit_without_the_router_layer_answers_a_clear_500() {
-    let router = Router::new().route(
-        "/posts",
-        post(|| async { "never" }).layer(LimitLayer::new(
-            "posts",
-            posts_policy(),
-            KeySource::global(),
-        )),
-    );
-    let response = router.oneshot(request("203.0.113.7")).await.unwrap();
-    assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
-    let body = axum::body::to_bytes(response.into_body(), 4096)
-        .await
-        .unwrap();
-    assert!(
-        std::str::from_utf8(&body)
-            .unwrap()
-            .contains("Rate limiting is not set up on this server.")
-    );
 }
 
 #[tokio::test]

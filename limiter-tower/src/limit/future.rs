@@ -1,22 +1,25 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context as TaskContext, Poll, ready};
-use std::time::Duration;
+use std::task::{Context, Poll, ready};
 
+use axum::BoxError;
+use axum::body::{Body, Bytes, HttpBody};
 use axum::response::Response;
 use http::Request;
-use limiter_core::{Decision, Error, Verdict};
+use limiter_core::{Error, Verdict};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use super::layer::RouteLimit;
+use super::route::{Outcome, RouteLimit};
 use crate::context::{BoxFuture, HeaderOptions};
-use crate::response::{RateLimitHeaders, too_many_requests, unavailable};
+use crate::response::RateLimitHeaders;
 
 pin_project! {
-    /// The response future of [`Limit`](crate::Limit): waits for the store's
-    /// decision, then either calls the inner service or answers 429.
+    /// The response future of [`Limit`](crate::Limit): waits for the store
+    /// when it does not decide at once, then for a paced request's turn,
+    /// then either the inner service's response (with the RateLimit fields
+    /// added) or the limiter's own.
     pub struct ResponseFuture<S, B>
     where
         S: Service<Request<B>>,
@@ -32,6 +35,12 @@ pin_project! {
     where
         S: Service<Request<B>>,
     {
+        Calling {
+            #[pin]
+            future: S::Future,
+            // The fields to add to the inner response, when configured.
+            headers: Option<RateLimitHeaders>,
+        },
         // Waiting for a store that does not decide at once. What waits with
         // the check is boxed: this state is rare on the fast path (the memory
         // store decides in `call`), and a small future is cheap to move.
@@ -44,19 +53,13 @@ pin_project! {
             sleep: Pin<Box<tokio::time::Sleep>>,
             paced: Option<Box<(S, Request<B>, Option<RateLimitHeaders>)>>,
         },
-        Calling {
-            #[pin]
-            future: S::Future,
-            // The headers to add to the inner response, when configured.
-            headers: Option<RateLimitHeaders>,
-        },
-        Ready {
+        Responding {
             response: Option<Response>,
         },
     }
 }
 
-/// What waits for a store's answer.
+/// What waits for a store's answer: a ready inner service and the request.
 pub(crate) struct Waiting<S, B> {
     pub(crate) inner: S,
     pub(crate) request: Request<B>,
@@ -68,6 +71,14 @@ impl<S, B> ResponseFuture<S, B>
 where
     S: Service<Request<B>> + Clone,
 {
+    /// The future of a request decided at once; `inner` is ready.
+    #[inline]
+    pub(crate) fn new(outcome: Outcome, inner: &mut S, request: Request<B>) -> Self {
+        Self {
+            state: State::new(outcome, inner, request),
+        }
+    }
+
     pub(crate) fn checking(
         check: BoxFuture<Result<Verdict, Error>>,
         waiting: Waiting<S, B>,
@@ -79,32 +90,6 @@ where
             },
         }
     }
-
-    /// The future once the store has decided; `inner` is ready.
-    pub(crate) fn decided(outcome: Outcome, inner: &mut S, request: Request<B>) -> Self {
-        Self {
-            state: State::decided(outcome, inner, request),
-        }
-    }
-
-    pub(crate) fn ready(response: Response) -> Self {
-        Self {
-            state: State::Ready {
-                response: Some(response),
-            },
-        }
-    }
-}
-
-/// What a verdict means for the request.
-pub(crate) enum Outcome {
-    /// Call the inner service after `delay`, and add `headers` to its response.
-    Proceed {
-        headers: Option<RateLimitHeaders>,
-        delay: Duration,
-    },
-    /// Answer without calling it.
-    Respond(Response),
 }
 
 impl<S, B> State<S, B>
@@ -113,11 +98,9 @@ where
 {
     /// `inner` is ready: called now, or kept (and replaced by a clone) to be
     /// called after pacing.
-    fn decided(outcome: Outcome, inner: &mut S, request: Request<B>) -> Self {
+    #[inline]
+    fn new(outcome: Outcome, inner: &mut S, request: Request<B>) -> Self {
         match outcome {
-            Outcome::Respond(response) => State::Ready {
-                response: Some(response),
-            },
             Outcome::Proceed { headers, delay } if delay.is_zero() => State::Calling {
                 future: inner.call(request),
                 headers,
@@ -130,20 +113,33 @@ where
                     paced: Some(Box::new((ready, request, headers))),
                 }
             }
+            Outcome::Respond(response) => State::Responding {
+                response: Some(response),
+            },
         }
     }
 }
 
-impl<S, B> Future for ResponseFuture<S, B>
+impl<S, B, ResBody> Future for ResponseFuture<S, B>
 where
-    S: Service<Request<B>, Response = Response> + Clone,
+    S: Service<Request<B>, Response = http::Response<ResBody>> + Clone,
+    ResBody: HttpBody<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
 {
     type Output = Result<Response, S::Error>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         loop {
             match this.state.as_mut().project() {
+                StateProj::Calling { future, headers } => {
+                    let response = ready!(future.poll(cx))?;
+                    let mut response = response.map(Body::new);
+                    if let Some(headers) = headers.take() {
+                        headers.add_to(response.headers_mut());
+                    }
+                    return Poll::Ready(Ok(response));
+                }
                 StateProj::Checking { check, waiting } => {
                     let verdict = ready!(check.as_mut().poll(cx));
                     let Waiting {
@@ -152,8 +148,8 @@ where
                         headers,
                         limit,
                     } = *waiting.take().expect("polled after completion");
-                    let outcome = limit.outcome(verdict, &mut request, headers);
-                    this.state.set(State::decided(outcome, &mut inner, request));
+                    let outcome = limit.decide(verdict, &mut request, headers);
+                    this.state.set(State::new(outcome, &mut inner, request));
                 }
                 StateProj::Pacing { sleep, paced } => {
                     ready!(sleep.as_mut().poll(cx));
@@ -164,86 +160,11 @@ where
                         headers,
                     });
                 }
-                StateProj::Calling { future, headers } => {
-                    let mut response = ready!(future.poll(cx))?;
-                    if let Some(headers) = headers.take() {
-                        headers.add_to(response.headers_mut());
-                    }
-                    return Poll::Ready(Ok(response));
-                }
-                StateProj::Ready { response } => {
+                StateProj::Responding { response } => {
                     return Poll::Ready(Ok(response.take().expect("polled after completion")));
                 }
             }
         }
-    }
-}
-
-impl RouteLimit {
-    /// Counts the verdict, then turns it into a call of the inner service or
-    /// a response: the same for a store that decided at once and for one
-    /// that was awaited.
-    pub(crate) fn outcome<B>(
-        &self,
-        verdict: Result<Verdict, Error>,
-        request: &mut Request<B>,
-        options: HeaderOptions,
-    ) -> Outcome {
-        self.counters.record(&verdict, self);
-        match verdict {
-            Ok(verdict) if verdict.allowed() => {
-                let Some(decision) = verdict.decision() else {
-                    // Failing open has no decision, so no headers.
-                    return Outcome::Proceed {
-                        headers: None,
-                        delay: Duration::ZERO,
-                    };
-                };
-                let headers = options.on_allowed.then(|| self.headers(decision, options));
-                if self.decision_extension {
-                    request.extensions_mut().insert(*decision);
-                }
-                Outcome::Proceed {
-                    headers,
-                    delay: decision.delay(),
-                }
-            }
-            Ok(Verdict::FailedClosed { retry_after }) => Outcome::Respond(unavailable(
-                "The rate limiter cannot decide right now; retry shortly.",
-                retry_after,
-            )),
-            Ok(verdict) => {
-                let decision = verdict.decision().expect("a denial has a decision");
-                tracing::debug!(
-                    limit = %self.name,
-                    rule = %decision.rule(),
-                    retry_after = ?decision.retry_after(),
-                    "rate limited"
-                );
-                Outcome::Respond(too_many_requests(
-                    decision,
-                    &self.policy,
-                    self.headers(decision, options),
-                    self.message.as_deref(),
-                ))
-            }
-            Err(error) => {
-                tracing::error!(limit = %self.name, %error, "the rate limiter failed");
-                Outcome::Respond(unavailable(
-                    "The rate limiter cannot decide right now; retry shortly.",
-                    Duration::from_secs(1),
-                ))
-            }
-        }
-    }
-
-    fn headers(&self, decision: &Decision, options: HeaderOptions) -> RateLimitHeaders {
-        RateLimitHeaders::new(
-            &self.policy_header,
-            &self.rate_limit_prefixes,
-            decision,
-            options,
-        )
     }
 }
 

@@ -8,6 +8,7 @@ use tower_layer::Layer;
 use super::RateLimit;
 use crate::client_ip::{ClientIp, ClientIpSource};
 use crate::context::{Context, HeaderOptions, store_builder};
+use crate::scope;
 use ipnet::IpNet;
 
 /// The router-level layer: the store, the key prefix, how to find the client
@@ -55,6 +56,7 @@ impl RateLimitLayer {
     /// policy set by [`on_store_error`](Self::on_store_error), and by each
     /// route, still applies.
     pub fn new<S: Store + Clone>(limiter: Limiter<S>) -> Self {
+        scope::note_layer_exists();
         let build_store = store_builder(limiter.store().clone());
         Self {
             context: Arc::new(Context {
@@ -62,7 +64,7 @@ impl RateLimitLayer {
                 build_store,
                 guard: GuardConfig::default(),
                 on_store_error: None,
-                prefix: limiter.prefix().into(),
+                key_start: format!("{}:", limiter.prefix()).into(),
                 client_ip: ClientIp::default(),
                 user: None,
                 headers: HeaderOptions {

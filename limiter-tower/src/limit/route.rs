@@ -1,0 +1,366 @@
+//! One route's limit, data and behaviour: what it counts by, how it builds
+//! a request's key, asks the store, and turns the answer into a call of the
+//! service below or a response. [`Limit`](super::Limit) and its future only
+//! sequence these steps.
+
+use std::cell::Cell;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::ConnectInfo;
+use axum::response::Response;
+use http::Request;
+use http::request::Parts;
+use limiter_core::{Decision, Error, OnStoreError, Policy, Verdict, push_identity_bytes};
+
+use super::counters::{Counted, DecisionCounters};
+use crate::context::{BoxFuture, Context, HeaderOptions};
+use crate::key::{KeySource, Source};
+use crate::misconfigured::Misconfiguration;
+use crate::response::{self, Protocol, RateLimitHeaders, RouteFields};
+use crate::scope::Current;
+
+thread_local! {
+    /// The key buffer of this thread's checks, reused so that a check on a
+    /// store that decides at once allocates no key.
+    static KEY_BUFFER: Cell<String> = const { Cell::new(String::new()) };
+}
+
+/// One policy and one key source, as a [`LimitLayer`](crate::LimitLayer)
+/// or `#[rate_limit]` configures them.
+#[derive(Debug, Clone)]
+pub(crate) struct RouteLimit {
+    /// The last part of the keys, escaped like an identity.
+    pub(crate) name: Box<str>,
+    pub(crate) policy: Arc<Policy>,
+    pub(crate) source: KeySource,
+    /// This route's key prefix followed by `:`, instead of the router layer's.
+    pub(crate) key_start: Option<Box<str>>,
+    pub(crate) message: Option<Box<str>>,
+    pub(crate) on_store_error: Option<OnStoreError>,
+    pub(crate) fields: RouteFields,
+    pub(crate) counters: DecisionCounters,
+    /// Whether allowed requests carry their [`Decision`].
+    pub(crate) decision_extension: bool,
+}
+
+/// What the check of a request leads to.
+pub(crate) enum Check {
+    /// Decided now.
+    Decided(Outcome),
+    /// The store answers later; then [`RouteLimit::decide`] turns its
+    /// answer into the outcome.
+    Pending(BoxFuture<Result<Verdict, Error>>, HeaderOptions),
+}
+
+/// What a decision means for the request.
+pub(crate) enum Outcome {
+    /// Call the inner service after `delay`, and add `headers` to its response.
+    Proceed {
+        headers: Option<RateLimitHeaders>,
+        delay: Duration,
+    },
+    /// Answer without calling it.
+    Respond(Response),
+}
+
+/// Why no key could be built for a request.
+enum NoKey {
+    /// The request carries no identity of this kind: the client's fault.
+    Missing,
+    /// The application is not set up for this key source.
+    Misconfigured(Misconfiguration),
+}
+
+impl RouteLimit {
+    pub(crate) fn new(name: &str, policy: Policy, source: KeySource) -> Self {
+        let mut escaped = String::new();
+        limiter_core::push_identity(&mut escaped, name);
+        Self {
+            name: escaped.into(),
+            fields: RouteFields::new(&policy),
+            policy: Arc::new(policy),
+            source,
+            key_start: None,
+            message: None,
+            on_store_error: None,
+            counters: DecisionCounters::default(),
+            decision_extension: true,
+        }
+    }
+
+    /// Checks a request with the router layer's context in scope: at once
+    /// when the store decides at once (the memory store: no future, no owned
+    /// key), else the store's future.
+    pub(crate) fn check<B>(&self, request: &mut Request<B>) -> Check {
+        let current = Current::take();
+        let Some(context) = current.context() else {
+            return Check::Decided(self.misconfigured(Misconfiguration::NoRouterLayer, request));
+        };
+        let mut key = KEY_BUFFER.take();
+        if let Err(no_key) = self.write_key(&mut key, context, request) {
+            KEY_BUFFER.set(key);
+            let response = match no_key {
+                NoKey::Missing => response::problem(
+                    Protocol::of(request.headers()),
+                    context.missing_identity,
+                    &format!(
+                        "This route is rate limited per {}, and the request carries none.",
+                        self.identity_name()
+                    ),
+                ),
+                NoKey::Misconfigured(mistake) => {
+                    return Check::Decided(self.misconfigured(mistake, request));
+                }
+            };
+            return Check::Decided(Outcome::Respond(response));
+        }
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            tracing::debug!(limit = %self.name, %key, "checking");
+        }
+        let cost = self.policy.cost();
+        if let Some(decided) = context.store.check_now(&key, &self.policy, cost) {
+            KEY_BUFFER.set(key);
+            return Check::Decided(match decided {
+                Ok(decision) => self.on_decision(
+                    &decision,
+                    Counted::by_store(&decision),
+                    request,
+                    context.headers,
+                ),
+                Err(error) => self.on_error(error, request),
+            });
+        }
+        // `None`: the failure policy of whoever guards the store.
+        let on_error = self.on_store_error.or(context.on_store_error);
+        let check =
+            Arc::clone(&context.store).check_owned(key, Arc::clone(&self.policy), cost, on_error);
+        Check::Pending(check, context.headers)
+    }
+
+    /// The outcome of a store's answer that was awaited.
+    pub(crate) fn decide<B>(
+        &self,
+        verdict: Result<Verdict, Error>,
+        request: &mut Request<B>,
+        headers: HeaderOptions,
+    ) -> Outcome {
+        let verdict = match verdict {
+            Ok(verdict) => verdict,
+            Err(error) => return self.on_error(error, request),
+        };
+        let counted = Counted::of(&verdict);
+        match verdict {
+            Verdict::FailedOpen => {
+                self.record(counted);
+                // No decision, so no headers.
+                Outcome::Proceed {
+                    headers: None,
+                    delay: Duration::ZERO,
+                }
+            }
+            Verdict::FailedClosed { retry_after } => {
+                self.record(counted);
+                Outcome::Respond(response::unavailable(
+                    Protocol::of(request.headers()),
+                    retry_after,
+                ))
+            }
+            verdict => match verdict.decision() {
+                Some(decision) => self.on_decision(decision, counted, request, headers),
+                None => {
+                    self.record(Counted::Other);
+                    Outcome::Proceed {
+                        headers: None,
+                        delay: Duration::ZERO,
+                    }
+                }
+            },
+        }
+    }
+
+    /// What a request lacks when it has no identity for this limit.
+    fn identity_name(&self) -> String {
+        match &self.source.0 {
+            Source::User => "user".to_owned(),
+            Source::Header(header) => format!("`{header}` header"),
+            _ => "identity".to_owned(),
+        }
+    }
+
+    fn record(&self, counted: Counted) {
+        self.counters
+            .record(counted, self.policy.algorithm(), &self.name);
+    }
+
+    /// Proceeds with the fields, or answers 429.
+    fn on_decision<B>(
+        &self,
+        decision: &Decision,
+        counted: Counted,
+        request: &mut Request<B>,
+        options: HeaderOptions,
+    ) -> Outcome {
+        self.record(counted);
+        if decision.allowed() {
+            let headers = options
+                .on_allowed
+                .then(|| self.fields.of(decision, options));
+            if self.decision_extension {
+                request.extensions_mut().insert(*decision);
+            }
+            return Outcome::Proceed {
+                headers,
+                delay: decision.delay(),
+            };
+        }
+        tracing::debug!(
+            limit = %self.name,
+            rule = %decision.rule(),
+            retry_after = ?decision.retry_after(),
+            "rate limited"
+        );
+        Outcome::Respond(response::too_many_requests(
+            Protocol::of(request.headers()),
+            decision,
+            &self.policy,
+            self.fields.of(decision, options),
+            self.message.as_deref(),
+        ))
+    }
+
+    fn on_error<B>(&self, error: Error, request: &Request<B>) -> Outcome {
+        self.record(Counted::Error);
+        tracing::error!(limit = %self.name, %error, "the rate limiter failed");
+        Outcome::Respond(response::unavailable(
+            Protocol::of(request.headers()),
+            Duration::from_secs(1),
+        ))
+    }
+
+    fn misconfigured<B>(&self, mistake: Misconfiguration, request: &Request<B>) -> Outcome {
+        Outcome::Respond(mistake.response(&self.name, Protocol::of(request.headers())))
+    }
+
+    /// Writes `{prefix}:{identity}:{name}`, or `{prefix}:{name}` for a global
+    /// limit, into `key` (cleared first, so a buffer can be reused).
+    fn write_key<B>(
+        &self,
+        key: &mut String,
+        context: &Context,
+        request: &mut Request<B>,
+    ) -> Result<(), NoKey> {
+        let start = self.key_start.as_deref().unwrap_or(&context.key_start);
+        key.clear();
+        key.reserve(start.len() + self.name.len() + 48);
+        key.push_str(start);
+        let present = |identity: Option<String>| identity.filter(|i| !i.is_empty());
+        match &self.source.0 {
+            Source::Ip => {
+                let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<SocketAddr>>()
+                else {
+                    return Err(NoKey::Misconfigured(Misconfiguration::NoPeerAddress));
+                };
+                match context.client_ip.resolve(peer.ip(), request.headers()) {
+                    IpAddr::V4(v4) => push_ipv4(key, v4),
+                    v6 => context.client_ip.push_identity(key, v6),
+                }
+            }
+            Source::User => {
+                let Some(resolve) = &context.user else {
+                    return Err(NoKey::Misconfigured(Misconfiguration::NoUserResolver));
+                };
+                let user =
+                    present(with_parts(request, |parts| resolve(parts))).ok_or(NoKey::Missing)?;
+                push_identity_bytes(key, user.as_bytes());
+            }
+            Source::Header(header) => {
+                let value = request
+                    .headers()
+                    .get(header)
+                    .filter(|v| !v.is_empty())
+                    .ok_or(NoKey::Missing)?;
+                push_identity_bytes(key, value.as_bytes());
+            }
+            Source::Global => {
+                key.push_str(&self.name);
+                return Ok(());
+            }
+            Source::Custom(resolve) => {
+                let identity =
+                    present(with_parts(request, |parts| resolve(parts))).ok_or(NoKey::Missing)?;
+                push_identity_bytes(key, identity.as_bytes());
+            }
+        }
+        key.push(':');
+        key.push_str(&self.name);
+        Ok(())
+    }
+}
+
+/// Appends an IPv4 address in dotted decimal, its identity: digits and dots
+/// need no escaping. Written on the stack and copied once (this runs on
+/// every request limited by IP).
+fn push_ipv4(key: &mut String, ip: Ipv4Addr) {
+    let mut text = [0u8; 15];
+    let mut len = 0;
+    for (i, octet) in ip.octets().into_iter().enumerate() {
+        if i > 0 {
+            text[len] = b'.';
+            len += 1;
+        }
+        if octet >= 100 {
+            text[len] = b'0' + octet / 100;
+            len += 1;
+        }
+        if octet >= 10 {
+            text[len] = b'0' + octet / 10 % 10;
+            len += 1;
+        }
+        text[len] = b'0' + octet % 10;
+        len += 1;
+    }
+    key.push_str(std::str::from_utf8(&text[..len]).expect("digits and dots"));
+}
+
+/// Runs `f` on the request's head as [`Parts`], which resolvers take, and
+/// puts the head back: the request stays whole, whatever its body type.
+fn with_parts<B, R>(request: &mut Request<B>, f: impl FnOnce(&Parts) -> R) -> R {
+    let (mut parts, ()) = Request::new(()).into_parts();
+    let swap = |parts: &mut Parts, request: &mut Request<B>| {
+        std::mem::swap(&mut parts.method, request.method_mut());
+        std::mem::swap(&mut parts.uri, request.uri_mut());
+        std::mem::swap(&mut parts.version, request.version_mut());
+        std::mem::swap(&mut parts.headers, request.headers_mut());
+        std::mem::swap(&mut parts.extensions, request.extensions_mut());
+    };
+    swap(&mut parts, request);
+    let result = f(&parts);
+    swap(&mut parts, request);
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client_ip::ClientIp;
+
+    #[test]
+    fn ipv4_identities_are_the_client_ips_own() {
+        let client_ip = ClientIp::default();
+        for ip in [
+            "0.0.0.0",
+            "9.10.99.100",
+            "203.0.113.7",
+            "255.255.255.255",
+            "10.0.0.1",
+        ] {
+            let ip: Ipv4Addr = ip.parse().unwrap();
+            let (mut fast, mut general) = (String::from("k:"), String::from("k:"));
+            push_ipv4(&mut fast, ip);
+            client_ip.push_identity(&mut general, IpAddr::V4(ip));
+            assert_eq!(fast, general);
+        }
+    }
+}
