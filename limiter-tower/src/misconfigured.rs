@@ -16,39 +16,39 @@ use crate::scope;
 
 /// What a limit found missing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Misconfiguration {
+pub(crate) enum Missing {
     /// No [`RateLimitLayer`](crate::RateLimitLayer) is calling the route.
-    NoRouterLayer,
+    RouterLayer,
     /// `by = ip`, and the request carries no `ConnectInfo<SocketAddr>`.
-    NoPeerAddress,
+    PeerAddress,
     /// `by = user`, and the router layer has no user resolver.
-    NoUserResolver,
+    UserResolver,
 }
 
-impl Misconfiguration {
+impl Missing {
     /// What is wrong with the limit `limit`, and how to fix it.
     pub(crate) fn explain(self, limit: &str) -> String {
         match self {
-            Self::NoRouterLayer if scope::layer_exists() => format!(
+            Self::RouterLayer if scope::layer_exists() => format!(
                 "the rate limit `{limit}` found no RateLimitLayer above its route, though the \
                  application has one: axum's `Router::layer` covers only the routes added \
                  before it, so add this route before `.layer(RateLimitLayer::new(..))`. \
                  (If it is added before, a layer in between runs it on a task of its own: \
                  put a RateLimitLayer below that layer.)"
             ),
-            Self::NoRouterLayer => format!(
+            Self::RouterLayer => format!(
                 "the rate limit `{limit}` found no RateLimitLayer above its route: add \
                  `.layer(RateLimitLayer::new(limiter))` to the Router after its last route \
                  (or around the service, outside the LimitLayer)."
             ),
-            Self::NoPeerAddress => format!(
+            Self::PeerAddress => format!(
                 "the rate limit `{limit}` counts by client IP, but the request carries no \
                  peer address: serve the app with \
                  `into_make_service_with_connect_info::<SocketAddr>()` (axum), or insert \
                  `axum::extract::ConnectInfo<SocketAddr>` into the request's extensions \
                  (hyper, tonic)."
             ),
-            Self::NoUserResolver => format!(
+            Self::UserResolver => format!(
                 "the rate limit `{limit}` counts by user, but the RateLimitLayer above it \
                  has no user resolver: set one with `RateLimitLayer::user(..)`."
             ),

@@ -72,7 +72,7 @@ where
     S: Service<Request<B>> + Clone,
 {
     /// The future of a request decided at once; `inner` is ready.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn new(outcome: Outcome, inner: &mut S, request: Request<B>) -> Self {
         Self {
             state: State::new(outcome, inner, request),
@@ -98,7 +98,7 @@ where
 {
     /// `inner` is ready: called now, or kept (and replaced by a clone) to be
     /// called after pacing.
-    #[inline]
+    #[inline(always)]
     fn new(outcome: Outcome, inner: &mut S, request: Request<B>) -> Self {
         match outcome {
             Outcome::Proceed { headers, delay } if delay.is_zero() => State::Calling {
@@ -133,8 +133,8 @@ where
         loop {
             match this.state.as_mut().project() {
                 StateProj::Calling { future, headers } => {
-                    let response = ready!(future.poll(cx))?;
-                    let mut response = response.map(Body::new);
+                    // Moved as it is when it has an axum body already.
+                    let mut response = ready!(future.poll(cx))?.map(Body::new);
                     if let Some(headers) = headers.take() {
                         headers.add_to(response.headers_mut());
                     }

@@ -17,7 +17,7 @@ use limiter_core::{Decision, Error, OnStoreError, Policy, Verdict, push_identity
 use super::counters::{Counted, DecisionCounters};
 use crate::context::{BoxFuture, Context, HeaderOptions};
 use crate::key::{KeySource, Source};
-use crate::misconfigured::Misconfiguration;
+use crate::misconfigured::Missing;
 use crate::response::{self, Protocol, RateLimitHeaders, RouteFields};
 use crate::scope::Current;
 
@@ -68,9 +68,9 @@ pub(crate) enum Outcome {
 /// Why no key could be built for a request.
 enum NoKey {
     /// The request carries no identity of this kind: the client's fault.
-    Missing,
+    NotInRequest,
     /// The application is not set up for this key source.
-    Misconfigured(Misconfiguration),
+    NotSetUp(Missing),
 }
 
 impl RouteLimit {
@@ -96,13 +96,13 @@ impl RouteLimit {
     pub(crate) fn check<B>(&self, request: &mut Request<B>) -> Check {
         let current = Current::take();
         let Some(context) = current.context() else {
-            return Check::Decided(self.misconfigured(Misconfiguration::NoRouterLayer, request));
+            return Check::Decided(self.misconfigured(Missing::RouterLayer, request));
         };
         let mut key = KEY_BUFFER.take();
         if let Err(no_key) = self.write_key(&mut key, context, request) {
             KEY_BUFFER.set(key);
             let response = match no_key {
-                NoKey::Missing => response::problem(
+                NoKey::NotInRequest => response::problem(
                     Protocol::of(request.headers()),
                     context.missing_identity,
                     &format!(
@@ -110,7 +110,7 @@ impl RouteLimit {
                         self.identity_name()
                     ),
                 ),
-                NoKey::Misconfigured(mistake) => {
+                NoKey::NotSetUp(mistake) => {
                     return Check::Decided(self.misconfigured(mistake, request));
                 }
             };
@@ -189,12 +189,14 @@ impl RouteLimit {
         }
     }
 
+    #[inline]
     fn record(&self, counted: Counted) {
         self.counters
             .record(counted, self.policy.algorithm(), &self.name);
     }
 
     /// Proceeds with the fields, or answers 429.
+    #[inline]
     fn on_decision<B>(
         &self,
         decision: &Decision,
@@ -239,7 +241,7 @@ impl RouteLimit {
         ))
     }
 
-    fn misconfigured<B>(&self, mistake: Misconfiguration, request: &Request<B>) -> Outcome {
+    fn misconfigured<B>(&self, mistake: Missing, request: &Request<B>) -> Outcome {
         Outcome::Respond(mistake.response(&self.name, Protocol::of(request.headers())))
     }
 
@@ -260,7 +262,7 @@ impl RouteLimit {
             Source::Ip => {
                 let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<SocketAddr>>()
                 else {
-                    return Err(NoKey::Misconfigured(Misconfiguration::NoPeerAddress));
+                    return Err(NoKey::NotSetUp(Missing::PeerAddress));
                 };
                 match context.client_ip.resolve(peer.ip(), request.headers()) {
                     IpAddr::V4(v4) => push_ipv4(key, v4),
@@ -269,10 +271,10 @@ impl RouteLimit {
             }
             Source::User => {
                 let Some(resolve) = &context.user else {
-                    return Err(NoKey::Misconfigured(Misconfiguration::NoUserResolver));
+                    return Err(NoKey::NotSetUp(Missing::UserResolver));
                 };
-                let user =
-                    present(with_parts(request, |parts| resolve(parts))).ok_or(NoKey::Missing)?;
+                let user = present(with_parts(request, |parts| resolve(parts)))
+                    .ok_or(NoKey::NotInRequest)?;
                 push_identity_bytes(key, user.as_bytes());
             }
             Source::Header(header) => {
@@ -280,7 +282,7 @@ impl RouteLimit {
                     .headers()
                     .get(header)
                     .filter(|v| !v.is_empty())
-                    .ok_or(NoKey::Missing)?;
+                    .ok_or(NoKey::NotInRequest)?;
                 push_identity_bytes(key, value.as_bytes());
             }
             Source::Global => {
@@ -288,8 +290,8 @@ impl RouteLimit {
                 return Ok(());
             }
             Source::Custom(resolve) => {
-                let identity =
-                    present(with_parts(request, |parts| resolve(parts))).ok_or(NoKey::Missing)?;
+                let identity = present(with_parts(request, |parts| resolve(parts)))
+                    .ok_or(NoKey::NotInRequest)?;
                 push_identity_bytes(key, identity.as_bytes());
             }
         }
@@ -300,28 +302,24 @@ impl RouteLimit {
 }
 
 /// Appends an IPv4 address in dotted decimal, its identity: digits and dots
-/// need no escaping. Written on the stack and copied once (this runs on
-/// every request limited by IP).
+/// need no escaping. (This runs on every request limited by IP: pushing
+/// ASCII characters one by one costs a third of formatting the address or
+/// validating a buffer as UTF-8.)
+#[inline]
 fn push_ipv4(key: &mut String, ip: Ipv4Addr) {
-    let mut text = [0u8; 15];
-    let mut len = 0;
+    let digit = |d: u8| char::from(b'0' + d);
     for (i, octet) in ip.octets().into_iter().enumerate() {
         if i > 0 {
-            text[len] = b'.';
-            len += 1;
+            key.push('.');
         }
         if octet >= 100 {
-            text[len] = b'0' + octet / 100;
-            len += 1;
+            key.push(digit(octet / 100));
         }
         if octet >= 10 {
-            text[len] = b'0' + octet / 10 % 10;
-            len += 1;
+            key.push(digit(octet / 10 % 10));
         }
-        text[len] = b'0' + octet % 10;
-        len += 1;
+        key.push(digit(octet % 10));
     }
-    key.push_str(std::str::from_utf8(&text[..len]).expect("digits and dots"));
 }
 
 /// Runs `f` on the request's head as [`Parts`], which resolvers take, and
