@@ -4,15 +4,29 @@
 //! their frees.
 
 use std::cell::Cell;
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::context::Context;
 
+/// A context as the thread-local holds it. The thread-local needs no
+/// destructor (so no registration to check on each access): every scope puts
+/// back the context it found, so the thread ends with none.
+type Held = Option<ManuallyDrop<Arc<Context>>>;
+
 thread_local! {
     /// The context of the innermost [`RateLimitLayer`](crate::RateLimitLayer)
     /// calling or polling on this thread.
-    static IN_SCOPE: Cell<Option<Arc<Context>>> = const { Cell::new(None) };
+    static IN_SCOPE: Cell<Held> = const { Cell::new(None) };
+}
+
+fn hold(context: Option<Arc<Context>>) -> Held {
+    context.map(ManuallyDrop::new)
+}
+
+fn release(held: Held) -> Option<Arc<Context>> {
+    held.map(ManuallyDrop::into_inner)
 }
 
 /// Whether this process has made a [`RateLimitLayer`](crate::RateLimitLayer):
@@ -34,14 +48,15 @@ pub(crate) fn layer_exists() -> bool {
 /// back the scope around it: an outer router layer's, or none. The context
 /// moves into the thread-local and back: no reference count changes.
 pub(crate) struct Scope {
-    outer: Option<Option<Arc<Context>>>,
+    /// The scope around this one, until it is put back.
+    outer: Option<Held>,
 }
 
 impl Scope {
     #[inline]
     pub(crate) fn enter(context: Arc<Context>) -> Self {
         Self {
-            outer: Some(IN_SCOPE.replace(Some(context))),
+            outer: Some(IN_SCOPE.replace(hold(Some(context)))),
         }
     }
 
@@ -49,14 +64,15 @@ impl Scope {
     #[inline]
     pub(crate) fn leave(mut self) -> Option<Arc<Context>> {
         let outer = self.outer.take().flatten();
-        IN_SCOPE.replace(outer)
+        release(IN_SCOPE.replace(outer))
     }
 }
 
 impl Drop for Scope {
     fn drop(&mut self) {
+        // Unwinding: put the outer scope back, and drop this one's context.
         if let Some(outer) = self.outer.take() {
-            IN_SCOPE.set(outer);
+            drop(release(IN_SCOPE.replace(outer)));
         }
     }
 }
@@ -69,7 +85,7 @@ pub(crate) struct Current(Option<Arc<Context>>);
 impl Current {
     #[inline]
     pub(crate) fn take() -> Self {
-        Self(IN_SCOPE.take())
+        Self(release(IN_SCOPE.take()))
     }
 
     #[inline]
@@ -81,6 +97,6 @@ impl Current {
 impl Drop for Current {
     #[inline]
     fn drop(&mut self) {
-        IN_SCOPE.set(self.0.take());
+        IN_SCOPE.set(hold(self.0.take()));
     }
 }

@@ -278,3 +278,50 @@ async fn macro_handlers_get_the_decision_only_when_they_take_it() {
     assert_eq!(body("/takes").await, "1");
     assert_eq!(body("/looks").await, "decision in the request: false");
 }
+
+#[tokio::test]
+async fn two_limits_on_one_route_both_count_and_both_report() {
+    // The outer limit allows 3 a minute per client; the inner one, which
+    // finds the router layer too, 2 a minute (and 3 per 120 s) for everyone.
+    let per_client = Policy::sliding_log([Rule::new(3, Duration::from_secs(60)).unwrap()]).unwrap();
+    let handler = post(|| async { "ok" })
+        .layer::<_, std::convert::Infallible>(LimitLayer::new(
+            "posts-everyone",
+            posts_policy(),
+            KeySource::global(),
+        ))
+        .layer::<_, std::convert::Infallible>(LimitLayer::new(
+            "posts-client",
+            per_client,
+            KeySource::ip(),
+        ));
+    let router = Router::new()
+        .route("/posts", handler)
+        .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())));
+    let send = |from: &'static str| router.clone().oneshot(request(from));
+    let all = |response: &Response, name: &str| -> Vec<String> {
+        let values = response.headers().get_all(name).iter();
+        values.map(|v| v.to_str().unwrap().to_owned()).collect()
+    };
+    let first = send("203.0.113.7").await.unwrap();
+    assert_eq!(first.status(), StatusCode::OK);
+    // Both lists, the inner limit's items first.
+    assert_eq!(
+        all(&first, "ratelimit"),
+        [
+            "\"2-per-60s\";r=1;t=60, \"3-per-120s\";r=2;t=120",
+            "\"3-per-60s\";r=2;t=60"
+        ]
+    );
+    assert_eq!(send("198.51.100.1").await.unwrap().status(), StatusCode::OK);
+    // A third client: its own quota has room, everyone's does not.
+    let denied = send("192.0.2.1").await.unwrap();
+    assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        all(&denied, "ratelimit"),
+        [
+            "\"2-per-60s\";r=0;t=60, \"3-per-120s\";r=1;t=120",
+            "\"3-per-60s\";r=2;t=60"
+        ]
+    );
+}

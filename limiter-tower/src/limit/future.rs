@@ -2,6 +2,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
 use axum::BoxError;
 use axum::body::{Body, Bytes, HttpBody};
@@ -11,7 +12,7 @@ use limiter_core::{Error, Verdict};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use super::route::{Outcome, RouteLimit};
+use super::route::RouteLimit;
 use crate::context::{BoxFuture, HeaderOptions};
 use crate::response::RateLimitHeaders;
 
@@ -69,16 +70,46 @@ pub(crate) struct Waiting<S, B> {
 
 impl<S, B> ResponseFuture<S, B>
 where
-    S: Service<Request<B>> + Clone,
+    S: Service<Request<B>>,
 {
-    /// The future of a request decided at once; `inner` is ready.
-    #[inline(always)]
-    pub(crate) fn new(outcome: Outcome, inner: &mut S, request: Request<B>) -> Self {
+    /// Calls `inner`, which is ready, now or after `delay` (keeping it, and
+    /// leaving a clone in its place), and adds `headers` to its response.
+    #[inline]
+    pub(crate) fn proceed(
+        inner: &mut S,
+        request: Request<B>,
+        headers: Option<RateLimitHeaders>,
+        delay: Duration,
+    ) -> Self
+    where
+        S: Clone,
+    {
+        let state = if delay.is_zero() {
+            State::Calling {
+                future: inner.call(request),
+                headers,
+            }
+        } else {
+            let clone = inner.clone();
+            let ready = std::mem::replace(inner, clone);
+            State::Pacing {
+                sleep: Box::pin(tokio::time::sleep(delay)),
+                paced: Some(Box::new((ready, request, headers))),
+            }
+        };
+        Self { state }
+    }
+
+    /// Answers `response` without calling the inner service.
+    pub(crate) fn respond(response: Response) -> Self {
         Self {
-            state: State::new(outcome, inner, request),
+            state: State::Responding {
+                response: Some(response),
+            },
         }
     }
 
+    /// Waits for `check`, then lets the limit decide what follows.
     pub(crate) fn checking(
         check: BoxFuture<Result<Verdict, Error>>,
         waiting: Waiting<S, B>,
@@ -92,34 +123,6 @@ where
     }
 }
 
-impl<S, B> State<S, B>
-where
-    S: Service<Request<B>> + Clone,
-{
-    /// `inner` is ready: called now, or kept (and replaced by a clone) to be
-    /// called after pacing.
-    #[inline(always)]
-    fn new(outcome: Outcome, inner: &mut S, request: Request<B>) -> Self {
-        match outcome {
-            Outcome::Proceed { headers, delay } if delay.is_zero() => State::Calling {
-                future: inner.call(request),
-                headers,
-            },
-            Outcome::Proceed { headers, delay } => {
-                let clone = inner.clone();
-                let ready = std::mem::replace(inner, clone);
-                State::Pacing {
-                    sleep: Box::pin(tokio::time::sleep(delay)),
-                    paced: Some(Box::new((ready, request, headers))),
-                }
-            }
-            Outcome::Respond(response) => State::Responding {
-                response: Some(response),
-            },
-        }
-    }
-}
-
 impl<S, B, ResBody> Future for ResponseFuture<S, B>
 where
     S: Service<Request<B>, Response = http::Response<ResBody>> + Clone,
@@ -128,43 +131,63 @@ where
 {
     type Output = Result<Response, S::Error>;
 
+    /// Polls the inner call here, small enough to inline into the caller's
+    /// poll (the path of every allowed request); the other states advance
+    /// out of line.
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
+        let mut state = self.project().state;
         loop {
-            match this.state.as_mut().project() {
-                StateProj::Calling { future, headers } => {
-                    // Moved as it is when it has an axum body already.
-                    let mut response = ready!(future.poll(cx))?.map(Body::new);
-                    if let Some(headers) = headers.take() {
-                        headers.add_to(response.headers_mut());
-                    }
-                    return Poll::Ready(Ok(response));
+            if let StateProj::Calling { future, headers } = state.as_mut().project() {
+                // Moved as it is when it has an axum body already.
+                let mut response = ready!(future.poll(cx))?.map(Body::new);
+                if let Some(headers) = headers.take() {
+                    headers.add_to(response.headers_mut());
                 }
-                StateProj::Checking { check, waiting } => {
-                    let verdict = ready!(check.as_mut().poll(cx));
-                    let Waiting {
-                        mut inner,
-                        mut request,
-                        headers,
-                        limit,
-                    } = *waiting.take().expect("polled after completion");
-                    let outcome = limit.decide(verdict, &mut request, headers);
-                    this.state.set(State::new(outcome, &mut inner, request));
-                }
-                StateProj::Pacing { sleep, paced } => {
-                    ready!(sleep.as_mut().poll(cx));
-                    let (mut inner, request, headers) =
-                        *paced.take().expect("polled after completion");
-                    this.state.set(State::Calling {
-                        future: inner.call(request),
-                        headers,
-                    });
-                }
-                StateProj::Responding { response } => {
-                    return Poll::Ready(Ok(response.take().expect("polled after completion")));
-                }
+                return Poll::Ready(Ok(response));
+            }
+            if let Some(response) = ready!(State::advance(state.as_mut(), cx)) {
+                return Poll::Ready(Ok(response));
             }
         }
+    }
+}
+
+impl<S, B> State<S, B>
+where
+    S: Service<Request<B>> + Clone,
+{
+    /// Moves on from a state before the inner call: to the next state, or
+    /// to the limiter's own response.
+    #[cold]
+    #[inline(never)]
+    fn advance(mut state: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Response>> {
+        match state.as_mut().project() {
+            StateProj::Checking { check, waiting } => {
+                let verdict = ready!(check.as_mut().poll(cx));
+                let Waiting {
+                    mut inner,
+                    request,
+                    headers,
+                    limit,
+                } = *waiting.take().expect("polled after completion");
+                let next = limit.decide(verdict, headers, &mut inner, request);
+                state.set(next.state);
+            }
+            StateProj::Pacing { sleep, paced } => {
+                ready!(sleep.as_mut().poll(cx));
+                let (mut inner, request, headers) = *paced.take().expect("polled after completion");
+                state.set(State::Calling {
+                    future: inner.call(request),
+                    headers,
+                });
+            }
+            StateProj::Responding { response } => {
+                return Poll::Ready(Some(response.take().expect("polled after completion")));
+            }
+            StateProj::Calling { .. } => unreachable!("the inner call is polled by `poll`"),
+        }
+        Poll::Ready(None)
     }
 }
 

@@ -1,7 +1,7 @@
 //! One route's limit, data and behaviour: what it counts by, how it builds
 //! a request's key, asks the store, and turns the answer into a call of the
-//! service below or a response. [`Limit`](super::Limit) and its future only
-//! sequence these steps.
+//! service below or a response. [`Limit`](super::Limit) hands requests to it,
+//! and its future only sequences the steps it chose.
 
 use std::cell::Cell;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -9,16 +9,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::ConnectInfo;
-use axum::response::Response;
 use http::Request;
 use http::request::Parts;
 use limiter_core::{Decision, Error, OnStoreError, Policy, Verdict, push_identity_bytes};
+use tower_service::Service;
 
+use super::ResponseFuture;
 use super::counters::{Counted, DecisionCounters};
-use crate::context::{BoxFuture, Context, HeaderOptions};
+use super::future::Waiting;
+use crate::context::{Context, HeaderOptions};
 use crate::key::{KeySource, Source};
 use crate::misconfigured::Missing;
-use crate::response::{self, Protocol, RateLimitHeaders, RouteFields};
+use crate::response::{self, Protocol, RouteFields};
 use crate::scope::Current;
 
 thread_local! {
@@ -43,26 +45,6 @@ pub(crate) struct RouteLimit {
     pub(crate) counters: DecisionCounters,
     /// Whether allowed requests carry their [`Decision`].
     pub(crate) decision_extension: bool,
-}
-
-/// What the check of a request leads to.
-pub(crate) enum Check {
-    /// Decided now.
-    Decided(Outcome),
-    /// The store answers later; then [`RouteLimit::decide`] turns its
-    /// answer into the outcome.
-    Pending(BoxFuture<Result<Verdict, Error>>, HeaderOptions),
-}
-
-/// What a decision means for the request.
-pub(crate) enum Outcome {
-    /// Call the inner service after `delay`, and add `headers` to its response.
-    Proceed {
-        headers: Option<RateLimitHeaders>,
-        delay: Duration,
-    },
-    /// Answer without calling it.
-    Respond(Response),
 }
 
 /// Why no key could be built for a request.
@@ -90,31 +72,37 @@ impl RouteLimit {
         }
     }
 
-    /// Checks a request with the router layer's context in scope: at once
-    /// when the store decides at once (the memory store: no future, no owned
-    /// key), else the store's future.
-    pub(crate) fn check<B>(&self, request: &mut Request<B>) -> Check {
+    /// Checks a request with the router layer's context in scope, and
+    /// answers with the future of what follows: `inner` called (it is ready),
+    /// the limiter's own response, or the wait for a store that does not
+    /// decide at once (the memory store does: no future, no owned key).
+    pub(crate) fn call<S, B>(
+        self: &Arc<Self>,
+        inner: &mut S,
+        mut request: Request<B>,
+    ) -> ResponseFuture<S, B>
+    where
+        S: Service<Request<B>> + Clone,
+    {
         let current = Current::take();
         let Some(context) = current.context() else {
-            return Check::Decided(self.misconfigured(Missing::RouterLayer, request));
+            return self.misconfigured(Missing::RouterLayer, &request);
         };
+        let headers = context.headers;
         let mut key = KEY_BUFFER.take();
-        if let Err(no_key) = self.write_key(&mut key, context, request) {
+        if let Err(no_key) = self.write_key(&mut key, context, &mut request) {
             KEY_BUFFER.set(key);
-            let response = match no_key {
-                NoKey::NotInRequest => response::problem(
+            return match no_key {
+                NoKey::NotInRequest => ResponseFuture::respond(response::problem(
                     Protocol::of(request.headers()),
                     context.missing_identity,
                     &format!(
                         "This route is rate limited per {}, and the request carries none.",
                         self.identity_name()
                     ),
-                ),
-                NoKey::NotSetUp(mistake) => {
-                    return Check::Decided(self.misconfigured(mistake, request));
-                }
+                )),
+                NoKey::NotSetUp(missing) => self.misconfigured(missing, &request),
             };
-            return Check::Decided(Outcome::Respond(response));
         }
         if tracing::enabled!(tracing::Level::DEBUG) {
             tracing::debug!(limit = %self.name, %key, "checking");
@@ -122,59 +110,66 @@ impl RouteLimit {
         let cost = self.policy.cost();
         if let Some(decided) = context.store.check_now(&key, &self.policy, cost) {
             KEY_BUFFER.set(key);
-            return Check::Decided(match decided {
-                Ok(decision) => self.on_decision(
-                    &decision,
-                    Counted::by_store(&decision),
-                    request,
-                    context.headers,
-                ),
-                Err(error) => self.on_error(error, request),
-            });
+            // The scope is whole again before `inner` is called: a limit
+            // below this one takes the context in its turn.
+            drop(current);
+            return match decided {
+                Ok(decision) => {
+                    let counted = Counted::by_store(&decision);
+                    self.on_decision(&decision, counted, headers, inner, request)
+                }
+                Err(error) => self.on_error(error, &request),
+            };
         }
         // `None`: the failure policy of whoever guards the store.
         let on_error = self.on_store_error.or(context.on_store_error);
         let check =
             Arc::clone(&context.store).check_owned(key, Arc::clone(&self.policy), cost, on_error);
-        Check::Pending(check, context.headers)
+        // The clone is not ready; keep it and use the one that is.
+        let clone = inner.clone();
+        ResponseFuture::checking(
+            check,
+            Waiting {
+                inner: std::mem::replace(inner, clone),
+                request,
+                headers,
+                limit: Arc::clone(self),
+            },
+        )
     }
 
-    /// The outcome of a store's answer that was awaited.
-    pub(crate) fn decide<B>(
+    /// What follows a store's answer that was awaited; `inner` is ready.
+    pub(crate) fn decide<S, B>(
         &self,
         verdict: Result<Verdict, Error>,
-        request: &mut Request<B>,
         headers: HeaderOptions,
-    ) -> Outcome {
+        inner: &mut S,
+        request: Request<B>,
+    ) -> ResponseFuture<S, B>
+    where
+        S: Service<Request<B>> + Clone,
+    {
         let verdict = match verdict {
             Ok(verdict) => verdict,
-            Err(error) => return self.on_error(error, request),
+            Err(error) => return self.on_error(error, &request),
         };
         let counted = Counted::of(&verdict);
         match verdict {
             Verdict::FailedOpen => {
                 self.record(counted);
                 // No decision, so no headers.
-                Outcome::Proceed {
-                    headers: None,
-                    delay: Duration::ZERO,
-                }
+                ResponseFuture::proceed(inner, request, None, Duration::ZERO)
             }
             Verdict::FailedClosed { retry_after } => {
                 self.record(counted);
-                Outcome::Respond(response::unavailable(
-                    Protocol::of(request.headers()),
-                    retry_after,
-                ))
+                let protocol = Protocol::of(request.headers());
+                ResponseFuture::respond(response::unavailable(protocol, retry_after))
             }
             verdict => match verdict.decision() {
-                Some(decision) => self.on_decision(decision, counted, request, headers),
+                Some(decision) => self.on_decision(decision, counted, headers, inner, request),
                 None => {
                     self.record(Counted::Other);
-                    Outcome::Proceed {
-                        headers: None,
-                        delay: Duration::ZERO,
-                    }
+                    ResponseFuture::proceed(inner, request, None, Duration::ZERO)
                 }
             },
         }
@@ -197,13 +192,17 @@ impl RouteLimit {
 
     /// Proceeds with the fields, or answers 429.
     #[inline]
-    fn on_decision<B>(
+    fn on_decision<S, B>(
         &self,
         decision: &Decision,
         counted: Counted,
-        request: &mut Request<B>,
         options: HeaderOptions,
-    ) -> Outcome {
+        inner: &mut S,
+        mut request: Request<B>,
+    ) -> ResponseFuture<S, B>
+    where
+        S: Service<Request<B>> + Clone,
+    {
         self.record(counted);
         if decision.allowed() {
             let headers = options
@@ -212,10 +211,7 @@ impl RouteLimit {
             if self.decision_extension {
                 request.extensions_mut().insert(*decision);
             }
-            return Outcome::Proceed {
-                headers,
-                delay: decision.delay(),
-            };
+            return ResponseFuture::proceed(inner, request, headers, decision.delay());
         }
         tracing::debug!(
             limit = %self.name,
@@ -223,7 +219,7 @@ impl RouteLimit {
             retry_after = ?decision.retry_after(),
             "rate limited"
         );
-        Outcome::Respond(response::too_many_requests(
+        ResponseFuture::respond(response::too_many_requests(
             Protocol::of(request.headers()),
             decision,
             &self.policy,
@@ -232,17 +228,21 @@ impl RouteLimit {
         ))
     }
 
-    fn on_error<B>(&self, error: Error, request: &Request<B>) -> Outcome {
+    fn on_error<S, B>(&self, error: Error, request: &Request<B>) -> ResponseFuture<S, B>
+    where
+        S: Service<Request<B>>,
+    {
         self.record(Counted::Error);
         tracing::error!(limit = %self.name, %error, "the rate limiter failed");
-        Outcome::Respond(response::unavailable(
-            Protocol::of(request.headers()),
-            Duration::from_secs(1),
-        ))
+        let protocol = Protocol::of(request.headers());
+        ResponseFuture::respond(response::unavailable(protocol, Duration::from_secs(1)))
     }
 
-    fn misconfigured<B>(&self, mistake: Missing, request: &Request<B>) -> Outcome {
-        Outcome::Respond(mistake.response(&self.name, Protocol::of(request.headers())))
+    fn misconfigured<S, B>(&self, missing: Missing, request: &Request<B>) -> ResponseFuture<S, B>
+    where
+        S: Service<Request<B>>,
+    {
+        ResponseFuture::respond(missing.response(&self.name, Protocol::of(request.headers())))
     }
 
     /// Writes `{prefix}:{identity}:{name}`, or `{prefix}:{name}` for a global

@@ -8,8 +8,7 @@ use http::Request;
 use tower_service::Service;
 
 use super::ResponseFuture;
-use super::future::Waiting;
-use super::route::{Check, RouteLimit};
+use super::route::RouteLimit;
 
 /// The service of [`LimitLayer`](crate::LimitLayer): checks the request's
 /// key, then calls `inner` or answers without calling it (so the handler
@@ -44,20 +43,7 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
-        match self.limit.check(&mut request) {
-            Check::Decided(outcome) => ResponseFuture::new(outcome, &mut self.inner, request),
-            Check::Pending(check, headers) => {
-                // The clone is not ready; keep it and use the one that is.
-                let clone = self.inner.clone();
-                let waiting = Waiting {
-                    inner: std::mem::replace(&mut self.inner, clone),
-                    request,
-                    headers,
-                    limit: Arc::clone(&self.limit),
-                };
-                ResponseFuture::checking(check, waiting)
-            }
-        }
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        self.limit.call(&mut self.inner, request)
     }
 }

@@ -139,9 +139,11 @@ pub(crate) struct RateLimitHeaders {
 }
 
 impl RateLimitHeaders {
+    /// Adds the fields to `headers`, after any already there: both are
+    /// lists, so a second limit on the route adds its items to the first's.
     pub(crate) fn add_to(self, headers: &mut HeaderMap) {
-        headers.insert(RATELIMIT_POLICY.clone(), self.policy);
-        headers.insert(RATELIMIT.clone(), self.state);
+        headers.append(RATELIMIT_POLICY.clone(), self.policy);
+        headers.append(RATELIMIT.clone(), self.state);
         if let Some(legacy) = self.legacy {
             let [limit, remaining, reset] = *legacy;
             headers.insert(X_LIMIT.clone(), limit);
