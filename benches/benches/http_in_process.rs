@@ -9,7 +9,8 @@
 //! Timings on a shared VM move by ±20% from run to run; instruction counts
 //! do not. `-- --requests N VARIANT` serves N requests of one variant
 //! (`bare_axum`, `bare_axum_identity_layer`, `limiter_memory`,
-//! `limiter_memory_no_fields`, `tower_governor`, `tower_governor_headers`)
+//! `limiter_memory_no_fields`, `limiter_memory_no_fields_global`,
+//! `tower_governor`, `tower_governor_headers`)
 //! without criterion, to run under `valgrind --tool=callgrind` (see
 //! BENCHMARKS.md). The variants with and without headers on allowed
 //! responses compare like with like:
@@ -17,6 +18,9 @@
 //! unless `use_headers` is set. `bare_axum_identity_layer` is bare axum
 //! with a router layer that does nothing (`tower::layer::util::Identity`):
 //! what axum's wrapping of each route costs any router-level layer.
+//! `limiter_memory_no_fields_global` counts everyone in one quota (`by =
+//! global`): beside `limiter_memory_no_fields`, what counting by client IP
+//! costs (the address, its text in the key).
 
 use std::future::Future;
 use std::hint::black_box;
@@ -35,6 +39,13 @@ use tower::Service;
 /// The same limit as `http_load`'s: GCRA with room for everything.
 #[rate_limit(algorithm = gcra(rate = 1000000000/s, burst = 1000000000), by = ip)]
 async fn limited() -> &'static str {
+    "ok"
+}
+
+/// The same limit for everyone (`by = global`): no client address, no
+/// identity in the key. Beside `limited`, what counting by IP costs.
+#[rate_limit(algorithm = gcra(rate = 1000000000/s, burst = 1000000000), by = global)]
+async fn limited_globally() -> &'static str {
     "ok"
 }
 
@@ -65,9 +76,9 @@ fn serve(router: &mut Router) {
 }
 
 /// The variants, each a router ready to serve.
-fn variants() -> [(&'static str, Router); 6] {
+fn variants() -> [(&'static str, Router); 7] {
     let [governor, governor_with_headers] = limiter_benches::governed(get(bare));
-    let variants: [(&str, Router); 6] = [
+    let variants: [(&str, Router); 7] = [
         ("bare_axum", Router::new().route("/", get(bare))),
         (
             "bare_axum_identity_layer",
@@ -84,6 +95,12 @@ fn variants() -> [(&'static str, Router); 6] {
         (
             "limiter_memory_no_fields",
             Router::new().route("/", get(limited)).layer(
+                RateLimitLayer::new(Limiter::new(MemoryStore::new())).rate_limit_headers(false),
+            ),
+        ),
+        (
+            "limiter_memory_no_fields_global",
+            Router::new().route("/", get(limited_globally)).layer(
                 RateLimitLayer::new(Limiter::new(MemoryStore::new())).rate_limit_headers(false),
             ),
         ),

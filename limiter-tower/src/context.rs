@@ -1,16 +1,11 @@
-//! What the router-level layer hands to every per-route limit: the store, the
-//! key prefix, and how to find clients.
-//!
-//! The hand-over is a thread-local set while the router layer calls and polls
-//! what is below it, not a request extension, which would cost every request
-//! an `Arc` clone, a box, a map insert and their frees.
+//! What the router-level layer holds for every limit below it: the store,
+//! the key prefix, how to find clients and users, and which headers to send.
 
-use std::cell::Cell;
 use std::fmt;
 use std::sync::Arc;
 
 use http::StatusCode;
-use limiter_core::{Error, GuardConfig, Guarded, OnStoreError, Policy, Store, Verdict};
+use limiter_core::{Decision, Error, GuardConfig, Guarded, OnStoreError, Policy, Store, Verdict};
 
 use crate::client_ip::ClientIp;
 use crate::key::Resolver;
@@ -23,7 +18,7 @@ pub(crate) type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output 
 pub(crate) trait DynStore: Send + Sync + 'static {
     /// Decides at once when the store can (see [`Store::try_check_now`]);
     /// `None`: await [`check_owned`](Self::check_owned).
-    fn check_now(&self, key: &str, policy: &Policy, cost: u64) -> Option<Result<Verdict, Error>> {
+    fn check_now(&self, key: &str, policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
         let _ = (key, policy, cost);
         None
     }
@@ -42,8 +37,9 @@ pub(crate) trait DynStore: Send + Sync + 'static {
 struct Direct<S>(S);
 
 impl<S: Store> DynStore for Direct<S> {
-    fn check_now(&self, key: &str, policy: &Policy, cost: u64) -> Option<Result<Verdict, Error>> {
-        Some(self.0.try_check_now(key, policy, cost)?.map(Verdict::Store))
+    #[inline]
+    fn check_now(&self, key: &str, policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
+        self.0.try_check_now(key, policy, cost)
     }
 
     fn check_owned(
@@ -94,6 +90,7 @@ pub(crate) struct HeaderOptions {
     pub(crate) legacy: bool,
 }
 
+/// The router layer's settings, shared by every limit below it.
 #[derive(Clone)]
 pub(crate) struct Context {
     pub(crate) store: Arc<dyn DynStore>,
@@ -101,7 +98,8 @@ pub(crate) struct Context {
     pub(crate) guard: GuardConfig,
     /// The failure policy set on the layer, for routes that set none.
     pub(crate) on_store_error: Option<OnStoreError>,
-    pub(crate) prefix: Box<str>,
+    /// The key prefix followed by `:`, as every key starts.
+    pub(crate) key_start: Box<str>,
     pub(crate) client_ip: ClientIp,
     pub(crate) user: Option<Resolver>,
     pub(crate) headers: HeaderOptions,
@@ -111,69 +109,12 @@ pub(crate) struct Context {
 impl fmt::Debug for Context {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Context")
-            .field("prefix", &self.prefix)
+            .field("key_start", &self.key_start)
             .field("guard", &self.guard)
             .field("client_ip", &self.client_ip)
             .field("user", &self.user.as_ref().map(|_| ".."))
             .field("headers", &self.headers)
             .field("missing_identity", &self.missing_identity)
             .finish_non_exhaustive()
-    }
-}
-
-thread_local! {
-    /// The context of the innermost [`RateLimitLayer`](crate::RateLimitLayer)
-    /// calling or polling on this thread.
-    static IN_SCOPE: Cell<Option<Arc<Context>>> = const { Cell::new(None) };
-}
-
-/// A router layer's context in scope on this thread, for the limits its
-/// service calls or polls, until [`leave`](Self::leave) (or a panic) puts
-/// back the scope around it: an outer router layer's, or none. The context
-/// moves into the thread-local and back: no reference count changes.
-pub(crate) struct Scope {
-    outer: Option<Option<Arc<Context>>>,
-}
-
-impl Scope {
-    pub(crate) fn enter(context: Arc<Context>) -> Self {
-        Self {
-            outer: Some(IN_SCOPE.replace(Some(context))),
-        }
-    }
-
-    /// Ends the scope, handing the context back.
-    pub(crate) fn leave(mut self) -> Option<Arc<Context>> {
-        let outer = self.outer.take().flatten();
-        IN_SCOPE.replace(outer)
-    }
-}
-
-impl Drop for Scope {
-    fn drop(&mut self) {
-        if let Some(outer) = self.outer.take() {
-            IN_SCOPE.set(outer);
-        }
-    }
-}
-
-/// The context in scope, taken for one limit's check and put back when
-/// dropped. The inner service must not be called meanwhile: the scope is
-/// empty.
-pub(crate) struct Current(Option<Arc<Context>>);
-
-impl Current {
-    pub(crate) fn take() -> Self {
-        Self(IN_SCOPE.take())
-    }
-
-    pub(crate) fn context(&self) -> Option<&Context> {
-        self.0.as_deref()
-    }
-}
-
-impl Drop for Current {
-    fn drop(&mut self) {
-        IN_SCOPE.set(self.0.take());
     }
 }

@@ -22,15 +22,25 @@
 //! the `RateLimit-Policy` and `RateLimit` fields (one item per rule), and an
 //! RFC 9457 `application/problem+json` body of type `quota-exceeded` (or the
 //! handler's `message`). The handler does not run and the body is not read.
-//! Allowed responses carry the `RateLimit` fields too (configurable).
+//! Allowed responses carry the `RateLimit` fields too (configurable). A gRPC
+//! call (`content-type: application/grpc*`) gets a trailers-only response
+//! instead: `grpc-status` 8 (`RESOURCE_EXHAUSTED`) with its retry time in
+//! `grpc-retry-pushback-ms` and in a `google.rpc.RetryInfo`.
 //!
 //! - [`RateLimitLayer`] goes on the router once: it holds the store
 //!   ([`MemoryStore`] or [`RedisStore`]), the key prefix, how to find the
 //!   client address (trusted proxies, the header they write:
 //!   [`ClientIpSource`]; IPv6 grouping) and the user.
-//! - `#[rate_limit(...)]` on a handler generates that handler's limit, a Tower
-//!   layer, keyed `{prefix}:{identity}:{module}-{handler}`.
-//! - [`LimitLayer`] is the same limit without the macro, for any route or service.
+//! - `#[rate_limit(...)]` on a handler generates that handler's limit, keyed
+//!   `{prefix}:{identity}:{module}-{handler}`.
+//! - [`LimitLayer`] is the same limit without the macro, for any route or
+//!   any Tower HTTP service (hyper, tonic): any request body, any response
+//!   body.
+//!
+//! A limit that cannot work as the application is put together (no
+//! `RateLimitLayer` above it, `by = ip` served without the peer address,
+//! `by = user` without a user resolver) answers 500 and logs why at `error`;
+//! in debug builds the body of the 500 names the fix.
 //!
 //! # Feature flags
 //! - `macros` (default): the `#[rate_limit]` attribute.
@@ -40,8 +50,10 @@ mod client_ip;
 mod context;
 mod key;
 mod limit;
+mod misconfigured;
 mod rate_limit;
 mod response;
+mod scope;
 
 #[doc(hidden)]
 #[path = "private.rs"]
@@ -51,7 +63,13 @@ pub use client_ip::{ClientIpSource, DEFAULT_IPV6_PREFIX};
 pub use ipnet::IpNet;
 pub use key::{KeySource, Resolver};
 pub use limit::{Limit, LimitLayer, ResponseFuture};
-pub use limiter_core::*;
+pub use limiter_core::{
+    BreakerConfig, Clock, ConfigError, DEFAULT_DEADLINE, Decision, Error, GuardConfig, Guarded,
+    Limiter, ManualClock, MemoryStore, OnStoreError, Policy, Rate, Rule, RuleStatus, Store,
+    SystemClock,
+};
+#[cfg(feature = "redis")]
+pub use limiter_core::{RedisConfig, RedisStore, Region, RegionalConfig, RegionalStore, TierSize};
 #[cfg(feature = "macros")]
 pub use limiter_macros::rate_limit;
 pub use rate_limit::{RateLimit, RateLimitFuture, RateLimitLayer};

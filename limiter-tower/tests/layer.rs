@@ -1,5 +1,5 @@
 //! The layers in process: exact 429s and headers, the handler and the body
-//! untouched when denied, missing identities, a missing router layer.
+//! untouched when denied, missing identities, pacing, the decision.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -185,28 +185,6 @@ async fn a_request_without_a_user_gets_401_and_the_status_is_configurable() {
 }
 
 #[tokio::test]
-async fn a_limit_without_the_router_layer_answers_a_clear_500() {
-    let router = Router::new().route(
-        "/posts",
-        post(|| async { "never" }).layer(LimitLayer::new(
-            "posts",
-            posts_policy(),
-            KeySource::global(),
-        )),
-    );
-    let response = router.oneshot(request("203.0.113.7")).await.unwrap();
-    assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
-    let body = axum::body::to_bytes(response.into_body(), 4096)
-        .await
-        .unwrap();
-    assert!(
-        std::str::from_utf8(&body)
-            .unwrap()
-            .contains("Rate limiting is not set up on this server.")
-    );
-}
-
-#[tokio::test]
 async fn legacy_headers_and_quiet_allowed_responses_are_options() {
     let app = app(KeySource::ip(), |l| {
         l.legacy_headers(true).rate_limit_headers(false)
@@ -299,4 +277,51 @@ async fn macro_handlers_get_the_decision_only_when_they_take_it() {
     assert_eq!(body("/takes").await, "2");
     assert_eq!(body("/takes").await, "1");
     assert_eq!(body("/looks").await, "decision in the request: false");
+}
+
+#[tokio::test]
+async fn two_limits_on_one_route_both_count_and_both_report() {
+    // The outer limit allows 3 a minute per client; the inner one, which
+    // finds the router layer too, 2 a minute (and 3 per 120 s) for everyone.
+    let per_client = Policy::sliding_log([Rule::new(3, Duration::from_secs(60)).unwrap()]).unwrap();
+    let handler = post(|| async { "ok" })
+        .layer::<_, std::convert::Infallible>(LimitLayer::new(
+            "posts-everyone",
+            posts_policy(),
+            KeySource::global(),
+        ))
+        .layer::<_, std::convert::Infallible>(LimitLayer::new(
+            "posts-client",
+            per_client,
+            KeySource::ip(),
+        ));
+    let router = Router::new()
+        .route("/posts", handler)
+        .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())));
+    let send = |from: &'static str| router.clone().oneshot(request(from));
+    let all = |response: &Response, name: &str| -> Vec<String> {
+        let values = response.headers().get_all(name).iter();
+        values.map(|v| v.to_str().unwrap().to_owned()).collect()
+    };
+    let first = send("203.0.113.7").await.unwrap();
+    assert_eq!(first.status(), StatusCode::OK);
+    // Both lists, the inner limit's items first.
+    assert_eq!(
+        all(&first, "ratelimit"),
+        [
+            "\"2-per-60s\";r=1;t=60, \"3-per-120s\";r=2;t=120",
+            "\"3-per-60s\";r=2;t=60"
+        ]
+    );
+    assert_eq!(send("198.51.100.1").await.unwrap().status(), StatusCode::OK);
+    // A third client: its own quota has room, everyone's does not.
+    let denied = send("192.0.2.1").await.unwrap();
+    assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        all(&denied, "ratelimit"),
+        [
+            "\"2-per-60s\";r=0;t=60, \"3-per-120s\";r=1;t=120",
+            "\"3-per-60s\";r=2;t=60"
+        ]
+    );
 }

@@ -1,22 +1,26 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context as TaskContext, Poll, ready};
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
+use axum::BoxError;
+use axum::body::{Body, Bytes, HttpBody};
 use axum::response::Response;
 use http::Request;
-use limiter_core::{Decision, Error, Verdict};
+use limiter_core::{Error, Verdict};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use super::layer::RouteLimit;
+use super::route::RouteLimit;
 use crate::context::{BoxFuture, HeaderOptions};
-use crate::response::{RateLimitHeaders, too_many_requests, unavailable};
+use crate::response::RateLimitHeaders;
 
 pin_project! {
-    /// The response future of [`Limit`](crate::Limit): waits for the store's
-    /// decision, then either calls the inner service or answers 429.
+    /// The response future of [`Limit`](crate::Limit): waits for the store
+    /// when it does not decide at once, then for a paced request's turn,
+    /// then either the inner service's response (with the RateLimit fields
+    /// added) or the limiter's own.
     pub struct ResponseFuture<S, B>
     where
         S: Service<Request<B>>,
@@ -32,6 +36,12 @@ pin_project! {
     where
         S: Service<Request<B>>,
     {
+        Calling {
+            #[pin]
+            future: S::Future,
+            // The fields to add to the inner response, when configured.
+            headers: Option<RateLimitHeaders>,
+        },
         // Waiting for a store that does not decide at once. What waits with
         // the check is boxed: this state is rare on the fast path (the memory
         // store decides in `call`), and a small future is cheap to move.
@@ -44,19 +54,13 @@ pin_project! {
             sleep: Pin<Box<tokio::time::Sleep>>,
             paced: Option<Box<(S, Request<B>, Option<RateLimitHeaders>)>>,
         },
-        Calling {
-            #[pin]
-            future: S::Future,
-            // The headers to add to the inner response, when configured.
-            headers: Option<RateLimitHeaders>,
-        },
-        Ready {
+        Responding {
             response: Option<Response>,
         },
     }
 }
 
-/// What waits for a store's answer.
+/// What waits for a store's answer: a ready inner service and the request.
 pub(crate) struct Waiting<S, B> {
     pub(crate) inner: S,
     pub(crate) request: Request<B>,
@@ -66,8 +70,46 @@ pub(crate) struct Waiting<S, B> {
 
 impl<S, B> ResponseFuture<S, B>
 where
-    S: Service<Request<B>> + Clone,
+    S: Service<Request<B>>,
 {
+    /// Calls `inner`, which is ready, now or after `delay` (keeping it, and
+    /// leaving a clone in its place), and adds `headers` to its response.
+    #[inline]
+    pub(crate) fn proceed(
+        inner: &mut S,
+        request: Request<B>,
+        headers: Option<RateLimitHeaders>,
+        delay: Duration,
+    ) -> Self
+    where
+        S: Clone,
+    {
+        let state = if delay.is_zero() {
+            State::Calling {
+                future: inner.call(request),
+                headers,
+            }
+        } else {
+            let clone = inner.clone();
+            let ready = std::mem::replace(inner, clone);
+            State::Pacing {
+                sleep: Box::pin(tokio::time::sleep(delay)),
+                paced: Some(Box::new((ready, request, headers))),
+            }
+        };
+        Self { state }
+    }
+
+    /// Answers `response` without calling the inner service.
+    pub(crate) fn respond(response: Response) -> Self {
+        Self {
+            state: State::Responding {
+                response: Some(response),
+            },
+        }
+    }
+
+    /// Waits for `check`, then lets the limit decide what follows.
     pub(crate) fn checking(
         check: BoxFuture<Result<Verdict, Error>>,
         waiting: Waiting<S, B>,
@@ -79,171 +121,73 @@ where
             },
         }
     }
-
-    /// The future once the store has decided; `inner` is ready.
-    pub(crate) fn decided(outcome: Outcome, inner: &mut S, request: Request<B>) -> Self {
-        Self {
-            state: State::decided(outcome, inner, request),
-        }
-    }
-
-    pub(crate) fn ready(response: Response) -> Self {
-        Self {
-            state: State::Ready {
-                response: Some(response),
-            },
-        }
-    }
 }
 
-/// What a verdict means for the request.
-pub(crate) enum Outcome {
-    /// Call the inner service after `delay`, and add `headers` to its response.
-    Proceed {
-        headers: Option<RateLimitHeaders>,
-        delay: Duration,
-    },
-    /// Answer without calling it.
-    Respond(Response),
+impl<S, B, ResBody> Future for ResponseFuture<S, B>
+where
+    S: Service<Request<B>, Response = http::Response<ResBody>> + Clone,
+    ResBody: HttpBody<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    type Output = Result<Response, S::Error>;
+
+    /// Polls the inner call here, small enough to inline into the caller's
+    /// poll (the path of every allowed request); the other states advance
+    /// out of line.
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut state = self.project().state;
+        loop {
+            if let StateProj::Calling { future, headers } = state.as_mut().project() {
+                // Moved as it is when it has an axum body already.
+                let mut response = ready!(future.poll(cx))?.map(Body::new);
+                if let Some(headers) = headers.take() {
+                    headers.add_to(response.headers_mut());
+                }
+                return Poll::Ready(Ok(response));
+            }
+            if let Some(response) = ready!(State::advance(state.as_mut(), cx)) {
+                return Poll::Ready(Ok(response));
+            }
+        }
+    }
 }
 
 impl<S, B> State<S, B>
 where
     S: Service<Request<B>> + Clone,
 {
-    /// `inner` is ready: called now, or kept (and replaced by a clone) to be
-    /// called after pacing.
-    fn decided(outcome: Outcome, inner: &mut S, request: Request<B>) -> Self {
-        match outcome {
-            Outcome::Respond(response) => State::Ready {
-                response: Some(response),
-            },
-            Outcome::Proceed { headers, delay } if delay.is_zero() => State::Calling {
-                future: inner.call(request),
-                headers,
-            },
-            Outcome::Proceed { headers, delay } => {
-                let clone = inner.clone();
-                let ready = std::mem::replace(inner, clone);
-                State::Pacing {
-                    sleep: Box::pin(tokio::time::sleep(delay)),
-                    paced: Some(Box::new((ready, request, headers))),
-                }
-            }
-        }
-    }
-}
-
-impl<S, B> Future for ResponseFuture<S, B>
-where
-    S: Service<Request<B>, Response = Response> + Clone,
-{
-    type Output = Result<Response, S::Error>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        loop {
-            match this.state.as_mut().project() {
-                StateProj::Checking { check, waiting } => {
-                    let verdict = ready!(check.as_mut().poll(cx));
-                    let Waiting {
-                        mut inner,
-                        mut request,
-                        headers,
-                        limit,
-                    } = *waiting.take().expect("polled after completion");
-                    let outcome = limit.outcome(verdict, &mut request, headers);
-                    this.state.set(State::decided(outcome, &mut inner, request));
-                }
-                StateProj::Pacing { sleep, paced } => {
-                    ready!(sleep.as_mut().poll(cx));
-                    let (mut inner, request, headers) =
-                        *paced.take().expect("polled after completion");
-                    this.state.set(State::Calling {
-                        future: inner.call(request),
-                        headers,
-                    });
-                }
-                StateProj::Calling { future, headers } => {
-                    let mut response = ready!(future.poll(cx))?;
-                    if let Some(headers) = headers.take() {
-                        headers.add_to(response.headers_mut());
-                    }
-                    return Poll::Ready(Ok(response));
-                }
-                StateProj::Ready { response } => {
-                    return Poll::Ready(Ok(response.take().expect("polled after completion")));
-                }
-            }
-        }
-    }
-}
-
-impl RouteLimit {
-    /// Counts the verdict, then turns it into a call of the inner service or
-    /// a response: the same for a store that decided at once and for one
-    /// that was awaited.
-    pub(crate) fn outcome<B>(
-        &self,
-        verdict: Result<Verdict, Error>,
-        request: &mut Request<B>,
-        options: HeaderOptions,
-    ) -> Outcome {
-        self.counters.record(&verdict, self);
-        match verdict {
-            Ok(verdict) if verdict.allowed() => {
-                let Some(decision) = verdict.decision() else {
-                    // Failing open has no decision, so no headers.
-                    return Outcome::Proceed {
-                        headers: None,
-                        delay: Duration::ZERO,
-                    };
-                };
-                let headers = options.on_allowed.then(|| self.headers(decision, options));
-                if self.decision_extension {
-                    request.extensions_mut().insert(*decision);
-                }
-                Outcome::Proceed {
+    /// Moves on from a state before the inner call: to the next state, or
+    /// to the limiter's own response.
+    #[cold]
+    #[inline(never)]
+    fn advance(mut state: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Response>> {
+        match state.as_mut().project() {
+            StateProj::Checking { check, waiting } => {
+                let verdict = ready!(check.as_mut().poll(cx));
+                let Waiting {
+                    mut inner,
+                    request,
                     headers,
-                    delay: decision.delay(),
-                }
+                    limit,
+                } = *waiting.take().expect("polled after completion");
+                let next = limit.decide(verdict, headers, &mut inner, request);
+                state.set(next.state);
             }
-            Ok(Verdict::FailedClosed { retry_after }) => Outcome::Respond(unavailable(
-                "The rate limiter cannot decide right now; retry shortly.",
-                retry_after,
-            )),
-            Ok(verdict) => {
-                let decision = verdict.decision().expect("a denial has a decision");
-                tracing::debug!(
-                    limit = %self.name,
-                    rule = %decision.rule(),
-                    retry_after = ?decision.retry_after(),
-                    "rate limited"
-                );
-                Outcome::Respond(too_many_requests(
-                    decision,
-                    &self.policy,
-                    self.headers(decision, options),
-                    self.message.as_deref(),
-                ))
+            StateProj::Pacing { sleep, paced } => {
+                ready!(sleep.as_mut().poll(cx));
+                let (mut inner, request, headers) = *paced.take().expect("polled after completion");
+                state.set(State::Calling {
+                    future: inner.call(request),
+                    headers,
+                });
             }
-            Err(error) => {
-                tracing::error!(limit = %self.name, %error, "the rate limiter failed");
-                Outcome::Respond(unavailable(
-                    "The rate limiter cannot decide right now; retry shortly.",
-                    Duration::from_secs(1),
-                ))
+            StateProj::Responding { response } => {
+                return Poll::Ready(Some(response.take().expect("polled after completion")));
             }
+            StateProj::Calling { .. } => unreachable!("the inner call is polled by `poll`"),
         }
-    }
-
-    fn headers(&self, decision: &Decision, options: HeaderOptions) -> RateLimitHeaders {
-        RateLimitHeaders::new(
-            &self.policy_header,
-            &self.rate_limit_prefixes,
-            decision,
-            options,
-        )
+        Poll::Ready(None)
     }
 }
 

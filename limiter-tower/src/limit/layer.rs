@@ -1,19 +1,20 @@
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use http::HeaderValue;
-use limiter_core::{Error, OnStoreError, Policy, Verdict, push_identity};
+use limiter_core::{OnStoreError, Policy};
 use tower_layer::Layer;
 
 use super::Limit;
+use super::route::RouteLimit;
 use crate::key::KeySource;
-use crate::response::{policy_header, rate_limit_prefixes};
 
 /// One policy and one key source, on a route, a handler or any service: the
 /// same limiting as `#[rate_limit]`, without the macro.
 ///
-/// The store comes from the [`RateLimitLayer`](crate::RateLimitLayer) on the
-/// router, so a `LimitLayer` works only below one (without it, requests are
-/// answered 500 and the reason is logged). Keys are
+/// The store comes from the [`RateLimitLayer`](crate::RateLimitLayer) above
+/// it, so a `LimitLayer` works only below one: on an axum route, with the
+/// `RateLimitLayer` on the router (added after the route); around any other
+/// service, with the `RateLimitLayer` outside it. Without one, requests are
+/// answered 500, naming the fix in debug builds. Keys are
 /// `{prefix}:{identity}:{name}`.
 ///
 /// ```
@@ -30,92 +31,36 @@ use crate::response::{policy_header, rate_limit_prefixes};
 ///     .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())));
 /// # Ok::<(), limiter_tower::ConfigError>(())
 /// ```
+///
+/// Around a service that is not an axum router (hyper, tonic), the router
+/// layer goes outside:
+///
+/// ```
+/// # use std::time::Duration;
+/// use limiter_tower::{KeySource, Limiter, LimitLayer, MemoryStore, Policy, RateLimitLayer, Rule};
+/// use tower::ServiceBuilder;
+///
+/// # let service = tower::service_fn(|_: http::Request<String>| async {
+/// #     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+/// # });
+/// let policy = Policy::sliding_log([Rule::new(100, Duration::from_secs(60))?])?;
+/// let service = ServiceBuilder::new()
+///     .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())))
+///     .layer(LimitLayer::new("api", policy, KeySource::header("x-api-key".parse()?)))
+///     .service(service);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct LimitLayer {
     pub(crate) limit: Arc<RouteLimit>,
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct RouteLimit {
-    pub(crate) name: Box<str>,
-    pub(crate) policy: Arc<Policy>,
-    pub(crate) source: KeySource,
-    pub(crate) key_prefix: Option<Box<str>>,
-    pub(crate) message: Option<Box<str>>,
-    pub(crate) on_store_error: Option<OnStoreError>,
-    pub(crate) policy_header: HeaderValue,
-    pub(crate) rate_limit_prefixes: Box<[Box<str>]>,
-    pub(crate) counters: DecisionCounters,
-    /// Whether allowed requests carry their [`Decision`](limiter_core::Decision).
-    pub(crate) decision_extension: bool,
-}
-
-/// This route's `limiter_decisions_total` counters, registered on first use
-/// so a request does not build labels.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct DecisionCounters {
-    counters: [OnceLock<metrics::Counter>; OUTCOMES.len()],
-}
-
-const OUTCOMES: [(&str, &str); 9] = [
-    ("allowed", "store"),
-    ("denied", "store"),
-    ("denied", "deny_cache"),
-    ("allowed", "fallback"),
-    ("denied", "fallback"),
-    ("allowed", "fail_open"),
-    ("refused", "fail_closed"),
-    ("other", "other"),
-    ("error", "error"),
-];
-
-impl DecisionCounters {
-    /// Counts a verdict in `limiter_decisions_total`.
-    pub(crate) fn record(&self, verdict: &Result<Verdict, Error>, limit: &RouteLimit) {
-        // Indexes `OUTCOMES`.
-        let index = match verdict {
-            Ok(Verdict::Store(d)) => usize::from(!d.allowed()),
-            Ok(Verdict::Cached(_)) => 2,
-            Ok(Verdict::Fallback(d)) => 3 + usize::from(!d.allowed()),
-            Ok(Verdict::FailedOpen) => 5,
-            Ok(Verdict::FailedClosed { .. }) => 6,
-            Ok(_) => 7,
-            Err(_) => 8,
-        };
-        self.counters[index]
-            .get_or_init(|| {
-                let (outcome, source) = OUTCOMES[index];
-                metrics::counter!(
-                    "limiter_decisions_total",
-                    "outcome" => outcome,
-                    "source" => source,
-                    "algorithm" => limit.policy.algorithm().name(),
-                    "limit" => limit.name.to_string(),
-                )
-            })
-            .increment(1);
-    }
 }
 
 impl LimitLayer {
     /// A limit named `name` (the last part of its keys, escaped like an
     /// identity) applying `policy` per `source`.
     pub fn new(name: impl AsRef<str>, policy: Policy, source: KeySource) -> Self {
-        let mut escaped = String::new();
-        push_identity(&mut escaped, name.as_ref());
         Self {
-            limit: Arc::new(RouteLimit {
-                name: escaped.into(),
-                policy_header: policy_header(&policy),
-                rate_limit_prefixes: rate_limit_prefixes(&policy),
-                policy: Arc::new(policy),
-                source,
-                key_prefix: None,
-                message: None,
-                on_store_error: None,
-                counters: DecisionCounters::default(),
-                decision_extension: true,
-            }),
+            limit: Arc::new(RouteLimit::new(name.as_ref(), policy, source)),
         }
     }
 
@@ -123,7 +68,8 @@ impl LimitLayer {
         Arc::make_mut(&mut self.limit)
     }
 
-    /// The body of this route's 429 (`text/plain`) instead of the problem+json body.
+    /// The body of this route's 429 (`text/plain`) instead of the
+    /// problem+json body; for gRPC, the `grpc-message`.
     pub fn message(mut self, message: impl Into<String>) -> Self {
         self.limit().message = Some(message.into().into_boxed_str());
         self
@@ -149,7 +95,9 @@ impl LimitLayer {
 
     /// The key prefix for this route instead of the router layer's.
     pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.limit().key_prefix = Some(prefix.into().into_boxed_str());
+        let mut start = prefix.into();
+        start.push(':');
+        self.limit().key_start = Some(start.into_boxed_str());
         self
     }
 }

@@ -7,7 +7,8 @@ use http::Request;
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use crate::context::{Context, Scope};
+use crate::context::Context;
+use crate::scope::Scope;
 
 /// The service of [`RateLimitLayer`](crate::RateLimitLayer): calls `inner`,
 /// and polls its future, with the shared context in scope for the limits
