@@ -57,7 +57,7 @@ async fn until_held(redis: &TestRedis, key: &str, expected: u64) {
 async fn exactly_max_permits_are_granted_on_both_stores() {
     let lease = Duration::from_secs(30);
     let memory = MemoryStore::new();
-    let permits = acquire_at_once(&[memory.clone()], "k", limit(7, lease), 200).await;
+    let permits = acquire_at_once(std::slice::from_ref(&memory), "k", limit(7, lease), 200).await;
     assert_eq!(granted(&permits), 7);
     drop(permits);
     assert_eq!(memory.permits_held("k"), 0);
@@ -184,11 +184,11 @@ async fn two_processes_share_the_limit() {
     let (mut other, held_there) = Holder::start(redis.url(), &key, 3, limit.lease(), 2);
     assert_eq!(held_there, 2);
     let store = redis.store().await;
-    let here = acquire_at_once(&[store.clone()], &key, limit, 10).await;
+    let here = acquire_at_once(std::slice::from_ref(&store), &key, limit, 10).await;
     assert_eq!(granted(&here), 1);
     other.release();
     until_held(&redis, &key, 1).await;
-    let more = acquire_at_once(&[store.clone()], &key, limit, 10).await;
+    let more = acquire_at_once(std::slice::from_ref(&store), &key, limit, 10).await;
     assert_eq!(granted(&more), 2);
     // And the other way round: this process holds them all now.
     let (_other, held_there) = Holder::start(redis.url(), &key, 3, limit.lease(), 1);

@@ -181,16 +181,17 @@ fn plan_pair() -> impl Strategy<Value = (Params, Params)> {
             Params::FixedWindow(l1, w1),
             Params::FixedWindow(l2, w2)
         )),
-        (1u64..9, 1u64..9, window()).prop_map(|(l1, l2, w)| (
-            Params::SlidingWindow(l1, w),
-            Params::SlidingWindow(l2, w)
-        )),
-        ((1u64..11, window(), 1u64..7), (1u64..11, window(), 1u64..7), any::<bool>()).prop_map(
-            |((a1, p1, c1), (a2, p2, c2), pacing)| (
+        (1u64..9, 1u64..9, window())
+            .prop_map(|(l1, l2, w)| (Params::SlidingWindow(l1, w), Params::SlidingWindow(l2, w))),
+        (
+            (1u64..11, window(), 1u64..7),
+            (1u64..11, window(), 1u64..7),
+            any::<bool>()
+        )
+            .prop_map(|((a1, p1, c1), (a2, p2, c2), pacing)| (
                 Params::Bucket(a1, p1, c1, pacing),
                 Params::Bucket(a2, p2, c2, pacing)
-            )
-        ),
+            )),
         ((1u64..11, window(), 1u64..7), (1u64..11, window(), 1u64..7)).prop_map(
             |((a1, p1, b1), (a2, p2, b2))| (Params::Gcra(a1, p1, b1), Params::Gcra(a2, p2, b2))
         ),

@@ -101,6 +101,8 @@ impl ConcurrencyLimit {
         Duration::from_micros(self.lease_us)
     }
 
+    // Read by the shared store, which leases its permits.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) const fn lease_us(&self) -> u64 {
         self.lease_us
     }

@@ -65,6 +65,7 @@ impl Permit {
     }
 
     /// The same permit, its lease renewed by `task` until it is dropped.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fn renewed_by(mut self, task: AbortHandle) -> Self {
         self.renewal = Some(task);
         self

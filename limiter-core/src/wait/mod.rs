@@ -114,9 +114,12 @@ pub struct Waiters {
     inner: Arc<Inner>,
 }
 
+/// Sleeps until the clock shows the given µs.
+type Sleeper = Box<dyn Fn(u64) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+
 struct Inner {
     now: Box<dyn Fn() -> u64 + Send + Sync>,
-    sleep_until: Box<dyn Fn(u64) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>,
+    sleep_until: Sleeper,
     max_waiters: usize,
     state: Mutex<State>,
 }
@@ -207,10 +210,10 @@ impl Waiters {
             Joined::NoQueue => None,
         };
         loop {
-            if let Some(place) = &place {
-                if let Some(latest) = self.wait_turn(place, deadline).await {
-                    return Ok(T::denied(latest));
-                }
+            if let Some(place) = &place
+                && let Some(latest) = self.wait_turn(place, deadline).await
+            {
+                return Ok(T::denied(latest));
             }
             let outcome = check().await?;
             let Some(denial) = outcome.denial() else {
@@ -334,10 +337,10 @@ impl Waiters {
             return;
         };
         queue.tickets.remove(at);
-        if at == 0 {
-            if let Some(next) = queue.tickets.front() {
-                next.turn.notify_one();
-            }
+        if at == 0
+            && let Some(next) = queue.tickets.front()
+        {
+            next.turn.notify_one();
         }
         if queue.tickets.is_empty() {
             state.queues.remove(key);
