@@ -43,8 +43,8 @@ use shard::{Lookup, Shard, Tables};
 
 /// Shards when none are asked for: enough that 2–64 cores rarely meet on one lock.
 const DEFAULT_SHARDS: usize = 64;
-/// The most keys a memory store holds unless told otherwise (11-19 MB of
-/// state at 110-190 bytes per key, and once it has evicted, 2.4-4.8 MB of
+/// The most keys a memory store holds unless told otherwise (12-19 MB of
+/// state at 120-190 bytes per key, and once it has evicted, 3.2-4.8 MB of
 /// ghost slots plus what evicted logs hold; see BENCHMARKS.md).
 pub const DEFAULT_CAPACITY: usize = 100_000;
 
