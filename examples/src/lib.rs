@@ -7,6 +7,7 @@
 //! | `POST /posts` | 10 per 60 s and 20 per 120 s per client IP, no duplicate within 5 s |
 //! | `POST /posts/{id}/likes` | token bucket per user: 1 token/s, burst 10 |
 //! | `GET /feed` | GCRA per client IP: 100 per 60 s, 20 at once |
+//! | `GET /api/search` | per `x-api-key`, 30 per second across all regions (a request without a key gets 401) |
 //! | `GET /health` | not limited |
 //! | `GET /metrics` | not limited: the limiter's metrics, Prometheus text |
 //!
@@ -19,7 +20,9 @@ use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use std::net::IpAddr;
 
-use limiter_tower::{ClientIpSource, GuardConfig, IpNet, Limiter, RateLimitLayer, Store};
+use limiter_tower::{
+    ClientIpSource, GuardConfig, IpNet, Limiter, RateLimitLayer, Region, RegionalStore, Store,
+};
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::json;
 
@@ -84,6 +87,21 @@ mod feed {
     }
 }
 
+/// The API: keys end in `api-{handler}`.
+mod api {
+    use axum::Json;
+    use axum::response::IntoResponse;
+    use limiter_tower::rate_limit;
+    use serde_json::json;
+
+    /// Search: 30 a second per API key, one quota across every region
+    /// when the route's store is regional.
+    #[rate_limit(algorithm = fixed_window, rules = [(30, 1s)], by = header("x-api-key"))]
+    pub(crate) async fn search() -> impl IntoResponse {
+        Json(json!({ "results": [] }))
+    }
+}
+
 async fn health() -> impl IntoResponse {
     Json(json!({ "status": "ok" }))
 }
@@ -99,6 +117,9 @@ pub struct Options {
     pub guard: GuardConfig,
     /// When set, `GET /metrics` renders the process's metrics (Prometheus text).
     pub metrics: Option<PrometheusHandle>,
+    /// When set, `GET /api/search` counts its quota across regions through
+    /// this store; otherwise through the server's store.
+    pub regional: Option<RegionalStore>,
 }
 
 /// The server's routes, limited through `limiter`'s store.
@@ -108,6 +129,7 @@ pub fn app<S: Store + Clone>(limiter: Limiter<S>, options: Options) -> Router {
         client_ip_source,
         guard,
         metrics,
+        regional,
     } = options;
     let router = match metrics {
         Some(handle) => {
@@ -120,6 +142,14 @@ pub fn app<S: Store + Clone>(limiter: Limiter<S>, options: Options) -> Router {
         .route("/posts", post(posts::create_post))
         .route("/posts/{id}/likes", post(posts::like))
         .route("/feed", get(feed::feed))
+        .merge({
+            let search = Router::new().route("/api/search", get(api::search));
+            match regional {
+                // The innermost layer's store decides: this route's own.
+                Some(store) => search.layer(RateLimitLayer::new(Limiter::new(store)).guard(guard)),
+                None => search,
+            }
+        })
         .route("/health", get(health))
         .layer(
             RateLimitLayer::new(limiter)
@@ -157,4 +187,19 @@ pub fn parse_client_ip_header(text: &str) -> Result<ClientIpSource, String> {
              expected x-forwarded-for, forwarded or x-real-ip"
         )),
     }
+}
+
+/// Parses `LIMITER_PEER_REGIONS`: comma-separated `name=redis://...`, the
+/// other regions and their Redis, empty for none.
+pub fn parse_peer_regions(text: &str) -> Result<Vec<Region>, String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|entry| {
+            let (name, url) = entry
+                .split_once('=')
+                .ok_or_else(|| format!("{entry:?} is not name=redis://..."))?;
+            Region::open(name.trim(), url.trim()).map_err(|e| e.to_string())
+        })
+        .collect()
 }

@@ -136,6 +136,16 @@ pub enum ConfigError {
         /// The lease that was given.
         lease: Duration,
     },
+    /// A store that runs only some algorithms was given a policy of another.
+    #[error("the {store} runs {supported} only, not {algorithm}")]
+    AlgorithmNotSupported {
+        /// The store, for example `"regional store"`.
+        store: &'static str,
+        /// The algorithms it runs.
+        supported: &'static str,
+        /// The algorithm of the policy.
+        algorithm: &'static str,
+    },
 }
 
 /// Why a check could not be decided.

@@ -96,5 +96,9 @@ pub use store::Store;
 pub use store::memory::{DEFAULT_CAPACITY, MemoryStore};
 #[cfg(feature = "redis")]
 pub use store::redis::{RedisConfig, RedisStore};
+#[cfg(feature = "redis")]
+pub use store::regional::{
+    Region, RegionError, RegionStats, RegionalConfig, RegionalStore, TierSize,
+};
 #[cfg(feature = "runtime")]
 pub use wait::{DEFAULT_MAX_WAITERS, Waitable, Waiters};

@@ -18,6 +18,7 @@ use limiter_core::{RedisConfig, RedisStore};
 
 mod cluster;
 pub mod http;
+pub mod proxy;
 mod sentinel;
 
 pub use cluster::RedisCluster;

@@ -277,7 +277,7 @@ async fn invalid_parameters_are_refused_with_their_value() {
             .unwrap_err();
         assert_eq!(
             err.to_string(),
-            "a cost of 11 can never pass: it exceeds the capacity of 10",
+            "a cost of 11 can never pass: it exceeds the burst capacity of 10",
             "{}",
             store.name()
         );

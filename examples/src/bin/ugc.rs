@@ -8,6 +8,10 @@
 //!   into: `x-forwarded-for` (default), `forwarded` or `x-real-ip`. Only that
 //!   one is read;
 //! - `LIMITER_STORE_DEADLINE_MS`: the deadline of one Redis call (default 50);
+//! - `LIMITER_REGION`: this region's name; with it, `GET /api/search`
+//!   counts one quota across regions, `REDIS_URL` being this region's Redis;
+//! - `LIMITER_PEER_REGIONS`: the other regions, comma-separated
+//!   `name=redis://...` (with `LIMITER_REGION` only);
 //! - `LIMITER_HEADER_READ_TIMEOUT_MS`: how long a client may take to send a
 //!   request's head, idle keep-alive included, before its connection is
 //!   closed (default 10,000);
@@ -23,10 +27,15 @@ use std::time::Duration;
 use limiter_examples::serve::{
     DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS, ServeOptions, serve,
 };
-use limiter_examples::{Options, app, parse_client_ip_header, parse_trusted_proxies};
+use limiter_examples::{
+    Options, app, parse_client_ip_header, parse_peer_regions, parse_trusted_proxies,
+};
 use metrics_exporter_prometheus::PrometheusBuilder;
 
-use limiter_tower::{DEFAULT_DEADLINE, GuardConfig, Limiter, MemoryStore, RedisConfig, RedisStore};
+use limiter_tower::{
+    DEFAULT_DEADLINE, GuardConfig, Limiter, MemoryStore, RedisConfig, RedisStore, Region,
+    RegionalConfig, RegionalStore,
+};
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 
@@ -72,8 +81,12 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         .install_recorder()
         .map_err(|e| format!("metrics: {e}"))?;
     let metrics = Some(metrics);
-    let router = match std::env::var("REDIS_URL") {
-        Ok(url) if !url.is_empty() => {
+    let redis_url = std::env::var("REDIS_URL")
+        .ok()
+        .filter(|url| !url.is_empty());
+    let regional = regional_store(redis_url.as_deref())?;
+    let router = match redis_url {
+        Some(url) => {
             // Connects on first use: the server starts even while Redis is
             // down, and the failure policy decides until Redis answers.
             let deadline = Duration::from_millis(env_number(
@@ -95,10 +108,11 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
                     client_ip_source,
                     guard,
                     metrics,
+                    regional,
                 },
             )
         }
-        _ => {
+        None => {
             tracing::info!("limits kept in memory (set REDIS_URL to share them)");
             let options = Options {
                 trusted_proxies: proxies,
@@ -121,6 +135,36 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     serve(listener, router, serve_options, shutdown()).await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The store of `GET /api/search` when `LIMITER_REGION` names this region:
+/// one quota across it (its Redis at `REDIS_URL`) and `LIMITER_PEER_REGIONS`.
+fn regional_store(redis_url: Option<&str>) -> Result<Option<RegionalStore>, String> {
+    let peers = std::env::var("LIMITER_PEER_REGIONS").unwrap_or_default();
+    let Some(name) = std::env::var("LIMITER_REGION")
+        .ok()
+        .filter(|n| !n.is_empty())
+    else {
+        if !peers.trim().is_empty() {
+            return Err("LIMITER_PEER_REGIONS needs LIMITER_REGION, this region's name".into());
+        }
+        return Ok(None);
+    };
+    let url = redis_url.ok_or("LIMITER_REGION needs REDIS_URL, this region's Redis")?;
+    let local = Region::open(&name, url).map_err(|e| format!("LIMITER_REGION: {e}"))?;
+    let peers = parse_peer_regions(&peers).map_err(|e| format!("LIMITER_PEER_REGIONS: {e}"))?;
+    let deadline = Duration::from_millis(env_number(
+        "LIMITER_STORE_DEADLINE_MS",
+        DEFAULT_DEADLINE.as_millis() as u64,
+    )?);
+    let config = RegionalConfig::new().local_deadline(deadline);
+    let store = RegionalStore::with_config(local, peers, config).map_err(|e| e.to_string())?;
+    tracing::info!(
+        region = store.region(),
+        peers = ?store.peers().collect::<Vec<_>>(),
+        "GET /api/search counts one quota across regions"
+    );
+    Ok(Some(store))
 }
 
 /// The number in the environment variable `name`, or `default` when unset;

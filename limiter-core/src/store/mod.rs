@@ -12,6 +12,8 @@ use crate::policy::Policy;
 pub(crate) mod memory;
 #[cfg(feature = "redis")]
 pub(crate) mod redis;
+#[cfg(feature = "redis")]
+pub(crate) mod regional;
 
 /// A place that keeps rate-limit state and decides atomically.
 ///

@@ -1,0 +1,146 @@
+//! Which syncs wait or run: one per key and window, at most
+//! `sync_concurrency` at once and `max_pending_syncs` waiting.
+//!
+//! A tier crossed while that key's sync runs is served by one more run
+//! after it. A sync whose task is dropped (the runtime shutting down)
+//! leaves nothing behind, so the key's next crossing syncs again.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::{Semaphore, watch};
+
+use super::stats::bump;
+use super::store::Inner;
+use super::sync::sync;
+use crate::rule::Rule;
+
+/// A crossed tier: which key and window to sync, as the check saw it.
+#[derive(Debug)]
+pub(crate) struct SyncRequest {
+    pub(crate) key: Box<str>,
+    pub(crate) rule: Rule,
+    pub(crate) sliding: bool,
+    /// The window's start and the check's time (the local Redis's clock).
+    pub(crate) start: u64,
+    pub(crate) now: u64,
+    /// The check's time was given by a test: the scripts take it too.
+    pub(crate) injected_time: bool,
+}
+
+/// Each waiting or running key and window, with the request to run again
+/// when a tier was crossed meanwhile.
+type Pending = HashMap<(Box<str>, u64), Option<SyncRequest>>;
+
+pub(crate) struct Registry {
+    pending: Mutex<Pending>,
+    max_pending: usize,
+    permits: Semaphore,
+    /// How many keys wait or run, for [`idle`](Self::idle).
+    waiting: watch::Sender<usize>,
+}
+
+impl Registry {
+    pub(crate) fn new(concurrency: usize, max_pending: usize) -> Self {
+        Self {
+            pending: Mutex::new(HashMap::new()),
+            max_pending,
+            permits: Semaphore::new(concurrency),
+            waiting: watch::Sender::new(0),
+        }
+    }
+
+    /// Starts a sync for `request`'s key and window, or has the running one
+    /// run once more.
+    pub(crate) fn request(inner: &Arc<Inner>, request: SyncRequest) {
+        let registry = &inner.registry;
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            dropped(inner, "no Tokio runtime to sync on");
+            return;
+        };
+        let id = (request.key.clone(), request.start);
+        let mut pending = registry.lock();
+        if let Some(again) = pending.get_mut(&id) {
+            *again = Some(request);
+            return;
+        }
+        if pending.len() >= registry.max_pending {
+            drop(pending);
+            dropped(inner, "too many keys wait for a sync");
+            return;
+        }
+        pending.insert(id.clone(), None);
+        registry.waiting.send_replace(pending.len());
+        drop(pending);
+        let entry = Entry {
+            inner: Arc::clone(inner),
+            id,
+            armed: true,
+        };
+        runtime.spawn(entry.run(request));
+    }
+
+    pub(crate) async fn idle(&self) {
+        let mut waiting = self.waiting.subscribe();
+        // The sender lives as long as `self`: the wait cannot fail.
+        let _ = waiting.wait_for(|&n| n == 0).await;
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Pending> {
+        self.pending
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn remove(&self, id: &(Box<str>, u64)) {
+        let mut pending = self.lock();
+        pending.remove(id);
+        self.waiting.send_replace(pending.len());
+    }
+}
+
+fn dropped(inner: &Inner, why: &str) {
+    bump(&inner.stats.syncs_dropped);
+    metrics::counter!("limiter_region_syncs_dropped_total").increment(1);
+    tracing::warn!(why, "regional sync dropped; the key's next tier syncs");
+}
+
+/// One key and window's place in the registry, given back when its task
+/// ends or is dropped.
+struct Entry {
+    inner: Arc<Inner>,
+    id: (Box<str>, u64),
+    armed: bool,
+}
+
+impl Entry {
+    async fn run(mut self, mut request: SyncRequest) {
+        loop {
+            {
+                // The semaphore is never closed.
+                let _permit = self.inner.registry.permits.acquire().await;
+                sync(&self.inner, &request).await;
+            }
+            // Whether to run again and leaving the registry are one step,
+            // so a crossing in between is never lost.
+            let mut pending = self.inner.registry.lock();
+            match pending.get_mut(&self.id).and_then(Option::take) {
+                Some(next) => request = next,
+                None => {
+                    pending.remove(&self.id);
+                    self.inner.registry.waiting.send_replace(pending.len());
+                    self.armed = false;
+                    return;
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        if self.armed {
+            self.inner.registry.remove(&self.id);
+        }
+    }
+}

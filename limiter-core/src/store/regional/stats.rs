@@ -1,0 +1,75 @@
+//! What a regional store has done: counters read by
+//! [`RegionalStore::stats`](crate::RegionalStore::stats).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// What a regional store has done since it was made: cumulative counts,
+/// read with [`RegionalStore::stats`](crate::RegionalStore::stats). The
+/// same events go to the `metrics` facade (see the README's metrics table).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RegionStats {
+    /// Decisions answered by this region's Redis.
+    pub checks: u64,
+    /// Checks that asked for a sync: a tier crossed, a sliding window
+    /// started here, or the quota found full before it was announced.
+    pub tier_crossings: u64,
+    /// Syncs run (crossings of one key and window while its sync runs are
+    /// served by one more run).
+    pub syncs: u64,
+    /// Syncs not run because too many keys waited for one.
+    pub syncs_dropped: u64,
+    /// Reads of another region's counts.
+    pub cross_region_reads: u64,
+    /// Writes into another region (tightened tiers, an exhausted quota).
+    pub cross_region_writes: u64,
+    /// Calls to another region that failed, timed out, or were skipped
+    /// while its breaker was open.
+    pub remote_errors: u64,
+    /// Syncs that found the quota exhausted and announced it.
+    pub exhausted_announced: u64,
+    /// Announcements of another region noticed by a check here (one per
+    /// key and window in this region).
+    pub exhausted_received: u64,
+}
+
+impl RegionStats {
+    /// Reads and writes to other regions.
+    pub fn cross_region_calls(&self) -> u64 {
+        self.cross_region_reads + self.cross_region_writes
+    }
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) checks: AtomicU64,
+    pub(crate) tier_crossings: AtomicU64,
+    pub(crate) syncs: AtomicU64,
+    pub(crate) syncs_dropped: AtomicU64,
+    pub(crate) cross_region_reads: AtomicU64,
+    pub(crate) cross_region_writes: AtomicU64,
+    pub(crate) remote_errors: AtomicU64,
+    pub(crate) exhausted_announced: AtomicU64,
+    pub(crate) exhausted_received: AtomicU64,
+}
+
+pub(crate) fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+impl Counters {
+    pub(crate) fn snapshot(&self) -> RegionStats {
+        let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        RegionStats {
+            checks: read(&self.checks),
+            tier_crossings: read(&self.tier_crossings),
+            syncs: read(&self.syncs),
+            syncs_dropped: read(&self.syncs_dropped),
+            cross_region_reads: read(&self.cross_region_reads),
+            cross_region_writes: read(&self.cross_region_writes),
+            remote_errors: read(&self.remote_errors),
+            exhausted_announced: read(&self.exhausted_announced),
+            exhausted_received: read(&self.exhausted_received),
+        }
+    }
+}
