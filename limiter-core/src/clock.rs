@@ -5,14 +5,25 @@
 //! (The Redis store reads the Redis server's clock inside its scripts, so
 //! application clocks never matter there.)
 
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::Notify;
 
 /// A source of the current time, in microseconds since the Unix epoch.
 pub trait Clock: Send + Sync + 'static {
     /// Microseconds since the Unix epoch.
     fn now_micros(&self) -> u64;
+
+    /// Waits until this clock shows `micros` or later: what a request that
+    /// waits for its retry time sleeps on. The default sleeps on Tokio's
+    /// timer for the difference from now.
+    fn sleep_until(&self, micros: u64) -> impl Future<Output = ()> + Send {
+        let wait = micros.saturating_sub(self.now_micros());
+        tokio::time::sleep(Duration::from_micros(wait))
+    }
 }
 
 /// The system clock: the default.
@@ -55,7 +66,9 @@ impl Clock for SystemClock {
     }
 }
 
-/// A clock that moves only when told to. Clones share the same time.
+/// A clock that moves only when told to. Clones share the same time, and
+/// whatever sleeps on it ([`Clock::sleep_until`]) wakes when it is moved
+/// past the instant it waits for.
 ///
 /// ```
 /// use std::time::Duration;
@@ -69,6 +82,7 @@ impl Clock for SystemClock {
 #[derive(Debug, Clone, Default)]
 pub struct ManualClock {
     micros: Arc<AtomicU64>,
+    moved: Arc<Notify>,
 }
 
 impl ManualClock {
@@ -76,6 +90,7 @@ impl ManualClock {
     pub fn new(since_epoch: Duration) -> Self {
         Self {
             micros: Arc::new(AtomicU64::new(since_epoch.as_micros() as u64)),
+            moved: Arc::default(),
         }
     }
 
@@ -83,12 +98,14 @@ impl ManualClock {
     pub fn advance(&self, by: Duration) {
         self.micros
             .fetch_add(by.as_micros() as u64, Ordering::SeqCst);
+        self.moved.notify_waiters();
     }
 
     /// Sets the time to `since_epoch` (which may be earlier than now).
     pub fn set(&self, since_epoch: Duration) {
         self.micros
             .store(since_epoch.as_micros() as u64, Ordering::SeqCst);
+        self.moved.notify_waiters();
     }
 }
 
@@ -96,11 +113,33 @@ impl Clock for ManualClock {
     fn now_micros(&self) -> u64 {
         self.micros.load(Ordering::SeqCst)
     }
+
+    /// Wakes when the clock is moved to `micros` or later; sleeps forever
+    /// while nobody moves it.
+    fn sleep_until(&self, micros: u64) -> impl Future<Output = ()> + Send {
+        let clock = self.clone();
+        async move {
+            loop {
+                let moved = clock.moved.notified();
+                let mut moved = std::pin::pin!(moved);
+                // Registered before the time is read: a move in between wakes it.
+                moved.as_mut().enable();
+                if clock.now_micros() >= micros {
+                    return;
+                }
+                moved.await;
+            }
+        }
+    }
 }
 
 impl<C: Clock> Clock for Arc<C> {
     fn now_micros(&self) -> u64 {
         (**self).now_micros()
+    }
+
+    fn sleep_until(&self, micros: u64) -> impl Future<Output = ()> + Send {
+        (**self).sleep_until(micros)
     }
 }
 

@@ -94,6 +94,48 @@ pub enum ConfigError {
         /// The algorithm of the policy.
         algorithm: &'static str,
     },
+    /// A plan name that is empty, too long, or holds a character other than
+    /// ASCII letters, digits, `-`, `_` and `.` (it names `RateLimit` items).
+    #[error("a plan name is 1 to 64 ASCII letters, digits, '-', '_' or '.', got {name:?}")]
+    PlanName {
+        /// The name that was given.
+        name: String,
+    },
+    /// Two plans of one set share a name.
+    #[error("the plan {name:?} is given twice")]
+    DuplicatePlan {
+        /// The name given twice.
+        name: String,
+    },
+    /// A set of plans without any plan.
+    #[error("a set of plans needs at least one plan")]
+    NoPlans,
+    /// Plans whose state a key could not carry from one to the other: they
+    /// run different algorithms, or sliding windows of different lengths.
+    #[error(
+        "the plan {plan:?} runs {found}, but its key's state is kept for {expected}: \
+         every plan a key can have (and the default policy) runs one algorithm, \
+         sliding windows of one length"
+    )]
+    PlansDiffer {
+        /// The plan that differs.
+        plan: String,
+        /// What it runs: an algorithm, with the window of a sliding window.
+        found: String,
+        /// What the other plans (or the default policy) run.
+        expected: String,
+    },
+    /// A concurrency limit of zero requests in flight.
+    #[error("a concurrency limit must allow at least 1 request in flight, got 0")]
+    ZeroConcurrency,
+    /// A concurrency lease shorter than
+    /// [`MIN_LEASE`](crate::ConcurrencyLimit::MIN_LEASE) or longer than
+    /// [`MAX_WINDOW`](crate::MAX_WINDOW).
+    #[error("a concurrency lease lasts 100ms to 366 days, got {}", Span(*lease))]
+    LeaseOutOfRange {
+        /// The lease that was given.
+        lease: Duration,
+    },
     /// A store that runs only some algorithms was given a policy of another.
     #[error("the {store} runs {supported} only, not {algorithm}")]
     AlgorithmNotSupported {
@@ -130,12 +172,16 @@ pub enum Error {
     /// it will be tried again after the given time.
     #[error("the rate-limit store is unavailable; retry after {0:?}")]
     Unavailable(Duration),
+    /// The store does not offer this operation (a store of the caller's
+    /// own that keeps no concurrency permits).
+    #[error("this store does not support {0}")]
+    Unsupported(&'static str),
 }
 
 impl Error {
     /// A short name of the kind of error, for metrics: `config`, `redis`,
     /// `oom` (Redis refused the call for want of memory: `maxmemory` is
-    /// reached), `timeout`, `protocol` or `unavailable`.
+    /// reached), `timeout`, `protocol`, `unavailable` or `unsupported`.
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Config(_) => "config",
@@ -146,6 +192,7 @@ impl Error {
             Self::Timeout(_) => "timeout",
             Self::Protocol(_) => "protocol",
             Self::Unavailable(_) => "unavailable",
+            Self::Unsupported(_) => "unsupported",
         }
     }
 }

@@ -52,6 +52,7 @@
 mod algorithm;
 #[cfg(feature = "runtime")]
 mod clock;
+mod concurrency;
 mod decision;
 mod error;
 #[cfg(feature = "runtime")]
@@ -60,13 +61,20 @@ mod guard;
 mod key;
 #[cfg(feature = "runtime")]
 mod limiter;
+#[cfg(feature = "runtime")]
+mod plans;
 mod policy;
 mod rule;
 #[cfg(feature = "runtime")]
 mod store;
+#[cfg(feature = "runtime")]
+mod wait;
 
 #[cfg(feature = "runtime")]
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use concurrency::ConcurrencyLimit;
+#[cfg(feature = "runtime")]
+pub use concurrency::{Acquired, Permit};
 pub use decision::{Decision, MAX_RULES, RuleStatus};
 pub use error::{ConfigError, Error};
 #[cfg(feature = "runtime")]
@@ -78,6 +86,8 @@ pub use guard::{
 pub use key::{HASHED_IDENTITY_PREFIX, MAX_IDENTITY_LEN, push_identity, push_identity_bytes};
 #[cfg(feature = "runtime")]
 pub use limiter::{DEFAULT_PREFIX, Limiter};
+#[cfg(feature = "runtime")]
+pub use plans::{Plan, Plans};
 pub use policy::{Algorithm, DEFAULT_DUPLICATE_WINDOW, Policy};
 pub use rule::{MAX_WINDOW, Rate, Rule};
 #[cfg(feature = "runtime")]
@@ -90,3 +100,5 @@ pub use store::redis::{RedisConfig, RedisStore};
 pub use store::regional::{
     Region, RegionError, RegionStats, RegionalConfig, RegionalStore, TierSize,
 };
+#[cfg(feature = "runtime")]
+pub use wait::{DEFAULT_MAX_WAITERS, Waitable, Waiters};

@@ -2,12 +2,14 @@
 
 use std::time::Duration;
 
+use crate::concurrency::{Acquired, ConcurrencyLimit};
 use crate::decision::Decision;
 use crate::error::Error;
 use crate::key::push_identity;
 use crate::policy::Policy;
 use crate::rule::Rule;
 use crate::store::Store;
+use crate::wait::Waiters;
 
 /// The key prefix unless another is set: keys look like `rate_limit:{user}:{action}`.
 pub const DEFAULT_PREFIX: &str = "rate_limit";
@@ -36,6 +38,7 @@ pub const DEFAULT_PREFIX: &str = "rate_limit";
 pub struct Limiter<S> {
     store: S,
     prefix: Box<str>,
+    waiters: Waiters,
 }
 
 impl<S: Store> Limiter<S> {
@@ -44,12 +47,20 @@ impl<S: Store> Limiter<S> {
         Self {
             store,
             prefix: DEFAULT_PREFIX.into(),
+            waiters: Waiters::new(),
         }
     }
 
     /// Sets the prefix of every key this limiter builds.
     pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into().into_boxed_str();
+        self
+    }
+
+    /// Sets the queues [`acquire`](Self::acquire) waits in (their clock
+    /// and bound; by default [`Waiters::new`]).
+    pub fn with_waiters(mut self, waiters: Waiters) -> Self {
+        self.waiters = waiters;
         self
     }
 
@@ -90,6 +101,57 @@ impl<S: Store> Limiter<S> {
         let mut full = self.key_with_prefix();
         full.push_str(key);
         self.store.check(&full, policy, cost).await
+    }
+
+    /// Checks a request on `{prefix}:{key}` like [`check`](Self::check),
+    /// but waits instead of being denied while its retry time is at most
+    /// `max_wait` away (Guava's `acquire`): then it is checked again, in
+    /// turn with the other waiters of the key (see [`Waiters`]). Answers the
+    /// allowing decision, or the denial once waiting cannot help.
+    ///
+    /// Dropping the future (the caller gave up) leaves the queue; nothing
+    /// was recorded for the request unless it was allowed.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_core::{Limiter, MemoryStore, Policy, Rule};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let limiter = Limiter::new(MemoryStore::new());
+    /// let policy = Policy::sliding_log([Rule::new(1, Duration::from_millis(20))?])?;
+    /// assert!(limiter.check("exports", &policy).await?.allowed());
+    /// // The next one passes 20 ms later: within the bound, so it waits.
+    /// assert!(limiter.acquire("exports", &policy, Duration::from_secs(1)).await?.allowed());
+    /// // Beyond the bound: denied at once.
+    /// assert!(!limiter.acquire("exports", &policy, Duration::from_millis(1)).await?.allowed());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn acquire(
+        &self,
+        key: &str,
+        policy: &Policy,
+        max_wait: Duration,
+    ) -> Result<Decision, Error> {
+        let mut full = self.key_with_prefix();
+        full.push_str(key);
+        let cost = policy.cost();
+        self.waiters
+            .acquire(&full, max_wait, || self.store.check(&full, policy, cost))
+            .await
+    }
+
+    /// Takes a permit of `limit` on `{prefix}:{key}` when fewer than
+    /// [`limit.max()`](ConcurrencyLimit::max) are held (see
+    /// [`ConcurrencyLimit`]); the permit is given back when dropped.
+    pub async fn acquire_permit(
+        &self,
+        key: &str,
+        limit: &ConcurrencyLimit,
+    ) -> Result<Acquired, Error> {
+        let mut full = self.key_with_prefix();
+        full.push_str(key);
+        self.store.acquire_permit(&full, limit).await
     }
 
     /// The store.

@@ -168,6 +168,102 @@ fn memory_redis_cluster_and_the_model_agree_on_every_decision() {
     agree(&redis, "cluster", CASES * 2, &runtime);
 }
 
+/// Two plans a key can move between: one algorithm (sliding windows of one
+/// length, buckets of one kind), any other parameters.
+fn plan_pair() -> impl Strategy<Value = (Params, Params)> {
+    prop_oneof![
+        (
+            prop::collection::vec((1u64..7, window()), 1..4),
+            prop::collection::vec((1u64..7, window()), 1..4)
+        )
+            .prop_map(|(a, b)| (Params::SlidingLog(a), Params::SlidingLog(b))),
+        ((1u64..7, window()), (1u64..7, window())).prop_map(|((l1, w1), (l2, w2))| (
+            Params::FixedWindow(l1, w1),
+            Params::FixedWindow(l2, w2)
+        )),
+        (1u64..9, 1u64..9, window())
+            .prop_map(|(l1, l2, w)| (Params::SlidingWindow(l1, w), Params::SlidingWindow(l2, w))),
+        (
+            (1u64..11, window(), 1u64..7),
+            (1u64..11, window(), 1u64..7),
+            any::<bool>()
+        )
+            .prop_map(|((a1, p1, c1), (a2, p2, c2), pacing)| (
+                Params::Bucket(a1, p1, c1, pacing),
+                Params::Bucket(a2, p2, c2, pacing)
+            )),
+        ((1u64..11, window(), 1u64..7), (1u64..11, window(), 1u64..7)).prop_map(
+            |((a1, p1, b1), (a2, p2, b2))| (Params::Gcra(a1, p1, b1), Params::Gcra(a2, p2, b2))
+        ),
+    ]
+}
+
+/// A key's plan changes between requests (a plan changed at run time): the
+/// state it carries is read under the other policy as the policies define,
+/// by both stores and the model alike.
+#[test]
+fn memory_redis_and_the_model_agree_when_plans_change() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let test_redis: TestRedis = limiter_tests::redis();
+    let redis = runtime.block_on(test_redis.store());
+    let case = plan_pair().prop_flat_map(|(a, b)| {
+        let longest = [&a, &b]
+            .iter()
+            .map(|p| match p {
+                Params::SlidingLog(r) => r.iter().map(|r| r.1).max().unwrap(),
+                Params::FixedWindow(_, w) | Params::SlidingWindow(_, w) => *w,
+                Params::Bucket(_, p, _, _) | Params::Gcra(_, p, _) => *p,
+            })
+            .max()
+            .unwrap();
+        let cost = max_cost(&a).min(max_cost(&b));
+        let step = (
+            prop_oneof![3 => Just(0u64), 4 => 0..=longest / 4, 2 => 0..=longest * 2],
+            0..KEYS,
+            prop_oneof![3 => Just(1u64), 1 => 1..=cost],
+            any::<bool>(),
+        );
+        (Just((a, b)), prop::collection::vec(step, 1..60))
+    });
+    let mut runner = TestRunner::new(Config {
+        cases: CASES * 3,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    static CASE: AtomicU64 = AtomicU64::new(0);
+    runner
+        .run(&case, |((a, b), steps)| {
+            let case = CASE.fetch_add(1, Ordering::Relaxed);
+            let plans = [(policy(&a), a), (policy(&b), b)];
+            let memory = MemoryStore::new();
+            let mut models = vec![KeyModel::default(); KEYS];
+            let mut now = T0;
+            for (i, &(advance_us, key, cost, second)) in steps.iter().enumerate() {
+                now += advance_us;
+                let (policy, params) = &plans[usize::from(second)];
+                let name = format!("{}:plans{case}:k{key}", test_redis.prefix());
+                let from_memory = memory.check_at(&name, policy, cost, now).unwrap();
+                let from_redis = runtime
+                    .block_on(redis.check_at(&name, policy, cost, now))
+                    .unwrap();
+                let expected = models[key].check(params, now, cost);
+                prop_assert_eq!(
+                    &Outcome::of(&from_memory),
+                    &expected,
+                    "memory vs model at step {} (plan {}, {} µs, key {}, cost {})",
+                    i,
+                    usize::from(second),
+                    advance_us,
+                    key,
+                    cost
+                );
+                prop_assert_eq!(from_redis, from_memory, "redis vs memory at step {}", i);
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
 /// The sliding log when the clock steps back (a Redis failover to a node
 /// whose clock is behind, or instances whose clocks disagree): entries later
 /// than now count, and the reset time runs from the newest entry. The model

@@ -10,11 +10,42 @@ use crate::decision::{Decision, RuleStatus};
 use crate::policy::BucketParams;
 use crate::rule::Rule;
 
-/// The water level and when it was last brought up to date.
+/// The water level, when it was last brought up to date, and the size of
+/// its sub-unit (one token's worth of water).
+///
+/// The sub-unit depends on the rate, so the level keeps it: a key whose
+/// policy changes (a plan changed at run time) reads its water in the new
+/// policy's sub-units (see [`Level::in_units_of`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Level {
     pub(crate) level: u64,
     pub(crate) updated: Micros,
+    /// One token in sub-units when the level was written; 0 in a default
+    /// (empty) level.
+    pub(crate) unit: u64,
+}
+
+impl Level {
+    /// The water of this level, at its update, in `params`' sub-units and
+    /// within `params`' bucket.
+    ///
+    /// Under the sub-unit it was written in, the level as it is. Under
+    /// another, the same number of tokens, a partly drained token counted
+    /// whole: the requests a key's bucket counted stay counted when its
+    /// policy changes. Either way no more than the bucket holds: a bucket
+    /// made smaller is full.
+    #[inline]
+    pub(crate) fn in_units_of(&self, params: &BucketParams) -> u64 {
+        if self.unit == params.unit || self.level == 0 {
+            return self.level.min(params.full());
+        }
+        let tokens = self.level.div_ceil(self.unit.max(1));
+        if tokens >= params.capacity {
+            params.full()
+        } else {
+            tokens * params.unit
+        }
+    }
 }
 
 /// Whether allowed requests are told to wait their turn (the leaky bucket).
@@ -34,7 +65,7 @@ pub(crate) fn check(
     pacing: Pacing,
 ) -> Decision {
     let (mut level, updated) = match *state {
-        Some(s) => (s.level, s.updated),
+        Some(s) => (s.in_units_of(params), s.updated),
         None => (0, now),
     };
     if now > updated {
@@ -58,6 +89,7 @@ pub(crate) fn check(
         *state = Some(Level {
             level,
             updated: now.max(updated),
+            unit: params.unit,
         });
         (None, waits)
     } else {
@@ -98,6 +130,7 @@ pub(crate) fn empty_by(empty_at: Micros, params: &BucketParams, now: Micros) -> 
     Some(Level {
         level: left.saturating_mul(params.drain).min(params.full()),
         updated: now,
+        unit: params.unit,
     })
 }
 
@@ -146,6 +179,52 @@ mod tests {
         let denied = check(&mut state, &p, &quota, 0, 1, Pacing::On);
         assert_eq!(denied.retry_after(), Some(Duration::from_millis(250)));
         assert_eq!(denied.delay(), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_bucket_whose_rate_changes_keeps_its_requests_counted() {
+        let minute = Duration::from_secs(60);
+        let pro = Policy::token_bucket(Rate::new(100, minute).unwrap(), 100).unwrap();
+        let free = Policy::token_bucket(Rate::new(10, minute).unwrap(), 10).unwrap();
+        let check_with = |policy: &Policy, state: &mut Option<Level>, now| {
+            check(
+                state,
+                &params(policy),
+                &policy.rules()[0],
+                now,
+                1,
+                Pacing::Off,
+            )
+        };
+        let t0 = 1_000_000_000;
+        let mut state = None;
+        for _ in 0..4 {
+            assert!(check_with(&pro, &mut state, t0).allowed());
+        }
+        // Pro drains a token in 0.6 s: after 0.3 s, 3.5 tokens, and one more.
+        let later = t0 + 300_000;
+        assert!(check_with(&pro, &mut state, later).allowed());
+        // Under free, the partly drained token counts whole: 5 tokens, and
+        // this request's sixth leaves room for 4.
+        let d = check_with(&free, &mut state, later);
+        assert_eq!((d.allowed(), d.remaining()), (true, 4));
+        // Back to pro at once: the 6 tokens count, the seventh leaves 93.
+        let d = check_with(&pro, &mut state, later);
+        assert_eq!((d.allowed(), d.remaining()), (true, 93));
+        // Lowered below its water, the bucket is full: the next request
+        // waits one token of the new rate.
+        let mut full = None;
+        for _ in 0..30 {
+            check_with(&pro, &mut full, t0);
+        }
+        let denied = check_with(&free, &mut full, t0);
+        assert_eq!(denied.retry_after(), Some(Duration::from_secs(6)));
+        assert_eq!(denied.remaining(), 0);
+        // Over the next minute the free plan admits its rate and no more.
+        let admitted = (1..=60)
+            .filter(|s| check_with(&free, &mut full, t0 + s * 1_000_000).allowed())
+            .count();
+        assert_eq!(admitted, 10);
     }
 
     #[test]

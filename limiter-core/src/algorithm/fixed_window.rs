@@ -31,9 +31,10 @@ pub(crate) fn check(state: &mut Option<Window>, rule: &Rule, now: Micros, cost: 
     if allowed {
         *state = Some(Window { count, ..current });
     }
-    // The whole quota returns at once, when the window ends.
+    // The whole quota returns at once, when the window ends. A count above
+    // the limit was counted under a larger one (a plan changed).
     let status = RuleStatus {
-        remaining: rule.limit() - count,
+        remaining: rule.limit().saturating_sub(count),
         available_after_us: ends_in,
     };
     Decision::single(*rule, status, (!allowed).then_some(ends_in), 0, ends_in)
@@ -76,6 +77,22 @@ mod tests {
         let next = check(&mut state, &rule, 1_150, 1);
         assert!(next.allowed());
         assert_eq!(next.reset_after(), Duration::from_micros(100));
+    }
+
+    #[test]
+    fn a_count_above_a_lowered_limit_denies_until_the_window_ends() {
+        let (pro, free) = (
+            Rule::new(10, Duration::from_micros(100)).unwrap(),
+            Rule::new(3, Duration::from_micros(100)).unwrap(),
+        );
+        let mut state = None;
+        for _ in 0..5 {
+            assert!(check(&mut state, &pro, 1_000, 1).allowed());
+        }
+        let denied = check(&mut state, &free, 1_050, 1);
+        assert_eq!((denied.allowed(), denied.remaining()), (false, 0));
+        assert_eq!(denied.retry_after(), Some(Duration::from_micros(50)));
+        assert!(check(&mut state, &free, 1_100, 1).allowed());
     }
 
     #[test]

@@ -216,6 +216,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn counts_above_a_lowered_limit_deny_until_their_weight_falls() {
+        let w = 1_000;
+        let (pro, free) = (
+            Rule::new(10, Duration::from_micros(w)).unwrap(),
+            Rule::new(4, Duration::from_micros(w)).unwrap(),
+        );
+        let mut state = None;
+        for _ in 0..8 {
+            assert!(check(&mut state, &pro, 10_000, 1).allowed());
+        }
+        let denied = check(&mut state, &free, 10_500, 1);
+        assert_eq!((denied.allowed(), denied.remaining()), (false, 0));
+        // 8 in the current window: a request passes once 8 · (1 - e/w) + 1
+        // <= 4, at e = 625 into the next window.
+        assert_eq!(denied.retry_after(), Some(Duration::from_micros(1_125)));
+        assert!(!check(&mut state, &free, 11_624, 1).allowed());
+        assert!(check(&mut state, &free, 11_625, 1).allowed());
+    }
+
+    #[test]
     fn the_previous_window_counts_by_its_overlap() {
         let rule = Rule::new(10, Duration::from_micros(1_000)).unwrap();
         let mut state = None;

@@ -7,6 +7,7 @@ use super::breaker::{Admission, Breaker, BreakerConfig, BreakerState};
 use super::deny_cache::{DEFAULT_DENY_CACHE_CAPACITY, DenyCache};
 use super::domains::Breakers;
 use crate::clock::{Clock, SystemClock};
+use crate::concurrency::{Acquired, ConcurrencyLimit, Permit};
 use crate::decision::Decision;
 use crate::error::Error;
 use crate::policy::Policy;
@@ -231,6 +232,7 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
             .deny_cache
             .as_ref()
             .and_then(|c| c.get(key, cost, now))
+            .filter(|d| denied_by_rule_of(d, policy))
         {
             metrics::counter!("limiter_deny_cache_hits_total").increment(1);
             return Ok(Verdict::Cached(decision));
@@ -295,6 +297,71 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
     }
 }
 
+/// Whether `policy` holds the rule that made `denial` (a key's policy can
+/// change, with its plan): only then does the denial last as long for it.
+fn denied_by_rule_of(denial: &Decision, policy: &Policy) -> bool {
+    denial.rules().len() == policy.rules().len()
+        && policy.rules().get(denial.rule_index()) == Some(&denial.rule())
+}
+
+impl<S: Store, C: Clock + Clone> Guarded<S, C> {
+    /// Takes a permit like [`Store::acquire_permit`], deciding by
+    /// `on_error` if the store fails: the fallback takes a permit of the
+    /// local memory store, its limit divided by the number of instances;
+    /// failing open answers a permit that holds nothing; failing closed
+    /// answers [`Error::Unavailable`]. The permit is given back to the store
+    /// that gave it.
+    pub async fn acquire_permit_with(
+        &self,
+        key: &str,
+        limit: &ConcurrencyLimit,
+        on_error: OnStoreError,
+    ) -> Result<Acquired, Error> {
+        let inner = &*self.inner;
+        let breaker = self.breaker(key);
+        let admission = breaker.admit();
+        if !matches!(admission, Admission::Skip) {
+            let started = Instant::now();
+            let outcome = tokio::time::timeout(
+                inner.config.deadline,
+                inner.store.acquire_permit(key, limit),
+            )
+            .await
+            .unwrap_or(Err(Error::Timeout(inner.config.deadline)));
+            metrics::histogram!("limiter_store_call_seconds")
+                .record(started.elapsed().as_secs_f64());
+            match outcome {
+                Ok(acquired) => {
+                    breaker.succeeded(admission);
+                    return Ok(acquired);
+                }
+                // A store that keeps no permits did not fail.
+                Err(error @ Error::Unsupported(_)) => {
+                    breaker.succeeded(admission);
+                    return Err(error);
+                }
+                Err(error) => {
+                    metrics::counter!("limiter_store_errors_total", "kind" => error.kind())
+                        .increment(1);
+                    tracing::warn!(%error, policy = on_error.name(), "rate-limit store failed");
+                    breaker.failed(admission);
+                }
+            }
+        }
+        metrics::counter!("limiter_fallback_decisions_total", "policy" => on_error.name())
+            .increment(1);
+        match on_error {
+            OnStoreError::Fallback { instances } => Ok(inner
+                .fallback
+                .acquire_permit_now(key, &limit.divided(instances))),
+            OnStoreError::FailOpen => Ok(Acquired::Permit(Permit::unchecked(limit))),
+            OnStoreError::FailClosed => Err(Error::Unavailable(
+                breaker.until_probe().max(Duration::from_secs(1)),
+            )),
+        }
+    }
+}
+
 impl<S: Store, C: Clock + Clone> Store for Guarded<S, C> {
     /// Checks with the configured failure policy. Failing open answers an
     /// allowed decision with every rule's whole quota remaining; failing
@@ -331,6 +398,14 @@ impl<S: Store, C: Clock + Clone> Store for Guarded<S, C> {
     ) -> impl Future<Output = Result<Verdict, Error>> + Send {
         let on_error = on_error.unwrap_or(self.inner.config.on_store_error);
         self.check_with(key, policy, cost, on_error)
+    }
+
+    fn acquire_permit(
+        &self,
+        key: &str,
+        limit: &ConcurrencyLimit,
+    ) -> impl Future<Output = Result<Acquired, Error>> + Send {
+        self.acquire_permit_with(key, limit, self.inner.config.on_store_error)
     }
 }
 
@@ -526,6 +601,27 @@ mod tests {
         );
         clock.advance(Duration::from_secs(10));
         assert!(guarded.check("k", &policy, 1).await.unwrap().allowed());
+        assert_eq!(guarded.store().calls.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn a_cached_denial_serves_only_a_policy_with_the_rule_that_denied() {
+        let clock = ManualClock::new(Duration::from_secs(1_000));
+        let memory = MemoryStore::with_clock(clock.clone());
+        let counted = Counted {
+            inner: memory,
+            calls: AtomicUsize::new(0),
+        };
+        let guarded = Guarded::with_clock(counted, GuardConfig::default(), clock.clone());
+        let per_minute =
+            |n| Policy::sliding_log([Rule::new(n, Duration::from_secs(60)).unwrap()]).unwrap();
+        let (free, pro) = (per_minute(1), per_minute(5));
+        assert!(guarded.check("k", &free, 1).await.unwrap().allowed());
+        assert!(!guarded.check("k", &free, 1).await.unwrap().allowed());
+        assert!(!guarded.check("k", &free, 1).await.unwrap().allowed());
+        assert_eq!(guarded.store().calls.load(Ordering::SeqCst), 2);
+        // The key's plan is raised: its cached denial by 1-per-60s does not hold.
+        assert!(guarded.check("k", &pro, 1).await.unwrap().allowed());
         assert_eq!(guarded.store().calls.load(Ordering::SeqCst), 3);
     }
 

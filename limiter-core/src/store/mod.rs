@@ -3,6 +3,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use crate::concurrency::{Acquired, ConcurrencyLimit};
 use crate::decision::Decision;
 use crate::error::Error;
 use crate::guard::{OnStoreError, Verdict};
@@ -102,6 +103,22 @@ pub trait Store: Send + Sync + 'static {
         let _ = on_error;
         async move { self.check(key, policy, cost).await.map(Verdict::Store) }
     }
+
+    /// Takes a permit of `limit` on `key` when fewer than
+    /// [`limit.max()`](ConcurrencyLimit::max) permits of the key are held,
+    /// in one atomic step. The permit is given back when it is dropped; on a
+    /// shared store it is a lease that its holder renews while it is held.
+    ///
+    /// The default answers [`Error::Unsupported`]: a store of the caller's
+    /// own keeps no permits unless it says how.
+    fn acquire_permit(
+        &self,
+        key: &str,
+        limit: &ConcurrencyLimit,
+    ) -> impl Future<Output = Result<Acquired, Error>> + Send {
+        let _ = (key, limit);
+        async { Err(Error::Unsupported("concurrency limits")) }
+    }
 }
 
 impl<S: Store> Store for Arc<S> {
@@ -147,5 +164,13 @@ impl<S: Store> Store for Arc<S> {
         on_error: Option<OnStoreError>,
     ) -> impl Future<Output = Result<Verdict, Error>> + Send {
         (**self).check_verdict(key, policy, cost, on_error)
+    }
+
+    fn acquire_permit(
+        &self,
+        key: &str,
+        limit: &ConcurrencyLimit,
+    ) -> impl Future<Output = Result<Acquired, Error>> + Send {
+        (**self).acquire_permit(key, limit)
     }
 }

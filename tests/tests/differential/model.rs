@@ -53,13 +53,47 @@ pub(crate) struct KeyModel {
     log: Vec<u64>,
     window: Option<(u64, u64)>,        // (start, count)
     counters: Option<(u64, u64, u64)>, // (start, previous, current)
-    bucket: Option<(u128, u64)>,       // (water in 1/period token units, updated)
-    /// GCRA's theoretical arrival time, in units of 1/amount µs: exact.
-    tat: Option<u128>,
+    /// (water in 1/period token units, updated, the (amount, period) it
+    /// was written under).
+    bucket: Option<(u128, u64, (u64, u64))>,
+    /// GCRA's theoretical arrival time, in units of 1/amount µs: exact;
+    /// when it was last moved, and the (amount, period) it was written under.
+    tat: Option<(u128, u64, (u64, u64))>,
+}
+
+/// Water written under the rate `from` (amount, period), in 1/period units,
+/// read under `to` (amount, period, capacity), as the policies' definition
+/// says: under the same sub-unit (`period / gcd(amount, period)`, one token)
+/// the same water; under another the same number of tokens, a partial one
+/// counted whole; never more than the bucket holds.
+fn carried(water: u128, from: (u64, u64), to: (u64, u64, u64)) -> u128 {
+    let unit = |(amount, period): (u64, u64)| period / gcd(amount, period);
+    let (amount, period, capacity) = to;
+    let carried = if unit(from) == unit((amount, period)) {
+        water * period as u128 / from.1 as u128
+    } else {
+        water.div_ceil(from.1 as u128) * period as u128
+    };
+    carried.min(capacity as u128 * period as u128)
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
 }
 
 impl KeyModel {
     pub(crate) fn check(&mut self, params: &Params, now: u64, cost: u64) -> Outcome {
+        // The log keeps what the policy checked now can count: entries in
+        // its longest window (a policy with a longer one sees no older ones).
+        if let Params::SlidingLog(ref rules) = *params {
+            let longest = rules.iter().map(|r| r.1).max().unwrap();
+            if let Some(expired_before) = now.checked_sub(longest) {
+                self.log.retain(|&e| e > expired_before);
+            }
+        }
         let allowed = self.passes(params, now, cost);
         // Per rule: the first instant it alone would pass (for the deciding rule).
         let rule_count = match params {
@@ -145,15 +179,27 @@ impl KeyModel {
             Params::SlidingWindow(limit, window) => {
                 self.weighted(window, t) + cost as f64 <= limit as f64
             }
-            Params::Bucket(amount, period, capacity, _) => {
-                self.water(amount, t) + (cost * period) as u128 <= (capacity * period) as u128
+            Params::Bucket(_, period, capacity, _) => {
+                self.water(params, t) + (cost * period) as u128 <= (capacity * period) as u128
             }
             Params::Gcra(amount, period, burst) => {
                 let at = t as u128 * amount as u128;
-                self.tat.unwrap_or(at).max(at) + (cost * period) as u128
+                self.tat_under(params).unwrap_or(at).max(at) + (cost * period) as u128
                     <= at + (burst * period) as u128
             }
         }
+    }
+
+    /// GCRA's TAT read under `params` (see [`carried`]), converted at the
+    /// time it was last moved.
+    fn tat_under(&self, params: &Params) -> Option<u128> {
+        let Params::Gcra(amount, period, burst) = *params else {
+            unreachable!()
+        };
+        let (tat, moved, from) = self.tat?;
+        let water = tat - moved as u128 * from.0 as u128;
+        let water = carried(water, from, (amount, period, burst));
+        Some(moved as u128 * amount as u128 + water)
     }
 
     /// Entries after `t - window`, later ones included (they exist only when
@@ -180,10 +226,15 @@ impl KeyModel {
         }
     }
 
-    /// The bucket's water at `t`, in 1/period token units; it drains `amount` per µs.
-    fn water(&self, amount: u64, t: u64) -> u128 {
+    /// The bucket's water at `t` under `params`, in 1/period token units;
+    /// it drains `amount` per µs.
+    fn water(&self, params: &Params, t: u64) -> u128 {
+        let Params::Bucket(amount, period, capacity, _) = *params else {
+            unreachable!()
+        };
         match self.bucket {
-            Some((water, updated)) => {
+            Some((water, updated, from)) => {
+                let water = carried(water, from, (amount, period, capacity));
                 let drained = t.saturating_sub(updated) as u128 * amount as u128;
                 water.saturating_sub(drained)
             }
@@ -211,9 +262,9 @@ impl KeyModel {
                 0
             }
             Params::Bucket(amount, period, _, pacing) => {
-                let water = self.water(amount, now);
-                let updated = self.bucket.map_or(now, |(_, u)| u.max(now));
-                self.bucket = Some((water + (cost * period) as u128, updated));
+                let water = self.water(params, now);
+                let updated = self.bucket.map_or(now, |(_, u, _)| u.max(now));
+                self.bucket = Some((water + (cost * period) as u128, updated, (amount, period)));
                 if pacing {
                     water.div_ceil(amount as u128) as u64
                 } else {
@@ -222,7 +273,9 @@ impl KeyModel {
             }
             Params::Gcra(amount, period, _) => {
                 let at = now as u128 * amount as u128;
-                self.tat = Some(self.tat.unwrap_or(at).max(at) + (cost * period) as u128);
+                let tat = self.tat_under(params).unwrap_or(at).max(at) + (cost * period) as u128;
+                let moved = self.tat.map_or(now, |(_, m, _)| m.max(now));
+                self.tat = Some((tat, moved, (amount, period)));
                 0
             }
         }
@@ -242,7 +295,7 @@ impl KeyModel {
             }
             Params::FixedWindow(limit, window) => match self.window {
                 Some((start, count)) if now < start + window => {
-                    (limit - count, start + window - now)
+                    (limit.saturating_sub(count), start + window - now)
                 }
                 _ => unreachable!("read after recording, or when denied inside a live window"),
             },
@@ -259,7 +312,7 @@ impl KeyModel {
                 (remaining, reset)
             }
             Params::Bucket(amount, period, capacity, _) => {
-                let water = self.water(amount, now);
+                let water = self.water(params, now);
                 (
                     ((capacity * period) as u128 - water) as u64 / period,
                     water.div_ceil(amount as u128) as u64,
@@ -267,7 +320,7 @@ impl KeyModel {
             }
             Params::Gcra(amount, period, burst) => {
                 let at = now as u128 * amount as u128;
-                let ttl = self.tat.unwrap_or(at).max(at) - at;
+                let ttl = self.tat_under(params).unwrap_or(at).max(at) - at;
                 (
                     ((burst * period) as u128 - ttl) as u64 / period,
                     ttl.div_ceil(amount as u128) as u64,

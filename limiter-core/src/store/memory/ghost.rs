@@ -74,7 +74,7 @@ struct Ghost<M> {
 // The sizes `MemoryStore::with_capacity` documents.
 const _: () = {
     use std::mem::size_of;
-    assert!(size_of::<Ghost<Level>>() == 32 && size_of::<Ghost<Window>>() == 32);
+    assert!(size_of::<Ghost<Level>>() == 40 && size_of::<Ghost<Window>>() == 32);
     assert!(size_of::<Ghost<sliding_window::Evicted>>() == 48);
     assert!(size_of::<Ghost<Log>>() == 48);
 };

@@ -18,6 +18,7 @@ mod ghost;
 mod ghost_props;
 #[cfg(test)]
 mod ghost_tests;
+mod permits;
 mod shard;
 #[cfg(test)]
 mod tests;
@@ -32,16 +33,18 @@ use crate::algorithm::bucket::{self, Pacing};
 use crate::algorithm::sliding_log::{self, Log};
 use crate::algorithm::{fixed_window, gcra, sliding_window};
 use crate::clock::{Clock, SystemClock};
+use crate::concurrency::{Acquired, ConcurrencyLimit};
 use crate::decision::Decision;
 use crate::error::Error;
 use crate::policy::{Kind, Policy};
 use crate::store::Store;
+use permits::Permits;
 use shard::{Lookup, Shard, Tables};
 
 /// Shards when none are asked for: enough that 2–64 cores rarely meet on one lock.
 const DEFAULT_SHARDS: usize = 64;
-/// The most keys a memory store holds unless told otherwise (11-19 MB of
-/// state at 110-190 bytes per key, and once it has evicted, 2.4-4.8 MB of
+/// The most keys a memory store holds unless told otherwise (12-19 MB of
+/// state at 120-190 bytes per key, and once it has evicted, 3.2-4.8 MB of
 /// ghost slots plus what evicted logs hold; see BENCHMARKS.md).
 pub const DEFAULT_CAPACITY: usize = 100_000;
 
@@ -73,6 +76,8 @@ struct Inner<C> {
     /// Seeded per store, so nobody can choose keys that collide.
     hasher: RandomState,
     shards: Box<[Mutex<Shard>]>,
+    /// The permits of concurrency limits, apart: none may be evicted.
+    permits: Arc<Permits>,
 }
 
 impl MemoryStore<SystemClock> {
@@ -105,6 +110,7 @@ impl<C: Clock> MemoryStore<C> {
                 shards: (0..shards)
                     .map(|_| Mutex::new(Shard::new(capacity)))
                     .collect(),
+                permits: Permits::new(),
             }),
         }
     }
@@ -115,7 +121,7 @@ impl<C: Clock> MemoryStore<C> {
     ///
     /// Eviction never gives a key more than its limit. Each kind of state
     /// gets, at its first eviction, as many ghost slots as the shard holds
-    /// keys (32 bytes each for GCRA, buckets and fixed windows, 48 for
+    /// keys (40 bytes each for GCRA and buckets, 32 for fixed windows, 48 for
     /// sliding windows and logs, plus a log's entries), chosen by the key's
     /// hash. An evicted state goes to its slot: alone there, it is given back
     /// exactly when its key returns; otherwise it is merged with what is
@@ -242,6 +248,23 @@ impl<C: Clock> MemoryStore<C> {
         Ok(decision)
     }
 
+    /// Takes a permit of `limit` on `key` now, synchronously, when fewer
+    /// than [`limit.max()`](ConcurrencyLimit::max) of the key's permits are
+    /// held; the permit is given back when it is dropped.
+    ///
+    /// Permits are kept apart from the rate limits' state and are never
+    /// evicted (the capacity does not count them); a key holds memory only
+    /// while one of its permits is held. They need no lease: their holders
+    /// are in this process.
+    pub fn acquire_permit_now(&self, key: &str, limit: &ConcurrencyLimit) -> Acquired {
+        self.inner.permits.acquire(key, limit)
+    }
+
+    /// How many permits of `key` are held now.
+    pub fn permits_held(&self, key: &str) -> usize {
+        self.inner.permits.held(key)
+    }
+
     /// How many keys hold state, including state not yet swept.
     pub fn len(&self) -> usize {
         self.inner.shards.iter().map(|s| lock(s).len()).sum()
@@ -313,6 +336,10 @@ impl<C: Clock> Store for MemoryStore<C> {
 
     fn is_remote(&self) -> bool {
         false
+    }
+
+    async fn acquire_permit(&self, key: &str, limit: &ConcurrencyLimit) -> Result<Acquired, Error> {
+        Ok(self.acquire_permit_now(key, limit))
     }
 }
 

@@ -10,6 +10,7 @@
 
 mod cluster;
 mod link;
+mod permits;
 mod primary;
 mod scripts;
 mod sentinel;
@@ -28,6 +29,7 @@ use self::primary::{Locator, Primary};
 use self::sentinel::Sentinels;
 use self::slots::SlotTable;
 
+use crate::concurrency::{Acquired, ConcurrencyLimit};
 use crate::decision::Decision;
 use crate::error::Error;
 use crate::policy::Policy;
@@ -281,6 +283,19 @@ impl RedisStore {
         self.run(key, policy, cost, Some(now)).await
     }
 
+    /// Takes a permit at `now` (microseconds since the Unix epoch) given by
+    /// the caller instead of the Redis server's clock, and does not renew
+    /// it. For tests that check when leases end, only.
+    #[cfg(feature = "test-util")]
+    pub async fn acquire_permit_at(
+        &self,
+        key: &str,
+        limit: &ConcurrencyLimit,
+        now: u64,
+    ) -> Result<Acquired, Error> {
+        self.acquire_permit_at_time(key, limit, Some(now)).await
+    }
+
     /// The Lua source of the script that runs `algorithm`, for benchmarks
     /// that compare the store with a bare EVALSHA of the same script.
     #[cfg(feature = "test-util")]
@@ -341,6 +356,14 @@ impl RedisStore {
 impl Store for RedisStore {
     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.run(key, policy, cost, None).await
+    }
+
+    /// A lease in a sorted set of the key (`concurrency.lua`), renewed by a
+    /// task every third of the lease while the permit is held, given back
+    /// in a task when it is dropped. A call cancelled or failed before its
+    /// answer gives back the permit it may have taken.
+    async fn acquire_permit(&self, key: &str, limit: &ConcurrencyLimit) -> Result<Acquired, Error> {
+        self.acquire_permit_at_time(key, limit, None).await
     }
 
     /// On a Redis Cluster, the node serving `key`'s slot (as last read from

@@ -5,6 +5,7 @@ use std::sync::LazyLock;
 use redis::{Cmd, Script};
 
 use crate::algorithm::sliding_log;
+use crate::concurrency::ConcurrencyLimit;
 use crate::decision::{Decision, MAX_RULES, RuleStatus};
 use crate::error::Error;
 use crate::policy::{Algorithm, Kind, Policy};
@@ -59,6 +60,7 @@ static SLIDING_LOG: Lua = lua!("sliding_log.lua");
 static FIXED_WINDOW: Lua = lua!("helpers.lua", "fixed_window.lua");
 static SLIDING_WINDOW: Lua = lua!("helpers.lua", "sliding_window.lua");
 static BUCKET: Lua = lua!("helpers.lua", "bucket.lua");
+static CONCURRENCY: Lua = lua!("helpers.lua", "concurrency.lua");
 
 pub(crate) fn lua(algorithm: Algorithm) -> &'static Lua {
     match algorithm {
@@ -106,6 +108,47 @@ pub(crate) fn evalsha(key: &str, policy: &Policy, cost: u64, now: Option<u64>) -
             cmd.arg(b.unit).arg(b.drain).arg(b.capacity).arg("g");
         }
     }
+    cmd
+}
+
+/// What a call of the concurrency script does to a permit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PermitOp {
+    Acquire,
+    Renew,
+    Release,
+}
+
+/// The concurrency limit's script.
+pub(crate) fn concurrency() -> &'static Lua {
+    &CONCURRENCY
+}
+
+/// `EVALSHA {sha} 1 {key} {now} 1 {operation} {id} {max} {lease}`; `now` is
+/// empty unless a test gives the time.
+pub(crate) fn permit_call(
+    key: &str,
+    op: PermitOp,
+    id: &str,
+    limit: &ConcurrencyLimit,
+    now: Option<u64>,
+) -> Cmd {
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(CONCURRENCY.hash()).arg(1).arg(key);
+    match now {
+        Some(now) => cmd.arg(now),
+        None => cmd.arg(""),
+    };
+    let op = match op {
+        PermitOp::Acquire => "a",
+        PermitOp::Renew => "n",
+        PermitOp::Release => "r",
+    };
+    cmd.arg(1)
+        .arg(op)
+        .arg(id)
+        .arg(limit.max())
+        .arg(limit.lease_us());
     cmd
 }
 
@@ -197,5 +240,6 @@ mod tests {
             let first_line = lua(algorithm).source.lines().next();
             assert_eq!(first_line, Some("#!lua"), "{algorithm:?}");
         }
+        assert_eq!(concurrency().source.lines().next(), Some("#!lua"));
     }
 }

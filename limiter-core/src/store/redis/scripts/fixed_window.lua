@@ -16,4 +16,5 @@ if count + cost <= limit then
   expire_in(key, ends_in)
 end
 -- The whole quota returns at once, when the window ends.
-return { retry < 0 and 1 or 0, 0, retry, 0, ends_in, 1, limit - count, ends_in }
+-- A count above the limit was counted under a larger one (a plan changed).
+return { retry < 0 and 1 or 0, 0, retry, 0, ends_in, 1, math.max(limit - count, 0), ends_in }
