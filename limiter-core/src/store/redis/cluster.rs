@@ -15,10 +15,9 @@
 use std::time::Duration;
 
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Cmd, ErrorKind, RedisError, RedisResult, ServerErrorKind};
 
-use super::scripts::Lua;
+use super::evalsha::{self, Asking, Lua, Routed};
 
 /// Redirections followed for one call; the call's deadline (the store's
 /// response timeout, which covers the whole call) bounds the time.
@@ -36,8 +35,15 @@ pub(crate) async fn run(
     let mut redirects = 0;
     loop {
         let outcome = match &asking {
-            None => run_routed(connection, lua, call).await,
-            Some((host, port)) => run_asking(connection, lua, call, host, *port).await,
+            None => evalsha::run(&mut Routed(connection), lua, call).await,
+            Some((host, port)) => {
+                let mut node = Asking {
+                    connection,
+                    host,
+                    port: *port,
+                };
+                evalsha::run(&mut node, lua, call).await
+            }
         };
         let error = match outcome {
             Ok(reply) => return Ok(reply),
@@ -71,56 +77,6 @@ pub(crate) async fn run(
             _ => return Err(error),
         }
     }
-}
-
-/// The call, routed by its key, loading the script where it is missing.
-async fn run_routed(
-    connection: &mut ClusterConnection,
-    lua: &Lua,
-    call: &Cmd,
-) -> RedisResult<Vec<i64>> {
-    match call.query_async(connection).await {
-        Err(error) if is_noscript(&error) => {
-            // SCRIPT LOAD goes to every master.
-            let _: redis::Value = lua.load_command().query_async(connection).await?;
-            call.query_async(connection).await
-        }
-        outcome => outcome,
-    }
-}
-
-/// `ASKING` then the call, on the node importing the key's slot.
-async fn run_asking(
-    connection: &mut ClusterConnection,
-    lua: &Lua,
-    call: &Cmd,
-    host: &str,
-    port: u16,
-) -> RedisResult<Vec<i64>> {
-    let node = || SingleNodeRoutingInfo::ByAddress {
-        host: host.to_owned(),
-        port,
-    };
-    let mut pipeline = redis::pipe();
-    pipeline.cmd("ASKING").add_command(call.clone());
-    let reply = match connection
-        .route_pipeline(pipeline.clone(), 1, 1, node())
-        .await
-    {
-        Err(error) if is_noscript(&error) => {
-            connection
-                .route_command(lua.load_command(), RoutingInfo::SingleNode(node()))
-                .await?;
-            connection.route_pipeline(pipeline, 1, 1, node()).await?
-        }
-        outcome => outcome?,
-    };
-    let value = reply.into_iter().next().unwrap_or(redis::Value::Nil);
-    redis::from_redis_value(value).map_err(Into::into)
-}
-
-fn is_noscript(error: &RedisError) -> bool {
-    error.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
 }
 
 /// The `host:port` an ASK names.

@@ -9,6 +9,7 @@
 //! the call did not run. No call that may have executed is ever sent again.
 
 mod cluster;
+pub(crate) mod evalsha;
 mod link;
 mod permits;
 mod primary;

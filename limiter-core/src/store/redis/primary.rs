@@ -8,8 +8,8 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, Cmd, ConnectionAddr, ConnectionInfo, RedisError};
 
 use super::RedisConfig;
+use super::evalsha::{self, Lua, Routed};
 use super::link::Link;
-use super::scripts::Lua;
 use super::sentinel::{self, Watcher};
 use crate::error::Error;
 
@@ -108,7 +108,7 @@ impl Primary {
         let mut found_anew = false;
         loop {
             let (mut primary, id) = self.connection(config).await?;
-            let error = match run_script(&mut primary.connection, lua, call).await {
+            let error = match evalsha::run(&mut Routed(&mut primary.connection), lua, call).await {
                 Ok(reply) => return Ok(reply),
                 Err(error) => error,
             };
@@ -131,23 +131,6 @@ impl Primary {
             }
             return Err(error.into());
         }
-    }
-}
-
-/// EVALSHA, loading the script when the server answers NOSCRIPT (which
-/// means the call did not run) and sending it again.
-async fn run_script(
-    connection: &mut MultiplexedConnection,
-    lua: &Lua,
-    call: &Cmd,
-) -> Result<Vec<i64>, RedisError> {
-    let noscript = redis::ErrorKind::Server(redis::ServerErrorKind::NoScript);
-    match call.query_async(connection).await {
-        Err(error) if error.kind() == noscript => {
-            let _: redis::Value = lua.load_command().query_async(connection).await?;
-            call.query_async(connection).await
-        }
-        outcome => outcome,
     }
 }
 

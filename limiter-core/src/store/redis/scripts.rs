@@ -1,35 +1,13 @@
 //! The Lua scripts, one per algorithm, and how a check becomes an EVALSHA.
 
-use std::sync::LazyLock;
+use redis::Cmd;
 
-use redis::{Cmd, Script};
-
+pub(crate) use super::evalsha::Lua;
 use crate::algorithm::sliding_log;
 use crate::concurrency::ConcurrencyLimit;
 use crate::decision::{Decision, MAX_RULES, RuleStatus};
 use crate::error::Error;
 use crate::policy::{Algorithm, Kind, Policy};
-
-/// One algorithm's script: the shebang, the prelude (the time and the
-/// cost), the helpers when the script uses them, then the algorithm's file,
-/// hashed once (for EVALSHA) on first use.
-pub(crate) struct Lua {
-    pub(crate) source: &'static str,
-    script: LazyLock<Script>,
-}
-
-impl Lua {
-    pub(crate) fn hash(&self) -> &str {
-        self.script.get_hash()
-    }
-
-    /// `SCRIPT LOAD`, for a server that answered NOSCRIPT.
-    pub(crate) fn load_command(&self) -> Cmd {
-        let mut cmd = redis::cmd("SCRIPT");
-        cmd.arg("LOAD").arg(self.source);
-        cmd
-    }
-}
 
 // Every script starts with the shebang `#!lua` and declares no flag. Redis
 // (7.0 and later) checks a script that declares itself so before running
@@ -49,10 +27,7 @@ macro_rules! lua {
             include_str!("scripts/prelude.lua"),
             $(include_str!(concat!("scripts/", $file))),+
         );
-        Lua {
-            source: SOURCE,
-            script: LazyLock::new(|| Script::new(SOURCE)),
-        }
+        Lua::new(SOURCE)
     }};
 }
 
@@ -74,8 +49,7 @@ pub(crate) fn lua(algorithm: Algorithm) -> &'static Lua {
 /// `EVALSHA {sha} 1 {key} {now} {cost} {parameters...}`; `now` is empty
 /// unless a test gives the time.
 pub(crate) fn evalsha(key: &str, policy: &Policy, cost: u64, now: Option<u64>) -> Cmd {
-    let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(lua(policy.algorithm()).hash()).arg(1).arg(key);
+    let mut cmd = lua(policy.algorithm()).call(key);
     match now {
         Some(now) => cmd.arg(now),
         None => cmd.arg(""),
@@ -133,8 +107,7 @@ pub(crate) fn permit_call(
     limit: &ConcurrencyLimit,
     now: Option<u64>,
 ) -> Cmd {
-    let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(CONCURRENCY.hash()).arg(1).arg(key);
+    let mut cmd = CONCURRENCY.call(key);
     match now {
         Some(now) => cmd.arg(now),
         None => cmd.arg(""),

@@ -6,17 +6,17 @@
 //! sent again. Every call keeps the deadline of its link as a whole,
 //! connecting included (an attempt cut short goes on at the next call).
 
-use std::sync::LazyLock;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{RedisResult, Script, ScriptInvocation};
+use redis::{Cmd, RedisResult};
 use tokio::sync::OnceCell;
 
 use super::region::Endpoint;
 use crate::error::Error;
+use crate::store::redis::evalsha::{self, Lua, Routed};
 
 /// A script of the regional store: the shebang (the script declares no
 /// flag, so Redis refuses it whole while over `maxmemory` and on a replica,
@@ -25,22 +25,20 @@ use crate::error::Error;
 /// (`shared.lua`), then its own file. Each touches only `KEYS[1]`.
 macro_rules! script {
     ($file:literal) => {
-        LazyLock::new(|| {
-            Script::new(concat!(
-                "#!lua\n",
-                include_str!("../redis/scripts/prelude.lua"),
-                include_str!("../redis/scripts/helpers.lua"),
-                include_str!("scripts/shared.lua"),
-                include_str!(concat!("scripts/", $file))
-            ))
-        })
+        Lua::new(concat!(
+            "#!lua\n",
+            include_str!("../redis/scripts/prelude.lua"),
+            include_str!("../redis/scripts/helpers.lua"),
+            include_str!("scripts/shared.lua"),
+            include_str!(concat!("scripts/", $file))
+        ))
     };
 }
 
 /// The decision: counts locally against what the region knows of the others.
-pub(crate) static CHECK: LazyLock<Script> = script!("check.lua");
+pub(crate) static CHECK: Lua = script!("check.lua");
 /// What a sync learned and concluded, written into one region.
-pub(crate) static MERGE: LazyLock<Script> = script!("merge.lua");
+pub(crate) static MERGE: Lua = script!("merge.lua");
 
 /// A connection to one region's Redis, and the deadline of each call.
 pub(crate) struct Link {
@@ -96,17 +94,16 @@ impl Link {
         Ok(Self { deadline, backend })
     }
 
-    /// Runs `invocation` (a script with its key and arguments).
-    pub(crate) async fn eval(&self, invocation: &ScriptInvocation<'_>) -> Result<Vec<i64>, Error> {
+    /// Runs `call`, an EVALSHA of `lua` (made by [`Lua::call`]).
+    pub(crate) async fn eval(&self, lua: &Lua, call: &Cmd) -> Result<Vec<i64>, Error> {
         self.within_deadline(async {
             Ok(match &self.backend {
                 Backend::Standalone(manager) => {
-                    invocation.invoke_async(&mut manager.clone()).await?
+                    evalsha::run(&mut Routed(&mut manager.clone()), lua, call).await?
                 }
                 Backend::Cluster(cluster) => {
-                    invocation
-                        .invoke_async(&mut cluster.connection().await?)
-                        .await?
+                    let mut connection = cluster.connection().await?;
+                    evalsha::run(&mut Routed(&mut connection), lua, call).await?
                 }
             })
         })

@@ -255,7 +255,7 @@ impl RegionalStore {
         let inner = &self.inner;
         let rule = policy.rules()[0];
         let tiers = inner.tiers(rule.limit());
-        let mut call = CHECK.key(key);
+        let mut call = CHECK.call(key);
         match now {
             Some(now) => call.arg(now),
             None => call.arg(""),
@@ -269,7 +269,7 @@ impl RegionalStore {
         for peer in &inner.peers {
             call.arg(&*peer.name);
         }
-        let reply = CheckReply::parse(&inner.local.link.eval(&call).await?)?;
+        let reply = CheckReply::parse(&inner.local.link.eval(&CHECK, &call).await?)?;
         bump(&inner.stats.checks);
         if reply.noticed {
             bump(&inner.stats.exhausted_received);

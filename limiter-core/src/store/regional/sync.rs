@@ -38,7 +38,7 @@ pub(crate) async fn sync(inner: &Inner, request: &SyncRequest) {
     let reads = join_all(inner.peers.iter().map(|peer| read(inner, peer, request))).await;
 
     // What this region learns, merged with what it knew.
-    let mut learn = MERGE.key(&*request.key);
+    let mut learn = MERGE.call(&request.key);
     script_time(&mut learn, request);
     learn
         .arg(window)
@@ -58,7 +58,7 @@ pub(crate) async fn sync(inner: &Inner, request: &SyncRequest) {
     let known = match inner
         .local
         .link
-        .eval(&learn)
+        .eval(&MERGE, &learn)
         .await
         .and_then(|reply| MergeReply::parse(&reply, inner.peers.len()))
     {
@@ -116,7 +116,7 @@ pub(crate) async fn sync(inner: &Inner, request: &SyncRequest) {
 /// flags, and every other region's counts.
 async fn tell(inner: &Inner, request: &SyncRequest, views: &[View], flags: &str, index: usize) {
     let window = request.rule.window_us();
-    let mut write = MERGE.key(&*request.key);
+    let mut write = MERGE.call(&request.key);
     script_time(&mut write, request);
     write
         .arg(window)
@@ -124,7 +124,7 @@ async fn tell(inner: &Inner, request: &SyncRequest, views: &[View], flags: &str,
         .arg(tag(request.sliding));
     if index == 0 {
         write.arg(format!("{flags}o"));
-        if let Err(error) = inner.local.link.eval(&write).await {
+        if let Err(error) = inner.local.link.eval(&MERGE, &write).await {
             tracing::debug!(%error, "regional sync could not write into this region's Redis");
         }
         return;
@@ -140,11 +140,11 @@ async fn tell(inner: &Inner, request: &SyncRequest, views: &[View], flags: &str,
         }
     }
     let peer = &inner.peers[index - 1];
-    call_peer(inner, peer, Call::Write, peer.link.eval(&write)).await;
+    call_peer(inner, peer, Call::Write, peer.link.eval(&MERGE, &write)).await;
 }
 
 /// The time argument: empty (the server's clock) unless a test gave one.
-fn script_time(call: &mut redis::ScriptInvocation<'_>, request: &SyncRequest) {
+fn script_time(call: &mut redis::Cmd, request: &SyncRequest) {
     if request.injected_time {
         call.arg(request.now);
     } else {

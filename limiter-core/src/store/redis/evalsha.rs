@@ -1,0 +1,127 @@
+//! Sending a script by its SHA1, and loading it where the server lacks it:
+//! the one NOSCRIPT → `SCRIPT LOAD` → retry path of every Redis store.
+//!
+//! NOSCRIPT means the server ran nothing, so the call is sent once more
+//! after the script is loaded. No other answer leads to a second sending
+//! here: the callers retry only the answers that prove nothing ran
+//! (READONLY, MASTERDOWN, MOVED, ASK, ...), and never after an I/O error or
+//! a timeout, when the call may have executed.
+
+use std::sync::OnceLock;
+
+use redis::aio::ConnectionLike;
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+use redis::{Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, Script, ServerErrorKind};
+
+/// A script: its source (starting with the `#!lua` shebang) and its SHA1,
+/// computed once on first use.
+pub(crate) struct Lua {
+    pub(crate) source: &'static str,
+    hash: OnceLock<String>,
+}
+
+impl Lua {
+    pub(crate) const fn new(source: &'static str) -> Self {
+        Self {
+            source,
+            hash: OnceLock::new(),
+        }
+    }
+
+    pub(crate) fn hash(&self) -> &str {
+        self.hash
+            .get_or_init(|| Script::new(self.source).get_hash().to_owned())
+    }
+
+    /// `EVALSHA {sha} 1 {key}`, to which the caller adds the arguments.
+    pub(crate) fn call(&self, key: &str) -> Cmd {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(self.hash()).arg(1).arg(key);
+        cmd
+    }
+
+    /// `SCRIPT LOAD`, for a server that answered NOSCRIPT.
+    pub(crate) fn load_command(&self) -> Cmd {
+        let mut cmd = redis::cmd("SCRIPT");
+        cmd.arg("LOAD").arg(self.source);
+        cmd
+    }
+}
+
+/// Where a call goes, and where its script is loaded when missing.
+pub(crate) trait Node {
+    async fn send<T: FromRedisValue>(&mut self, call: &Cmd) -> RedisResult<T>;
+    async fn load(&mut self, lua: &Lua) -> RedisResult<()>;
+}
+
+/// Runs `call` (an EVALSHA of `lua`) on `node`; on NOSCRIPT, loads `lua`
+/// there and sends `call` once more.
+pub(crate) async fn run<T: FromRedisValue>(
+    node: &mut impl Node,
+    lua: &Lua,
+    call: &Cmd,
+) -> RedisResult<T> {
+    match node.send(call).await {
+        Err(error) if is_noscript(&error) => {
+            node.load(lua).await?;
+            node.send(call).await
+        }
+        outcome => outcome,
+    }
+}
+
+fn is_noscript(error: &RedisError) -> bool {
+    error.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
+}
+
+/// A connection that routes the call itself: a standalone node, or a
+/// cluster by the call's key (where `SCRIPT LOAD` goes to every master).
+pub(crate) struct Routed<'a, C>(pub(crate) &'a mut C);
+
+impl<C: ConnectionLike + Send> Node for Routed<'_, C> {
+    async fn send<T: FromRedisValue>(&mut self, call: &Cmd) -> RedisResult<T> {
+        call.query_async(self.0).await
+    }
+
+    async fn load(&mut self, lua: &Lua) -> RedisResult<()> {
+        let _: redis::Value = lua.load_command().query_async(self.0).await?;
+        Ok(())
+    }
+}
+
+/// One node of a cluster that answered ASK: the call goes after `ASKING`,
+/// in a pipeline, and the script is loaded on that node.
+pub(crate) struct Asking<'a> {
+    pub(crate) connection: &'a mut ClusterConnection,
+    pub(crate) host: &'a str,
+    pub(crate) port: u16,
+}
+
+impl Asking<'_> {
+    fn node(&self) -> SingleNodeRoutingInfo {
+        SingleNodeRoutingInfo::ByAddress {
+            host: self.host.to_owned(),
+            port: self.port,
+        }
+    }
+}
+
+impl Node for Asking<'_> {
+    async fn send<T: FromRedisValue>(&mut self, call: &Cmd) -> RedisResult<T> {
+        let mut pipeline = redis::pipe();
+        pipeline.cmd("ASKING").add_command(call.clone());
+        let node = self.node();
+        let reply = self.connection.route_pipeline(pipeline, 1, 1, node).await?;
+        let value = reply.into_iter().next().unwrap_or(redis::Value::Nil);
+        redis::from_redis_value(value).map_err(Into::into)
+    }
+
+    async fn load(&mut self, lua: &Lua) -> RedisResult<()> {
+        let node = RoutingInfo::SingleNode(self.node());
+        self.connection
+            .route_command(lua.load_command(), node)
+            .await?;
+        Ok(())
+    }
+}
