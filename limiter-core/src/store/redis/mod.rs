@@ -7,8 +7,14 @@
 //! cluster, runs on the node owning that key's slot. Scripts are sent by SHA1
 //! (EVALSHA) and loaded only when the server answers NOSCRIPT, which means
 //! the call did not run. No call that may have executed is ever sent again.
+//! Checks of a hot key are coalesced: one call of a batch script (the
+//! algorithm's own, once per request) decides the checks that queued while
+//! the key's previous call was in flight (`coalesce.rs`, `batch.rs`).
 
+mod batch;
+mod check;
 mod cluster;
+mod coalesce;
 pub(crate) mod evalsha;
 mod link;
 mod permits;
@@ -41,6 +47,7 @@ use crate::store::Store;
 pub struct RedisConfig {
     response_timeout: Duration,
     connection_timeout: Duration,
+    coalesce: bool,
 }
 
 impl Default for RedisConfig {
@@ -48,12 +55,14 @@ impl Default for RedisConfig {
         Self {
             response_timeout: crate::DEFAULT_DEADLINE,
             connection_timeout: Duration::from_millis(500),
+            coalesce: true,
         }
     }
 }
 
 impl RedisConfig {
-    /// The default: 50 ms per call, 500 ms to connect.
+    /// The default: 50 ms per call, 500 ms to connect, checks of a key
+    /// coalesced.
     pub fn new() -> Self {
         Self::default()
     }
@@ -73,6 +82,23 @@ impl RedisConfig {
         self.connection_timeout = timeout;
         self
     }
+
+    /// Whether checks of one key are coalesced (the default): while a call
+    /// for a key is in flight, this process's further checks of that key
+    /// under the same policy wait and go together in the next call, which
+    /// decides each exactly as if they had come one after another. A hot
+    /// key then costs Redis one call per round trip rather than one per
+    /// check. `false` sends every check in a call of its own.
+    ///
+    /// ```
+    /// use limiter_core::RedisConfig;
+    ///
+    /// let direct = RedisConfig::new().coalesce(false);
+    /// ```
+    pub fn coalesce(mut self, coalesce: bool) -> Self {
+        self.coalesce = coalesce;
+        self
+    }
 }
 
 /// The Redis store: exact and shared across every instance of a service.
@@ -80,7 +106,9 @@ impl RedisConfig {
 /// One multiplexed connection carries all checks (clones share it); when it
 /// breaks, or leads to a node that is no longer the primary, the next call
 /// connects afresh. Every call keeps [`RedisConfig::response_timeout`], the
-/// connection included. Time is the Redis server's.
+/// connection included. Time is the Redis server's. Checks of one key that
+/// meet in flight are coalesced into one call, with the same decisions
+/// ([`RedisConfig::coalesce`]).
 ///
 /// ```no_run
 /// use limiter_core::{Limiter, RedisStore};
@@ -110,6 +138,8 @@ pub struct RedisStore {
 struct Inner {
     backend: Backend,
     config: RedisConfig,
+    /// The checks waiting for a call in flight (coalescing).
+    pending: coalesce::Pending,
 }
 
 enum Backend {
@@ -232,7 +262,11 @@ impl RedisStore {
 
     fn from_backend(backend: Backend, config: RedisConfig) -> Self {
         Self {
-            inner: Arc::new(Inner { backend, config }),
+            inner: Arc::new(Inner {
+                backend,
+                config,
+                pending: coalesce::Pending::default(),
+            }),
         }
     }
 
@@ -297,60 +331,28 @@ impl RedisStore {
         self.acquire_permit_at_time(key, limit, Some(now)).await
     }
 
+    /// Decides the requests of `costs` (one each, in this order) at `now`
+    /// in one call of the batch script, as coalesced checks are: for tests
+    /// that compare a batch with as many checks one after another.
+    #[cfg(feature = "test-util")]
+    pub async fn check_batch_at(
+        &self,
+        key: &str,
+        policy: &Policy,
+        costs: &[u64],
+        now: u64,
+    ) -> Result<Vec<Decision>, Error> {
+        for &cost in costs {
+            policy.validate_cost(cost)?;
+        }
+        self.decide_batch(key, policy, costs, Some(now)).await
+    }
+
     /// The Lua source of the script that runs `algorithm`, for benchmarks
     /// that compare the store with a bare EVALSHA of the same script.
     #[cfg(feature = "test-util")]
     pub fn script_source(algorithm: crate::Algorithm) -> &'static str {
         scripts::lua(algorithm).source
-    }
-
-    /// One check, within the response timeout as a whole: connecting,
-    /// loading the script and following redirections included. Past it the
-    /// call is abandoned (the connection attempt goes on for the next call).
-    async fn run(
-        &self,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        now: Option<u64>,
-    ) -> Result<Decision, Error> {
-        policy.validate_cost(cost)?;
-        let deadline = self.inner.config.response_timeout;
-        let reply = tokio::time::timeout(deadline, self.call(key, policy, cost, now))
-            .await
-            .unwrap_or(Err(Error::Timeout(deadline)));
-        if let (Err(_), Backend::Cluster(cluster)) = (&reply, &self.inner.backend) {
-            // A failing node may have handed its slots over (a failover).
-            if let Some(connection) = cluster.link.current() {
-                cluster
-                    .slots
-                    .refresh(&connection, self.inner.config.connection_timeout);
-            }
-        }
-        scripts::parse_reply(&reply?, policy, cost)
-    }
-
-    async fn call(
-        &self,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        now: Option<u64>,
-    ) -> Result<Vec<i64>, Error> {
-        let lua = scripts::lua(policy.algorithm());
-        let call = scripts::evalsha(key, policy, cost, now);
-        match &self.inner.backend {
-            Backend::Primary(primary) => primary.run(lua, &call, &self.inner.config).await,
-            Backend::Cluster(cluster) => {
-                let connection = self.cluster(cluster).await?;
-                let refresh = || {
-                    cluster
-                        .slots
-                        .refresh(&connection, self.inner.config.connection_timeout)
-                };
-                Ok(cluster::run(&mut connection.clone(), lua, &call, refresh).await?)
-            }
-        }
     }
 }
 

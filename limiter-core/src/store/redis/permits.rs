@@ -5,8 +5,8 @@ use std::hash::BuildHasher;
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::RedisStore;
 use super::scripts::{self, PermitOp};
-use super::{Backend, RedisStore, cluster};
 use crate::concurrency::permit::decision;
 use crate::concurrency::{Acquired, ConcurrencyLimit, Permit};
 use crate::error::Error;
@@ -84,20 +84,7 @@ impl RedisStore {
         let lua = scripts::concurrency();
         let call = scripts::permit_call(key, op, id, limit, now);
         let config = &self.inner.config;
-        let run = async {
-            match &self.inner.backend {
-                Backend::Primary(primary) => primary.run(lua, &call, config).await,
-                Backend::Cluster(backend) => {
-                    let connection = self.cluster(backend).await?;
-                    let refresh = || {
-                        backend
-                            .slots
-                            .refresh(&connection, config.connection_timeout)
-                    };
-                    Ok(cluster::run(&mut connection.clone(), lua, &call, refresh).await?)
-                }
-            }
-        };
+        let run = self.call(lua, &call);
         tokio::time::timeout(config.response_timeout, run)
             .await
             .unwrap_or(Err(Error::Timeout(config.response_timeout)))

@@ -49,7 +49,19 @@ pub(crate) fn lua(algorithm: Algorithm) -> &'static Lua {
 /// `EVALSHA {sha} 1 {key} {now} {cost} {parameters...}`; `now` is empty
 /// unless a test gives the time.
 pub(crate) fn evalsha(key: &str, policy: &Policy, cost: u64, now: Option<u64>) -> Cmd {
-    let mut cmd = lua(policy.algorithm()).call(key);
+    evalsha_of(lua(policy.algorithm()), key, policy, cost, now)
+}
+
+/// [`evalsha`] of `lua`, a script that takes the same arguments (`cost`
+/// may be another value in its place, such as a batch's costs).
+pub(crate) fn evalsha_of(
+    lua: &Lua,
+    key: &str,
+    policy: &Policy,
+    cost: impl redis::ToRedisArgs,
+    now: Option<u64>,
+) -> Cmd {
+    let mut cmd = lua.call(key);
     match now {
         Some(now) => cmd.arg(now),
         None => cmd.arg(""),

@@ -1,0 +1,93 @@
+//! The batch scripts: one call decides k requests of one key under one
+//! policy, running the algorithm's own script once per request, in order,
+//! at the same time (`scripts/batch.lua`).
+
+use redis::Cmd;
+
+use super::scripts::{self, Lua};
+use crate::decision::Decision;
+use crate::error::Error;
+use crate::policy::{Algorithm, Policy};
+
+/// The shebang, the prelude and helpers, then the algorithm's file as the
+/// body of `decide(cost)`, then the loop over the costs.
+macro_rules! batched {
+    ([$($helper:literal),*], $body:literal) => {
+        Lua::new(concat!(
+            "#!lua\n",
+            include_str!("scripts/prelude.lua"),
+            $(include_str!(concat!("scripts/", $helper)),)*
+            "local function decide(cost)\n",
+            include_str!(concat!("scripts/", $body)),
+            "\nend\n",
+            include_str!("scripts/batch.lua")
+        ))
+    };
+}
+
+static SLIDING_LOG: Lua = batched!([], "sliding_log.lua");
+static FIXED_WINDOW: Lua = batched!(["helpers.lua"], "fixed_window.lua");
+static SLIDING_WINDOW: Lua = batched!(["helpers.lua"], "sliding_window.lua");
+static BUCKET: Lua = batched!(["helpers.lua"], "bucket.lua");
+
+pub(crate) fn lua(algorithm: Algorithm) -> &'static Lua {
+    match algorithm {
+        Algorithm::SlidingLog => &SLIDING_LOG,
+        Algorithm::FixedWindow => &FIXED_WINDOW,
+        Algorithm::SlidingWindow => &SLIDING_WINDOW,
+        Algorithm::TokenBucket | Algorithm::LeakyBucket | Algorithm::Gcra => &BUCKET,
+    }
+}
+
+/// The call of the batch script: the single call's arguments, with the
+/// costs (separated by spaces) in place of the cost.
+pub(crate) fn evalsha(key: &str, policy: &Policy, costs: &[u64], now: Option<u64>) -> Cmd {
+    let mut joined = String::with_capacity(costs.len() * 3);
+    for (i, cost) in costs.iter().enumerate() {
+        if i > 0 {
+            joined.push(' ');
+        }
+        joined.push_str(&cost.to_string());
+    }
+    scripts::evalsha_of(lua(policy.algorithm()), key, policy, joined, now)
+}
+
+/// Splits the batch reply into one decision per request; every reply of a
+/// policy has the same length.
+pub(crate) fn parse_reply(
+    reply: &[i64],
+    policy: &Policy,
+    costs: &[u64],
+) -> Result<Vec<Decision>, Error> {
+    let k = costs.len();
+    if k == 0 || reply.is_empty() || !reply.len().is_multiple_of(k) {
+        return Err(Error::Protocol(format!("batch reply {reply:?}")));
+    }
+    reply
+        .chunks_exact(reply.len() / k)
+        .zip(costs)
+        .map(|(one, &cost)| scripts::parse_reply(one, policy, cost))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_scripts_keep_the_shebang_and_wrap_the_algorithm_unchanged() {
+        for algorithm in [
+            Algorithm::SlidingLog,
+            Algorithm::FixedWindow,
+            Algorithm::SlidingWindow,
+            Algorithm::TokenBucket,
+        ] {
+            let batch = lua(algorithm).source;
+            assert_eq!(batch.lines().next(), Some("#!lua"), "{algorithm:?}");
+            let single = scripts::lua(algorithm).source;
+            let body = single.lines().last().unwrap();
+            assert!(batch.contains(body), "{algorithm:?}");
+            assert!(batch.contains("local function decide(cost)\n"));
+        }
+    }
+}

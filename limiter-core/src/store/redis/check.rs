@@ -1,0 +1,100 @@
+//! A check's way to Redis: one script call, deciding one request or a
+//! coalesced batch of them, within the response timeout as a whole.
+
+use redis::Cmd;
+
+use super::scripts::{self, Lua};
+use super::{Backend, RedisStore, batch, cluster, coalesce};
+use crate::decision::Decision;
+use crate::error::Error;
+use crate::policy::Policy;
+
+/// Histogram: how many requests each script call decided.
+const BATCH_SIZE: &str = "limiter_redis_batch_size";
+/// Counter: script calls sent to Redis by checks.
+const CALLS: &str = "limiter_redis_calls_total";
+
+impl RedisStore {
+    /// One check: coalesced with the checks of the same key and policy in
+    /// flight (unless turned off), else a call of its own.
+    pub(super) async fn run(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        now: Option<u64>,
+    ) -> Result<Decision, Error> {
+        policy.validate_cost(cost)?;
+        if self.inner.config.coalesce {
+            return coalesce::check(self, key, policy, cost, now).await;
+        }
+        self.decide_one(key, policy, cost, now).await
+    }
+
+    /// One request in a call of its own (the algorithm's own script).
+    pub(super) async fn decide_one(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        now: Option<u64>,
+    ) -> Result<Decision, Error> {
+        let lua = scripts::lua(policy.algorithm());
+        let call = scripts::evalsha(key, policy, cost, now);
+        let reply = self.script(lua, &call, 1).await?;
+        scripts::parse_reply(&reply, policy, cost)
+    }
+
+    /// The requests of `costs`, in this order, in one call of the batch
+    /// script.
+    pub(super) async fn decide_batch(
+        &self,
+        key: &str,
+        policy: &Policy,
+        costs: &[u64],
+        now: Option<u64>,
+    ) -> Result<Vec<Decision>, Error> {
+        let lua = batch::lua(policy.algorithm());
+        let call = batch::evalsha(key, policy, costs, now);
+        let reply = self.script(lua, &call, costs.len()).await?;
+        batch::parse_reply(&reply, policy, costs)
+    }
+
+    /// Runs `call` (deciding `decisions` requests) within the response
+    /// timeout as a whole: connecting, loading the script and following
+    /// redirections included. Past it the call is abandoned (the connection
+    /// attempt goes on for the next call) and never replayed.
+    async fn script(&self, lua: &Lua, call: &Cmd, decisions: usize) -> Result<Vec<i64>, Error> {
+        metrics::counter!(CALLS).increment(1);
+        metrics::histogram!(BATCH_SIZE).record(decisions as f64);
+        let deadline = self.inner.config.response_timeout;
+        let reply = tokio::time::timeout(deadline, self.call(lua, call))
+            .await
+            .unwrap_or(Err(Error::Timeout(deadline)));
+        if let (Err(_), Backend::Cluster(cluster)) = (&reply, &self.inner.backend) {
+            // A failing node may have handed its slots over (a failover).
+            if let Some(connection) = cluster.link.current() {
+                cluster
+                    .slots
+                    .refresh(&connection, self.inner.config.connection_timeout);
+            }
+        }
+        reply
+    }
+
+    /// `call`, an EVALSHA of `lua`, on the primary or the key's node.
+    pub(super) async fn call(&self, lua: &Lua, call: &Cmd) -> Result<Vec<i64>, Error> {
+        match &self.inner.backend {
+            Backend::Primary(primary) => primary.run(lua, call, &self.inner.config).await,
+            Backend::Cluster(cluster) => {
+                let connection = self.cluster(cluster).await?;
+                let refresh = || {
+                    cluster
+                        .slots
+                        .refresh(&connection, self.inner.config.connection_timeout)
+                };
+                Ok(cluster::run(&mut connection.clone(), lua, call, refresh).await?)
+            }
+        }
+    }
+}

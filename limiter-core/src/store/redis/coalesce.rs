@@ -1,0 +1,241 @@
+//! Coalescing: while a call for a key is in flight, the checks of that key
+//! under the same policy from this process wait, and go together in the
+//! next call, which decides each in turn as if they had arrived one after
+//! another (see `batch.rs`). A hot key then costs Redis one call per round
+//! trip instead of one per check, with the very same decisions.
+//!
+//! The first check of a key runs its own call (the algorithm's own script,
+//! as without coalescing). Checks arriving meanwhile queue; when that call
+//! ends, a task takes the queue and sends it as one batch, and again while
+//! checks keep arriving. So no check waits for more than one call before
+//! its own (a queue longer than [`MAX_BATCH`] goes in several calls sent
+//! at once). Each caller keeps its own deadline; a caller that gives up (its
+//! deadline, or its future dropped) before its batch is sent is left out of
+//! it and not counted; after, it counts, as a single call abandoned in
+//! flight would.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::sync::oneshot;
+
+use super::RedisStore;
+use super::link::lock;
+use crate::decision::Decision;
+use crate::error::Error;
+use crate::policy::Policy;
+
+/// The most requests one call decides: a batch script holds Redis while it
+/// runs (a few microseconds a request).
+const MAX_BATCH: usize = 512;
+
+/// The checks waiting for each key's call in flight.
+#[derive(Default)]
+pub(crate) struct Pending {
+    queues: Mutex<HashMap<Box<str>, Vec<Queue>, foldhash::fast::RandomState>>,
+    next_id: AtomicU64,
+}
+
+/// A call in flight for a key, under one policy (and, in tests, at one
+/// caller's time), and the checks that will go in the next one.
+struct Queue {
+    id: u64,
+    policy: Policy,
+    now: Option<u64>,
+    waiting: Vec<Waiter>,
+}
+
+struct Waiter {
+    cost: u64,
+    answer: oneshot::Sender<Result<Decision, Error>>,
+}
+
+/// A check: it joins the call in flight for its key and policy, or makes
+/// one.
+pub(super) async fn check(
+    store: &RedisStore,
+    key: &str,
+    policy: &Policy,
+    cost: u64,
+    now: Option<u64>,
+) -> Result<Decision, Error> {
+    let pending = &store.inner.pending;
+    let joined = {
+        let mut queues = lock(&pending.queues);
+        let same = |queue: &&mut Queue| queue.policy == *policy && queue.now == now;
+        match queues
+            .get_mut(key)
+            .and_then(|list| list.iter_mut().find(same))
+        {
+            Some(queue) => {
+                let (answer, receiver) = oneshot::channel();
+                queue.waiting.push(Waiter { cost, answer });
+                Err(receiver)
+            }
+            None => {
+                let id = pending.next_id.fetch_add(1, Ordering::Relaxed);
+                queues.entry(key.into()).or_default().push(Queue {
+                    id,
+                    policy: policy.clone(),
+                    now,
+                    waiting: Vec::new(),
+                });
+                Ok(id)
+            }
+        }
+    };
+    match joined {
+        Ok(id) => {
+            // Hands the queue over when this call ends or is dropped.
+            let _turn = Turn {
+                store,
+                key,
+                policy,
+                now,
+                id,
+            };
+            store.decide_one(key, policy, cost, now).await
+        }
+        Err(receiver) => {
+            let deadline = store.inner.config.response_timeout;
+            match tokio::time::timeout(deadline, receiver).await {
+                Ok(Ok(decision)) => decision,
+                Ok(Err(_)) => Err(abandoned()),
+                Err(_) => Err(Error::Timeout(deadline)),
+            }
+        }
+    }
+}
+
+/// The first check's call in flight. When it ends (or its future is
+/// dropped), the checks that queued meanwhile go in a batch, in a task.
+struct Turn<'a> {
+    store: &'a RedisStore,
+    key: &'a str,
+    policy: &'a Policy,
+    now: Option<u64>,
+    id: u64,
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        let Some(waiting) = next(self.store, self.key, self.id) else {
+            return;
+        };
+        let batches = Batches {
+            store: self.store.clone(),
+            key: self.key.into(),
+            policy: self.policy.clone(),
+            now: self.now,
+            id: self.id,
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn(batches.run(waiting))),
+            // No runtime (it is shutting down): the waiting checks fail.
+            Err(_) => drop((batches, waiting)),
+        }
+    }
+}
+
+/// The task sending a key's queued checks, batch after batch, until none
+/// queued during the last one.
+struct Batches {
+    store: RedisStore,
+    key: Box<str>,
+    policy: Policy,
+    now: Option<u64>,
+    id: u64,
+}
+
+impl Batches {
+    async fn run(self, mut waiting: Vec<Waiter>) {
+        loop {
+            // Callers that gave up are left out: nothing of theirs is sent.
+            waiting.retain(|waiter| !waiter.answer.is_closed());
+            // Larger batches go in several calls at once (they run one
+            // after another in Redis), so no script holds Redis for long.
+            let mut batches = Vec::new();
+            while !waiting.is_empty() {
+                let rest = waiting.split_off(waiting.len().min(MAX_BATCH));
+                batches.push(self.send(std::mem::replace(&mut waiting, rest)));
+            }
+            futures_util::future::join_all(batches).await;
+            match next(&self.store, &self.key, self.id) {
+                Some(more) => waiting = more,
+                None => return,
+            }
+        }
+    }
+
+    /// One call deciding `batch`; each caller gets its decision, or the
+    /// call's error, once.
+    async fn send(&self, batch: Vec<Waiter>) {
+        let costs: Vec<u64> = batch.iter().map(|waiter| waiter.cost).collect();
+        let decided = self
+            .store
+            .decide_batch(&self.key, &self.policy, &costs, self.now)
+            .await;
+        match decided {
+            Ok(decisions) => {
+                for (waiter, decision) in batch.into_iter().zip(decisions) {
+                    let _ = waiter.answer.send(Ok(decision));
+                }
+            }
+            Err(error) => {
+                for waiter in batch {
+                    let _ = waiter.answer.send(Err(duplicate(&error)));
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Batches {
+    /// The task was dropped before it ended (the runtime shut down): the
+    /// queue goes, and its checks fail (their answers are dropped).
+    fn drop(&mut self) {
+        let mut queues = lock(&self.store.inner.pending.queues);
+        if let Some(list) = queues.get_mut(&*self.key) {
+            list.retain(|queue| queue.id != self.id);
+            if list.is_empty() {
+                queues.remove(&*self.key);
+            }
+        }
+    }
+}
+
+/// The checks queued for call `id` of `key`; none (and the queue is
+/// removed, so the next check makes a call of its own) when none queued.
+fn next(store: &RedisStore, key: &str, id: u64) -> Option<Vec<Waiter>> {
+    let mut queues = lock(&store.inner.pending.queues);
+    let list = queues.get_mut(key)?;
+    let index = list.iter().position(|queue| queue.id == id)?;
+    if list[index].waiting.is_empty() {
+        list.swap_remove(index);
+        if list.is_empty() {
+            queues.remove(key);
+        }
+        return None;
+    }
+    Some(std::mem::take(&mut list[index].waiting))
+}
+
+fn abandoned() -> Error {
+    Error::Redis(redis::RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::ConnectionAborted,
+        "the coalesced call was abandoned",
+    )))
+}
+
+/// The same error, for each check of a failed batch.
+fn duplicate(error: &Error) -> Error {
+    match error {
+        Error::Config(error) => Error::Config(error.clone()),
+        Error::Redis(error) => Error::Redis(error.clone()),
+        Error::Timeout(deadline) => Error::Timeout(*deadline),
+        Error::Protocol(message) => Error::Protocol(message.clone()),
+        Error::Unavailable(after) => Error::Unavailable(*after),
+        Error::Unsupported(what) => Error::Unsupported(what),
+    }
+}

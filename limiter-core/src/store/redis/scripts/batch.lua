@@ -1,0 +1,16 @@
+
+-- Coalesced checks of one key under one policy. The algorithm's file above
+-- is the body of `decide(cost)`, unchanged; ARGV[2] holds the costs of k
+-- requests, separated by spaces. Each is decided in turn at the same `now`,
+-- reading what the one before it wrote, exactly as k calls one after
+-- another would be. Reply: the k replies one after the other, each as a
+-- single call answers it (the caller splits them by their length).
+local replies, r = {}, 0
+for c in string.gmatch(ARGV[2], '%d+') do
+  local reply = decide(tonumber(c))
+  for i = 1, #reply do
+    r = r + 1
+    replies[r] = reply[i]
+  end
+end
+return replies

@@ -1,0 +1,337 @@
+//! Coalesced checks are exact: a batch of k requests decides each as k
+//! checks one after another at the same time would (differential, against
+//! the memory store and the reference model, every algorithm, random
+//! costs), and many concurrent checks of one hot key from several
+//! instances admit exactly the limit, on a standalone Redis and a cluster.
+
+#[path = "differential/model.rs"]
+mod model;
+#[path = "differential/params.rs"]
+mod params;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use limiter_core::{
+    Decision, Limiter, MemoryStore, Policy, Rate, RedisConfig, RedisStore, Rule, Store,
+};
+use limiter_tests::{RedisCluster, RedisServer, TestRedis};
+use model::{KeyModel, Outcome, Params};
+use params::{max_cost, params, policy};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+
+const T0: u64 = 1_750_000_000_000_000;
+const KEYS: usize = 2;
+
+/// Batches: the time step before, the key, the costs of its requests.
+type Batch = (u64, usize, Vec<u64>);
+
+fn case() -> impl Strategy<Value = (Params, Vec<Batch>)> {
+    params().prop_flat_map(|params| {
+        let longest = match params {
+            Params::SlidingLog(ref r) => r.iter().map(|r| r.1).max().unwrap(),
+            Params::FixedWindow(_, w) | Params::SlidingWindow(_, w) => w,
+            Params::Bucket(_, p, _, _) | Params::Gcra(_, p, _) => p,
+        };
+        let cost = prop_oneof![2 => Just(1u64), 1 => 1..=max_cost(&params)];
+        let batch = (
+            prop_oneof![2 => Just(0u64), 3 => 0..=longest / 4, 1 => 0..=longest * 2],
+            0..KEYS,
+            prop::collection::vec(cost, 1..16),
+        );
+        (Just(params), prop::collection::vec(batch, 1..12))
+    })
+}
+
+async fn run_case(
+    redis: &RedisStore,
+    prefix: &str,
+    (params, batches): (Params, Vec<Batch>),
+) -> Result<(), TestCaseError> {
+    static CASE: AtomicU64 = AtomicU64::new(0);
+    let case = CASE.fetch_add(1, Ordering::Relaxed);
+    let policy = policy(&params);
+    let params = model::params_of(&policy, &params);
+    let memory = MemoryStore::new();
+    let mut models = vec![KeyModel::default(); KEYS];
+    let mut now = T0;
+    for (b, (advance, key, costs)) in batches.iter().enumerate() {
+        now += advance;
+        let name = format!("{prefix}:batch{case}:k{key}");
+        let from_redis = redis
+            .check_batch_at(&name, &policy, costs, now)
+            .await
+            .unwrap();
+        prop_assert_eq!(from_redis.len(), costs.len());
+        for (i, (&cost, from_redis)) in costs.iter().zip(&from_redis).enumerate() {
+            let from_memory = memory.check_at(&name, &policy, cost, now).unwrap();
+            let expected = models[*key].check(&params, now, cost);
+            prop_assert_eq!(
+                &Outcome::of(&from_memory),
+                &expected,
+                "memory vs model, batch {} request {}",
+                b,
+                i
+            );
+            prop_assert_eq!(
+                from_redis,
+                &from_memory,
+                "batch vs one at a time, batch {} request {} (costs {:?})",
+                b,
+                i,
+                costs
+            );
+        }
+    }
+    Ok(())
+}
+
+fn agree(redis: &RedisStore, prefix: &str, cases: u32, runtime: &tokio::runtime::Runtime) {
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    runner
+        .run(&case(), |case| {
+            runtime.block_on(run_case(redis, prefix, case))
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_batch_decides_as_checks_one_after_another_at_the_same_time() {
+    let test_redis: TestRedis = limiter_tests::redis();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let redis = runtime.block_on(test_redis.store());
+    agree(&redis, test_redis.prefix(), 256, &runtime);
+}
+
+#[test]
+fn a_batch_on_a_cluster_decides_as_checks_one_after_another() {
+    let cluster = RedisCluster::start();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let redis = runtime.block_on(cluster.store());
+    agree(&redis, "cluster", 96, &runtime);
+}
+
+/// Every algorithm with room for 100 requests now, and (for the rates)
+/// hardly more before the test ends.
+fn hundred_now() -> Vec<(&'static str, Policy)> {
+    let hour = Duration::from_secs(3600);
+    let day = Duration::from_secs(86_400);
+    vec![
+        (
+            "sliding_log",
+            Policy::sliding_log([Rule::new(100, hour).unwrap()]).unwrap(),
+        ),
+        (
+            "fixed_window",
+            Policy::fixed_window(Rule::new(100, hour).unwrap()),
+        ),
+        // A day's window: crossing a window's end during the test leaves the
+        // previous count weighing more than 99 for a quarter of an hour.
+        (
+            "sliding_window",
+            Policy::sliding_window(Rule::new(100, day).unwrap()),
+        ),
+        (
+            "token_bucket",
+            Policy::token_bucket(Rate::new(1, hour).unwrap(), 100).unwrap(),
+        ),
+        (
+            "leaky_bucket",
+            Policy::leaky_bucket(Rate::new(1, hour).unwrap(), 100).unwrap(),
+        ),
+        (
+            "gcra",
+            Policy::gcra(Rate::new(1, hour).unwrap(), 100).unwrap(),
+        ),
+    ]
+}
+
+/// How many of `n` checks at one instant a policy admits, as the memory
+/// store decides them.
+fn admitted_at_once(policy: &Policy, n: usize) -> usize {
+    let memory = MemoryStore::new();
+    (0..n)
+        .filter(|_| memory.check_at("k", policy, 1, T0).unwrap().allowed())
+        .count()
+}
+
+/// 2,000 concurrent checks of one key from 4 instances (a `Limiter` each,
+/// on connections of their own): exactly the limit is admitted.
+async fn hot_key_admits_exactly_the_limit(stores: Vec<RedisStore>, prefix: &str) {
+    const CHECKS: usize = 2_000;
+    for (name, policy) in hundred_now() {
+        let expected = admitted_at_once(&policy, CHECKS);
+        assert_eq!(expected, 100, "{name}");
+        let key = format!("{prefix}:hot:{name}");
+        let limiters: Vec<_> = stores.iter().cloned().map(Limiter::new).collect();
+        let mut tasks = Vec::new();
+        for i in 0..CHECKS {
+            let (limiter, key, policy) = (limiters[i % 4].clone(), key.clone(), policy.clone());
+            tasks.push(tokio::spawn(async move {
+                limiter.check(&key, &policy).await.unwrap().allowed()
+            }));
+        }
+        let mut allowed = 0;
+        for task in tasks {
+            allowed += usize::from(task.await.unwrap());
+        }
+        assert_eq!(allowed, expected, "{name}");
+    }
+}
+
+fn roomy_config() -> RedisConfig {
+    // 2,000 checks queued on a loaded machine: room for scheduling.
+    RedisConfig::new().response_timeout(Duration::from_secs(5))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hot_key_from_four_instances_admits_exactly_the_limit() {
+    let redis = limiter_tests::redis();
+    let mut stores = Vec::new();
+    for _ in 0..4 {
+        stores.push(
+            RedisStore::connect_with(redis.url(), roomy_config())
+                .await
+                .unwrap(),
+        );
+    }
+    hot_key_admits_exactly_the_limit(stores, redis.prefix()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hot_key_on_a_cluster_from_four_instances_admits_exactly_the_limit() {
+    let cluster = RedisCluster::start();
+    let urls = cluster.urls();
+    let mut stores = Vec::new();
+    for _ in 0..4 {
+        let seeds = urls.iter().map(String::as_str);
+        stores.push(
+            RedisStore::connect_cluster(seeds, roomy_config())
+                .await
+                .unwrap(),
+        );
+    }
+    hot_key_admits_exactly_the_limit(stores, "cluster").await;
+}
+
+/// Concurrent checks of one cost at one caller's time, coalesced, decide
+/// as many checks one after another: the same decisions, in some order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_checks_at_one_time_get_the_decisions_of_sequential_ones() {
+    // More than two batches' worth: the queue goes in several calls at once.
+    const CHECKS: usize = 1_200;
+    let redis = limiter_tests::redis();
+    let store = RedisStore::connect_with(redis.url(), roomy_config())
+        .await
+        .unwrap();
+    for (name, policy) in hundred_now() {
+        let key = redis.key(&format!("at-once:{name}"));
+        let memory = MemoryStore::new();
+        let mut expected: Vec<Decision> = (0..CHECKS)
+            .map(|_| memory.check_at(&key, &policy, 1, T0).unwrap())
+            .collect();
+        let tasks: Vec<_> = (0..CHECKS)
+            .map(|_| {
+                let (store, key, policy) = (store.clone(), key.clone(), policy.clone());
+                tokio::spawn(async move { store.check_at(&key, &policy, 1, T0).await.unwrap() })
+            })
+            .collect();
+        let mut decided = Vec::new();
+        for task in tasks {
+            decided.push(task.await.unwrap());
+        }
+        let order = |d: &Decision| format!("{d:?}");
+        expected.sort_by_key(order);
+        decided.sort_by_key(order);
+        assert_eq!(decided, expected, "{name}");
+    }
+}
+
+/// Turned off, every check is a call of its own, deciding the same.
+#[tokio::test]
+async fn coalescing_turned_off_decides_the_same() {
+    let redis = limiter_tests::redis();
+    let store = RedisStore::connect_with(redis.url(), RedisConfig::new().coalesce(false))
+        .await
+        .unwrap();
+    for (name, policy) in hundred_now() {
+        let key = redis.key(&format!("direct:{name}"));
+        let memory = MemoryStore::new();
+        for _ in 0..120 {
+            let expected = memory.check_at(&key, &policy, 1, T0).unwrap();
+            let decided = store.check_at(&key, &policy, 1, T0).await.unwrap();
+            assert_eq!(decided, expected, "{name}");
+        }
+        assert!(store.check(&key, &policy, 1).await.is_ok());
+    }
+}
+
+/// Callers that give up while queued (their futures dropped) are left out
+/// of the batch and not counted; the first check's caller giving up while
+/// its call is in flight counts (the call was sent), and the checks queued
+/// behind it are still sent and answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_giving_up_leave_the_batch_intact() {
+    let server = RedisServer::start();
+    let store = RedisStore::connect_with(&server.url(), roomy_config())
+        .await
+        .unwrap();
+    let policy = Policy::fixed_window(Rule::new(1_000, Duration::from_secs(3600)).unwrap());
+    let spawn_check = || {
+        let (store, policy) = (store.clone(), policy.clone());
+        tokio::spawn(async move { store.check("cancel", &policy, 1).await.unwrap() })
+    };
+    let settle = || tokio::time::sleep(Duration::from_millis(100));
+    assert!(store.check("cancel", &policy, 1).await.unwrap().allowed());
+
+    // Hung: the first check's call stays in flight while the others queue.
+    server.signal("STOP");
+    let first = spawn_check();
+    settle().await;
+    let queued: Vec<_> = (0..100).map(|_| spawn_check()).collect();
+    settle().await;
+    let (kept, gave_up): (Vec<_>, Vec<_>) = queued
+        .into_iter()
+        .enumerate()
+        .partition(|(i, _)| i % 2 == 0);
+    for (_, task) in &gave_up {
+        task.abort();
+    }
+    settle().await;
+    server.signal("CONT");
+    assert_eq!(first.await.unwrap().remaining(), 998);
+    let mut remaining = Vec::new();
+    for (_, task) in kept {
+        let decision = task.await.unwrap();
+        assert!(decision.allowed());
+        remaining.push(decision.remaining());
+    }
+    remaining.sort_unstable();
+    assert_eq!(remaining, (948..998).collect::<Vec<_>>());
+    let counted = server.command(&["HGET", "cancel", "c"]);
+    assert_eq!(counted.trim(), "52", "the 50 that gave up were not counted");
+
+    // The first check's caller gives up in flight: it was sent, so it
+    // counts, and the checks queued behind it are answered all the same.
+    server.signal("STOP");
+    let first = spawn_check();
+    settle().await;
+    let queued: Vec<_> = (0..20).map(|_| spawn_check()).collect();
+    settle().await;
+    first.abort();
+    settle().await;
+    server.signal("CONT");
+    let mut remaining = Vec::new();
+    for task in queued {
+        remaining.push(task.await.unwrap().remaining());
+    }
+    remaining.sort_unstable();
+    assert_eq!(remaining, (927..947).collect::<Vec<_>>());
+    let counted = server.command(&["HGET", "cancel", "c"]);
+    assert_eq!(counted.trim(), "73");
+}

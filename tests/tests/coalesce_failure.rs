@@ -1,0 +1,148 @@
+//! Redis failing while checks of a hot key are coalesced: every waiting
+//! check gets the failure policy's decision exactly once, and a batch that
+//! may have run is not sent again. One test binary of its own: it reads
+//! the process's metrics.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use limiter_core::{
+    GuardConfig, Guarded, OnStoreError, Policy, RedisConfig, RedisStore, Rule, Verdict,
+};
+use limiter_tests::RedisServer;
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+
+const CHECKS: usize = 200;
+
+fn snapshotter() -> &'static Snapshotter {
+    static SNAPSHOTTER: OnceLock<Snapshotter> = OnceLock::new();
+    SNAPSHOTTER.get_or_init(|| {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        recorder
+            .install()
+            .expect("the only recorder of this binary");
+        snapshotter
+    })
+}
+
+/// What was recorded since the last call (a snapshot drains the recorder).
+#[derive(Debug, Default)]
+struct Recorded {
+    calls: u64,
+    fallbacks: u64,
+    batch_sizes: Vec<f64>,
+}
+
+fn take_recorded() -> Recorded {
+    let mut recorded = Recorded::default();
+    for (key, _, _, value) in snapshotter().snapshot().into_vec() {
+        match (key.key().name(), value) {
+            ("limiter_redis_calls_total", DebugValue::Counter(n)) => recorded.calls += n,
+            ("limiter_fallback_decisions_total", DebugValue::Counter(n)) => {
+                recorded.fallbacks += n;
+            }
+            ("limiter_redis_batch_size", DebugValue::Histogram(values)) => recorded
+                .batch_sizes
+                .extend(values.into_iter().map(|v| v.into_inner())),
+            _ => {}
+        }
+    }
+    recorded
+}
+
+fn roomy() -> Policy {
+    Policy::sliding_log([Rule::new(1_000_000, Duration::from_secs(60)).unwrap()]).unwrap()
+}
+
+fn guarded(url: &str, deadline: Duration) -> Arc<Guarded<RedisStore>> {
+    let redis = RedisStore::open_with(url, RedisConfig::new().response_timeout(deadline)).unwrap();
+    Arc::new(Guarded::new(
+        redis,
+        GuardConfig {
+            deadline,
+            ..GuardConfig::default()
+        },
+    ))
+}
+
+/// `CHECKS` concurrent checks of one key; the verdicts, once all answered.
+async fn hot_checks(
+    store: &Arc<Guarded<RedisStore>>,
+    key: &str,
+) -> Vec<tokio::task::JoinHandle<Verdict>> {
+    (0..CHECKS)
+        .map(|_| {
+            let (store, key) = (Arc::clone(store), key.to_owned());
+            tokio::spawn(async move {
+                store
+                    .check_with(&key, &roomy(), 1, OnStoreError::default())
+                    .await
+                    .expect("the failure policy decides")
+            })
+        })
+        .collect()
+}
+
+async fn fallbacks(tasks: Vec<tokio::task::JoinHandle<Verdict>>) -> usize {
+    let mut fallbacks = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            Verdict::Fallback(_) => fallbacks += 1,
+            other => panic!("decided by Redis while it was down: {other:?}"),
+        }
+    }
+    fallbacks
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_failing_mid_batch_fails_each_waiting_check_once() {
+    snapshotter();
+    let mut server = RedisServer::start();
+
+    // Killed: the call in flight (one check) and the batch queued behind it
+    // (every other check) both fail at once, each check exactly once.
+    let store = guarded(&server.url(), Duration::from_secs(5));
+    let warm = store
+        .check_with("hot", &roomy(), 1, OnStoreError::default())
+        .await
+        .unwrap();
+    assert!(matches!(warm, Verdict::Store(_)), "{warm:?}");
+    take_recorded();
+    server.signal("STOP");
+    let tasks = hot_checks(&store, "hot").await;
+    // The first check's call is in flight; every other check waits.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.kill();
+    assert_eq!(fallbacks(tasks).await, CHECKS);
+    let recorded = take_recorded();
+    assert_eq!(
+        recorded.fallbacks, CHECKS as u64,
+        "the failure policy decided each check once"
+    );
+    assert_eq!(
+        recorded.calls, 2,
+        "one call in flight, one batch of the checks waiting: neither sent again"
+    );
+    assert_eq!(recorded.batch_sizes, [1.0, (CHECKS - 1) as f64]);
+
+    // Hung: the call in flight and the waiting checks keep their deadline.
+    let mut server = RedisServer::start();
+    let deadline = Duration::from_millis(300);
+    let store = guarded(&server.url(), deadline);
+    let warm = store
+        .check_with("hung", &roomy(), 1, OnStoreError::default())
+        .await
+        .unwrap();
+    assert!(matches!(warm, Verdict::Store(_)), "{warm:?}");
+    take_recorded();
+    server.signal("STOP");
+    let started = std::time::Instant::now();
+    let tasks = hot_checks(&store, "hung").await;
+    assert_eq!(fallbacks(tasks).await, CHECKS);
+    // Each check waited its own deadline at most (plus scheduling).
+    assert!(started.elapsed() < deadline * 3, "{:?}", started.elapsed());
+    assert_eq!(take_recorded().fallbacks, CHECKS as u64);
+    server.signal("CONT");
+    server.kill();
+}
