@@ -85,7 +85,7 @@ pub use guard::{
 };
 #[cfg(feature = "runtime")]
 pub use hot::HotKeys;
-pub use hot::{HotKey, Lease};
+pub use hot::{DEFAULT_LEASE_TTL, HotKey, Lease};
 #[cfg(feature = "runtime")]
 pub use key::{HASHED_IDENTITY_PREFIX, MAX_IDENTITY_LEN, push_identity, push_identity_bytes};
 #[cfg(feature = "runtime")]

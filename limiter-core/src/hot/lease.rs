@@ -64,6 +64,9 @@ struct KeyState {
     held: Option<Held>,
     /// Wakes the callers waiting for the lease being fetched.
     fetching: Option<Arc<Notify>>,
+    /// The permits the callers waiting for that fetch need: the next lease
+    /// is at least as large.
+    waiting: u64,
     /// The store denied a lease: answered locally until then.
     denied: Option<(u64, Decision)>,
     /// Taking a lease failed: requests go to the store directly until then
@@ -141,8 +144,8 @@ pub(super) async fn check<S: Store>(
     let Some(state) = shared.leases.state(key, shared.clock.now(), length) else {
         return direct(hot, store, key, policy, cost, on_error).await;
     };
-    // Waits for at most two fetches, then asks the store directly.
-    for round in 0..3 {
+    // Waits for a few fetches, then asks the store directly.
+    for round in 0..4 {
         let now = shared.clock.now();
         let (step, ended) = {
             let mut state = lock(&state);
@@ -204,9 +207,15 @@ fn next_step(
         state.denied = None;
     }
     if let Some(notify) = &state.fetching {
+        state.waiting += cost;
         return (Step::Wait(Arc::clone(notify)), ended);
     }
-    let want = state.rate.expected().min(lease.max());
+    let want = state
+        .rate
+        .expected()
+        .max(state.waiting + cost)
+        .min(lease.max());
+    state.waiting = 0;
     // A cold key (fewer than two requests a lease) goes to the store directly.
     if now < state.direct_until || want < 2 * cost {
         return (Step::Direct, ended);
@@ -268,6 +277,7 @@ fn spawn_fetch<S: Store>(
         let end = {
             let mut state = lock(&state);
             state.fetching = None;
+            state.waiting = 0;
             let end = match outcome {
                 Ok(grant) if grant.granted > 0 => {
                     metrics::counter!("limiter_leases_granted_total").increment(1);
