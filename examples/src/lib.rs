@@ -7,6 +7,7 @@
 //! | `POST /posts` | 10 per 60 s and 20 per 120 s per client IP, no duplicate within 5 s |
 //! | `POST /posts/{id}/likes` | token bucket per user: 1 token/s, burst 10 |
 //! | `GET /feed` | GCRA per client IP: 100 per 60 s, 20 at once |
+//! | `GET /trending` | 1,000 per second for all clients together, leased (each instance takes up to 50 permits per Redis call) |
 //! | `GET /api/search` | per `x-api-key`, 30 per second across all regions (a request without a key gets 401) |
 //! | `GET /health` | not limited |
 //! | `GET /metrics` | not limited: the limiter's metrics, Prometheus text |
@@ -28,6 +29,7 @@ use serde_json::json;
 
 pub mod demo;
 pub mod serve;
+mod trending;
 
 /// The header that names the logged-in user.
 pub const USER_HEADER: &str = "x-user-id";
@@ -142,6 +144,7 @@ pub fn app<S: Store + Clone>(limiter: Limiter<S>, options: Options) -> Router {
         .route("/posts", post(posts::create_post))
         .route("/posts/{id}/likes", post(posts::like))
         .route("/feed", get(feed::feed))
+        .route("/trending", get(trending::trending))
         .merge({
             let search = Router::new().route("/api/search", get(api::search));
             match regional {

@@ -136,6 +136,15 @@ pub enum ConfigError {
         /// The lease that was given.
         lease: Duration,
     },
+    /// A hot-key mode (lease, shard, sample) that cannot work with these
+    /// parameters or this policy.
+    #[error("invalid {mode}: {reason}")]
+    InvalidHotKey {
+        /// `"lease"`, `"shard"` or `"sample"`.
+        mode: &'static str,
+        /// What is wrong, with the values involved.
+        reason: String,
+    },
     /// A store that runs only some algorithms was given a policy of another.
     #[error("the {store} runs {supported} only, not {algorithm}")]
     AlgorithmNotSupported {

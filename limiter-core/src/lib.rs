@@ -57,6 +57,7 @@ mod decision;
 mod error;
 #[cfg(feature = "runtime")]
 mod guard;
+pub mod hot;
 #[cfg(feature = "runtime")]
 mod key;
 #[cfg(feature = "runtime")]
@@ -82,6 +83,9 @@ pub use guard::{
     BreakerConfig, BreakerState, DEFAULT_DEADLINE, DEFAULT_DENY_CACHE_CAPACITY, GuardConfig,
     Guarded, OnStoreError, Verdict,
 };
+#[cfg(feature = "runtime")]
+pub use hot::HotKeys;
+pub use hot::{DEFAULT_LEASE_TTL, HotKey, Lease};
 #[cfg(feature = "runtime")]
 pub use key::{HASHED_IDENTITY_PREFIX, MAX_IDENTITY_LEN, push_identity, push_identity_bytes};
 #[cfg(feature = "runtime")]

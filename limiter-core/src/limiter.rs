@@ -1,10 +1,12 @@
 //! The programmatic API: a store plus a key prefix.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::concurrency::{Acquired, ConcurrencyLimit};
 use crate::decision::Decision;
 use crate::error::Error;
+use crate::hot::HotKeys;
 use crate::key::push_identity;
 use crate::policy::Policy;
 use crate::rule::Rule;
@@ -36,18 +38,20 @@ pub const DEFAULT_PREFIX: &str = "rate_limit";
 /// ```
 #[derive(Debug, Clone)]
 pub struct Limiter<S> {
-    store: S,
+    store: Arc<S>,
     prefix: Box<str>,
     waiters: Waiters,
+    hot: HotKeys,
 }
 
 impl<S: Store> Limiter<S> {
     /// A limiter over `store` with the prefix [`DEFAULT_PREFIX`].
     pub fn new(store: S) -> Self {
         Self {
-            store,
+            store: Arc::new(store),
             prefix: DEFAULT_PREFIX.into(),
             waiters: Waiters::new(),
+            hot: HotKeys::new(),
         }
     }
 
@@ -61,6 +65,13 @@ impl<S: Store> Limiter<S> {
     /// and bound; by default [`Waiters::new`]).
     pub fn with_waiters(mut self, waiters: Waiters) -> Self {
         self.waiters = waiters;
+        self
+    }
+
+    /// Sets the state of the policies' hot-key modes (leases, sampling
+    /// counters; by default [`HotKeys::new`]), such as one on a test's clock.
+    pub fn with_hot_keys(mut self, hot: HotKeys) -> Self {
+        self.hot = hot;
         self
     }
 
@@ -85,6 +96,10 @@ impl<S: Store> Limiter<S> {
     }
 
     /// Checks a request on `{prefix}:{key}` at the policy's cost and records it if allowed.
+    ///
+    /// A policy's hot-key mode ([`Policy::with_lease`],
+    /// [`with_shards`](Policy::with_shards),
+    /// [`with_sampling`](Policy::with_sampling)) is honoured here.
     pub async fn check(&self, key: &str, policy: &Policy) -> Result<Decision, Error> {
         self.check_with_cost(key, policy, policy.cost()).await
     }
@@ -100,7 +115,7 @@ impl<S: Store> Limiter<S> {
     ) -> Result<Decision, Error> {
         let mut full = self.key_with_prefix();
         full.push_str(key);
-        self.store.check(&full, policy, cost).await
+        self.hot.check(&self.store, &full, policy, cost).await
     }
 
     /// Checks a request on `{prefix}:{key}` like [`check`](Self::check),
@@ -137,7 +152,9 @@ impl<S: Store> Limiter<S> {
         full.push_str(key);
         let cost = policy.cost();
         self.waiters
-            .acquire(&full, max_wait, || self.store.check(&full, policy, cost))
+            .acquire(&full, max_wait, || {
+                self.hot.check(&self.store, &full, policy, cost)
+            })
             .await
     }
 

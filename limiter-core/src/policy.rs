@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::decision::MAX_RULES;
 use crate::error::ConfigError;
+use crate::hot::HotKey;
 use crate::rule::{EXACT_LIMIT, Rate, Rule};
 
 /// The window `prevent_duplicate` uses unless told otherwise: one request per 5 s.
@@ -146,6 +147,8 @@ pub struct Policy {
     cost: u64,
     len: u8,
     rules: [Rule; MAX_RULES],
+    /// The hot-key mode (see [`HotKey`]), set in `hot/mode.rs`.
+    pub(crate) hot: Option<HotKey>,
 }
 
 impl Policy {
@@ -220,6 +223,7 @@ impl Policy {
             cost: 1,
             len: rules.len() as u8,
             rules: inline,
+            hot: None,
         }
     }
 
@@ -335,6 +339,11 @@ impl Policy {
             Kind::LeakyBucket(b) => sized(b, "capacity"),
             _ => self.rules().iter().map(Rule::to_string).collect(),
         }
+    }
+
+    /// The hot-key mode, if the policy opted into one.
+    pub const fn hot_key(&self) -> Option<HotKey> {
+        self.hot
     }
 
     pub(crate) const fn kind(&self) -> Kind {

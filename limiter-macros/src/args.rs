@@ -54,6 +54,8 @@ pub(crate) struct Args {
     pub(crate) cost: Option<Arg<kw::cost, Int>>,
     pub(crate) algorithm: Option<Arg<kw::algorithm, Algorithm>>,
     pub(crate) on_store_error: Option<Arg<kw::on_store_error, OnStoreError>>,
+    /// `lease`, `shards`, `sample` (`hot.rs`).
+    pub(crate) hot: crate::hot::HotArgs,
 }
 
 impl Parse for Args {
@@ -80,7 +82,7 @@ impl Parse for Args {
                 parse_assignment(input, &mut args.algorithm, Algorithm::parse)?;
             } else if lookahead.peek(kw::on_store_error) {
                 parse_assignment(input, &mut args.on_store_error, OnStoreError::parse)?;
-            } else {
+            } else if !args.hot.parse_argument(input, lookahead)? {
                 return Ok(false);
             }
             Ok(true)

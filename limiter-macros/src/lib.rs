@@ -38,6 +38,7 @@ mod attr_parsing;
 mod expand;
 mod generate;
 mod handler;
+mod hot;
 mod policy;
 #[cfg(test)]
 mod tests;

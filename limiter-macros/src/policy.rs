@@ -28,7 +28,8 @@ pub(crate) struct Built<T> {
 pub(crate) fn policy(args: &Args) -> syn::Result<Built<Policy>> {
     let policy = algorithm(args)?;
     let policy = prevent_duplicate(args, policy)?;
-    cost(args, policy)
+    let policy = cost(args, policy)?;
+    args.hot.apply(policy)
 }
 
 fn algorithm(args: &Args) -> syn::Result<Built<Policy>> {

@@ -5,7 +5,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use http::StatusCode;
-use limiter_core::{Decision, Error, GuardConfig, Guarded, OnStoreError, Policy, Store, Verdict};
+use limiter_core::{
+    Decision, Error, GuardConfig, Guarded, HotKeys, OnStoreError, Policy, Store, Verdict,
+};
 
 use crate::client_ip::ClientIp;
 use crate::key::Resolver;
@@ -32,28 +34,24 @@ pub(crate) trait DynStore: Send + Sync + 'static {
     ) -> BoxFuture<Result<Verdict, Error>>;
 }
 
-/// A store used as it is: one that never fails (the memory store), or one
-/// the application guarded itself ([`Store::is_guarded`]).
-struct Direct<S>(S);
-
-impl<S: Store> DynStore for Direct<S> {
-    #[inline]
-    fn check_now(&self, key: &str, policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
-        self.0.try_check_now(key, policy, cost)
-    }
-
-    fn check_owned(
-        self: Arc<Self>,
-        key: String,
-        policy: Arc<Policy>,
-        cost: u64,
-        on_error: Option<OnStoreError>,
-    ) -> BoxFuture<Result<Verdict, Error>> {
-        Box::pin(async move { self.0.check_verdict(&key, &policy, cost, on_error).await })
-    }
+/// A store with the state of the policies' hot-key modes ([`HotKeys`]):
+/// the store used as it is (one that never fails, such as the memory store,
+/// or one the application guarded itself), or guarded by the layer.
+struct HotStore<S> {
+    store: Arc<S>,
+    hot: HotKeys,
 }
 
-impl<S: Store> DynStore for Guarded<S> {
+impl<S: Store> DynStore for HotStore<S> {
+    #[inline]
+    fn check_now(&self, key: &str, policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
+        // A hot-key mode keeps state of its own: it is awaited.
+        if policy.hot_key().is_some() {
+            return None;
+        }
+        self.store.try_check_now(key, policy, cost)
+    }
+
     fn check_owned(
         self: Arc<Self>,
         key: String,
@@ -61,7 +59,11 @@ impl<S: Store> DynStore for Guarded<S> {
         cost: u64,
         on_error: Option<OnStoreError>,
     ) -> BoxFuture<Result<Verdict, Error>> {
-        Box::pin(async move { self.check_verdict(&key, &policy, cost, on_error).await })
+        Box::pin(async move {
+            self.hot
+                .check_verdict(&self.store, &key, &policy, cost, on_error)
+                .await
+        })
     }
 }
 
@@ -70,13 +72,18 @@ pub(crate) type StoreBuilder = Arc<dyn Fn(GuardConfig) -> Arc<dyn DynStore> + Se
 
 /// Guards a remote store with the layer's configuration, unless it guards
 /// itself: one owner guards a store (a second guard would add a deadline, a
-/// breaker and a deny cache, and replace the owner's failure policy).
+/// breaker and a deny cache, and replace the owner's failure policy). Every
+/// store built shares one [`HotKeys`].
 pub(crate) fn store_builder<S: Store + Clone>(store: S) -> StoreBuilder {
+    let hot = HotKeys::new();
     Arc::new(move |config| -> Arc<dyn DynStore> {
+        let hot = hot.clone();
         if store.is_remote() && !store.is_guarded() {
-            Arc::new(Guarded::new(store.clone(), config))
+            let store = Arc::new(Guarded::new(store.clone(), config));
+            Arc::new(HotStore { store, hot })
         } else {
-            Arc::new(Direct(store.clone()))
+            let store = Arc::new(store.clone());
+            Arc::new(HotStore { store, hot })
         }
     })
 }

@@ -12,7 +12,10 @@ use std::task::{Context, Poll, ready};
 
 pub use axum;
 pub use http;
-pub use limiter_core::{ConfigError, DEFAULT_DUPLICATE_WINDOW, OnStoreError, Policy, Rate, Rule};
+pub use limiter_core::{
+    ConfigError, DEFAULT_DUPLICATE_WINDOW, DEFAULT_LEASE_TTL, Lease, OnStoreError, Policy, Rate,
+    Rule,
+};
 #[cfg(feature = "macros")]
 pub use limiter_macros::__handler_items as handler_items;
 

@@ -407,6 +407,53 @@ impl<S: Store, C: Clock + Clone> Store for Guarded<S, C> {
     ) -> impl Future<Output = Result<Acquired, Error>> + Send {
         self.acquire_permit_with(key, limit, self.inner.config.on_store_error)
     }
+
+    /// Within the deadline, through the key's breaker: an open breaker
+    /// answers [`Error::Unavailable`] at once, and the caller
+    /// ([`HotKeys`](crate::HotKeys)) then checks through
+    /// [`check_verdict`](Store::check_verdict), which applies the failure policy.
+    async fn lease(
+        &self,
+        key: &str,
+        policy: &Policy,
+        request: &crate::hot::LeaseRequest,
+    ) -> Result<crate::hot::LeaseGrant, Error> {
+        let breaker = self.breaker(key);
+        let admission = breaker.admit();
+        if matches!(admission, Admission::Skip) {
+            return Err(Error::Unavailable(breaker.until_probe()));
+        }
+        let deadline = self.inner.config.deadline;
+        let outcome = tokio::time::timeout(deadline, self.inner.store.lease(key, policy, request))
+            .await
+            .unwrap_or(Err(Error::Timeout(deadline)));
+        match &outcome {
+            Ok(_) => breaker.succeeded(admission),
+            Err(Error::Config(_)) => breaker.succeeded(admission),
+            Err(error) => {
+                metrics::counter!("limiter_store_errors_total", "kind" => error.kind())
+                    .increment(1);
+                breaker.failed(admission);
+            }
+        }
+        outcome
+    }
+
+    async fn end_lease(
+        &self,
+        key: &str,
+        policy: &Policy,
+        grant: &crate::hot::LeaseGrant,
+        unused: u64,
+    ) -> Result<u64, Error> {
+        let deadline = self.inner.config.deadline;
+        tokio::time::timeout(
+            deadline,
+            self.inner.store.end_lease(key, policy, grant, unused),
+        )
+        .await
+        .unwrap_or(Err(Error::Timeout(deadline)))
+    }
 }
 
 impl<S, C> Clone for Guarded<S, C> {

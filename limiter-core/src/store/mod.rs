@@ -7,6 +7,7 @@ use crate::concurrency::{Acquired, ConcurrencyLimit};
 use crate::decision::Decision;
 use crate::error::Error;
 use crate::guard::{OnStoreError, Verdict};
+use crate::hot::{LeaseGrant, LeaseRequest};
 use crate::policy::Policy;
 
 pub(crate) mod memory;
@@ -119,6 +120,39 @@ pub trait Store: Send + Sync + 'static {
         let _ = (key, limit);
         async { Err(Error::Unsupported("concurrency limits")) }
     }
+
+    /// Takes up to `request.want()` permits of `key` for
+    /// `request.length()`, at least `request.need()` (else the request is
+    /// denied and nothing is taken), in one atomic step: what a leased
+    /// policy ([`Policy::with_lease`]) asks of a remote store through
+    /// [`HotKeys`](crate::HotKeys). The store counts the permits as used
+    /// at the lease's end.
+    ///
+    /// The default answers [`Error::Unsupported`]; the Redis store
+    /// implements it.
+    fn lease(
+        &self,
+        key: &str,
+        policy: &Policy,
+        request: &LeaseRequest,
+    ) -> impl Future<Output = Result<LeaseGrant, Error>> + Send {
+        let _ = (key, policy, request);
+        async { Err(Error::Unsupported("leases")) }
+    }
+
+    /// Gives back `unused` permits of `grant`, once the lease has ended;
+    /// answers how many the store took back (none when the window that
+    /// held them is over).
+    fn end_lease(
+        &self,
+        key: &str,
+        policy: &Policy,
+        grant: &LeaseGrant,
+        unused: u64,
+    ) -> impl Future<Output = Result<u64, Error>> + Send {
+        let _ = (key, policy, grant, unused);
+        async { Ok(0) }
+    }
 }
 
 impl<S: Store> Store for Arc<S> {
@@ -172,5 +206,24 @@ impl<S: Store> Store for Arc<S> {
         limit: &ConcurrencyLimit,
     ) -> impl Future<Output = Result<Acquired, Error>> + Send {
         (**self).acquire_permit(key, limit)
+    }
+
+    fn lease(
+        &self,
+        key: &str,
+        policy: &Policy,
+        request: &LeaseRequest,
+    ) -> impl Future<Output = Result<LeaseGrant, Error>> + Send {
+        (**self).lease(key, policy, request)
+    }
+
+    fn end_lease(
+        &self,
+        key: &str,
+        policy: &Policy,
+        grant: &LeaseGrant,
+        unused: u64,
+    ) -> impl Future<Output = Result<u64, Error>> + Send {
+        (**self).end_lease(key, policy, grant, unused)
     }
 }

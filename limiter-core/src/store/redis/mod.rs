@@ -16,6 +16,7 @@ mod check;
 mod cluster;
 mod coalesce;
 pub(crate) mod evalsha;
+mod lease;
 mod link;
 mod permits;
 mod primary;
@@ -367,6 +368,28 @@ impl Store for RedisStore {
     /// answer gives back the permit it may have taken.
     async fn acquire_permit(&self, key: &str, limit: &ConcurrencyLimit) -> Result<Acquired, Error> {
         self.acquire_permit_at_time(key, limit, None).await
+    }
+
+    /// One call of `lease.lua`, on the state of the sliding log or the
+    /// fixed window script: the leased entries of a sliding log are
+    /// scored at the lease's end.
+    async fn lease(
+        &self,
+        key: &str,
+        policy: &Policy,
+        request: &crate::hot::LeaseRequest,
+    ) -> Result<crate::hot::LeaseGrant, Error> {
+        self.take_lease(key, policy, request).await
+    }
+
+    async fn end_lease(
+        &self,
+        key: &str,
+        policy: &Policy,
+        grant: &crate::hot::LeaseGrant,
+        unused: u64,
+    ) -> Result<u64, Error> {
+        self.give_back(key, policy, grant, unused).await
     }
 
     /// On a Redis Cluster, the node serving `key`'s slot (as last read from

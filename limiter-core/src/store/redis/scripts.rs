@@ -36,6 +36,12 @@ static FIXED_WINDOW: Lua = lua!("helpers.lua", "fixed_window.lua");
 static SLIDING_WINDOW: Lua = lua!("helpers.lua", "sliding_window.lua");
 static BUCKET: Lua = lua!("helpers.lua", "bucket.lua");
 static CONCURRENCY: Lua = lua!("helpers.lua", "concurrency.lua");
+static LEASE: Lua = lua!("helpers.lua", "lease.lua");
+
+/// The leases' script (`lease.rs`).
+pub(crate) fn lease() -> &'static Lua {
+    &LEASE
+}
 
 pub(crate) fn lua(algorithm: Algorithm) -> &'static Lua {
     match algorithm {

@@ -1,0 +1,361 @@
+//! Quota leasing: an instance takes up to `max` permits of a hot key in one
+//! call and hands them out locally until they are spent or the lease ends.
+//!
+//! Why it never admits more than the policy allows, in any window: the
+//! store records every leased permit as used at the lease's end (the
+//! sliding log) or inside the window that ends no sooner than the lease
+//! (the fixed window), and this instance uses a permit only before the
+//! lease's end, measured from before the call was sent. So each admission
+//! is counted no earlier than it happened and for at least as long, and
+//! any window holds no more admissions than the store let through.
+//!
+//! A lease is fetched in a task of its own: a caller that gives up (its
+//! future dropped at any await) leaves the lease to the next caller, and
+//! the same task gives back what was not used when the lease ends.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use hashbrown::HashMap;
+use tokio::sync::Notify;
+
+use crate::decision::Decision;
+use crate::error::Error;
+use crate::guard::{OnStoreError, Verdict};
+use crate::policy::Policy;
+use crate::store::Store;
+
+use super::Lease;
+use super::engine::{HotKeys, MAX_TRACKED_KEYS};
+use super::grant::{LeaseGrant, LeaseRequest};
+
+/// Each key's lease state.
+#[derive(Default)]
+pub(crate) struct Leases {
+    keys: Mutex<HashMap<Box<str>, Arc<Mutex<KeyState>>, foldhash::fast::RandomState>>,
+}
+
+impl Leases {
+    pub(crate) fn len(&self) -> usize {
+        lock(&self.keys).len()
+    }
+
+    /// The key's state; `None` when the table is full of keys in use.
+    fn state(&self, key: &str, now: u64, length: u64) -> Option<Arc<Mutex<KeyState>>> {
+        let mut keys = lock(&self.keys);
+        if let Some(state) = keys.get(key) {
+            return Some(Arc::clone(state));
+        }
+        if keys.len() >= MAX_TRACKED_KEYS {
+            // Keys without a lease, a fetch or a request for a lease's
+            // length are forgotten: their rate reads as cold anyway.
+            keys.retain(|_, state| !lock(state).idle(now, length));
+            if keys.len() >= MAX_TRACKED_KEYS {
+                return None;
+            }
+        }
+        let state = Arc::new(Mutex::new(KeyState::default()));
+        keys.insert(key.into(), Arc::clone(&state));
+        Some(state)
+    }
+}
+
+#[derive(Default)]
+struct KeyState {
+    held: Option<Held>,
+    /// Wakes the callers waiting for the lease being fetched.
+    fetching: Option<Arc<Notify>>,
+    /// The permits the callers waiting for that fetch need: the next lease
+    /// is at least as large.
+    waiting: u64,
+    /// The store denied a lease: answered locally until then.
+    denied: Option<(u64, Decision)>,
+    /// Taking a lease failed: requests go to the store directly until then
+    /// (a guarded store then applies its failure policy).
+    direct_until: u64,
+    rate: Rate,
+}
+
+impl KeyState {
+    fn idle(&self, now: u64, length: u64) -> bool {
+        self.held.is_none()
+            && self.fetching.is_none()
+            && now.saturating_sub(self.rate.start) >= 2 * length
+    }
+}
+
+/// Requests (in permits) per lease length: the current period's and the
+/// last whole one's.
+#[derive(Default)]
+struct Rate {
+    start: u64,
+    current: u64,
+    previous: u64,
+}
+
+impl Rate {
+    fn add(&mut self, now: u64, cost: u64, length: u64) {
+        let elapsed = now.saturating_sub(self.start);
+        if elapsed >= length {
+            self.previous = if elapsed < 2 * length {
+                self.current
+            } else {
+                0
+            };
+            self.current = 0;
+            self.start = now;
+        }
+        self.current += cost;
+    }
+
+    /// The permits a lease should hold: what the key used in a lease's length.
+    fn expected(&self) -> u64 {
+        self.previous.max(self.current)
+    }
+}
+
+/// A lease this instance holds.
+struct Held {
+    grant: LeaseGrant,
+    used: u64,
+    /// When it ends on this instance's clock (the call's start plus its length).
+    end: u64,
+}
+
+enum Step {
+    Served(Decision),
+    Denied(Decision),
+    Direct,
+    Wait(Arc<Notify>),
+    Fetch(Arc<Notify>, LeaseRequest, u64),
+}
+
+pub(super) async fn check<S: Store>(
+    hot: &HotKeys,
+    store: &Arc<S>,
+    key: &str,
+    policy: &Policy,
+    lease: Lease,
+    cost: u64,
+    on_error: Option<OnStoreError>,
+) -> Result<Verdict, Error> {
+    policy.validate_cost(cost)?;
+    let shared = &hot.shared;
+    let length = lease.ttl_us();
+    let Some(state) = shared.leases.state(key, shared.clock.now(), length) else {
+        return direct(hot, store, key, policy, cost, on_error).await;
+    };
+    // Waits for a few fetches, then asks the store directly.
+    for round in 0..4 {
+        let now = shared.clock.now();
+        let (step, ended) = {
+            let mut state = lock(&state);
+            if round == 0 {
+                state.rate.add(now, cost, length);
+            }
+            next_step(hot, &mut state, now, lease, cost)
+        };
+        if let Some(ended) = ended {
+            spawn_return(store, key, policy, ended, false);
+        }
+        let notify = match step {
+            Step::Served(decision) => return Ok(Verdict::Store(decision)),
+            Step::Denied(decision) => return Ok(Verdict::Cached(decision)),
+            Step::Direct => break,
+            Step::Wait(notify) => notify,
+            Step::Fetch(notify, request, sent) => {
+                let waiting = Arc::clone(&notify).notified_owned();
+                let mut waiting = std::pin::pin!(waiting);
+                waiting.as_mut().enable();
+                spawn_fetch(hot, store, key, policy, &state, notify, request, sent);
+                waiting.await;
+                continue;
+            }
+        };
+        let waiting = notify.notified_owned();
+        let mut waiting = std::pin::pin!(waiting);
+        waiting.as_mut().enable();
+        // The fetch may have ended between the step and `enable`.
+        if lock(&state).fetching.is_some() {
+            waiting.await;
+        }
+    }
+    direct(hot, store, key, policy, cost, on_error).await
+}
+
+/// What to do with the key's state as it is; also the lease that ended,
+/// whose unused permits go back.
+fn next_step(
+    hot: &HotKeys,
+    state: &mut KeyState,
+    now: u64,
+    lease: Lease,
+    cost: u64,
+) -> (Step, Option<Held>) {
+    let mut ended = None;
+    if let Some(held) = &mut state.held {
+        if now < held.end && held.grant.granted - held.used >= cost {
+            held.used += cost;
+            return (Step::Served(held.grant.decision), None);
+        }
+        // Spent, too small for this request, or over: a new one is due.
+        ended = state.held.take();
+    }
+    if let Some((until, decision)) = state.denied {
+        if now < until {
+            return (Step::Denied(decision), ended);
+        }
+        state.denied = None;
+    }
+    if let Some(notify) = &state.fetching {
+        state.waiting += cost;
+        return (Step::Wait(Arc::clone(notify)), ended);
+    }
+    let want = state
+        .rate
+        .expected()
+        .max(state.waiting + cost)
+        .min(lease.max());
+    state.waiting = 0;
+    // A cold key (fewer than two requests a lease) goes to the store directly.
+    if now < state.direct_until || want < 2 * cost {
+        return (Step::Direct, ended);
+    }
+    let notify = Arc::new(Notify::new());
+    state.fetching = Some(Arc::clone(&notify));
+    let request = LeaseRequest {
+        need: cost,
+        want,
+        length_us: lease.ttl_us(),
+        id: hot.next_id(),
+        at: hot.shared.store_time.then_some(now),
+    };
+    (Step::Fetch(notify, request, now), ended)
+}
+
+/// A plain check through the lease script (a lease used at once), so that
+/// the key's state stays the lease script's; a guarded store applies its
+/// failure policy when the store fails.
+async fn direct<S: Store>(
+    hot: &HotKeys,
+    store: &Arc<S>,
+    key: &str,
+    policy: &Policy,
+    cost: u64,
+    on_error: Option<OnStoreError>,
+) -> Result<Verdict, Error> {
+    let request = LeaseRequest {
+        need: cost,
+        want: cost,
+        length_us: 0,
+        id: hot.next_id(),
+        at: hot.shared.store_time.then(|| hot.shared.clock.now()),
+    };
+    match store.lease(key, policy, &request).await {
+        Ok(grant) => Ok(Verdict::Store(grant.decision)),
+        Err(Error::Config(error)) => Err(error.into()),
+        Err(_) if store.is_guarded() => store.check_verdict(key, policy, cost, on_error).await,
+        Err(error) => Err(error),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn spawn_fetch<S: Store>(
+    hot: &HotKeys,
+    store: &Arc<S>,
+    key: &str,
+    policy: &Policy,
+    state: &Arc<Mutex<KeyState>>,
+    notify: Arc<Notify>,
+    request: LeaseRequest,
+    sent: u64,
+) {
+    let (hot, store, state) = (hot.clone(), Arc::clone(store), Arc::clone(state));
+    let (key, policy) = (key.to_owned(), policy.clone());
+    tokio::spawn(async move {
+        let outcome = store.lease(&key, &policy, &request).await;
+        let clock = &hot.shared.clock;
+        let end = {
+            let mut state = lock(&state);
+            state.fetching = None;
+            state.waiting = 0;
+            let end = match outcome {
+                Ok(grant) if grant.granted > 0 => {
+                    metrics::counter!("limiter_leases_granted_total").increment(1);
+                    metrics::counter!("limiter_lease_permits_granted_total")
+                        .increment(grant.granted);
+                    let end = sent + grant.length_us;
+                    let id = grant.id;
+                    state.held = Some(Held {
+                        grant,
+                        used: 0,
+                        end,
+                    });
+                    Some((end, id))
+                }
+                Ok(grant) => {
+                    // Denied: answered here until the retry time, at most a
+                    // lease's length (permits may come back sooner).
+                    let wait = grant
+                        .decision
+                        .retry_after()
+                        .map_or(0, |d| d.as_micros() as u64)
+                        .min(request.length_us);
+                    state.denied = Some((sent + wait, grant.decision));
+                    None
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "taking a lease failed: checking directly for a lease's length");
+                    state.direct_until = clock.now() + request.length_us;
+                    None
+                }
+            };
+            notify.notify_waiters();
+            end
+        };
+        let Some((end, id)) = end else { return };
+        // The lease's end: whatever is left of it goes back.
+        clock.sleep_until(end).await;
+        let ended = {
+            let mut state = lock(&state);
+            match &state.held {
+                Some(held) if held.grant.id == id => state.held.take(),
+                _ => None,
+            }
+        };
+        if let Some(ended) = ended {
+            give_back(&*store, &key, &policy, ended, true).await;
+        }
+    });
+}
+
+fn spawn_return<S: Store>(store: &Arc<S>, key: &str, policy: &Policy, ended: Held, expired: bool) {
+    let store = Arc::clone(store);
+    let (key, policy) = (key.to_owned(), policy.clone());
+    tokio::spawn(async move { give_back(&*store, &key, &policy, ended, expired).await });
+}
+
+async fn give_back<S: Store>(store: &S, key: &str, policy: &Policy, ended: Held, expired: bool) {
+    if expired {
+        metrics::counter!("limiter_leases_expired_total").increment(1);
+    }
+    let unused = ended.grant.granted - ended.used;
+    if unused == 0 {
+        return;
+    }
+    match store.end_lease(key, policy, &ended.grant, unused).await {
+        Ok(returned) => {
+            metrics::counter!("limiter_leases_returned_total").increment(1);
+            metrics::counter!("limiter_lease_permits_returned_total").increment(returned);
+        }
+        // The permits stay counted until their window ends: never too many.
+        Err(error) => tracing::warn!(%error, "giving back a lease's unused permits failed"),
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The state stays consistent at every unlock; a panic elsewhere
+    // does not make it wrong.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}

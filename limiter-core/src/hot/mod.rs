@@ -1,0 +1,36 @@
+//! Hot keys: ways to take load off the one Redis thread that owns a busy
+//! key, each opted into per policy (see [`HotKey`]).
+//!
+//! - [`lease`](crate::Policy::with_lease): an instance takes a batch of
+//!   permits in one call and hands them out locally. Exact.
+//! - [`shards`](crate::Policy::with_shards): the key splits into sub-keys on
+//!   different cluster nodes. Never above the limit; may deny early.
+//! - [`sampling`](crate::Policy::with_sampling): one request in `k` is
+//!   checked, weighing `k`. Up to `k - 1` extra per instance and window.
+//!
+//! The modes are properties of the [`Policy`](crate::Policy): the
+//! [`Limiter`](crate::Limiter), the Tower layer and `#[rate_limit]` honour
+//! them through [`HotKeys`], the per-instance state they need.
+
+mod mode;
+pub use mode::{
+    DEFAULT_LEASE_TTL, HotKey, Lease, MAX_LEASE, MAX_LEASE_TTL, MAX_SAMPLING, MAX_SHARDS,
+};
+
+#[cfg(feature = "runtime")]
+mod engine;
+#[cfg(feature = "runtime")]
+mod grant;
+#[cfg(feature = "runtime")]
+mod lease;
+#[cfg(feature = "runtime")]
+mod sample;
+#[cfg(feature = "runtime")]
+mod shard;
+
+#[cfg(feature = "runtime")]
+pub use engine::HotKeys;
+#[cfg(feature = "runtime")]
+pub use grant::{LeaseGrant, LeaseRequest};
+#[cfg(feature = "runtime")]
+pub use shard::{shard_key, slot};

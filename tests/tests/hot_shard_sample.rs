@@ -1,0 +1,82 @@
+//! Sharding a hot key over the 3-master cluster, and sampling: the sub-keys
+//! sit on distinct masters and never admit more than the limit in total;
+//! sampling admits exactly its bound more, no more.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use limiter_core::hot::shard_key;
+use limiter_core::{HotKeys, Limiter, ManualClock, MemoryStore, Policy, Rule};
+use limiter_tests::RedisCluster;
+
+#[tokio::test]
+async fn shards_sit_on_distinct_masters_and_never_exceed_the_limit() {
+    let cluster = RedisCluster::start();
+    let store = cluster.store().await;
+    let key = "rate_limit:global:trending";
+    let masters: BTreeSet<usize> = (0..3)
+        .map(|shard| cluster.owner_of(&shard_key(key, shard, 3)))
+        .collect();
+    assert_eq!(masters.len(), 3, "shards on masters {masters:?}");
+
+    let policy = Policy::fixed_window(Rule::new(30, Duration::from_secs(60)).unwrap())
+        .with_shards(3)
+        .unwrap();
+    // Two instances, each taking the shards in turn.
+    let instances = [Limiter::new(store.clone()), Limiter::new(store)];
+    let mut allowed = 0;
+    for round in 0..25 {
+        for limiter in &instances {
+            if round % 3 == 0 && std::ptr::eq(limiter, &instances[1]) {
+                continue;
+            }
+            if limiter
+                .check("global:trending", &policy)
+                .await
+                .unwrap()
+                .allowed()
+            {
+                allowed += 1;
+            }
+        }
+    }
+    // 42 requests, 14 per shard: each shard admits its 10.
+    assert_eq!(allowed, 30);
+    let per_master: Vec<u64> = cluster
+        .nodes
+        .iter()
+        .map(|n| n.command(&["DBSIZE"]).trim().parse().unwrap())
+        .collect();
+    assert_eq!(per_master, [1, 1, 1]);
+}
+
+#[tokio::test]
+async fn sampling_admits_at_most_every_minus_one_extra_per_window() {
+    let clock = ManualClock::new(Duration::from_secs(1_000));
+    let limiter = Limiter::new(MemoryStore::with_clock(clock.clone()))
+        .with_hot_keys(HotKeys::with_clock(clock.clone()));
+    let policy = Policy::fixed_window(Rule::new(100, Duration::from_secs(1)).unwrap())
+        .with_sampling(10)
+        .unwrap();
+    let admitted = async |requests: usize| {
+        let mut allowed = 0;
+        for _ in 0..requests {
+            if limiter.check("views", &policy).await.unwrap().allowed() {
+                allowed += 1;
+            }
+        }
+        allowed
+    };
+    // Window 1: samples at the 1st, 11th, ... 91st request (10 × 10 = 100
+    // counted); the 91st prepaid nine more that never came.
+    assert_eq!(admitted(91).await, 91);
+    clock.advance(Duration::from_secs(1));
+    // Window 2: those nine, then ten samples counting 100, each with nine
+    // more: 9 + 100 = 109 = the limit + (10 - 1). The next sample is denied.
+    assert_eq!(admitted(109).await, 109);
+    assert_eq!(admitted(1).await, 0);
+    // A denial decides the following requests until its retry time.
+    assert_eq!(admitted(20).await, 0);
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(admitted(100).await, 100);
+}
