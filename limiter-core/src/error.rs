@@ -136,6 +136,14 @@ pub enum ConfigError {
         /// The lease that was given.
         lease: Duration,
     },
+    /// A bound on waiting for the retry time shorter than
+    /// [`MaxWait::MIN`](crate::MaxWait::MIN) or longer than
+    /// [`MAX_WINDOW`](crate::MAX_WINDOW).
+    #[error("a request waits 1ms to 366 days for its retry time, got {}", Span(*wait))]
+    WaitOutOfRange {
+        /// The bound that was given.
+        wait: Duration,
+    },
     /// A store that runs only some algorithms was given a policy of another.
     #[error("the {store} runs {supported} only, not {algorithm}")]
     AlgorithmNotSupported {

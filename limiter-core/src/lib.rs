@@ -61,6 +61,7 @@ mod guard;
 mod key;
 #[cfg(feature = "runtime")]
 mod limiter;
+mod max_wait;
 #[cfg(feature = "runtime")]
 mod plans;
 mod policy;
@@ -86,6 +87,7 @@ pub use guard::{
 pub use key::{HASHED_IDENTITY_PREFIX, MAX_IDENTITY_LEN, push_identity, push_identity_bytes};
 #[cfg(feature = "runtime")]
 pub use limiter::{DEFAULT_PREFIX, Limiter};
+pub use max_wait::MaxWait;
 #[cfg(feature = "runtime")]
 pub use plans::{Plan, Plans};
 pub use policy::{Algorithm, DEFAULT_DUPLICATE_WINDOW, Policy};

@@ -5,8 +5,12 @@ use std::fmt;
 use std::sync::Arc;
 
 use http::StatusCode;
-use limiter_core::{Decision, Error, GuardConfig, Guarded, OnStoreError, Policy, Store, Verdict};
+use limiter_core::{
+    Acquired, ConcurrencyLimit, Decision, Error, GuardConfig, Guarded, OnStoreError, Policy, Store,
+    Verdict, Waiters,
+};
 
+use crate::business::LayerBusiness;
 use crate::client_ip::ClientIp;
 use crate::key::Resolver;
 
@@ -30,6 +34,15 @@ pub(crate) trait DynStore: Send + Sync + 'static {
         cost: u64,
         on_error: Option<OnStoreError>,
     ) -> BoxFuture<Result<Verdict, Error>>;
+
+    /// Takes a permit of `limit` on `key` (see [`Store::acquire_permit`]);
+    /// a guarded store decides by `on_error` when it fails.
+    fn acquire_permit_owned(
+        self: Arc<Self>,
+        key: String,
+        limit: ConcurrencyLimit,
+        on_error: Option<OnStoreError>,
+    ) -> BoxFuture<Result<Acquired, Error>>;
 }
 
 /// A store used as it is: one that never fails (the memory store), or one
@@ -51,6 +64,17 @@ impl<S: Store> DynStore for Direct<S> {
     ) -> BoxFuture<Result<Verdict, Error>> {
         Box::pin(async move { self.0.check_verdict(&key, &policy, cost, on_error).await })
     }
+
+    fn acquire_permit_owned(
+        self: Arc<Self>,
+        key: String,
+        limit: ConcurrencyLimit,
+        on_error: Option<OnStoreError>,
+    ) -> BoxFuture<Result<Acquired, Error>> {
+        // A store used directly decides its failures itself.
+        let _ = on_error;
+        Box::pin(async move { self.0.acquire_permit(&key, &limit).await })
+    }
 }
 
 impl<S: Store> DynStore for Guarded<S> {
@@ -62,6 +86,18 @@ impl<S: Store> DynStore for Guarded<S> {
         on_error: Option<OnStoreError>,
     ) -> BoxFuture<Result<Verdict, Error>> {
         Box::pin(async move { self.check_verdict(&key, &policy, cost, on_error).await })
+    }
+
+    fn acquire_permit_owned(
+        self: Arc<Self>,
+        key: String,
+        limit: ConcurrencyLimit,
+        on_error: Option<OnStoreError>,
+    ) -> BoxFuture<Result<Acquired, Error>> {
+        Box::pin(async move {
+            let on_error = on_error.unwrap_or(self.config().on_store_error);
+            self.acquire_permit_with(&key, &limit, on_error).await
+        })
     }
 }
 
@@ -104,6 +140,11 @@ pub(crate) struct Context {
     pub(crate) user: Option<Resolver>,
     pub(crate) headers: HeaderOptions,
     pub(crate) missing_identity: StatusCode,
+    /// Allow lists, shadow mode and waiting for every limit below: `None`
+    /// when none is configured.
+    pub(crate) business: Option<Box<LayerBusiness>>,
+    /// The queues of requests waiting for their retry time.
+    pub(crate) waiters: Waiters,
 }
 
 impl fmt::Debug for Context {
@@ -115,6 +156,8 @@ impl fmt::Debug for Context {
             .field("user", &self.user.as_ref().map(|_| ".."))
             .field("headers", &self.headers)
             .field("missing_identity", &self.missing_identity)
+            .field("business", &self.business)
+            .field("waiters", &self.waiters)
             .finish_non_exhaustive()
     }
 }

@@ -46,6 +46,7 @@
 //! - `macros` (default): the `#[rate_limit]` attribute.
 //! - `redis` (default): [`RedisStore`].
 
+mod business;
 mod client_ip;
 mod context;
 mod key;
@@ -64,9 +65,9 @@ pub use ipnet::IpNet;
 pub use key::{KeySource, Resolver};
 pub use limit::{Limit, LimitLayer, ResponseFuture};
 pub use limiter_core::{
-    BreakerConfig, Clock, ConfigError, DEFAULT_DEADLINE, Decision, Error, GuardConfig, Guarded,
-    Limiter, ManualClock, MemoryStore, OnStoreError, Policy, Rate, Rule, RuleStatus, Store,
-    SystemClock,
+    BreakerConfig, Clock, ConcurrencyLimit, ConfigError, DEFAULT_DEADLINE, DEFAULT_MAX_WAITERS,
+    Decision, Error, GuardConfig, Guarded, Limiter, ManualClock, MaxWait, MemoryStore,
+    OnStoreError, Plan, Plans, Policy, Rate, Rule, RuleStatus, Store, SystemClock, Waiters,
 };
 #[cfg(feature = "redis")]
 pub use limiter_core::{RedisConfig, RedisStore, Region, RegionalConfig, RegionalStore, TierSize};

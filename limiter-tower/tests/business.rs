@@ -1,0 +1,402 @@
+//! Limits that follow the business, in process on the memory store with a
+//! manual clock: plans, allow lists, shadow mode, waiting, concurrency and
+//! costs.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use axum::http::{Request, StatusCode};
+use axum::response::Response;
+use axum::routing::get;
+use limiter_tower::{
+    ConcurrencyLimit, KeySource, LimitLayer, Limiter, ManualClock, MaxWait, MemoryStore, Plan,
+    Plans, Policy, RateLimitLayer, Rule, Waiters,
+};
+use tokio::sync::Semaphore;
+use tower::ServiceExt;
+
+fn per_minute(limit: u64) -> Policy {
+    Policy::sliding_log([Rule::new(limit, Duration::from_secs(60)).unwrap()]).unwrap()
+}
+
+struct App {
+    router: Router,
+    clock: ManualClock,
+    runs: Arc<AtomicUsize>,
+}
+
+/// `/r` behind `limit`, under a router layer set up by `layer`.
+fn app(limit: LimitLayer, layer: impl FnOnce(RateLimitLayer) -> RateLimitLayer) -> App {
+    let clock = ManualClock::new(Duration::from_secs(1_750_000_000));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&runs);
+    let handler = get(move || {
+        counter.fetch_add(1, Ordering::SeqCst);
+        async { "ok" }
+    })
+    .layer(limit);
+    let limiter = Limiter::new(MemoryStore::with_clock(clock.clone()));
+    let router = Router::new().route("/r", handler).layer(layer(
+        RateLimitLayer::new(limiter)
+            .waiters(Waiters::with_clock(clock.clone()))
+            .trusted_proxies(["10.0.0.0/8".parse().unwrap()]),
+    ));
+    App {
+        router,
+        clock,
+        runs,
+    }
+}
+
+fn request(from: &str, headers: &[(&str, &str)]) -> Request<Body> {
+    let mut request = Request::get("/r");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let mut request = request.body(Body::empty()).unwrap();
+    let peer: SocketAddr = format!("{from}:5000").parse().unwrap();
+    request.extensions_mut().insert(ConnectInfo(peer));
+    request
+}
+
+impl App {
+    async fn send(&self, from: &str, headers: &[(&str, &str)]) -> Response {
+        self.router
+            .clone()
+            .oneshot(request(from, headers))
+            .await
+            .unwrap()
+    }
+}
+
+/// Polls `future` once.
+async fn poll_once<F: Future + Unpin>(future: &mut F) -> std::task::Poll<F::Output> {
+    std::future::poll_fn(|cx| std::task::Poll::Ready(std::pin::Pin::new(&mut *future).poll(cx)))
+        .await
+}
+
+fn header<'a>(response: &'a Response, name: &str) -> &'a str {
+    response.headers()[name].to_str().unwrap()
+}
+
+#[tokio::test]
+async fn a_request_is_held_to_its_plan_and_a_lowered_plan_counts_what_passed() {
+    let plans = Plans::new([
+        Plan::new("free", per_minute(2)).unwrap(),
+        Plan::new("pro", per_minute(5)).unwrap(),
+        Plan::unlimited("internal").unwrap(),
+    ])
+    .unwrap();
+    plans.fits(&per_minute(2)).unwrap();
+    let table = plans.clone();
+    let limit = LimitLayer::new(
+        "search",
+        per_minute(2),
+        KeySource::header("x-api-key".parse().unwrap()),
+    )
+    .plans(move |parts| {
+        let key = parts.headers.get("x-api-key")?.to_str().ok()?;
+        table.get(key.split('-').next()?)
+    });
+    let app = app(limit, |l| l);
+    for remaining in (0..5).rev() {
+        let ok = app.send("203.0.113.7", &[("x-api-key", "pro-1")]).await;
+        assert_eq!(ok.status(), StatusCode::OK);
+        assert_eq!(
+            header(&ok, "ratelimit-policy"),
+            "\"pro:5-per-60s\";q=5;w=60"
+        );
+        assert_eq!(
+            header(&ok, "ratelimit"),
+            format!("\"pro:5-per-60s\";r={remaining};t=60")
+        );
+    }
+    let denied = app.send("203.0.113.7", &[("x-api-key", "pro-1")]).await;
+    assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(header(&denied, "ratelimit"), "\"pro:5-per-60s\";r=0;t=60");
+    // Pro raised to 7: two more pass; lowered to 3: the 7 counted deny.
+    plans
+        .insert(Plan::new("pro", per_minute(7)).unwrap())
+        .unwrap();
+    for _ in 0..2 {
+        let ok = app.send("203.0.113.7", &[("x-api-key", "pro-1")]).await;
+        assert_eq!(ok.status(), StatusCode::OK);
+    }
+    plans
+        .insert(Plan::new("pro", per_minute(3)).unwrap())
+        .unwrap();
+    app.clock.advance(Duration::from_secs(59));
+    let denied = app.send("203.0.113.7", &[("x-api-key", "pro-1")]).await;
+    assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        header(&denied, "ratelimit-policy"),
+        "\"pro:3-per-60s\";q=3;w=60"
+    );
+    // A key without a known plan gets the limit's own policy.
+    for _ in 0..2 {
+        let ok = app.send("203.0.113.7", &[("x-api-key", "nobody")]).await;
+        assert_eq!(header(&ok, "ratelimit-policy"), "\"2-per-60s\";q=2;w=60");
+    }
+    let denied = app.send("203.0.113.7", &[("x-api-key", "nobody")]).await;
+    assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
+    // An unlimited plan is not checked and carries no fields.
+    for _ in 0..20 {
+        let ok = app
+            .send("203.0.113.7", &[("x-api-key", "internal-1")])
+            .await;
+        assert_eq!(ok.status(), StatusCode::OK);
+        assert!(ok.headers().get("ratelimit").is_none());
+    }
+    assert_eq!(app.runs.load(Ordering::SeqCst), 5 + 2 + 2 + 20);
+}
+
+#[tokio::test]
+async fn allow_lists_bypass_by_the_resolved_client_and_by_identity() {
+    let limit = LimitLayer::new("r", per_minute(1), KeySource::ip());
+    let app = app(limit, |l| {
+        l.allow_ips(["192.0.2.0/24".parse().unwrap()])
+            .allow_identities(["198.51.100.9"])
+    });
+    for _ in 0..5 {
+        // From the allowed network itself, and forwarded by a trusted proxy.
+        let direct = app.send("192.0.2.1", &[]).await;
+        assert_eq!(direct.status(), StatusCode::OK);
+        assert!(direct.headers().get("ratelimit").is_none());
+        let proxied = app
+            .send("10.0.0.1", &[("x-forwarded-for", "192.0.2.77")])
+            .await;
+        assert_eq!(proxied.status(), StatusCode::OK);
+        // By identity: `by = ip`'s identity is the address.
+        assert_eq!(app.send("198.51.100.9", &[]).await.status(), StatusCode::OK);
+    }
+    // A client that forges the header is not behind a trusted proxy: its
+    // own address counts, and it is not on the list.
+    let spoofed = [("x-forwarded-for", "192.0.2.1")];
+    assert_eq!(
+        app.send("203.0.113.7", &spoofed).await.status(),
+        StatusCode::OK
+    );
+    let denied = app.send("203.0.113.7", &spoofed).await;
+    assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
+    // Behind a trusted proxy, a forged entry left of the real client buys nothing.
+    let forged = [("x-forwarded-for", "192.0.2.1, 203.0.113.8")];
+    assert_eq!(app.send("10.0.0.1", &forged).await.status(), StatusCode::OK);
+    assert_eq!(
+        app.send("10.0.0.1", &forged).await.status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
+
+#[tokio::test]
+async fn a_limits_own_allow_list_bypasses_only_that_limit() {
+    let limit = LimitLayer::new(
+        "r",
+        per_minute(1),
+        KeySource::header("x-api-key".parse().unwrap()),
+    )
+    .allow_identities(["partner"]);
+    let app = app(limit, |l| l);
+    for _ in 0..3 {
+        let ok = app.send("203.0.113.7", &[("x-api-key", "partner")]).await;
+        assert_eq!(ok.status(), StatusCode::OK);
+    }
+    assert_eq!(
+        app.send("203.0.113.7", &[("x-api-key", "other")])
+            .await
+            .status(),
+        StatusCode::OK
+    );
+    assert_eq!(
+        app.send("203.0.113.7", &[("x-api-key", "other")])
+            .await
+            .status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
+
+#[tokio::test]
+async fn shadow_mode_lets_every_request_through_with_the_fields_of_its_decision() {
+    let limit = LimitLayer::new("r", per_minute(2), KeySource::ip()).shadow(true);
+    let app = app(limit, |l| l);
+    for remaining in [1, 0, 0, 0] {
+        let response = app.send("203.0.113.7", &[]).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(
+            header(&response, "ratelimit"),
+            format!("\"2-per-60s\";r={remaining};t=60")
+        );
+    }
+    assert_eq!(app.runs.load(Ordering::SeqCst), 4);
+    // Layer-wide shadow mode covers limits without their own.
+    let app = self::app(LimitLayer::new("r", per_minute(1), KeySource::ip()), |l| {
+        l.shadow(true)
+    });
+    for _ in 0..3 {
+        assert_eq!(app.send("203.0.113.7", &[]).await.status(), StatusCode::OK);
+    }
+}
+
+#[tokio::test]
+async fn a_waiting_request_passes_exactly_at_its_retry_time() {
+    let policy = Policy::sliding_log([Rule::new(1, Duration::from_secs(2)).unwrap()]).unwrap();
+    let limit = LimitLayer::new("r", policy, KeySource::ip())
+        .wait(MaxWait::new(Duration::from_secs(3)).unwrap())
+        .wait_when(|parts| parts.uri.query() != Some("wait=0"));
+    let app = Arc::new(app(limit, |l| l));
+    assert_eq!(app.send("203.0.113.7", &[]).await.status(), StatusCode::OK);
+    let waiting = tokio::spawn({
+        let app = Arc::clone(&app);
+        async move { app.send("203.0.113.7", &[]).await.status() }
+    });
+    tokio::task::yield_now().await;
+    // Not a microsecond early.
+    app.clock.advance(Duration::from_micros(1_999_999));
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert!(!waiting.is_finished());
+    assert_eq!(app.runs.load(Ordering::SeqCst), 1);
+    app.clock.advance(Duration::from_micros(1));
+    assert_eq!(waiting.await.unwrap(), StatusCode::OK);
+    assert_eq!(app.runs.load(Ordering::SeqCst), 2);
+    // Beyond the bound, or not asking to wait: 429 at once.
+    let mut refused = request("203.0.113.7", &[]);
+    *refused.uri_mut() = "/r?wait=0".parse().unwrap();
+    let refused = app.router.clone().oneshot(refused).await.unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+}
+
+#[tokio::test]
+async fn a_cancelled_waiter_leaves_its_queue() {
+    let policy = Policy::sliding_log([Rule::new(1, Duration::from_secs(2)).unwrap()]).unwrap();
+    let limit = LimitLayer::new("r", policy, KeySource::ip())
+        .wait(MaxWait::new(Duration::from_secs(3)).unwrap());
+    let clock = ManualClock::new(Duration::from_secs(1_750_000_000));
+    let shared = Waiters::with_clock(clock.clone());
+    let router = Router::new()
+        .route("/r", get(|| async { "ok" }).layer(limit))
+        .layer(
+            RateLimitLayer::new(Limiter::new(MemoryStore::with_clock(clock.clone())))
+                .waiters(shared.clone()),
+        );
+    let send = || router.clone().oneshot(request("203.0.113.7", &[]));
+    assert_eq!(send().await.unwrap().status(), StatusCode::OK);
+    let mut first = Box::pin(send());
+    assert!(poll_once(&mut first).await.is_pending());
+    assert_eq!(shared.waiting(), 1);
+    drop(first);
+    assert_eq!(shared.waiting(), 0);
+    clock.advance(Duration::from_secs(2));
+    assert_eq!(send().await.unwrap().status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_permit_is_held_until_the_body_ends_or_is_dropped() {
+    let gate = Arc::new(Semaphore::new(0));
+    let entered = Arc::new(AtomicUsize::new(0));
+    let limit = LimitLayer::concurrent(
+        "exports",
+        ConcurrencyLimit::new(2).unwrap(),
+        KeySource::ip(),
+    );
+    let handler = {
+        let (gate, entered) = (Arc::clone(&gate), Arc::clone(&entered));
+        get(move || {
+            let (gate, entered) = (Arc::clone(&gate), Arc::clone(&entered));
+            async move {
+                entered.fetch_add(1, Ordering::SeqCst);
+                gate.acquire().await.unwrap().forget();
+                "exported"
+            }
+        })
+    };
+    let router = Router::new()
+        .route("/r", handler.layer(limit))
+        .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())));
+    let send = || router.clone().oneshot(request("203.0.113.7", &[]));
+    let first = tokio::spawn(send());
+    let second = tokio::spawn(send());
+    while entered.load(Ordering::SeqCst) < 2 {
+        tokio::task::yield_now().await;
+    }
+    let denied = send().await.unwrap();
+    assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(header(&denied, "retry-after"), "1");
+    assert_eq!(
+        header(&denied, "ratelimit-policy"),
+        "\"2-concurrent\";q=2;qu=\"concurrent-requests\""
+    );
+    assert_eq!(header(&denied, "ratelimit"), "\"2-concurrent\";r=0;t=1");
+    gate.add_permits(2);
+    let first = first.await.unwrap().unwrap();
+    let second = second.await.unwrap().unwrap();
+    assert_eq!(
+        header(&first, "ratelimit-policy"),
+        "\"2-concurrent\";q=2;qu=\"concurrent-requests\""
+    );
+    // Both bodies unread: both permits held.
+    assert_eq!(
+        send().await.unwrap().status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    // One body read to its end, one dropped: both given back.
+    let body = axum::body::to_bytes(first.into_body(), 64).await.unwrap();
+    assert_eq!(&body[..], b"exported");
+    drop(second);
+    gate.add_permits(2);
+    assert_eq!(send().await.unwrap().status(), StatusCode::OK);
+    assert_eq!(send().await.unwrap().status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_cancelled_request_gives_its_permit_back() {
+    let limit = LimitLayer::concurrent(
+        "exports",
+        ConcurrencyLimit::new(1).unwrap(),
+        KeySource::ip(),
+    );
+    let router = Router::new()
+        .route("/r", get(std::future::pending::<&'static str>).layer(limit))
+        .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())));
+    let send = || router.clone().oneshot(request("203.0.113.7", &[]));
+    let mut held = Box::pin(send());
+    assert!(poll_once(&mut held).await.is_pending());
+    let mut refused = Box::pin(send());
+    let std::task::Poll::Ready(refused) = poll_once(&mut refused).await else {
+        panic!("a refusal does not wait");
+    };
+    assert_eq!(refused.unwrap().status(), StatusCode::TOO_MANY_REQUESTS);
+    drop(held);
+    let mut next = Box::pin(send());
+    assert!(
+        poll_once(&mut next).await.is_pending(),
+        "the permit was given back"
+    );
+}
+
+#[tokio::test]
+async fn a_cost_from_the_request_is_charged_and_an_impossible_one_refused() {
+    let policy = per_minute(10);
+    let limit = LimitLayer::new("r", policy, KeySource::ip()).cost(|parts| {
+        let size = parts.headers.get("x-batch").and_then(|v| v.to_str().ok());
+        size.and_then(|n| n.parse().ok()).unwrap_or(1)
+    });
+    let app = app(limit, |l| l);
+    let batch = app.send("203.0.113.7", &[("x-batch", "7")]).await;
+    assert_eq!(header(&batch, "ratelimit"), "\"10-per-60s\";r=3;t=60");
+    let free = app.send("203.0.113.7", &[("x-batch", "0")]).await;
+    assert_eq!(free.status(), StatusCode::OK);
+    assert!(free.headers().get("ratelimit").is_none());
+    let too_big = app.send("203.0.113.7", &[("x-batch", "11")]).await;
+    assert_eq!(too_big.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(too_big.headers().get("retry-after").is_none());
+    let over = app.send("203.0.113.7", &[("x-batch", "4")]).await;
+    assert_eq!(over.status(), StatusCode::TOO_MANY_REQUESTS);
+    let fits = app.send("203.0.113.7", &[("x-batch", "3")]).await;
+    assert_eq!(header(&fits, "ratelimit"), "\"10-per-60s\";r=0;t=60");
+}
