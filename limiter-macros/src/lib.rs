@@ -35,6 +35,7 @@ use proc_macro::TokenStream;
 
 mod args;
 mod attr_parsing;
+mod business;
 mod expand;
 mod generate;
 mod handler;
