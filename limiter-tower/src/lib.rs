@@ -37,6 +37,31 @@
 //!   any Tower HTTP service (hyper, tonic): any request body, any response
 //!   body.
 //!
+//! Limits can follow the business ([`LimitLayer::plans`],
+//! [`LimitLayer::cost`], [`LimitLayer::concurrency`], [`LimitLayer::wait`],
+//! allow lists and shadow mode, on both layers; the same as `#[rate_limit]`
+//! arguments): a policy from the request's plan, changed at run time; a
+//! cost from its head; clients and identities no limit holds; limits that
+//! count but never deny; waiting for the retry time instead of a 429; at
+//! most N requests in flight.
+//!
+//! ```
+//! use std::time::Duration;
+//! use axum::{Router, routing::post};
+//! use limiter_tower::{ConcurrencyLimit, KeySource, Limiter, LimitLayer, MaxWait, MemoryStore, RateLimitLayer};
+//!
+//! let exports = LimitLayer::concurrent("exports", ConcurrencyLimit::new(2)?, KeySource::ip())
+//!     .wait(MaxWait::new(Duration::from_secs(2))?);
+//! let app: Router = Router::new()
+//!     .route("/exports", post(|| async { "exported" }).layer(exports))
+//!     .layer(
+//!         RateLimitLayer::new(Limiter::new(MemoryStore::new()))
+//!             .allow_ips(["10.20.0.0/16".parse()?])
+//!             .shadow(false),
+//!     );
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! A limit that cannot work as the application is put together (no
 //! `RateLimitLayer` above it, `by = ip` served without the peer address,
 //! `by = user` without a user resolver) answers 500 and logs why at `error`;
