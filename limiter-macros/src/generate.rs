@@ -73,27 +73,35 @@ pub(crate) fn limit(
         calls,
         concurrency_only,
     } = business;
-    let layer = match (policy, concurrency_only) {
-        (Some(policy), _) => quote! {{
-            fn __policy() -> ::core::result::Result<#private::Policy, #private::ConfigError> {
-                let policy = #policy;
-                ::core::result::Result::Ok(policy)
-            }
-            #private::LimitLayer::new(
-                #private::limit_name(::core::module_path!(), #name),
-                #private::proven(__policy()),
-                #source,
-            )
-        }},
-        (None, concurrency) => quote! {
-            #private::LimitLayer::concurrent(
-                #private::limit_name(::core::module_path!(), #name),
-                #concurrency,
-                #source,
-            )
-        },
+    let (items, layer) = match (policy, concurrency_only) {
+        (Some(policy), _) => (
+            quote! {
+                fn __policy() -> ::core::result::Result<#private::Policy, #private::ConfigError> {
+                    let policy = #policy;
+                    ::core::result::Result::Ok(policy)
+                }
+            },
+            quote! {
+                #private::LimitLayer::new(
+                    #private::limit_name(::core::module_path!(), #name),
+                    #private::proven(__policy()),
+                    #source,
+                )
+            },
+        ),
+        (None, concurrency) => (
+            TokenStream::new(),
+            quote! {
+                #private::LimitLayer::concurrent(
+                    #private::limit_name(::core::module_path!(), #name),
+                    #concurrency,
+                    #source,
+                )
+            },
+        ),
     };
     quote! {
+        #items
         #layer
         .decision_extension(#decision)
         #key_prefix
