@@ -72,9 +72,15 @@ pub(crate) struct DecisionCounters {
 }
 
 impl DecisionCounters {
-    /// Counts one decision of the limit `limit`.
+    /// Counts one decision of the limit `limit`, by `algorithm` (the name
+    /// is read only when the counter is registered).
     #[inline]
-    pub(crate) fn record(&self, counted: Counted, algorithm: &'static str, limit: &str) {
+    pub(crate) fn record(
+        &self,
+        counted: Counted,
+        algorithm: impl FnOnce() -> &'static str,
+        limit: &str,
+    ) {
         let index = counted as usize;
         self.counters[index]
             .get_or_init(|| {
@@ -83,7 +89,7 @@ impl DecisionCounters {
                     "limiter_decisions_total",
                     "outcome" => outcome,
                     "source" => source,
-                    "algorithm" => algorithm,
+                    "algorithm" => algorithm(),
                     "limit" => limit.to_owned(),
                 )
             })

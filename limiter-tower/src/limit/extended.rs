@@ -281,7 +281,7 @@ impl RouteLimit {
             let record = |counted| {
                 concurrency
                     .counters
-                    .record(counted, "concurrency", &self.name)
+                    .record(counted, || "concurrency", &self.name)
             };
             let acquired = match acquired {
                 Ok(acquired) => acquired,

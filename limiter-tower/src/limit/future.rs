@@ -64,12 +64,13 @@ pin_project! {
             waiting: Option<Box<Admitting<S, B>>>,
         },
         // The inner call of a request holding a concurrency permit: the
-        // permit goes with the response body.
+        // permit goes with the response body. What it holds is boxed, so
+        // that this state is no larger than `Calling`: every request's
+        // future is as large as its largest state.
         Holding {
             #[pin]
             future: S::Future,
-            headers: Option<RateLimitHeaders>,
-            permit: Option<Permit>,
+            held: Option<Box<(Option<RateLimitHeaders>, Permit)>>,
         },
         Responding {
             response: Option<Response>,
@@ -139,8 +140,7 @@ where
         let state = if delay.is_zero() {
             State::Holding {
                 future: inner.call(request),
-                headers,
-                permit: Some(permit),
+                held: Some(Box::new((headers, permit))),
             }
         } else {
             let clone = inner.clone();
@@ -209,13 +209,8 @@ where
                 }
                 return Poll::Ready(Ok(response));
             }
-            if let StateProj::Holding {
-                future,
-                headers,
-                permit,
-            } = state.as_mut().project()
-            {
-                return poll_holding(future, headers, permit, cx);
+            if let StateProj::Holding { future, held } = state.as_mut().project() {
+                return poll_holding(future, held, cx);
             }
             if let Some(response) = ready!(State::advance(state.as_mut(), cx)) {
                 return Poll::Ready(Ok(response));
@@ -254,10 +249,9 @@ where
                         future: inner.call(request),
                         headers,
                     },
-                    permit => State::Holding {
+                    Some(permit) => State::Holding {
                         future: inner.call(request),
-                        headers,
-                        permit,
+                        held: Some(Box::new((headers, permit))),
                     },
                 });
             }
@@ -288,8 +282,7 @@ where
 #[inline(never)]
 fn poll_holding<F, E, ResBody>(
     future: Pin<&mut F>,
-    headers: &mut Option<RateLimitHeaders>,
-    permit: &mut Option<Permit>,
+    held: &mut Option<Box<(Option<RateLimitHeaders>, Permit)>>,
     cx: &mut Context<'_>,
 ) -> Poll<Result<Response, E>>
 where
@@ -298,9 +291,9 @@ where
     ResBody::Error: Into<BoxError>,
 {
     let response = ready!(future.poll(cx))?;
-    let permit = permit.take();
-    let mut response = response.map(|body| Body::new(PermitBody::new(body, permit)));
-    if let Some(headers) = headers.take() {
+    let (headers, permit) = *held.take().expect("polled after completion");
+    let mut response = response.map(|body| Body::new(PermitBody::new(body, Some(permit))));
+    if let Some(headers) = headers {
         headers.add_to(response.headers_mut());
     }
     Poll::Ready(Ok(response))

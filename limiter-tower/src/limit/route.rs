@@ -210,7 +210,7 @@ impl RouteLimit {
     #[inline]
     pub(crate) fn record(&self, counted: Counted) {
         self.counters
-            .record(counted, self.policy.algorithm().name(), &self.name);
+            .record(counted, || self.policy.algorithm().name(), &self.name);
     }
 
     /// Proceeds with the fields, or answers 429.
