@@ -400,3 +400,37 @@ async fn a_cost_from_the_request_is_charged_and_an_impossible_one_refused() {
     let fits = app.send("203.0.113.7", &[("x-batch", "3")]).await;
     assert_eq!(header(&fits, "ratelimit"), "\"10-per-60s\";r=0;t=60");
 }
+
+#[tokio::test]
+async fn an_allowed_network_needs_no_identity_and_a_spoofed_one_gets_none() {
+    let limit = LimitLayer::new(
+        "r",
+        per_minute(1),
+        KeySource::header("x-api-key".parse().unwrap()),
+    )
+    .allow_ips(["192.0.2.0/24".parse().unwrap()]);
+    let app = app(limit, |l| l);
+    // No API key, but from the allowed network: not held.
+    assert_eq!(app.send("192.0.2.1", &[]).await.status(), StatusCode::OK);
+    // No API key from elsewhere: refused as usual, whatever it claims.
+    let claims = [("x-forwarded-for", "192.0.2.1"), ("x-real-ip", "192.0.2.1")];
+    assert_eq!(
+        app.send("203.0.113.7", &claims).await.status(),
+        StatusCode::UNAUTHORIZED
+    );
+    // A request without its peer address is on no list.
+    let mut no_peer = Request::get("/r").body(Body::empty()).unwrap();
+    no_peer
+        .headers_mut()
+        .insert("x-api-key", "k".parse().unwrap());
+    assert_eq!(
+        app.router.clone().oneshot(no_peer).await.unwrap().status(),
+        StatusCode::OK
+    );
+    let mut no_peer = Request::get("/r").body(Body::empty()).unwrap();
+    no_peer
+        .headers_mut()
+        .insert("x-api-key", "k".parse().unwrap());
+    let denied = app.router.clone().oneshot(no_peer).await.unwrap();
+    assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
+}

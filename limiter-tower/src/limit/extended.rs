@@ -75,15 +75,16 @@ impl RouteLimit {
         let context = current.context().expect("the caller found the context");
         let route = self.business.as_deref();
         let layer = context.business.as_deref();
-        let mut key = String::new();
-        if let Err(no_key) = self.write_key(&mut key, context, &mut request) {
-            return self.refuse(no_key, context, &request);
-        }
+        // An allowed client needs no identity for this limit.
         let allowed = [route.map(|r| &r.allow), layer.map(|l| &l.allow)];
         if self.bypasses(allowed, context, &mut request) {
             self.record(Counted::Bypassed);
             drop(current);
             return ResponseFuture::proceed(inner, request, None, Duration::ZERO);
+        }
+        let mut key = String::new();
+        if let Err(no_key) = self.write_key(&mut key, context, &mut request) {
+            return self.refuse(no_key, context, &request);
         }
         let shadow = route.is_some_and(|r| r.shadow) || layer.is_some_and(|l| l.shadow);
         let rate = match route {
