@@ -8,26 +8,18 @@ use std::time::Duration;
 
 use axum::extract::ConnectInfo;
 use http::{Request, StatusCode};
-use limiter_core::{Acquired, ConcurrencyLimit, Error, OnStoreError, Policy, Verdict, Waiters};
+use limiter_core::{Error, Policy, Verdict};
 use tower_service::Service;
 
 use super::ResponseFuture;
+use super::admission::{Admission, Checks, admit};
 use super::counters::Counted;
 use super::route::{RouteLimit, with_parts};
 use crate::business::{AllowList, RouteBusiness};
-use crate::context::{BoxFuture, Context, DynStore, HeaderOptions};
+use crate::context::{Context, HeaderOptions};
 use crate::key::Source;
 use crate::response::{self, Protocol, RateLimitHeaders, RouteFields};
 use crate::scope::Current;
-
-/// What the checks of one request answered: the permit (when the limit
-/// has a concurrency limit) and the rate limit's verdict (unless the
-/// request was not rate limited, or its permit was refused).
-#[derive(Default)]
-pub(crate) struct Admission {
-    permit: Option<Result<Acquired, Error>>,
-    verdict: Option<Result<Verdict, Error>>,
-}
 
 /// What waits for the checks: a ready inner service and the request.
 pub(crate) struct Admitting<S, B> {
@@ -402,54 +394,4 @@ impl RouteLimit {
 fn client_ip<B>(context: &Context, request: &Request<B>) -> Option<IpAddr> {
     let ConnectInfo(peer) = request.extensions().get::<ConnectInfo<SocketAddr>>()?;
     Some(context.client_ip.resolve(peer.ip(), request.headers()))
-}
-
-/// What one request's checks need, owned so they can outlive `call`.
-struct Checks {
-    store: Arc<dyn DynStore>,
-    key: String,
-    rate: Option<(Arc<Policy>, u64)>,
-    concurrency: Option<(String, ConcurrencyLimit)>,
-    on_error: Option<OnStoreError>,
-    waiters: Option<(Waiters, Duration)>,
-    shadow: bool,
-}
-
-/// Takes the permit, then checks the rate (unless the permit was refused
-/// and the limit enforces it), each waiting in turn when the limit waits.
-/// Dropping the future gives back a permit taken and leaves any queue.
-fn admit(checks: Checks) -> BoxFuture<Admission> {
-    Box::pin(async move {
-        let Checks {
-            store,
-            key,
-            rate,
-            concurrency,
-            on_error,
-            waiters,
-            shadow,
-        } = checks;
-        let mut admission = Admission::default();
-        if let Some((key, limit)) = concurrency {
-            let acquire = || Arc::clone(&store).acquire_permit_owned(key.clone(), limit, on_error);
-            let acquired = match &waiters {
-                Some((waiters, max)) => waiters.acquire(&key, *max, acquire).await,
-                None => acquire().await,
-            };
-            let proceed = shadow || matches!(acquired, Ok(Acquired::Permit(_)));
-            admission.permit = Some(acquired);
-            if !proceed {
-                return admission;
-            }
-        }
-        if let Some((policy, cost)) = rate {
-            let check =
-                || Arc::clone(&store).check_owned(key.clone(), Arc::clone(&policy), cost, on_error);
-            admission.verdict = Some(match &waiters {
-                Some((waiters, max)) => waiters.acquire(&key, *max, check).await,
-                None => check().await,
-            });
-        }
-        admission
-    })
 }

@@ -12,7 +12,8 @@ use limiter_core::{Error, Permit, Verdict};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use super::extended::{Admission, Admitting};
+use super::admission::Admission;
+use super::extended::Admitting;
 use super::permit_body::PermitBody;
 use super::route::RouteLimit;
 use crate::context::{BoxFuture, HeaderOptions};

@@ -1,6 +1,7 @@
 //! The per-route limit: one policy and one key source on a route, a handler
 //! or any service. The `#[rate_limit]` attribute generates one per handler.
 
+mod admission;
 mod business_setters;
 pub(crate) mod counters;
 mod extended;
