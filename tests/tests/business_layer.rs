@@ -331,3 +331,41 @@ async fn a_cancelled_request_gives_its_permit_back_on_redis() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cost_from_the_request_is_charged_on_redis() {
+    let redis = redis();
+    let bucket = Policy::token_bucket(limiter_tower::Rate::per_second(1).unwrap(), 10).unwrap();
+    let limit = LimitLayer::new("imports", bucket, KeySource::global()).cost(|parts| {
+        let size = parts.headers.get("x-batch").and_then(|v| v.to_str().ok());
+        size.and_then(|n| n.parse().ok()).unwrap_or(1)
+    });
+    let limiter = Limiter::new(redis.store().await).with_prefix(redis.prefix());
+    let router = axum::Router::new()
+        .route(
+            "/",
+            axum::routing::post(|| async { "imported" }).layer(limit),
+        )
+        .layer(RateLimitLayer::new(limiter).guard(GuardConfig {
+            deadline: Duration::from_secs(5),
+            ..GuardConfig::default()
+        }));
+    let import = |batch: &str| {
+        let request = axum::http::Request::post("/")
+            .header("x-batch", batch)
+            .body(axum::body::Body::empty())
+            .unwrap();
+        router.clone().oneshot(request)
+    };
+    let first = import("7").await.unwrap();
+    assert_eq!(first.status(), 200);
+    let fields = first.headers()["ratelimit"].to_str().unwrap();
+    assert!(fields.contains(";r=3;"), "{fields}");
+    // 11 tokens can never be had from a bucket of 10: refused for good.
+    let impossible = import("11").await.unwrap();
+    assert_eq!(impossible.status(), 429);
+    assert!(impossible.headers().get("retry-after").is_none());
+    // 5 is more than the 3 left, and than the 4 a second later.
+    let over = import("5").await.unwrap();
+    assert_eq!(over.status(), 429);
+}
