@@ -217,3 +217,44 @@ async fn a_cancelled_request_gives_its_permit_back() {
         "the permit was given back"
     );
 }
+
+#[tokio::test]
+async fn a_request_waits_for_a_permit_and_takes_it_once_one_is_given_back() {
+    let clock = ManualClock::new(Duration::from_secs(1_750_000_000));
+    let limit = LimitLayer::concurrent(
+        "exports",
+        ConcurrencyLimit::new(1).unwrap(),
+        KeySource::ip(),
+    )
+    .wait(MaxWait::new(Duration::from_secs(3)).unwrap());
+    let gate = Arc::new(Semaphore::new(0));
+    let handler = {
+        let gate = Arc::clone(&gate);
+        get(move || {
+            let gate = Arc::clone(&gate);
+            async move {
+                gate.acquire().await.unwrap().forget();
+                "exported"
+            }
+        })
+    };
+    let router = Router::new().route("/r", handler.layer(limit)).layer(
+        RateLimitLayer::new(Limiter::new(MemoryStore::with_clock(clock.clone())))
+            .waiters(Waiters::with_clock(clock.clone())),
+    );
+    let send = || router.clone().oneshot(request("203.0.113.7", &[]));
+    let first = tokio::spawn(send());
+    let mut second = Box::pin(send());
+    tokio::task::yield_now().await;
+    // The second waits (the permit's retry time is 1 s away)...
+    assert!(poll_once(&mut second).await.is_pending());
+    // ...until the first ends and its retry time comes.
+    gate.add_permits(2);
+    let first = first.await.unwrap().unwrap();
+    drop(first);
+    assert!(poll_once(&mut second).await.is_pending());
+    clock.advance(ConcurrencyLimit::RETRY_AFTER);
+    let second = second.await.unwrap();
+    assert_eq!(second.status(), StatusCode::OK);
+    assert_eq!(header(&second, "ratelimit"), "\"1-concurrent\";r=0;t=1");
+}
