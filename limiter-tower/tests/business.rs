@@ -289,3 +289,16 @@ async fn an_allowed_network_needs_no_identity_and_a_spoofed_one_gets_none() {
     let denied = app.router.clone().oneshot(no_peer).await.unwrap();
     assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
 }
+
+#[tokio::test]
+async fn a_plan_of_another_algorithm_is_not_applied() {
+    let bucket = Policy::gcra(limiter_tower::Rate::per_second(100).unwrap(), 100).unwrap();
+    let other = Plan::new("bucket", bucket).unwrap();
+    let limit =
+        LimitLayer::new("r", per_minute(1), KeySource::ip()).plans(move |_| Some(other.clone()));
+    let app = app(limit, |l| l);
+    let ok = app.send("203.0.113.7", &[]).await;
+    assert_eq!(header(&ok, "ratelimit-policy"), "\"1-per-60s\";q=1;w=60");
+    let denied = app.send("203.0.113.7", &[]).await;
+    assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
+}

@@ -258,3 +258,17 @@ async fn a_request_waits_for_a_permit_and_takes_it_once_one_is_given_back() {
     assert_eq!(second.status(), StatusCode::OK);
     assert_eq!(header(&second, "ratelimit"), "\"1-concurrent\";r=0;t=1");
 }
+
+#[tokio::test]
+async fn the_router_layer_makes_every_limit_below_wait() {
+    let policy = Policy::sliding_log([Rule::new(1, Duration::from_secs(1)).unwrap()]).unwrap();
+    let app = app(LimitLayer::new("r", policy, KeySource::ip()), |l| {
+        l.wait(MaxWait::new(Duration::from_secs(2)).unwrap())
+    });
+    assert_eq!(app.send("203.0.113.7", &[]).await.status(), StatusCode::OK);
+    let mut waiting = Box::pin(app.send("203.0.113.7", &[]));
+    assert!(poll_once(&mut waiting).await.is_pending());
+    app.clock.advance(Duration::from_secs(1));
+    assert_eq!(waiting.await.status(), StatusCode::OK);
+    assert_eq!(app.runs.load(Ordering::SeqCst), 2);
+}
