@@ -3,30 +3,40 @@
 //!
 //! | route | limit |
 //! |---|---|
-//! | `POST /posts/{id}/replies` | 5 per 60 s per user (a request without a user gets 401) |
+//! | `POST /posts/{id}/replies` | 5 per 60 s per user (a request without a user gets 401); with `?wait=1`, waits up to 2 s instead of answering 429 |
 //! | `POST /posts` | 10 per 60 s and 20 per 120 s per client IP, no duplicate within 5 s |
 //! | `POST /posts/{id}/likes` | token bucket per user: 1 token/s, burst 10 |
 //! | `GET /feed` | GCRA per client IP: 100 per 60 s, 20 at once |
 //! | `GET /trending` | 1,000 per second for all clients together, leased (each instance takes up to 50 permits per Redis call) |
 //! | `GET /api/search` | per `x-api-key`, 30 per second across all regions (a request without a key gets 401) |
+//! | `GET /search` | per `x-api-key`, by the key's plan: free 10 per 60 s, pro 100 per 60 s |
+//! | `PUT /admin/plans/{key}` | not limited: the body `free` or `pro` changes the key's plan (from loopback only) |
+//! | `POST /exports` | at most 2 in flight per user (each takes 500 ms) |
 //! | `GET /health` | not limited |
 //! | `GET /metrics` | not limited: the limiter's metrics, Prometheus text |
 //!
-//! The `x-user-id` header stands in for real authentication.
+//! The `x-user-id` header stands in for real authentication. Networks in
+//! [`Options::allow`] bypass every limit; [`Options::shadow`] puts every
+//! limit in shadow mode.
 
+use axum::Extension;
 use axum::Json;
 use axum::Router;
 use axum::http::request::Parts;
 use axum::response::IntoResponse;
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use std::net::IpAddr;
 
 use limiter_tower::{
     ClientIpSource, GuardConfig, IpNet, Limiter, RateLimitLayer, Region, RegionalStore, Store,
+    Waiters,
 };
+
+use crate::business::PlanTable;
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::json;
 
+pub mod business;
 pub mod demo;
 pub mod serve;
 mod trending;
@@ -52,8 +62,11 @@ mod posts {
     use limiter_tower::rate_limit;
     use serde_json::json;
 
-    /// Replies: 5 per minute per user.
-    #[rate_limit(rules = [(5, 60s)], by = user)]
+    use crate::business::wants_to_wait;
+
+    /// Replies: 5 per minute per user; a request with `?wait=1` waits up
+    /// to 2 s for its retry time instead of being answered 429.
+    #[rate_limit(rules = [(5, 60s)], by = user, wait = 2s, wait_when = wants_to_wait)]
     pub(crate) async fn create_reply(Path(post): Path<u64>) -> impl IntoResponse {
         (
             StatusCode::CREATED,
@@ -122,6 +135,15 @@ pub struct Options {
     /// When set, `GET /api/search` counts its quota across regions through
     /// this store; otherwise through the server's store.
     pub regional: Option<RegionalStore>,
+    /// Clients (networks) that bypass every limit.
+    pub allow: Vec<IpNet>,
+    /// Every limit in shadow mode: checked and counted, never denying.
+    pub shadow: bool,
+    /// The queues of waiting requests (their clock); by default the system
+    /// clock's.
+    pub waiters: Option<Waiters>,
+    /// The plan of each API key of `GET /search`.
+    pub plans: PlanTable,
 }
 
 /// The server's routes, limited through `limiter`'s store.
@@ -132,7 +154,18 @@ pub fn app<S: Store + Clone>(limiter: Limiter<S>, options: Options) -> Router {
         guard,
         metrics,
         regional,
+        allow,
+        shadow,
+        waiters,
+        plans,
     } = options;
+    let business = |layer: RateLimitLayer| {
+        let layer = layer.allow_ips(allow.iter().copied()).shadow(shadow);
+        match &waiters {
+            Some(waiters) => layer.waiters(waiters.clone()),
+            None => layer,
+        }
+    };
     let router = match metrics {
         Some(handle) => {
             Router::new().route("/metrics", get(move || async move { handle.render() }))
@@ -149,18 +182,27 @@ pub fn app<S: Store + Clone>(limiter: Limiter<S>, options: Options) -> Router {
             let search = Router::new().route("/api/search", get(api::search));
             match regional {
                 // The innermost layer's store decides: this route's own.
-                Some(store) => search.layer(RateLimitLayer::new(Limiter::new(store)).guard(guard)),
+                Some(store) => search.layer(business(
+                    RateLimitLayer::new(Limiter::new(store))
+                        .guard(guard)
+                        .trusted_proxies(trusted_proxies.iter().copied())
+                        .client_ip_source(client_ip_source),
+                )),
                 None => search,
             }
         })
+        .route("/search", get(business::search))
+        .route("/exports", post(business::export))
+        .route("/admin/plans/{key}", put(business::set_plan))
         .route("/health", get(health))
-        .layer(
+        .layer(business(
             RateLimitLayer::new(limiter)
                 .guard(guard)
                 .trusted_proxies(trusted_proxies)
                 .client_ip_source(client_ip_source)
                 .user(user_of),
-        )
+        ))
+        .layer(Extension(plans))
 }
 
 /// Parses `LIMITER_TRUSTED_PROXIES`: comma-separated networks in CIDR

@@ -145,6 +145,14 @@ pub enum ConfigError {
         /// What is wrong, with the values involved.
         reason: String,
     },
+    /// A bound on waiting for the retry time shorter than
+    /// [`MaxWait::MIN`](crate::MaxWait::MIN) or longer than
+    /// [`MAX_WINDOW`](crate::MAX_WINDOW).
+    #[error("a request waits 1ms to 366 days for its retry time, got {}", Span(*wait))]
+    WaitOutOfRange {
+        /// The bound that was given.
+        wait: Duration,
+    },
     /// A store that runs only some algorithms was given a policy of another.
     #[error("the {store} runs {supported} only, not {algorithm}")]
     AlgorithmNotSupported {

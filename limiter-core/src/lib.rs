@@ -62,6 +62,7 @@ pub mod hot;
 mod key;
 #[cfg(feature = "runtime")]
 mod limiter;
+mod max_wait;
 #[cfg(feature = "runtime")]
 mod plans;
 mod policy;
@@ -90,6 +91,7 @@ pub use hot::{DEFAULT_LEASE_TTL, HotKey, Lease};
 pub use key::{HASHED_IDENTITY_PREFIX, MAX_IDENTITY_LEN, push_identity, push_identity_bytes};
 #[cfg(feature = "runtime")]
 pub use limiter::{DEFAULT_PREFIX, Limiter};
+pub use max_wait::MaxWait;
 #[cfg(feature = "runtime")]
 pub use plans::{Plan, Plans};
 pub use policy::{Algorithm, DEFAULT_DUPLICATE_WINDOW, Policy};

@@ -7,6 +7,7 @@ use syn::parse::{Parse, ParseStream};
 use syn::{Error, Ident, LitStr, Path, parenthesized, token};
 
 use crate::attr_parsing::{Arg, parse_arguments, parse_assignment, parse_optional_assignment};
+use crate::business::BusinessArgs;
 use crate::values::{DurationLit, Int, RateLit, RulesLit, parse_header_name, parse_key_prefix};
 
 pub(crate) mod kw {
@@ -56,12 +57,17 @@ pub(crate) struct Args {
     pub(crate) on_store_error: Option<Arg<kw::on_store_error, OnStoreError>>,
     /// `lease`, `shards`, `sample` (`hot.rs`).
     pub(crate) hot: crate::hot::HotArgs,
+    /// `plans`, `allow`, `shadow`, `wait`, `concurrency`, `cost = path`...
+    pub(crate) business: BusinessArgs,
 }
 
 impl Parse for Args {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         let mut args = Self::default();
         parse_arguments(input, "argument", |input, lookahead| {
+            if args.business.parse_cost_function(input)? {
+                return Ok(true);
+            }
             if lookahead.peek(kw::rules) {
                 parse_assignment(input, &mut args.rules, RulesLit::parse)?;
             } else if lookahead.peek(kw::by) {
@@ -83,7 +89,7 @@ impl Parse for Args {
             } else if lookahead.peek(kw::on_store_error) {
                 parse_assignment(input, &mut args.on_store_error, OnStoreError::parse)?;
             } else if !args.hot.parse_argument(input, lookahead)? {
-                return Ok(false);
+                return args.business.parse(input, lookahead);
             }
             Ok(true)
         })?;

@@ -6,6 +6,7 @@ use proc_macro2::TokenStream;
 use quote::quote;
 
 use crate::args::Args;
+use crate::business::{self, BusinessArgs};
 use crate::generate;
 use crate::handler::Handler;
 use crate::policy::policy;
@@ -14,12 +15,24 @@ use crate::policy::policy;
 /// arguments and in the function at once.
 pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
     let limit = syn::parse2::<Args>(attr).and_then(|args| {
-        let policy = policy(&args)?;
-        Ok((args, policy))
+        let business = business::build(&args);
+        let policy = if BusinessArgs::concurrency_only(&args) {
+            Ok(None)
+        } else {
+            policy(&args).map(|policy| Some(policy.tokens))
+        };
+        match (business, policy) {
+            (Ok(business), Ok(policy)) => Ok((args, policy, business)),
+            (Err(mut error), Err(policy)) => {
+                error.combine(policy);
+                Err(error)
+            }
+            (Err(error), _) | (_, Err(error)) => Err(error),
+        }
     });
     match (limit, Handler::parse(item)) {
-        (Ok((args, policy)), Ok(handler)) => {
-            let limit = generate::limit(&args, policy.tokens, &handler);
+        (Ok((args, policy, business)), Ok(handler)) => {
+            let limit = generate::limit(&args, policy, business, &handler);
             Ok(generate::handler(&handler, limit))
         }
         (Err(mut limit), Err(handler)) => {

@@ -14,6 +14,7 @@ use syn::spanned::Spanned as _;
 use syn::{LitStr, ReturnType};
 
 use crate::args::{Args, By, OnStoreError};
+use crate::business::Business;
 use crate::handler::Handler;
 
 /// Where the generated code finds what it calls.
@@ -22,8 +23,14 @@ pub(crate) fn private() -> TokenStream {
 }
 
 /// The handler's limit: the body of `fn() -> LimitLayer`, building the
-/// policy with `policy`, the constructor calls `policy.rs` checked.
-pub(crate) fn limit(args: &Args, policy: TokenStream, handler: &Handler) -> TokenStream {
+/// policy with `policy`, the constructor calls `policy.rs` checked (`None`
+/// for a concurrency limit alone), with the business setters.
+pub(crate) fn limit(
+    args: &Args,
+    policy: Option<TokenStream>,
+    business: Business,
+    handler: &Handler,
+) -> TokenStream {
     let private = private();
     let ident = &handler.sig.ident;
     let name = LitStr::new(&ident.unraw().to_string(), ident.span());
@@ -62,20 +69,45 @@ pub(crate) fn limit(args: &Args, policy: TokenStream, handler: &Handler) -> Toke
         };
         quote!(.on_store_error(#policy))
     });
+    let Business {
+        calls,
+        concurrency_only,
+    } = business;
+    let (items, layer) = match (policy, concurrency_only) {
+        (Some(policy), _) => (
+            quote! {
+                fn __policy() -> ::core::result::Result<#private::Policy, #private::ConfigError> {
+                    let policy = #policy;
+                    ::core::result::Result::Ok(policy)
+                }
+            },
+            quote! {
+                #private::LimitLayer::new(
+                    #private::limit_name(::core::module_path!(), #name),
+                    #private::proven(__policy()),
+                    #source,
+                )
+            },
+        ),
+        (None, concurrency) => (
+            TokenStream::new(),
+            quote! {
+                #private::LimitLayer::concurrent(
+                    #private::limit_name(::core::module_path!(), #name),
+                    #concurrency,
+                    #source,
+                )
+            },
+        ),
+    };
     quote! {
-        fn __policy() -> ::core::result::Result<#private::Policy, #private::ConfigError> {
-            let policy = #policy;
-            ::core::result::Result::Ok(policy)
-        }
-        #private::LimitLayer::new(
-            #private::limit_name(::core::module_path!(), #name),
-            #private::proven(__policy()),
-            #source,
-        )
+        #items
+        #layer
         .decision_extension(#decision)
         #key_prefix
         #message
         #on_store_error
+        #calls
     }
 }
 

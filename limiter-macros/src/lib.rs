@@ -35,6 +35,7 @@ use proc_macro::TokenStream;
 
 mod args;
 mod attr_parsing;
+mod business;
 mod expand;
 mod generate;
 mod handler;
@@ -265,6 +266,41 @@ mod values;
 ///
 /// #[rate_limit(rules = [(100, 1m)], by = ip, on_store_error = fallback(instances = 4))]
 /// async fn search() {}
+/// ```
+///
+/// ## Limits that follow the business
+///
+/// | argument | does |
+/// |---|---|
+/// | `plans = path::to::fn` | `fn(&http::request::Parts) -> Option<Plan>`: the request's plan's policy, `None` for this handler's |
+/// | `cost = path::to::fn` | `fn(&http::request::Parts) -> u64`: the request's cost (0: not checked) |
+/// | `allow = ["10.0.0.0/8", "192.0.2.7"]` | clients (found as for `by = ip`) this limit does not hold |
+/// | `allow_identities = ["partner"]` | identities (this limit's `by`) it does not hold |
+/// | `shadow` | checked and counted, never denied |
+/// | `wait = 2s` | waits up to 2 s for the retry time instead of answering 429 |
+/// | `wait_when = path::to::fn` | `fn(&http::request::Parts) -> bool`: only these requests wait |
+/// | `concurrency = 2` | at most 2 requests of one identity in flight (alone: no `rules` needed) |
+///
+/// ```
+/// use axum::http::request::Parts;
+/// use limiter_tower::{Plan, rate_limit};
+///
+/// fn plan_of(parts: &Parts) -> Option<Plan> {
+///     parts.extensions.get::<Plan>().cloned()
+/// }
+///
+/// fn wants_to_wait(parts: &Parts) -> bool {
+///     parts.uri.query() == Some("wait=1")
+/// }
+///
+/// #[rate_limit(rules = [(10, 60s)], by = header("x-api-key"), plans = plan_of, allow = ["10.0.0.0/8"])]
+/// async fn search() {}
+///
+/// #[rate_limit(rules = [(5, 60s)], by = user, wait = 2s, wait_when = wants_to_wait, shadow)]
+/// async fn reply() {}
+///
+/// #[rate_limit(concurrency = 2, by = user)]
+/// async fn export() {}
 /// ```
 ///
 /// # The decision in the handler

@@ -6,9 +6,11 @@ use std::sync::Arc;
 
 use http::StatusCode;
 use limiter_core::{
-    Decision, Error, GuardConfig, Guarded, HotKeys, OnStoreError, Policy, Store, Verdict,
+    Acquired, ConcurrencyLimit, Decision, Error, GuardConfig, Guarded, HotKeys, OnStoreError,
+    Policy, Store, Verdict, Waiters,
 };
 
+use crate::business::LayerBusiness;
 use crate::client_ip::ClientIp;
 use crate::key::Resolver;
 
@@ -32,6 +34,15 @@ pub(crate) trait DynStore: Send + Sync + 'static {
         cost: u64,
         on_error: Option<OnStoreError>,
     ) -> BoxFuture<Result<Verdict, Error>>;
+
+    /// Takes a permit of `limit` on `key` (see [`Store::acquire_permit`]);
+    /// a guarded store decides by `on_error` when it fails.
+    fn acquire_permit_owned(
+        self: Arc<Self>,
+        key: String,
+        limit: ConcurrencyLimit,
+        on_error: Option<OnStoreError>,
+    ) -> BoxFuture<Result<Acquired, Error>>;
 }
 
 /// A store with the state of the policies' hot-key modes ([`HotKeys`]):
@@ -62,6 +73,19 @@ impl<S: Store> DynStore for HotStore<S> {
         Box::pin(async move {
             self.hot
                 .check_verdict(&self.store, &key, &policy, cost, on_error)
+                .await
+        })
+    }
+
+    fn acquire_permit_owned(
+        self: Arc<Self>,
+        key: String,
+        limit: ConcurrencyLimit,
+        on_error: Option<OnStoreError>,
+    ) -> BoxFuture<Result<Acquired, Error>> {
+        Box::pin(async move {
+            self.store
+                .acquire_permit_on_error(&key, &limit, on_error)
                 .await
         })
     }
@@ -111,6 +135,11 @@ pub(crate) struct Context {
     pub(crate) user: Option<Resolver>,
     pub(crate) headers: HeaderOptions,
     pub(crate) missing_identity: StatusCode,
+    /// Allow lists, shadow mode and waiting for every limit below: `None`
+    /// when none is configured.
+    pub(crate) business: Option<Box<LayerBusiness>>,
+    /// The queues of requests waiting for their retry time.
+    pub(crate) waiters: Waiters,
 }
 
 impl fmt::Debug for Context {
@@ -122,6 +151,8 @@ impl fmt::Debug for Context {
             .field("user", &self.user.as_ref().map(|_| ".."))
             .field("headers", &self.headers)
             .field("missing_identity", &self.missing_identity)
+            .field("business", &self.business)
+            .field("waiters", &self.waiters)
             .finish_non_exhaustive()
     }
 }

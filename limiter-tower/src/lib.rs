@@ -37,6 +37,31 @@
 //!   any Tower HTTP service (hyper, tonic): any request body, any response
 //!   body.
 //!
+//! Limits can follow the business ([`LimitLayer::plans`],
+//! [`LimitLayer::cost`], [`LimitLayer::concurrency`], [`LimitLayer::wait`],
+//! allow lists and shadow mode, on both layers; the same as `#[rate_limit]`
+//! arguments): a policy from the request's plan, changed at run time; a
+//! cost from its head; clients and identities no limit holds; limits that
+//! count but never deny; waiting for the retry time instead of a 429; at
+//! most N requests in flight.
+//!
+//! ```
+//! use std::time::Duration;
+//! use axum::{Router, routing::post};
+//! use limiter_tower::{ConcurrencyLimit, KeySource, Limiter, LimitLayer, MaxWait, MemoryStore, RateLimitLayer};
+//!
+//! let exports = LimitLayer::concurrent("exports", ConcurrencyLimit::new(2)?, KeySource::ip())
+//!     .wait(MaxWait::new(Duration::from_secs(2))?);
+//! let app: Router = Router::new()
+//!     .route("/exports", post(|| async { "exported" }).layer(exports))
+//!     .layer(
+//!         RateLimitLayer::new(Limiter::new(MemoryStore::new()))
+//!             .allow_ips(["10.20.0.0/16".parse()?])
+//!             .shadow(false),
+//!     );
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! A limit that cannot work as the application is put together (no
 //! `RateLimitLayer` above it, `by = ip` served without the peer address,
 //! `by = user` without a user resolver) answers 500 and logs why at `error`;
@@ -46,6 +71,7 @@
 //! - `macros` (default): the `#[rate_limit]` attribute.
 //! - `redis` (default): [`RedisStore`].
 
+mod business;
 mod client_ip;
 mod context;
 mod key;
@@ -64,9 +90,9 @@ pub use ipnet::IpNet;
 pub use key::{KeySource, Resolver};
 pub use limit::{Limit, LimitLayer, ResponseFuture};
 pub use limiter_core::{
-    BreakerConfig, Clock, ConfigError, DEFAULT_DEADLINE, Decision, Error, GuardConfig, Guarded,
-    Limiter, ManualClock, MemoryStore, OnStoreError, Policy, Rate, Rule, RuleStatus, Store,
-    SystemClock,
+    BreakerConfig, Clock, ConcurrencyLimit, ConfigError, DEFAULT_DEADLINE, DEFAULT_MAX_WAITERS,
+    Decision, Error, GuardConfig, Guarded, Limiter, ManualClock, MaxWait, MemoryStore,
+    OnStoreError, Plan, Plans, Policy, Rate, Rule, RuleStatus, Store, SystemClock, Waiters,
 };
 #[cfg(feature = "redis")]
 pub use limiter_core::{RedisConfig, RedisStore, Region, RegionalConfig, RegionalStore, TierSize};

@@ -13,8 +13,8 @@ use std::task::{Context, Poll, ready};
 pub use axum;
 pub use http;
 pub use limiter_core::{
-    ConfigError, DEFAULT_DUPLICATE_WINDOW, DEFAULT_LEASE_TTL, Lease, OnStoreError, Policy, Rate,
-    Rule,
+    ConcurrencyLimit, ConfigError, DEFAULT_DUPLICATE_WINDOW, DEFAULT_LEASE_TTL, Lease, MaxWait,
+    OnStoreError, Plan, Policy, Rate, Rule,
 };
 #[cfg(feature = "macros")]
 pub use limiter_macros::__handler_items as handler_items;
@@ -40,17 +40,29 @@ pub fn limit_name(module_path: &str, handler: &str) -> String {
     format!("{module}-{handler}")
 }
 
-/// The policy the macro built with these same calls and values while it
-/// expanded.
+/// The policy (or concurrency limit, or bound on waiting) the macro built
+/// with these same calls and values while it expanded.
 ///
 /// # Panics
 ///
-/// Never from `#[rate_limit]`: the macro refuses to compile any policy
+/// Never from `#[rate_limit]`: the macro refuses to compile any value
 /// these calls refuse.
-pub fn proven(policy: Result<Policy, ConfigError>) -> Policy {
-    policy.unwrap_or_else(|error| {
-        unreachable!("#[rate_limit] built this policy when it compiled: {error}")
+pub fn proven<T>(value: Result<T, ConfigError>) -> T {
+    value.unwrap_or_else(|error| {
+        unreachable!("#[rate_limit] built this value when it compiled: {error}")
     })
+}
+
+/// An allow-listed network as `#[rate_limit(allow = [...])]` writes it: in
+/// CIDR notation or a single address.
+///
+/// # Panics
+///
+/// Never from `#[rate_limit]`: the macro refuses to compile any other text.
+pub fn allowed_net(text: &str) -> ipnet::IpNet {
+    text.parse()
+        .or_else(|_| text.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+        .unwrap_or_else(|_| unreachable!("#[rate_limit] parsed {text:?} when it compiled"))
 }
 
 /// Runs `handler` with `state` behind `limit`.

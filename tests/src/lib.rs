@@ -370,6 +370,8 @@ pub fn ugc_binary() -> PathBuf {
 pub struct UgcServer {
     child: Child,
     addr: std::net::SocketAddr,
+    /// Every line the server has logged so far.
+    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl UgcServer {
@@ -390,11 +392,14 @@ impl UgcServer {
             .expect("ugc starts");
         let stdout = child.stdout.take().expect("a piped stdout");
         let (found, listening) = std::sync::mpsc::channel();
+        let log = std::sync::Arc::<std::sync::Mutex<Vec<String>>>::default();
+        let kept = std::sync::Arc::clone(&log);
         // Reads the address, then drains the log so the server never blocks on it.
         std::thread::spawn(move || {
             let mut found = Some(found);
             for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
                 let Ok(line) = line else { break };
+                kept.lock().unwrap().push(line.clone());
                 if let Some((_, rest)) = line.split_once("listening on http://") {
                     let addr: String = rest
                         .chars()
@@ -409,6 +414,7 @@ impl UgcServer {
         let mut server = Self {
             child,
             addr: ([127, 0, 0, 1], 0).into(),
+            log,
         };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -432,6 +438,12 @@ impl UgcServer {
     /// Where it listens.
     pub fn addr(&self) -> std::net::SocketAddr {
         self.addr
+    }
+
+    /// How many lines the server has logged that contain `text`.
+    pub fn logged(&self, text: &str) -> usize {
+        let log = self.log.lock().unwrap();
+        log.iter().filter(|line| line.contains(text)).count()
     }
 
     /// Whether the process is still running.

@@ -16,7 +16,13 @@
 //!   request's head, idle keep-alive included, before its connection is
 //!   closed (default 10,000);
 //! - `LIMITER_MAX_CONNECTIONS`: connections served at once; more wait in the
-//!   listen backlog (default 768).
+//!   listen backlog (default 768);
+//! - `LIMITER_ALLOW`: comma-separated networks (CIDRs or single addresses)
+//!   whose clients bypass every limit (found as for `by = ip`: through the
+//!   trusted proxies only);
+//! - `LIMITER_SHADOW`: `1` puts every limit in shadow mode (checked and
+//!   counted, never denying; what would have been denied is counted in
+//!   `limiter_shadow_denied_total` and logged), `0` or unset enforces them.
 //!
 //! A malformed value stops the server at start-up, saying which and why.
 
@@ -70,6 +76,16 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         }
         Err(_) => Default::default(),
     };
+    let allow = parse_trusted_proxies(&std::env::var("LIMITER_ALLOW").unwrap_or_default())
+        .map_err(|e| format!("LIMITER_ALLOW: {e}"))?;
+    let shadow = match std::env::var("LIMITER_SHADOW").as_deref().map(str::trim) {
+        Err(_) | Ok("" | "0") => false,
+        Ok("1") => true,
+        Ok(other) => return Err(format!("LIMITER_SHADOW {other:?}: expected 1 or 0").into()),
+    };
+    if shadow {
+        tracing::warn!("shadow mode: every limit is checked and counted, none denies");
+    }
     let serve_options = ServeOptions {
         header_read_timeout: Duration::from_millis(env_number(
             "LIMITER_HEADER_READ_TIMEOUT_MS",
@@ -109,6 +125,9 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
                     guard,
                     metrics,
                     regional,
+                    allow,
+                    shadow,
+                    ..Options::default()
                 },
             )
         }
@@ -118,6 +137,8 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
                 trusted_proxies: proxies,
                 client_ip_source,
                 metrics,
+                allow,
+                shadow,
                 ..Options::default()
             };
             app(Limiter::new(MemoryStore::new()), options)

@@ -408,6 +408,16 @@ impl<S: Store, C: Clock + Clone> Store for Guarded<S, C> {
         self.acquire_permit_with(key, limit, self.inner.config.on_store_error)
     }
 
+    fn acquire_permit_on_error(
+        &self,
+        key: &str,
+        limit: &ConcurrencyLimit,
+        on_error: Option<OnStoreError>,
+    ) -> impl Future<Output = Result<Acquired, Error>> + Send {
+        let on_error = on_error.unwrap_or(self.inner.config.on_store_error);
+        self.acquire_permit_with(key, limit, on_error)
+    }
+
     /// Within the deadline, through the key's breaker: an open breaker
     /// answers [`Error::Unavailable`] at once, and the caller
     /// ([`HotKeys`](crate::HotKeys)) then checks through

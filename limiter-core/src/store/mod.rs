@@ -121,6 +121,19 @@ pub trait Store: Send + Sync + 'static {
         async { Err(Error::Unsupported("concurrency limits")) }
     }
 
+    /// Takes a permit like [`acquire_permit`](Self::acquire_permit). A
+    /// guarded store applies `on_error` when its store fails (its own
+    /// failure policy when `None`); other stores ignore it.
+    fn acquire_permit_on_error(
+        &self,
+        key: &str,
+        limit: &ConcurrencyLimit,
+        on_error: Option<OnStoreError>,
+    ) -> impl Future<Output = Result<Acquired, Error>> + Send {
+        let _ = on_error;
+        self.acquire_permit(key, limit)
+    }
+
     /// Takes up to `request.want()` permits of `key` for
     /// `request.length()`, at least `request.need()` (else the request is
     /// denied and nothing is taken), in one atomic step: what a leased
@@ -206,6 +219,15 @@ impl<S: Store> Store for Arc<S> {
         limit: &ConcurrencyLimit,
     ) -> impl Future<Output = Result<Acquired, Error>> + Send {
         (**self).acquire_permit(key, limit)
+    }
+
+    fn acquire_permit_on_error(
+        &self,
+        key: &str,
+        limit: &ConcurrencyLimit,
+        on_error: Option<OnStoreError>,
+    ) -> impl Future<Output = Result<Acquired, Error>> + Send {
+        (**self).acquire_permit_on_error(key, limit, on_error)
     }
 
     fn lease(

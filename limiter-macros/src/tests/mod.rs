@@ -1,3 +1,4 @@
 mod args;
+mod business;
 mod expand;
 mod policy;

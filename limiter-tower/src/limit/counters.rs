@@ -2,7 +2,7 @@
 
 use std::sync::OnceLock;
 
-use limiter_core::{Algorithm, Verdict};
+use limiter_core::Verdict;
 
 /// How a request was decided, as counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,10 +16,16 @@ pub(crate) enum Counted {
     FailedClosed,
     Other,
     Error,
+    /// On an allow list: not checked.
+    Bypassed,
+    /// A plan without limits: not checked.
+    UnlimitedPlan,
+    /// A cost no request could ever pay.
+    CostRefused,
 }
 
 /// The labels of each [`Counted`], in its order.
-const LABELS: [(&str, &str); 9] = [
+const LABELS: [(&str, &str); 12] = [
     ("allowed", "store"),
     ("denied", "store"),
     ("denied", "deny_cache"),
@@ -29,6 +35,9 @@ const LABELS: [(&str, &str); 9] = [
     ("refused", "fail_closed"),
     ("other", "other"),
     ("error", "error"),
+    ("bypassed", "allow_list"),
+    ("allowed", "unlimited_plan"),
+    ("denied", "cost"),
 ];
 
 impl Counted {
@@ -63,9 +72,15 @@ pub(crate) struct DecisionCounters {
 }
 
 impl DecisionCounters {
-    /// Counts one decision of the limit `limit`.
+    /// Counts one decision of the limit `limit`, by `algorithm` (the name
+    /// is read only when the counter is registered).
     #[inline]
-    pub(crate) fn record(&self, counted: Counted, algorithm: Algorithm, limit: &str) {
+    pub(crate) fn record(
+        &self,
+        counted: Counted,
+        algorithm: impl FnOnce() -> &'static str,
+        limit: &str,
+    ) {
         let index = counted as usize;
         self.counters[index]
             .get_or_init(|| {
@@ -74,7 +89,26 @@ impl DecisionCounters {
                     "limiter_decisions_total",
                     "outcome" => outcome,
                     "source" => source,
-                    "algorithm" => algorithm.name(),
+                    "algorithm" => algorithm(),
+                    "limit" => limit.to_owned(),
+                )
+            })
+            .increment(1);
+    }
+}
+
+/// One limit's `limiter_shadow_denied_total`: the requests shadow mode let
+/// through that the limit denied.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ShadowCounter(OnceLock<metrics::Counter>);
+
+impl ShadowCounter {
+    pub(crate) fn record(&self, algorithm: &'static str, limit: &str) {
+        self.0
+            .get_or_init(|| {
+                metrics::counter!(
+                    "limiter_shadow_denied_total",
+                    "algorithm" => algorithm,
                     "limit" => limit.to_owned(),
                 )
             })

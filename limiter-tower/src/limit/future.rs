@@ -8,10 +8,13 @@ use axum::BoxError;
 use axum::body::{Body, Bytes, HttpBody};
 use axum::response::Response;
 use http::Request;
-use limiter_core::{Error, Verdict};
+use limiter_core::{Error, Permit, Verdict};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
+use super::admission::Admission;
+use super::extended::Admitting;
+use super::permit_body::PermitBody;
 use super::route::RouteLimit;
 use crate::context::{BoxFuture, HeaderOptions};
 use crate::response::RateLimitHeaders;
@@ -49,16 +52,36 @@ pin_project! {
             check: BoxFuture<Result<Verdict, Error>>,
             waiting: Option<Box<Waiting<S, B>>>,
         },
-        // A leaky bucket's request waiting its turn before the inner call.
+        // A leaky bucket's request waiting its turn before the inner call,
+        // with the permit it holds, if any.
         Pacing {
             sleep: Pin<Box<tokio::time::Sleep>>,
-            paced: Option<Box<(S, Request<B>, Option<RateLimitHeaders>)>>,
+            paced: Option<Box<Paced<S, B>>>,
+        },
+        // Waiting for the checks of a limit with business features (a
+        // plan, a permit, a wait for the retry time).
+        Admitting {
+            admission: BoxFuture<Admission>,
+            waiting: Option<Box<Admitting<S, B>>>,
+        },
+        // The inner call of a request holding a concurrency permit: the
+        // permit goes with the response body. What it holds is boxed, so
+        // that this state is no larger than `Calling`: every request's
+        // future is as large as its largest state.
+        Holding {
+            #[pin]
+            future: S::Future,
+            held: Option<Box<(Option<RateLimitHeaders>, Permit)>>,
         },
         Responding {
             response: Option<Response>,
         },
     }
 }
+
+/// A paced request: the ready inner service, the request, its fields and
+/// its permit.
+type Paced<S, B> = (S, Request<B>, Option<RateLimitHeaders>, Option<Permit>);
 
 /// What waits for a store's answer: a ready inner service and the request.
 pub(crate) struct Waiting<S, B> {
@@ -94,10 +117,51 @@ where
             let ready = std::mem::replace(inner, clone);
             State::Pacing {
                 sleep: Box::pin(tokio::time::sleep(delay)),
-                paced: Some(Box::new((ready, request, headers))),
+                paced: Some(Box::new((ready, request, headers, None))),
             }
         };
         Self { state }
+    }
+
+    /// Like [`proceed`](Self::proceed), the response body holding `permit`
+    /// until it ends or is dropped.
+    pub(crate) fn proceed_holding(
+        inner: &mut S,
+        request: Request<B>,
+        headers: Option<RateLimitHeaders>,
+        delay: Duration,
+        permit: Option<Permit>,
+    ) -> Self
+    where
+        S: Clone,
+    {
+        let Some(permit) = permit else {
+            return Self::proceed(inner, request, headers, delay);
+        };
+        let state = if delay.is_zero() {
+            State::Holding {
+                future: inner.call(request),
+                held: Some(Box::new((headers, permit))),
+            }
+        } else {
+            let clone = inner.clone();
+            let ready = std::mem::replace(inner, clone);
+            State::Pacing {
+                sleep: Box::pin(tokio::time::sleep(delay)),
+                paced: Some(Box::new((ready, request, headers, Some(permit)))),
+            }
+        };
+        Self { state }
+    }
+
+    /// Waits for `admission`, then lets the limit decide what follows.
+    pub(crate) fn admitting(admission: BoxFuture<Admission>, waiting: Admitting<S, B>) -> Self {
+        Self {
+            state: State::Admitting {
+                admission,
+                waiting: Some(Box::new(waiting)),
+            },
+        }
     }
 
     /// Answers `response` without calling the inner service.
@@ -146,6 +210,9 @@ where
                 }
                 return Poll::Ready(Ok(response));
             }
+            if let StateProj::Holding { future, held } = state.as_mut().project() {
+                return poll_holding(future, held, cx);
+            }
             if let Some(response) = ready!(State::advance(state.as_mut(), cx)) {
                 return Poll::Ready(Ok(response));
             }
@@ -176,19 +243,61 @@ where
             }
             StateProj::Pacing { sleep, paced } => {
                 ready!(sleep.as_mut().poll(cx));
-                let (mut inner, request, headers) = *paced.take().expect("polled after completion");
-                state.set(State::Calling {
-                    future: inner.call(request),
-                    headers,
+                let (mut inner, request, headers, permit) =
+                    *paced.take().expect("polled after completion");
+                state.set(match permit {
+                    None => State::Calling {
+                        future: inner.call(request),
+                        headers,
+                    },
+                    Some(permit) => State::Holding {
+                        future: inner.call(request),
+                        held: Some(Box::new((headers, permit))),
+                    },
                 });
+            }
+            StateProj::Admitting { admission, waiting } => {
+                let admission = ready!(admission.as_mut().poll(cx));
+                let Admitting {
+                    mut inner,
+                    request,
+                    limit,
+                    admitted,
+                } = *waiting.take().expect("polled after completion");
+                let next = limit.admitted(admission, admitted, &mut inner, request);
+                state.set(next.state);
             }
             StateProj::Responding { response } => {
                 return Poll::Ready(Some(response.take().expect("polled after completion")));
             }
-            StateProj::Calling { .. } => unreachable!("the inner call is polled by `poll`"),
+            StateProj::Calling { .. } | StateProj::Holding { .. } => {
+                unreachable!("the inner call is polled by `poll`")
+            }
         }
         Poll::Ready(None)
     }
+}
+
+/// Polls the inner call of a request holding a permit, which its response
+/// body then holds.
+#[inline(never)]
+fn poll_holding<F, E, ResBody>(
+    future: Pin<&mut F>,
+    held: &mut Option<Box<(Option<RateLimitHeaders>, Permit)>>,
+    cx: &mut Context<'_>,
+) -> Poll<Result<Response, E>>
+where
+    F: Future<Output = Result<http::Response<ResBody>, E>>,
+    ResBody: HttpBody<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    let response = ready!(future.poll(cx))?;
+    let (headers, permit) = *held.take().expect("polled after completion");
+    let mut response = response.map(|body| Body::new(PermitBody::new(body, Some(permit))));
+    if let Some(headers) = headers {
+        headers.add_to(response.headers_mut());
+    }
+    Poll::Ready(Ok(response))
 }
 
 impl<S, B> std::fmt::Debug for ResponseFuture<S, B>

@@ -15,8 +15,9 @@ use limiter_core::{Decision, Error, OnStoreError, Policy, Verdict, push_identity
 use tower_service::Service;
 
 use super::ResponseFuture;
-use super::counters::{Counted, DecisionCounters};
+use super::counters::{Counted, DecisionCounters, ShadowCounter};
 use super::future::Waiting;
+use crate::business::RouteBusiness;
 use crate::context::{Context, HeaderOptions};
 use crate::key::{KeySource, Source};
 use crate::misconfigured::Missing;
@@ -45,10 +46,14 @@ pub(crate) struct RouteLimit {
     pub(crate) counters: DecisionCounters,
     /// Whether allowed requests carry their [`Decision`].
     pub(crate) decision_extension: bool,
+    /// Plans, allow lists, shadow mode, waiting, concurrency, costs: `None`
+    /// when none is configured, so a plain limit pays one test for them.
+    pub(crate) business: Option<Box<RouteBusiness>>,
+    pub(crate) shadow_counter: ShadowCounter,
 }
 
 /// Why no key could be built for a request.
-enum NoKey {
+pub(crate) enum NoKey {
     /// The request carries no identity of this kind: the client's fault.
     NotInRequest,
     /// The application is not set up for this key source.
@@ -69,6 +74,8 @@ impl RouteLimit {
             on_store_error: None,
             counters: DecisionCounters::default(),
             decision_extension: true,
+            business: None,
+            shadow_counter: ShadowCounter::default(),
         }
     }
 
@@ -88,21 +95,14 @@ impl RouteLimit {
         let Some(context) = current.context() else {
             return self.misconfigured(Missing::RouterLayer, &request);
         };
+        if self.business.is_some() || context.business.is_some() {
+            return self.call_extended(current, inner, request);
+        }
         let headers = context.headers;
         let mut key = KEY_BUFFER.take();
         if let Err(no_key) = self.write_key(&mut key, context, &mut request) {
             KEY_BUFFER.set(key);
-            return match no_key {
-                NoKey::NotInRequest => ResponseFuture::respond(response::problem(
-                    Protocol::of(request.headers()),
-                    context.missing_identity,
-                    &format!(
-                        "This route is rate limited per {}, and the request carries none.",
-                        self.identity_name()
-                    ),
-                )),
-                NoKey::NotSetUp(missing) => self.misconfigured(missing, &request),
-            };
+            return self.refuse(no_key, context, &request);
         }
         if tracing::enabled!(tracing::Level::DEBUG) {
             tracing::debug!(limit = %self.name, %key, "checking");
@@ -175,6 +175,29 @@ impl RouteLimit {
         }
     }
 
+    /// The answer to a request no key could be built for.
+    pub(crate) fn refuse<S, B>(
+        &self,
+        no_key: NoKey,
+        context: &Context,
+        request: &Request<B>,
+    ) -> ResponseFuture<S, B>
+    where
+        S: Service<Request<B>>,
+    {
+        match no_key {
+            NoKey::NotInRequest => ResponseFuture::respond(response::problem(
+                Protocol::of(request.headers()),
+                context.missing_identity,
+                &format!(
+                    "This route is rate limited per {}, and the request carries none.",
+                    self.identity_name()
+                ),
+            )),
+            NoKey::NotSetUp(missing) => self.misconfigured(missing, request),
+        }
+    }
+
     /// What a request lacks when it has no identity for this limit.
     fn identity_name(&self) -> String {
         match &self.source.0 {
@@ -185,9 +208,9 @@ impl RouteLimit {
     }
 
     #[inline]
-    fn record(&self, counted: Counted) {
+    pub(crate) fn record(&self, counted: Counted) {
         self.counters
-            .record(counted, self.policy.algorithm(), &self.name);
+            .record(counted, || self.policy.algorithm().name(), &self.name);
     }
 
     /// Proceeds with the fields, or answers 429.
@@ -222,13 +245,14 @@ impl RouteLimit {
         ResponseFuture::respond(response::too_many_requests(
             Protocol::of(request.headers()),
             decision,
-            &self.policy,
+            &self.policy.names(),
+            self.policy.cost(),
             self.fields.of(decision, options),
             self.message.as_deref(),
         ))
     }
 
-    fn on_error<S, B>(&self, error: Error, request: &Request<B>) -> ResponseFuture<S, B>
+    pub(crate) fn on_error<S, B>(&self, error: Error, request: &Request<B>) -> ResponseFuture<S, B>
     where
         S: Service<Request<B>>,
     {
@@ -238,7 +262,11 @@ impl RouteLimit {
         ResponseFuture::respond(response::unavailable(protocol, Duration::from_secs(1)))
     }
 
-    fn misconfigured<S, B>(&self, missing: Missing, request: &Request<B>) -> ResponseFuture<S, B>
+    pub(crate) fn misconfigured<S, B>(
+        &self,
+        missing: Missing,
+        request: &Request<B>,
+    ) -> ResponseFuture<S, B>
     where
         S: Service<Request<B>>,
     {
@@ -247,7 +275,7 @@ impl RouteLimit {
 
     /// Writes `{prefix}:{identity}:{name}`, or `{prefix}:{name}` for a global
     /// limit, into `key` (cleared first, so a buffer can be reused).
-    fn write_key<B>(
+    pub(crate) fn write_key<B>(
         &self,
         key: &mut String,
         context: &Context,
@@ -324,7 +352,7 @@ fn push_ipv4(key: &mut String, ip: Ipv4Addr) {
 
 /// Runs `f` on the request's head as [`Parts`], which resolvers take, and
 /// puts the head back: the request stays whole, whatever its body type.
-fn with_parts<B, R>(request: &mut Request<B>, f: impl FnOnce(&Parts) -> R) -> R {
+pub(crate) fn with_parts<B, R>(request: &mut Request<B>, f: impl FnOnce(&Parts) -> R) -> R {
     let (mut parts, ()) = Request::new(()).into_parts();
     let swap = |parts: &mut Parts, request: &mut Request<B>| {
         std::mem::swap(&mut parts.method, request.method_mut());

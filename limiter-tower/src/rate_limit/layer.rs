@@ -2,10 +2,11 @@ use std::sync::Arc;
 
 use http::StatusCode;
 use http::request::Parts;
-use limiter_core::{GuardConfig, Limiter, OnStoreError, Store};
+use limiter_core::{GuardConfig, Limiter, MaxWait, OnStoreError, Store, Waiters};
 use tower_layer::Layer;
 
 use super::RateLimit;
+use crate::business::LayerBusiness;
 use crate::client_ip::{ClientIp, ClientIpSource};
 use crate::context::{Context, HeaderOptions, store_builder};
 use crate::scope;
@@ -82,6 +83,8 @@ impl RateLimitLayer {
                     legacy: false,
                 },
                 missing_identity: StatusCode::UNAUTHORIZED,
+                business: None,
+                waiters: Waiters::new(),
             }),
         }
     }
@@ -171,6 +174,72 @@ impl RateLimitLayer {
     /// fewer instructions (BENCHMARKS.md).
     pub fn rate_limit_headers(mut self, on: bool) -> Self {
         self.context().headers.on_allowed = on;
+        self
+    }
+
+    fn business(&mut self) -> &mut LayerBusiness {
+        self.context().business.get_or_insert_default()
+    }
+
+    /// Clients no limit below holds: requests from these networks are
+    /// neither checked nor counted, and carry no RateLimit fields. The
+    /// client is found as for `by = ip` (the peer, or behind
+    /// [trusted proxies](Self::trusted_proxies) the forwarded client), so a
+    /// client cannot buy a bypass with a forged header; a request without
+    /// its peer address is never on the list. Counted in
+    /// `limiter_decisions_total{outcome="bypassed",source="allow_list"}`.
+    ///
+    /// ```
+    /// use limiter_tower::{Limiter, MemoryStore, RateLimitLayer};
+    ///
+    /// // The monitoring network and the internal batch key pass every limit.
+    /// let layer = RateLimitLayer::new(Limiter::new(MemoryStore::new()))
+    ///     .allow_ips(["10.20.0.0/16".parse()?])
+    ///     .allow_identities(["batch-jobs"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn allow_ips(mut self, nets: impl IntoIterator<Item = IpNet>) -> Self {
+        self.business().allow.add_nets(nets);
+        self
+    }
+
+    /// Identities no limit below holds: a request whose identity for a
+    /// limit (its user, its header's value, what a custom key source
+    /// returns) is one of these bypasses that limit, as
+    /// [`allow_ips`](Self::allow_ips) describes.
+    pub fn allow_identities<I: Into<String>>(
+        mut self,
+        identities: impl IntoIterator<Item = I>,
+    ) -> Self {
+        self.business().allow.add_identities(identities);
+        self
+    }
+
+    /// Shadow mode for every limit below: requests are checked and counted
+    /// as usual, but never denied. A request a limit would have denied is
+    /// counted in `limiter_shadow_denied_total` and logged at `info`, and
+    /// carries the RateLimit fields of its denial. A limit waits for
+    /// nothing in shadow mode. Use it to see what new limits would do
+    /// before enforcing them.
+    pub fn shadow(mut self, on: bool) -> Self {
+        self.business().shadow = on;
+        self
+    }
+
+    /// Every limit below waits up to `max` for its retry time instead of
+    /// answering 429 (unless the limit sets its own
+    /// [`wait`](crate::LimitLayer::wait)); see
+    /// [`LimitLayer::wait`](crate::LimitLayer::wait).
+    pub fn wait(mut self, max: MaxWait) -> Self {
+        self.business().wait = Some(max);
+        self
+    }
+
+    /// The queues requests wait in ([`wait`](Self::wait)): their clock and
+    /// how many may wait at once (by default [`Waiters::new`]: the system
+    /// clock, [`DEFAULT_MAX_WAITERS`](crate::DEFAULT_MAX_WAITERS)).
+    pub fn waiters(mut self, waiters: Waiters) -> Self {
+        self.context().waiters = waiters;
         self
     }
 

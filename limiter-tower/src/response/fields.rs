@@ -16,7 +16,7 @@ use std::fmt::Write;
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
-use limiter_core::{Decision, Policy};
+use limiter_core::{ConcurrencyLimit, Decision, Policy};
 
 use crate::context::HeaderOptions;
 
@@ -44,7 +44,11 @@ pub(crate) struct RouteFields {
 
 impl RouteFields {
     pub(crate) fn new(policy: &Policy) -> Self {
-        let names = policy.names();
+        Self::named(policy, &policy.names())
+    }
+
+    /// The fields of `policy`, its items named `names` (a plan's).
+    pub(crate) fn named(policy: &Policy, names: &[String]) -> Self {
         let mut value = String::with_capacity(64);
         for (i, (name, rule)) in names.iter().zip(policy.rules()).enumerate() {
             if i > 0 {
@@ -53,6 +57,18 @@ impl RouteFields {
             let window = seconds(rule.window()).max(1);
             let _ = write!(value, "\"{name}\";q={};w={window}", rule.limit());
         }
+        Self::from_parts(value, names)
+    }
+
+    /// The fields of a concurrency limit: one item, whose quota unit is
+    /// `concurrent-requests` and which has no window.
+    pub(crate) fn concurrency(limit: &ConcurrencyLimit) -> Self {
+        let name = limit.name();
+        let value = format!("\"{name}\";q={};qu=\"concurrent-requests\"", limit.max());
+        Self::from_parts(value, &[name])
+    }
+
+    fn from_parts(value: String, names: &[String]) -> Self {
         Self {
             policy: HeaderValue::try_from(value).expect("rule names are visible ASCII"),
             item_prefixes: names
@@ -129,6 +145,25 @@ pub(crate) fn decimal(mut n: u64, digits: &mut [u8; 20]) -> &[u8] {
         }
     }
     &digits[start..]
+}
+
+impl RateLimitHeaders {
+    /// These fields followed by `other`'s items (the legacy fields stay
+    /// this decision's).
+    pub(crate) fn join(self, other: Self) -> Self {
+        let join = |a: HeaderValue, b: HeaderValue| {
+            let mut bytes = Vec::with_capacity(a.len() + b.len() + 2);
+            bytes.extend_from_slice(a.as_bytes());
+            bytes.extend_from_slice(b", ");
+            bytes.extend_from_slice(b.as_bytes());
+            HeaderValue::from_bytes(&bytes).expect("joined field values")
+        };
+        Self {
+            policy: join(self.policy, other.policy),
+            state: join(self.state, other.state),
+            legacy: self.legacy.or(other.legacy),
+        }
+    }
 }
 
 /// The rate-limit fields of one decision, ready to add to a response:

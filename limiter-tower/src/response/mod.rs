@@ -13,7 +13,7 @@ use axum::body::Body;
 use axum::response::Response;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderValue, StatusCode};
-use limiter_core::{Decision, Policy};
+use limiter_core::Decision;
 
 pub use fields::{RATELIMIT, RATELIMIT_POLICY};
 pub(crate) use fields::{RateLimitHeaders, RouteFields, seconds};
@@ -46,18 +46,18 @@ impl Protocol {
 pub(crate) fn too_many_requests(
     protocol: Protocol,
     decision: &Decision,
-    policy: &Policy,
+    names: &[String],
+    cost: u64,
     fields: RateLimitHeaders,
     message: Option<&str>,
 ) -> Response {
     let retry_after = decision.retry_after().unwrap_or_default();
     let retry_seconds = seconds(retry_after).max(1);
-    let violated: Vec<String> = policy
-        .names()
-        .into_iter()
+    let violated: Vec<String> = names
+        .iter()
         .zip(decision.rules())
-        .filter(|(_, status)| status.remaining() < policy.cost())
-        .map(|(name, _)| name)
+        .filter(|(_, status)| status.remaining() < cost)
+        .map(|(name, _)| name.clone())
         .collect();
     let detail = || {
         format!(

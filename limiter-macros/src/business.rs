@@ -1,0 +1,231 @@
+//! The arguments that make a handler's limit follow the business: `plans`,
+//! `allow`, `allow_identities`, `shadow`, `wait`, `wait_when`,
+//! `concurrency` and `cost = path`. Parsed beside the others, checked
+//! through limiter-core (`ConcurrencyLimit::new`, `MaxWait::new`), and
+//! generated as `LimitLayer` setter calls.
+
+use std::net::IpAddr;
+use std::str::FromStr;
+
+use ipnet::IpNet;
+use limiter_core::{ConcurrencyLimit, ConfigError, MaxWait};
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+use syn::parse::{Lookahead1, ParseStream};
+use syn::punctuated::Punctuated;
+use syn::spanned::Spanned as _;
+use syn::{Error, LitInt, LitStr, Path, Token, bracketed};
+
+use crate::args::Args;
+use crate::attr_parsing::{Arg, parse_assignment};
+use crate::generate::private;
+use crate::values::{DurationLit, Int};
+
+mod kw {
+    syn::custom_keyword!(plans);
+    syn::custom_keyword!(allow);
+    syn::custom_keyword!(allow_identities);
+    syn::custom_keyword!(shadow);
+    syn::custom_keyword!(wait);
+    syn::custom_keyword!(wait_when);
+    syn::custom_keyword!(concurrency);
+    syn::custom_keyword!(cost);
+}
+
+/// The business arguments as written, each at most once.
+#[derive(Default)]
+pub(crate) struct BusinessArgs {
+    plans: Option<Arg<kw::plans, Path>>,
+    allow: Option<Arg<kw::allow, Vec<LitStr>>>,
+    allow_identities: Option<Arg<kw::allow_identities, Vec<LitStr>>>,
+    shadow: Option<kw::shadow>,
+    wait: Option<Arg<kw::wait, DurationLit>>,
+    wait_when: Option<Arg<kw::wait_when, Path>>,
+    concurrency: Option<Arg<kw::concurrency, Int>>,
+    /// `cost = path::to::fn` (a constant cost is the policy's).
+    cost: Option<Arg<kw::cost, Path>>,
+}
+
+impl BusinessArgs {
+    /// Parses `cost = path::to::fn` when `input` starts with it (before
+    /// the other arguments: `cost = 10` is the policy's), without asking
+    /// the lookahead, which lists `cost` once already.
+    pub(crate) fn parse_cost_function(&mut self, input: ParseStream<'_>) -> syn::Result<bool> {
+        if input.peek(kw::cost) && input.peek2(Token![=]) && !input.peek3(LitInt) {
+            parse_assignment(input, &mut self.cost, |input| input.parse())?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Parses one business argument when `input` starts with one; `false`
+    /// otherwise (the lookahead then lists these names too).
+    pub(crate) fn parse(
+        &mut self,
+        input: ParseStream<'_>,
+        lookahead: &Lookahead1<'_>,
+    ) -> syn::Result<bool> {
+        if lookahead.peek(kw::plans) {
+            parse_assignment(input, &mut self.plans, |input| input.parse())?;
+        } else if lookahead.peek(kw::allow_identities) {
+            parse_assignment(input, &mut self.allow_identities, parse_strings)?;
+        } else if lookahead.peek(kw::allow) {
+            parse_assignment(input, &mut self.allow, parse_strings)?;
+        } else if lookahead.peek(kw::shadow) {
+            let keyword: kw::shadow = input.parse()?;
+            if self.shadow.is_some() {
+                return Err(Error::new_spanned(keyword, "duplicate argument `shadow`"));
+            }
+            self.shadow = Some(keyword);
+        } else if lookahead.peek(kw::wait_when) {
+            parse_assignment(input, &mut self.wait_when, |input| input.parse())?;
+        } else if lookahead.peek(kw::wait) {
+            parse_assignment(input, &mut self.wait, |input| {
+                DurationLit::parse(input, "the longest wait")
+            })?;
+        } else if lookahead.peek(kw::concurrency) {
+            parse_assignment(input, &mut self.concurrency, |input| {
+                Int::parse(input, "the number of requests in flight")
+            })?;
+        } else {
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// Whether the handler has a concurrency limit and no rate limit.
+    pub(crate) fn concurrency_only(args: &Args) -> bool {
+        args.business.concurrency.is_some()
+            && args.rules.is_none()
+            && args.algorithm.is_none()
+            && args.prevent_duplicate.is_none()
+            && args.cost.is_none()
+            && args.business.cost.is_none()
+            && args.business.plans.is_none()
+    }
+}
+
+/// The checked business arguments: the setter calls on the handler's
+/// `LimitLayer`, and for a concurrency limit alone its constructor.
+pub(crate) struct Business {
+    pub(crate) calls: TokenStream,
+    /// `LimitLayer::concurrent(..)`'s limit, when there is no rate limit.
+    pub(crate) concurrency_only: Option<TokenStream>,
+}
+
+/// Checks `args`' business arguments through limiter-core, reporting every
+/// mistake on its token.
+pub(crate) fn build(args: &Args) -> syn::Result<Business> {
+    let business = &args.business;
+    let core = private();
+    let mut calls = TokenStream::new();
+    let mut errors = Vec::new();
+    if let (Some(cost), Some(_)) = (&business.cost, &args.cost) {
+        errors.push(Error::new_spanned(
+            cost.keyword,
+            "duplicate argument `cost`",
+        ));
+    }
+    if let Some(plans) = &business.plans {
+        let path = &plans.value;
+        calls.extend(quote_spanned! {path.span()=>
+            .plans({
+                let plan_of: fn(&#core::http::request::Parts) -> ::core::option::Option<#core::Plan> = #path;
+                plan_of
+            })
+        });
+    }
+    if let Some(cost) = &business.cost {
+        let path = &cost.value;
+        calls.extend(quote_spanned! {path.span()=>
+            .cost({
+                let cost_of: fn(&#core::http::request::Parts) -> u64 = #path;
+                cost_of
+            })
+        });
+    }
+    if let Some(allow) = &business.allow {
+        let nets = allow
+            .value
+            .iter()
+            .filter_map(|text| match parse_net(&text.value()) {
+                Ok(_) => Some(quote!(#core::allowed_net(#text))),
+                Err(why) => {
+                    errors.push(Error::new_spanned(text, why));
+                    None
+                }
+            });
+        let nets: Vec<_> = nets.collect();
+        calls.extend(quote!(.allow_ips([#(#nets),*])));
+    }
+    if let Some(identities) = &business.allow_identities {
+        let identities = &identities.value;
+        calls.extend(quote!(.allow_identities([#(#identities),*])));
+    }
+    if business.shadow.is_some() {
+        calls.extend(quote!(.shadow(true)));
+    }
+    match (&business.wait, &business.wait_when) {
+        (Some(wait), _) => match MaxWait::new(wait.value.value) {
+            Ok(_) => {
+                let max = &wait.value;
+                calls.extend(quote!(.wait(#core::proven(#core::MaxWait::new(#max)))));
+            }
+            Err(error) => errors.push(Error::new_spanned(&wait.value.written, error)),
+        },
+        (None, Some(when)) => errors.push(Error::new_spanned(
+            when.keyword,
+            "`wait_when` chooses which requests wait: it needs `wait = ...`, the longest wait",
+        )),
+        (None, None) => {}
+    }
+    if let (Some(_), Some(when)) = (&business.wait, &business.wait_when) {
+        let path = &when.value;
+        calls.extend(quote_spanned! {path.span()=>
+            .wait_when({
+                let waits: fn(&#core::http::request::Parts) -> bool = #path;
+                waits
+            })
+        });
+    }
+    let mut concurrency_only = None;
+    if let Some(concurrency) = &business.concurrency {
+        let max = &concurrency.value;
+        match ConcurrencyLimit::new(max.value) {
+            Ok(_) => {
+                let limit = quote!(#core::proven(#core::ConcurrencyLimit::new(#max)));
+                if BusinessArgs::concurrency_only(args) {
+                    concurrency_only = Some(limit);
+                } else {
+                    calls.extend(quote!(.concurrency(#limit)));
+                }
+            }
+            Err(error @ (ConfigError::ZeroConcurrency | ConfigError::TooLarge { .. })) => {
+                errors.push(Error::new_spanned(&max.lit, error));
+            }
+            Err(error) => errors.push(Error::new_spanned(concurrency.keyword, error)),
+        }
+    }
+    match crate::attr_parsing::combine(errors) {
+        Some(error) => Err(error),
+        None => Ok(Business {
+            calls,
+            concurrency_only,
+        }),
+    }
+}
+
+/// `["...", ...]`.
+fn parse_strings(input: ParseStream<'_>) -> syn::Result<Vec<LitStr>> {
+    let content;
+    bracketed!(content in input);
+    let list = Punctuated::<LitStr, Token![,]>::parse_terminated(&content)?;
+    Ok(list.into_iter().collect())
+}
+
+/// A network in CIDR notation, or a single address.
+fn parse_net(text: &str) -> Result<IpNet, String> {
+    IpNet::from_str(text)
+        .or_else(|_| IpAddr::from_str(text).map(IpNet::from))
+        .map_err(|_| format!("{text:?} is not an IP network (like \"10.0.0.0/8\") nor an address"))
+}

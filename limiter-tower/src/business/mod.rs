@@ -1,0 +1,108 @@
+//! What makes a limit follow the business: a policy from the request's
+//! plan, allow lists, shadow mode, waiting instead of 429, a concurrency
+//! limit and a cost computed from the request. Configured on the layers;
+//! none of it costs a request anything when it is not configured.
+
+mod allow;
+
+use std::fmt;
+use std::sync::Arc;
+
+use http::request::Parts;
+use limiter_core::{ConcurrencyLimit, MaxWait, Plan};
+
+pub(crate) use allow::AllowList;
+
+use crate::limit::counters::{DecisionCounters, ShadowCounter};
+use crate::response::RouteFields;
+
+/// Finds the plan of a request: `None` keeps the limit's own policy.
+pub(crate) type PlanResolver = Arc<dyn Fn(&Parts) -> Option<Plan> + Send + Sync>;
+/// What a request costs.
+pub(crate) type CostResolver = Arc<dyn Fn(&Parts) -> u64 + Send + Sync>;
+/// Whether a request asks to wait instead of being denied.
+pub(crate) type WaitWhen = Arc<dyn Fn(&Parts) -> bool + Send + Sync>;
+
+/// What the router layer adds for every limit below it.
+#[derive(Clone, Default)]
+pub(crate) struct LayerBusiness {
+    pub(crate) allow: AllowList,
+    pub(crate) shadow: bool,
+    pub(crate) wait: Option<MaxWait>,
+}
+
+/// What one route's limit adds to its policy.
+#[derive(Clone)]
+pub(crate) struct RouteBusiness {
+    /// Whether the route has a rate limit besides its concurrency limit.
+    pub(crate) rate: bool,
+    pub(crate) plans: Option<PlanResolver>,
+    pub(crate) allow: AllowList,
+    pub(crate) shadow: bool,
+    pub(crate) wait: Option<MaxWait>,
+    pub(crate) wait_when: Option<WaitWhen>,
+    pub(crate) cost: Option<CostResolver>,
+    pub(crate) concurrency: Option<Concurrency>,
+}
+
+impl Default for RouteBusiness {
+    fn default() -> Self {
+        Self {
+            rate: true,
+            plans: None,
+            allow: AllowList::default(),
+            shadow: false,
+            wait: None,
+            wait_when: None,
+            cost: None,
+            concurrency: None,
+        }
+    }
+}
+
+/// A route's concurrency limit, its fields and counters.
+#[derive(Debug, Clone)]
+pub(crate) struct Concurrency {
+    pub(crate) limit: ConcurrencyLimit,
+    pub(crate) fields: RouteFields,
+    pub(crate) names: Arc<[String]>,
+    pub(crate) counters: DecisionCounters,
+    pub(crate) shadow_counter: ShadowCounter,
+}
+
+impl Concurrency {
+    pub(crate) fn new(limit: ConcurrencyLimit) -> Self {
+        Self {
+            fields: RouteFields::concurrency(&limit),
+            names: Arc::new([limit.name()]),
+            limit,
+            counters: DecisionCounters::default(),
+            shadow_counter: ShadowCounter::default(),
+        }
+    }
+}
+
+impl fmt::Debug for LayerBusiness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LayerBusiness")
+            .field("allow", &self.allow)
+            .field("shadow", &self.shadow)
+            .field("wait", &self.wait)
+            .finish()
+    }
+}
+
+impl fmt::Debug for RouteBusiness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RouteBusiness")
+            .field("rate", &self.rate)
+            .field("plans", &self.plans.as_ref().map(|_| ".."))
+            .field("allow", &self.allow)
+            .field("shadow", &self.shadow)
+            .field("wait", &self.wait)
+            .field("wait_when", &self.wait_when.as_ref().map(|_| ".."))
+            .field("cost", &self.cost.as_ref().map(|_| ".."))
+            .field("concurrency", &self.concurrency)
+            .finish()
+    }
+}

@@ -1,0 +1,194 @@
+//! The setters of [`LimitLayer`] that make a limit follow the business:
+//! plans, allow lists, shadow mode, waiting, a concurrency limit, costs.
+
+use std::sync::Arc;
+
+use http::request::Parts;
+use ipnet::IpNet;
+use limiter_core::{ConcurrencyLimit, MaxWait, Plan, Policy, Rule};
+
+use super::LimitLayer;
+use super::route::RouteLimit;
+use crate::business::{Concurrency, RouteBusiness};
+use crate::key::KeySource;
+
+impl LimitLayer {
+    /// A limit named `name` with no rate limit, only at most `limit.max()`
+    /// requests of one `source` identity in flight at once across every
+    /// instance sharing the store. See [`concurrency`](Self::concurrency).
+    ///
+    /// ```
+    /// use axum::{Router, routing::post};
+    /// use limiter_tower::{ConcurrencyLimit, KeySource, Limiter, LimitLayer, MemoryStore, RateLimitLayer};
+    ///
+    /// let exports = LimitLayer::concurrent("exports", ConcurrencyLimit::new(2)?, KeySource::user());
+    /// let app: Router = Router::new()
+    ///     .route("/exports", post(|| async { "exported" }).layer(exports))
+    ///     .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())).user(|parts| {
+    ///         parts.headers.get("x-user-id")?.to_str().ok().map(str::to_owned)
+    ///     }));
+    /// # Ok::<(), limiter_tower::ConfigError>(())
+    /// ```
+    pub fn concurrent(name: impl AsRef<str>, limit: ConcurrencyLimit, source: KeySource) -> Self {
+        // The rate policy is never checked: one in the limit's shape.
+        let unused = Rule::new(limit.max(), limit.lease()).expect("a concurrency limit's quota");
+        let mut layer = Self {
+            limit: Arc::new(RouteLimit::new(
+                name.as_ref(),
+                Policy::fixed_window(unused),
+                source,
+            )),
+        };
+        let business = layer.business();
+        business.rate = false;
+        business.concurrency = Some(Concurrency::new(limit));
+        layer
+    }
+
+    fn business(&mut self) -> &mut RouteBusiness {
+        Arc::make_mut(&mut self.limit)
+            .business
+            .get_or_insert_default()
+    }
+
+    /// At most `limit.max()` requests of one identity in flight at once,
+    /// besides the rate limit, across every instance sharing the store.
+    ///
+    /// A request takes a permit before its rate is checked, and holds it
+    /// until its response body has been sent or dropped (the client went
+    /// away); a request whose future is dropped gives it back at once. On
+    /// Redis a permit is a lease renewed while it is held, so the permits of
+    /// an instance that dies are given back when their lease ends. Without
+    /// a free permit the request is answered 429 with `Retry-After: 1`,
+    /// its `RateLimit-Policy` item carrying `qu="concurrent-requests"`:
+    /// `"2-concurrent";q=2;qu="concurrent-requests"`. The permits' keys
+    /// are the limit's keys followed by `:concurrent`.
+    pub fn concurrency(mut self, limit: ConcurrencyLimit) -> Self {
+        self.business().concurrency = Some(Concurrency::new(limit));
+        self
+    }
+
+    /// Takes the policy of each request from its plan: `resolve` reads the
+    /// request's head and answers its [`Plan`] (typically the plan of its
+    /// API key, looked up in a [`Plans`](crate::Plans) that an admin
+    /// endpoint changes while the service runs), or `None` for the limit's
+    /// own policy. An [unlimited](Plan::unlimited) plan's requests are not
+    /// checked.
+    ///
+    /// The key stays the limit's (`{prefix}:{identity}:{name}`), so a key's
+    /// state carries over when its plan changes: lowering a plan's limit
+    /// admits nothing more in the current window than the new limit allows
+    /// (see [`Plans`](crate::Plans)). The RateLimit items are named after
+    /// the plan: `"pro:100-per-60s"`. A plan whose policy runs another
+    /// algorithm than the limit's own is not applied (the limit's own
+    /// policy is, and the mistake is logged at `error`): check the set with
+    /// [`Plans::fits`](crate::Plans::fits).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use axum::{Router, routing::get};
+    /// use limiter_tower::{KeySource, Limiter, LimitLayer, MemoryStore, Plan, Plans, Policy, RateLimitLayer, Rule};
+    ///
+    /// let per_minute = |n| Policy::sliding_log([Rule::new(n, Duration::from_secs(60))?]);
+    /// let plans = Plans::new([Plan::new("free", per_minute(10)?)?, Plan::new("pro", per_minute(100)?)?])?;
+    /// let default = per_minute(10)?;
+    /// plans.fits(&default)?;
+    /// let handle = plans.clone(); // for the admin endpoint: `handle.insert(..)`
+    /// let search = LimitLayer::new("search", default, KeySource::header("x-api-key".parse()?))
+    ///     .plans(move |parts| {
+    ///         let key = parts.headers.get("x-api-key")?.to_str().ok()?;
+    ///         plans.get(if key.starts_with("pro-") { "pro" } else { "free" })
+    ///     });
+    /// let app: Router = Router::new()
+    ///     .route("/search", get(|| async { "results" }).layer(search))
+    ///     .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn plans(
+        mut self,
+        resolve: impl Fn(&Parts) -> Option<Plan> + Send + Sync + 'static,
+    ) -> Self {
+        self.business().plans = Some(Arc::new(resolve));
+        self
+    }
+
+    /// What each request costs, read from its head (a batch's size, say),
+    /// instead of the policy's cost. A cost of 0 is not checked nor counted;
+    /// a cost the policy could never allow (above its smallest limit, its
+    /// capacity or its burst) is answered 429 without `Retry-After`, since
+    /// retrying cannot help.
+    ///
+    /// ```
+    /// use limiter_tower::{KeySource, LimitLayer, Policy, Rate};
+    ///
+    /// let bucket = Policy::token_bucket(Rate::per_second(10)?, 100)?;
+    /// let imports = LimitLayer::new("imports", bucket, KeySource::ip()).cost(|parts| {
+    ///     let items = parts.headers.get("x-batch-size").and_then(|v| v.to_str().ok());
+    ///     items.and_then(|n| n.parse().ok()).unwrap_or(1)
+    /// });
+    /// # Ok::<(), limiter_tower::ConfigError>(())
+    /// ```
+    pub fn cost(mut self, cost: impl Fn(&Parts) -> u64 + Send + Sync + 'static) -> Self {
+        self.business().cost = Some(Arc::new(cost));
+        self
+    }
+
+    /// Clients this limit does not hold, as
+    /// [`RateLimitLayer::allow_ips`](crate::RateLimitLayer::allow_ips)
+    /// describes for every limit.
+    pub fn allow_ips(mut self, nets: impl IntoIterator<Item = IpNet>) -> Self {
+        self.business().allow.add_nets(nets);
+        self
+    }
+
+    /// Identities (this limit's: a user, a header's value) this limit does
+    /// not hold, as
+    /// [`RateLimitLayer::allow_identities`](crate::RateLimitLayer::allow_identities)
+    /// describes.
+    pub fn allow_identities<I: Into<String>>(
+        mut self,
+        identities: impl IntoIterator<Item = I>,
+    ) -> Self {
+        self.business().allow.add_identities(identities);
+        self
+    }
+
+    /// Shadow mode for this limit: checked and counted as usual, never
+    /// denied; see [`RateLimitLayer::shadow`](crate::RateLimitLayer::shadow).
+    pub fn shadow(mut self, on: bool) -> Self {
+        self.business().shadow = on;
+        self
+    }
+
+    /// Waits up to `max` for the retry time instead of answering 429, for
+    /// every algorithm and for the concurrency limit: a request over the
+    /// limit whose retry time is within `max` waits for it and is checked
+    /// again, in turn with the other waiters of its key (see
+    /// [`Waiters`](crate::Waiters)), and answered 429 only once waiting
+    /// cannot help. A client that goes away while it waits leaves the queue.
+    /// How many may wait at once, and the clock, are the router layer's
+    /// ([`RateLimitLayer::waiters`](crate::RateLimitLayer::waiters)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_tower::{KeySource, LimitLayer, MaxWait, Policy, Rule};
+    ///
+    /// let replies = Policy::sliding_log([Rule::new(5, Duration::from_secs(60))?])?;
+    /// let layer = LimitLayer::new("replies", replies, KeySource::user())
+    ///     .wait(MaxWait::new(Duration::from_secs(2))?)
+    ///     // Only requests that ask for it: `?wait=1`.
+    ///     .wait_when(|parts| parts.uri.query().is_some_and(|q| q.split('&').any(|p| p == "wait=1")));
+    /// # Ok::<(), limiter_tower::ConfigError>(())
+    /// ```
+    pub fn wait(mut self, max: MaxWait) -> Self {
+        self.business().wait = Some(max);
+        self
+    }
+
+    /// Waits ([`wait`](Self::wait)) only for the requests `when` answers
+    /// `true` for; the others are answered 429 at once.
+    pub fn wait_when(mut self, when: impl Fn(&Parts) -> bool + Send + Sync + 'static) -> Self {
+        self.business().wait_when = Some(Arc::new(when));
+        self
+    }
+}
