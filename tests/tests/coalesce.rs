@@ -335,3 +335,54 @@ async fn callers_giving_up_leave_the_batch_intact() {
     let counted = server.command(&["HGET", "cancel", "c"]);
     assert_eq!(counted.trim(), "73");
 }
+
+/// A batch on a key holding another policy's state (another algorithm's
+/// hash, a sorted set, a bucket in other units) reads it as one check would,
+/// and leaves the state one check after another would: the checks after it
+/// agree with the memory store.
+#[tokio::test]
+async fn a_batch_over_another_policys_state_decides_as_checks_one_at_a_time() {
+    let redis = limiter_tests::redis();
+    let store = redis.store().await;
+    let us = Duration::from_micros;
+    let log = Policy::sliding_log([Rule::new(5, us(90_000)).unwrap()]).unwrap();
+    let fixed = Policy::fixed_window(Rule::new(6, us(50_000)).unwrap());
+    let sliding = Policy::sliding_window(Rule::new(7, us(40_000)).unwrap());
+    let bucket = Policy::token_bucket(Rate::new(3, us(30_000)).unwrap(), 5).unwrap();
+    let other_units = Policy::token_bucket(Rate::new(7, us(20_000)).unwrap(), 4).unwrap();
+    let leaky = Policy::leaky_bucket(Rate::new(2, us(10_000)).unwrap(), 6).unwrap();
+    let gcra = Policy::gcra(Rate::new(5, us(25_000)).unwrap(), 4).unwrap();
+    let all = [&log, &fixed, &sliding, &bucket, &other_units, &leaky, &gcra];
+    let mut case = 0;
+    for before in all {
+        for after in all {
+            case += 1;
+            let key = redis.key(&format!("switch{case}"));
+            let memory = MemoryStore::new();
+            let mut now = T0;
+            let both = async |policy: &Policy, cost: u64, now: u64| {
+                let expected = memory.check_at(&key, policy, cost, now).unwrap();
+                let decided = store.check_at(&key, policy, cost, now).await.unwrap();
+                assert_eq!(decided, expected, "case {case}");
+            };
+            for cost in [1, 2, 1] {
+                now += 3_000;
+                both(before, cost, now).await;
+            }
+            now += 1_000;
+            let costs = [1, 3, 1, 1, 2, 1];
+            let batch = store
+                .check_batch_at(&key, after, &costs, now)
+                .await
+                .unwrap();
+            for (&cost, decided) in costs.iter().zip(&batch) {
+                let expected = memory.check_at(&key, after, cost, now).unwrap();
+                assert_eq!(decided, &expected, "case {case}: batch");
+            }
+            for step in [0, 700, 9_000, 45_000] {
+                now += step;
+                both(after, 1, now).await;
+            }
+        }
+    }
+}

@@ -10,7 +10,8 @@ use crate::error::Error;
 use crate::policy::{Algorithm, Policy};
 
 /// The shebang, the prelude and helpers, then the algorithm's file as the
-/// body of `decide(cost)`, then the loop over the costs.
+/// body of `decide(cost)`, then the loop over the costs. The hash scripts'
+/// batches read and write the key's hash once (`batch_hash.lua`).
 macro_rules! batched {
     ([$($helper:literal),*], $body:literal) => {
         Lua::new(concat!(
@@ -26,9 +27,9 @@ macro_rules! batched {
 }
 
 static SLIDING_LOG: Lua = batched!([], "sliding_log.lua");
-static FIXED_WINDOW: Lua = batched!(["helpers.lua"], "fixed_window.lua");
-static SLIDING_WINDOW: Lua = batched!(["helpers.lua"], "sliding_window.lua");
-static BUCKET: Lua = batched!(["helpers.lua"], "bucket.lua");
+static FIXED_WINDOW: Lua = batched!(["batch_hash.lua", "helpers.lua"], "fixed_window.lua");
+static SLIDING_WINDOW: Lua = batched!(["batch_hash.lua", "helpers.lua"], "sliding_window.lua");
+static BUCKET: Lua = batched!(["batch_hash.lua", "helpers.lua"], "bucket.lua");
 
 pub(crate) fn lua(algorithm: Algorithm) -> &'static Lua {
     match algorithm {

@@ -13,4 +13,8 @@ for c in string.gmatch(ARGV[2], '%d+') do
     replies[r] = reply[i]
   end
 end
+-- The hash scripts' deferred writes (see `batch_hash.lua`).
+if rawget(redis, 'flush') then
+  redis.flush()
+end
 return replies

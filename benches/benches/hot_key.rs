@@ -1,0 +1,287 @@
+//! Hot keys: decisions per second and Redis calls per decision of the Redis
+//! store with its checks coalesced (the default) and direct
+//! (`RedisConfig::coalesce(false)`), on one hot key and on 100,000 keys,
+//! on a standalone Redis and a 3-master cluster.
+//!
+//! Two instances (two `RedisStore`s, each on connections of its own) run 64
+//! tasks each, checking as fast as they can. Redis calls are read from
+//! `INFO commandstats` (`cmdstat_evalsha` calls, summed over the nodes)
+//! after a `CONFIG RESETSTAT`. Starts its own servers (the test harness)
+//! and prints markdown. Run with
+//! `cargo bench -p limiter-benches --bench hot_key`; see BENCHMARKS.md.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use limiter_core::{Policy, Rate, RedisConfig, RedisStore, Store};
+use limiter_tests::{RedisCluster, RedisServer};
+use redis::aio::MultiplexedConnection;
+
+const INSTANCES: usize = 2;
+const TASKS_PER_INSTANCE: usize = 64;
+/// The spread load's keys.
+const KEYS: usize = 100_000;
+/// Unmeasured run of each side before the measurement.
+const WARM_UP: Duration = Duration::from_millis(500);
+/// Each side is measured for `SLICES` slices of `SLICE`, alternating which
+/// goes first, so a burst of load from another process falls on both.
+const SLICE: Duration = Duration::from_millis(250);
+const SLICES: usize = 16;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Load {
+    /// Every check on one key.
+    Hot,
+    /// Each task cycles through its share of `KEYS` keys.
+    Spread,
+}
+
+/// Decisions, Redis calls, Redis's time in them and the time of one side,
+/// summed over its slices.
+#[derive(Default)]
+struct Tally {
+    decisions: u64,
+    calls: u64,
+    redis_usec: u64,
+    elapsed: Duration,
+    /// Decisions per second of each slice.
+    slices: Vec<f64>,
+}
+
+impl Tally {
+    fn per_second(&self) -> f64 {
+        self.decisions as f64 / self.elapsed.as_secs_f64()
+    }
+
+    fn calls_per_decision(&self) -> f64 {
+        self.calls as f64 / self.decisions as f64
+    }
+
+    /// Microseconds Redis spent running scripts, per decision.
+    fn redis_usec_per_decision(&self) -> f64 {
+        self.redis_usec as f64 / self.decisions as f64
+    }
+}
+
+/// A token bucket that never denies: every check writes (the most work a
+/// check does), and the key's state stays alive.
+fn policy() -> Policy {
+    Policy::token_bucket(Rate::per_second(1).expect("a rate"), 1 << 30).expect("a policy")
+}
+
+/// `INSTANCES` stores on connections of their own.
+async fn instances(seeds: &[String], cluster: bool, coalesce: bool) -> Vec<RedisStore> {
+    let config = RedisConfig::new()
+        .response_timeout(Duration::from_secs(5))
+        .coalesce(coalesce);
+    let mut stores = Vec::new();
+    for _ in 0..INSTANCES {
+        let store = if cluster {
+            RedisStore::connect_cluster(seeds.iter().map(String::as_str), config.clone()).await
+        } else {
+            RedisStore::connect_with(&seeds[0], config.clone()).await
+        };
+        stores.push(store.expect("connect the store"));
+    }
+    stores
+}
+
+/// Runs every task for `duration`; returns the decisions made and the time
+/// until the last check in flight returned.
+async fn run(stores: &[RedisStore], load: Load, duration: Duration) -> (u64, Duration) {
+    let policy = Arc::new(policy());
+    let stop = Arc::new(AtomicBool::new(false));
+    let start = Instant::now();
+    let tasks = INSTANCES * TASKS_PER_INSTANCE;
+    let handles: Vec<_> = (0..tasks)
+        .map(|task| {
+            let store = stores[task % INSTANCES].clone();
+            let (policy, stop) = (Arc::clone(&policy), Arc::clone(&stop));
+            tokio::spawn(async move {
+                let mut done = 0u64;
+                let mut key = String::from("hot");
+                while !stop.load(Ordering::Relaxed) {
+                    if load == Load::Spread {
+                        let n = (task + tasks * done as usize) % KEYS;
+                        key = format!("spread:{n}");
+                    }
+                    let decision = store.check(&key, &policy, 1).await;
+                    assert!(decision.expect("a decision").allowed());
+                    done += 1;
+                }
+                done
+            })
+        })
+        .collect();
+    tokio::time::sleep(duration).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut decisions = 0;
+    for handle in handles {
+        decisions += handle.await.expect("a benchmark task");
+    }
+    (decisions, start.elapsed())
+}
+
+/// `CONFIG RESETSTAT` on every node.
+async fn reset(admins: &mut [MultiplexedConnection]) {
+    for admin in admins {
+        let _: () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query_async(admin)
+            .await
+            .expect("CONFIG RESETSTAT");
+    }
+}
+
+/// EVALSHA calls and the microseconds they took since the last reset,
+/// over every node.
+async fn evalsha_stats(admins: &mut [MultiplexedConnection]) -> (u64, u64) {
+    let (mut calls, mut usec) = (0, 0);
+    for admin in admins {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(admin)
+            .await
+            .expect("INFO commandstats");
+        let Some(line) = info
+            .lines()
+            .find_map(|l| l.strip_prefix("cmdstat_evalsha:"))
+        else {
+            continue;
+        };
+        let field = |name: &str| -> u64 {
+            line.split(',')
+                .find_map(|f| f.strip_prefix(name)?.strip_prefix('='))
+                .and_then(|value| value.parse().ok())
+                .unwrap_or_else(|| panic!("no {name} in {line}"))
+        };
+        calls += field("calls");
+        usec += field("usec");
+    }
+    (calls, usec)
+}
+
+async fn measure(
+    stores: &[RedisStore],
+    load: Load,
+    admins: &mut [MultiplexedConnection],
+    tally: &mut Tally,
+) {
+    reset(admins).await;
+    let (decisions, elapsed) = run(stores, load, SLICE).await;
+    let (calls, usec) = evalsha_stats(admins).await;
+    tally.calls += calls;
+    tally.redis_usec += usec;
+    tally.decisions += decisions;
+    tally.elapsed += elapsed;
+    tally.slices.push(decisions as f64 / elapsed.as_secs_f64());
+}
+
+/// Direct and coalesced, alternately, on one deployment and load.
+async fn compare(
+    seeds: &[String],
+    cluster: bool,
+    load: Load,
+    admins: &mut [MultiplexedConnection],
+) -> (Tally, Tally) {
+    let direct = instances(seeds, cluster, false).await;
+    let coalesced = instances(seeds, cluster, true).await;
+    run(&direct, load, WARM_UP).await;
+    run(&coalesced, load, WARM_UP).await;
+    let (mut d, mut c) = (Tally::default(), Tally::default());
+    for slice in 0..SLICES {
+        if slice % 2 == 0 {
+            measure(&direct, load, admins, &mut d).await;
+            measure(&coalesced, load, admins, &mut c).await;
+        } else {
+            measure(&coalesced, load, admins, &mut c).await;
+            measure(&direct, load, admins, &mut d).await;
+        }
+    }
+    (d, c)
+}
+
+async fn admins(urls: &[String]) -> Vec<MultiplexedConnection> {
+    let mut admins = Vec::new();
+    for url in urls {
+        let client = redis::Client::open(url.as_str()).expect("a URL");
+        admins.push(
+            client
+                .get_multiplexed_async_connection()
+                .await
+                .expect("connect redis-rs"),
+        );
+    }
+    admins
+}
+
+/// The median of coalesced / direct over the pairs of slices run side by
+/// side: a burst of load from another process moves it less than the totals.
+fn median_ratio(direct: &Tally, coalesced: &Tally) -> f64 {
+    let mut ratios: Vec<f64> = coalesced
+        .slices
+        .iter()
+        .zip(&direct.slices)
+        .map(|(c, d)| c / d)
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    let middle = ratios.len() / 2;
+    if ratios.len().is_multiple_of(2) {
+        (ratios[middle - 1] + ratios[middle]) / 2.0
+    } else {
+        ratios[middle]
+    }
+}
+
+/// 1234567.8 -> "1,234,568".
+fn thousands(x: f64) -> String {
+    let digits = format!("{x:.0}");
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+// One worker thread, as in `redis_throughput`: the Redis servers get the
+// other core.
+#[tokio::main(flavor = "multi_thread", worker_threads = 1)]
+async fn main() {
+    let server = RedisServer::start();
+    let cluster = RedisCluster::start();
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    println!(
+        "{INSTANCES} instances x {TASKS_PER_INSTANCE} tasks, token bucket (never denies), \
+         {cores} cores, tokio runtime with 1 worker thread"
+    );
+    println!("each side: {WARM_UP:?} warm-up, then {SLICES} alternating slices of {SLICE:?}\n");
+    println!(
+        "| deployment | keys | direct decisions/s | coalesced decisions/s | coalesced / direct | median of slice ratios | Redis calls/decision, direct | coalesced | Redis µs/decision, direct | coalesced |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let deployments = [
+        ("standalone", vec![server.url()], false),
+        ("cluster, 3 masters", cluster.urls(), true),
+    ];
+    for (name, urls, is_cluster) in deployments {
+        let mut admins = admins(&urls).await;
+        for (load, keys) in [(Load::Hot, "1 (hot)"), (Load::Spread, "100,000")] {
+            let (direct, coalesced) = compare(&urls, is_cluster, load, &mut admins).await;
+            println!(
+                "| {name} | {keys} | {} | {} | {:.2}x | {:.2}x | {:.3} | {:.3} | {:.2} | {:.2} |",
+                thousands(direct.per_second()),
+                thousands(coalesced.per_second()),
+                coalesced.per_second() / direct.per_second(),
+                median_ratio(&direct, &coalesced),
+                direct.calls_per_decision(),
+                coalesced.calls_per_decision(),
+                direct.redis_usec_per_decision(),
+                coalesced.redis_usec_per_decision(),
+            );
+        }
+    }
+}
