@@ -155,7 +155,8 @@ pub(super) async fn check<S: Store>(
             next_step(hot, &mut state, now, lease, cost)
         };
         if let Some(ended) = ended {
-            spawn_return(store, key, policy, ended, false);
+            let expired = now >= ended.end;
+            spawn_return(store, key, policy, ended, expired);
         }
         let notify = match step {
             Step::Served(decision) => return Ok(Verdict::Store(decision)),
@@ -171,11 +172,16 @@ pub(super) async fn check<S: Store>(
                 continue;
             }
         };
-        let waiting = notify.notified_owned();
+        let waiting = Arc::clone(&notify).notified_owned();
         let mut waiting = std::pin::pin!(waiting);
         waiting.as_mut().enable();
-        // The fetch may have ended between the step and `enable`.
-        if lock(&state).fetching.is_some() {
+        // That fetch may have ended between the step and `enable` (and
+        // another begun, whose end this would not hear of).
+        let still_fetching = lock(&state)
+            .fetching
+            .as_ref()
+            .is_some_and(|fetching| Arc::ptr_eq(fetching, &notify));
+        if still_fetching {
             waiting.await;
         }
     }
