@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use limiter_core::{Lease, Limiter, Policy, RedisStore, Rule};
+use limiter_core::{Lease, Limiter, Policy, RedisConfig, RedisStore, Rule};
 use limiter_tests::{RedisCluster, RedisServer};
 
 const TASKS_PER_INSTANCE: usize = 64;
@@ -45,7 +45,7 @@ impl Mode {
         let rule = Rule::new(limit, Duration::from_secs(1)).expect("a rule");
         let log = Policy::sliding_log([rule]).expect("a policy");
         match self {
-            Self::Direct => log,
+            Self::Direct => Ok(log),
             Self::Leased => log.with_lease(Lease::new(100, Duration::from_millis(100)).unwrap()),
             Self::Sharded => log.with_shards(3),
             Self::Sampled => log.with_sampling(10),
@@ -56,7 +56,9 @@ impl Mode {
 
 struct Outcome {
     decisions: u64,
-    admitted: Vec<u64>,
+    /// When each admitted check started and ended (µs): its decision was
+    /// made in between.
+    admitted: Vec<(u64, u64)>,
     calls: u64,
     elapsed: Duration,
 }
@@ -73,10 +75,11 @@ async fn run(stores: &[RedisStore], urls: &[String], policy: Policy, key: &str) 
             tasks.push(tokio::spawn(async move {
                 let (mut decisions, mut admitted) = (0u64, Vec::new());
                 while Instant::now() < deadline {
+                    let start = started.elapsed().as_micros() as u64;
                     let decision = limiter.check(&key, &policy).await.expect("Redis is up");
                     decisions += 1;
                     if decision.allowed() {
-                        admitted.push(started.elapsed().as_micros() as u64);
+                        admitted.push((start, started.elapsed().as_micros() as u64));
                     }
                 }
                 (decisions, admitted)
@@ -116,15 +119,33 @@ fn evalsha_calls(urls: &[String]) -> u64 {
         .sum()
 }
 
-/// The most admissions in any second `(t - 1 s, t]`, on this process's clock.
-fn most_in_any_second(admitted: &mut [u64]) -> usize {
-    admitted.sort_unstable();
-    let (mut first, mut most) = (0, 0);
-    for last in 0..admitted.len() {
-        while admitted[first] + 1_000_000 <= admitted[last] {
-            first += 1;
+/// The most admissions certainly made within one second `(t - 1 s, t]`:
+/// those whose check started after `t - 1 s` and ended by `t` (a check's
+/// decision falls between its start and end; a lease's local decision
+/// takes a microsecond, a call to Redis a round trip). On this process's
+/// clock.
+fn most_in_any_second(admitted: &mut [(u64, u64)]) -> usize {
+    admitted.sort_unstable_by_key(|&(_, end)| end);
+    let mut starts: Vec<u64> = admitted.iter().map(|&(start, _)| start).collect();
+    starts.sort_unstable();
+    starts.dedup();
+    // A Fenwick tree over the starts seen so far.
+    let mut tree = vec![0usize; starts.len() + 1];
+    let mut most = 0;
+    for (seen, &(start, end)) in admitted.iter().enumerate() {
+        let mut i = starts.partition_point(|&s| s < start) + 1;
+        while i < tree.len() {
+            tree[i] += 1;
+            i += i & i.wrapping_neg();
         }
-        most = most.max(last + 1 - first);
+        // Started at or before end - 1 s: not certainly inside.
+        let mut before = 0;
+        let mut i = starts.partition_point(|&s| s + 1_000_000 <= end);
+        while i > 0 {
+            before += tree[i];
+            i -= i & i.wrapping_neg();
+        }
+        most = most.max(seen + 1 - before);
     }
     most
 }
@@ -132,7 +153,7 @@ fn most_in_any_second(admitted: &mut [u64]) -> usize {
 async fn deployment(name: &str, stores: Vec<RedisStore>, urls: Vec<String>) {
     println!("\n### {name}: one hot key, {INSTANCES} instances × {TASKS_PER_INSTANCE} tasks\n");
     println!(
-        "| mode | under the limit: decisions/s | calls/decision | saturated (limit {SATURATED_LIMIT}/s): decisions/s | calls/decision | most admitted in any 1 s |"
+        "| mode | under the limit: decisions/s | calls/decision | saturated (limit {SATURATED_LIMIT}/s): decisions/s | calls/decision | most admitted within 1 s |"
     );
     println!("|---|---:|---:|---:|---:|---:|");
     for (i, mode) in [Mode::Direct, Mode::Leased, Mode::Sharded, Mode::Sampled]
@@ -174,9 +195,13 @@ fn main() {
         .expect("a runtime");
     runtime.block_on(async {
         let server = RedisServer::start();
+        // A generous deadline: a loaded 2-core machine, not the deadline, is measured.
+        let config = RedisConfig::new().response_timeout(Duration::from_secs(5));
+        let url = server.url();
+        let connect = || RedisStore::connect_with(&url, config.clone());
         let stores = vec![
-            RedisStore::connect(&server.url()).await.expect("connect"),
-            RedisStore::connect(&server.url()).await.expect("connect"),
+            connect().await.expect("connect"),
+            connect().await.expect("connect"),
         ];
         deployment("Standalone Redis", stores, vec![server.url()]).await;
         drop(server);

@@ -28,6 +28,9 @@ use super::Lease;
 use super::engine::{HotKeys, MAX_TRACKED_KEYS};
 use super::grant::{LeaseGrant, LeaseRequest};
 
+/// Fetches a request waits for before it asks the store directly.
+const MAX_ROUNDS: usize = 16;
+
 /// Each key's lease state.
 #[derive(Default)]
 pub(crate) struct Leases {
@@ -144,8 +147,9 @@ pub(super) async fn check<S: Store>(
     let Some(state) = shared.leases.state(key, shared.clock.now(), length) else {
         return direct(hot, store, key, policy, cost, on_error).await;
     };
-    // Waits for a few fetches, then asks the store directly.
-    for round in 0..4 {
+    // Each fetch serves some waiters (or denies them all); one that lost
+    // to the others this many times asks the store directly.
+    for round in 0..MAX_ROUNDS {
         let now = shared.clock.now();
         let (step, ended) = {
             let mut state = lock(&state);
