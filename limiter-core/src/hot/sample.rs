@@ -24,7 +24,7 @@ use crate::store::Store;
 use super::engine::{HotKeys, MAX_TRACKED_KEYS};
 
 /// Samples a request waits for before it is checked on its own, unsampled.
-const MAX_ROUNDS: usize = 16;
+const MAX_ROUNDS: usize = 64;
 
 #[derive(Default)]
 pub(crate) struct Samples {
