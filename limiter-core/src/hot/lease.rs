@@ -28,6 +28,9 @@ use super::Lease;
 use super::engine::{HotKeys, MAX_TRACKED_KEYS};
 use super::grant::{LeaseGrant, LeaseRequest};
 
+/// Fetches a request waits for before it asks the store directly.
+const MAX_ROUNDS: usize = 16;
+
 /// Each key's lease state.
 #[derive(Default)]
 pub(crate) struct Leases {
@@ -144,8 +147,9 @@ pub(super) async fn check<S: Store>(
     let Some(state) = shared.leases.state(key, shared.clock.now(), length) else {
         return direct(hot, store, key, policy, cost, on_error).await;
     };
-    // Waits for a few fetches, then asks the store directly.
-    for round in 0..4 {
+    // Each fetch serves some waiters (or denies them all); one that lost
+    // to the others this many times asks the store directly.
+    for round in 0..MAX_ROUNDS {
         let now = shared.clock.now();
         let (step, ended) = {
             let mut state = lock(&state);
@@ -155,7 +159,8 @@ pub(super) async fn check<S: Store>(
             next_step(hot, &mut state, now, lease, cost)
         };
         if let Some(ended) = ended {
-            spawn_return(store, key, policy, ended, false);
+            let expired = now >= ended.end;
+            spawn_return(store, key, policy, ended, expired);
         }
         let notify = match step {
             Step::Served(decision) => return Ok(Verdict::Store(decision)),
@@ -171,11 +176,16 @@ pub(super) async fn check<S: Store>(
                 continue;
             }
         };
-        let waiting = notify.notified_owned();
+        let waiting = Arc::clone(&notify).notified_owned();
         let mut waiting = std::pin::pin!(waiting);
         waiting.as_mut().enable();
-        // The fetch may have ended between the step and `enable`.
-        if lock(&state).fetching.is_some() {
+        // That fetch may have ended between the step and `enable` (and
+        // another begun, whose end this would not hear of).
+        let still_fetching = lock(&state)
+            .fetching
+            .as_ref()
+            .is_some_and(|fetching| Arc::ptr_eq(fetching, &notify));
+        if still_fetching {
             waiting.await;
         }
     }

@@ -8,7 +8,7 @@
 //! `INFO commandstats` (`cmdstat_evalsha` calls, summed over the nodes)
 //! after a `CONFIG RESETSTAT`. Starts its own servers (the test harness)
 //! and prints markdown. Run with
-//! `cargo bench -p limiter-benches --bench hot_key`; see BENCHMARKS.md.
+//! `cargo bench -p limiter-benches --bench hot_key_coalescing`; see BENCHMARKS.md.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
