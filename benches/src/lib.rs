@@ -23,3 +23,34 @@ pub fn governed(route: MethodRouter) -> [Router; 2] {
             .layer(GovernorLayer::new(with_headers)),
     ]
 }
+
+/// The most admissions certainly made within one second `(t - 1 s, t]`:
+/// those whose check started after `t - 1 s` and ended by `t` (a check's
+/// decision falls between its start and end; a lease's local decision
+/// takes a microsecond, a call to Redis a round trip). On this process's
+/// clock.
+pub fn most_in_any_second(admitted: &mut [(u64, u64)]) -> usize {
+    admitted.sort_unstable_by_key(|&(_, end)| end);
+    let mut starts: Vec<u64> = admitted.iter().map(|&(start, _)| start).collect();
+    starts.sort_unstable();
+    starts.dedup();
+    // A Fenwick tree over the starts seen so far.
+    let mut tree = vec![0usize; starts.len() + 1];
+    let mut most = 0;
+    for (seen, &(start, end)) in admitted.iter().enumerate() {
+        let mut i = starts.partition_point(|&s| s < start) + 1;
+        while i < tree.len() {
+            tree[i] += 1;
+            i += i & i.wrapping_neg();
+        }
+        // Started at or before end - 1 s: not certainly inside.
+        let mut before = 0;
+        let mut i = starts.partition_point(|&s| s + 1_000_000 <= end);
+        while i > 0 {
+            before += tree[i];
+            i -= i & i.wrapping_neg();
+        }
+        most = most.max(seen + 1 - before);
+    }
+    most
+}
