@@ -2,75 +2,20 @@
 //! manual clock: plans, allow lists, shadow mode and costs (waiting and
 //! concurrency: `business_waiting.rs`).
 
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::Body;
-use axum::extract::ConnectInfo;
 use axum::http::{Request, StatusCode};
 use axum::response::Response;
-use axum::routing::get;
-use limiter_tower::{
-    KeySource, LimitLayer, Limiter, ManualClock, MemoryStore, Plan, Plans, Policy, RateLimitLayer,
-    Rule, Waiters,
-};
+use limiter_tower::{KeySource, LimitLayer, Plan, Plans, Policy, Rule};
 use tower::ServiceExt;
+
+mod common;
+use common::app;
 
 fn per_minute(limit: u64) -> Policy {
     Policy::sliding_log([Rule::new(limit, Duration::from_secs(60)).unwrap()]).unwrap()
-}
-
-struct App {
-    router: Router,
-    clock: ManualClock,
-    runs: Arc<AtomicUsize>,
-}
-
-/// `/r` behind `limit`, under a router layer set up by `layer`.
-fn app(limit: LimitLayer, layer: impl FnOnce(RateLimitLayer) -> RateLimitLayer) -> App {
-    let clock = ManualClock::new(Duration::from_secs(1_750_000_000));
-    let runs = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&runs);
-    let handler = get(move || {
-        counter.fetch_add(1, Ordering::SeqCst);
-        async { "ok" }
-    })
-    .layer(limit);
-    let limiter = Limiter::new(MemoryStore::with_clock(clock.clone()));
-    let router = Router::new().route("/r", handler).layer(layer(
-        RateLimitLayer::new(limiter)
-            .waiters(Waiters::with_clock(clock.clone()))
-            .trusted_proxies(["10.0.0.0/8".parse().unwrap()]),
-    ));
-    App {
-        router,
-        clock,
-        runs,
-    }
-}
-
-fn request(from: &str, headers: &[(&str, &str)]) -> Request<Body> {
-    let mut request = Request::get("/r");
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let mut request = request.body(Body::empty()).unwrap();
-    let peer: SocketAddr = format!("{from}:5000").parse().unwrap();
-    request.extensions_mut().insert(ConnectInfo(peer));
-    request
-}
-
-impl App {
-    async fn send(&self, from: &str, headers: &[(&str, &str)]) -> Response {
-        self.router
-            .clone()
-            .oneshot(request(from, headers))
-            .await
-            .unwrap()
-    }
 }
 
 fn header<'a>(response: &'a Response, name: &str) -> &'a str {

@@ -2,15 +2,12 @@
 //! memory store with a manual clock: exact retry times, cancelled waiters
 //! and requests giving back what they held.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Body;
-use axum::extract::ConnectInfo;
-use axum::http::{Request, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::get;
 use limiter_tower::{
@@ -20,55 +17,8 @@ use limiter_tower::{
 use tokio::sync::Semaphore;
 use tower::ServiceExt;
 
-struct App {
-    router: Router,
-    clock: ManualClock,
-    runs: Arc<AtomicUsize>,
-}
-
-/// `/r` behind `limit`, under a router layer set up by `layer`.
-fn app(limit: LimitLayer, layer: impl FnOnce(RateLimitLayer) -> RateLimitLayer) -> App {
-    let clock = ManualClock::new(Duration::from_secs(1_750_000_000));
-    let runs = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&runs);
-    let handler = get(move || {
-        counter.fetch_add(1, Ordering::SeqCst);
-        async { "ok" }
-    })
-    .layer(limit);
-    let limiter = Limiter::new(MemoryStore::with_clock(clock.clone()));
-    let router = Router::new().route("/r", handler).layer(layer(
-        RateLimitLayer::new(limiter)
-            .waiters(Waiters::with_clock(clock.clone()))
-            .trusted_proxies(["10.0.0.0/8".parse().unwrap()]),
-    ));
-    App {
-        router,
-        clock,
-        runs,
-    }
-}
-
-fn request(from: &str, headers: &[(&str, &str)]) -> Request<Body> {
-    let mut request = Request::get("/r");
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let mut request = request.body(Body::empty()).unwrap();
-    let peer: SocketAddr = format!("{from}:5000").parse().unwrap();
-    request.extensions_mut().insert(ConnectInfo(peer));
-    request
-}
-
-impl App {
-    async fn send(&self, from: &str, headers: &[(&str, &str)]) -> Response {
-        self.router
-            .clone()
-            .oneshot(request(from, headers))
-            .await
-            .unwrap()
-    }
-}
+mod common;
+use common::{app, request};
 
 /// Polls `future` once.
 async fn poll_once<F: Future + Unpin>(future: &mut F) -> std::task::Poll<F::Output> {
