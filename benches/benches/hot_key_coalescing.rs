@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use limiter_benches::{evalsha_field, thousands};
 use limiter_core::{Policy, Rate, RedisConfig, RedisStore, Store};
 use limiter_tests::{RedisCluster, RedisServer};
 use redis::aio::MultiplexedConnection;
@@ -144,17 +145,8 @@ async fn evalsha_stats(admins: &mut [MultiplexedConnection]) -> (u64, u64) {
             .query_async(admin)
             .await
             .expect("INFO commandstats");
-        let Some(line) = info
-            .lines()
-            .find_map(|l| l.strip_prefix("cmdstat_evalsha:"))
-        else {
-            continue;
-        };
         let field = |name: &str| -> u64 {
-            line.split(',')
-                .find_map(|f| f.strip_prefix(name)?.strip_prefix('='))
-                .and_then(|value| value.parse().ok())
-                .unwrap_or_else(|| panic!("no {name} in {line}"))
+            evalsha_field(&info, name).map_or(0, |value| value.parse().expect("a count"))
         };
         calls += field("calls");
         usec += field("usec");
@@ -232,19 +224,6 @@ fn median_ratio(direct: &Tally, coalesced: &Tally) -> f64 {
     } else {
         ratios[middle]
     }
-}
-
-/// 1234567.8 -> "1,234,568".
-fn thousands(x: f64) -> String {
-    let digits = format!("{x:.0}");
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 // One worker thread, as in `redis_throughput`: the Redis servers get the

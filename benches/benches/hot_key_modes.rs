@@ -9,7 +9,7 @@
 //! Starts its own servers (the test harness) and prints markdown. Run with
 //! `cargo bench -p limiter-benches --bench hot_key_modes`.
 
-use limiter_benches::most_in_any_second;
+use limiter_benches::{evalsha_totals, most_in_any_second};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -104,20 +104,7 @@ async fn run(stores: &[RedisStore], urls: &[String], policy: Policy, key: &str) 
 }
 
 fn evalsha_calls(urls: &[String]) -> u64 {
-    urls.iter()
-        .map(|url| {
-            let client = redis::Client::open(url.as_str()).expect("a URL");
-            let mut connection = client.get_connection().expect("connect");
-            let info: String = redis::cmd("INFO")
-                .arg("commandstats")
-                .query(&mut connection)
-                .expect("INFO");
-            info.lines()
-                .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
-                .and_then(|rest| rest.split(',').next())
-                .map_or(0, |calls| calls.parse().expect("a count"))
-        })
-        .sum()
+    urls.iter().map(|url| evalsha_totals(url).0).sum()
 }
 
 async fn deployment(name: &str, stores: Vec<RedisStore>, urls: Vec<String>) {

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use limiter_benches::{evalsha_field, thousands};
 use limiter_core::{Algorithm, Policy, Rate, RedisConfig, RedisStore, Rule, Store};
 use limiter_tests::RedisServer;
 use redis::aio::MultiplexedConnection;
@@ -205,36 +206,17 @@ async fn server_cost(side: &Side, admin: &mut MultiplexedConnection) -> f64 {
         .query_async(admin)
         .await
         .expect("INFO commandstats");
-    let line = info
-        .lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:"))
-        .unwrap_or_else(|| panic!("no cmdstat_evalsha in {info}"));
     let field = |name: &str| {
-        line.split(',')
-            .find_map(|f| f.strip_prefix(name)?.strip_prefix('='))
-            .unwrap_or_else(|| panic!("no {name} in {line}"))
+        evalsha_field(&info, name).unwrap_or_else(|| panic!("no evalsha {name} in {info}"))
     };
-    assert_eq!(field("calls"), STAT_CHECKS.to_string(), "{line}");
-    assert_eq!(field("failed_calls"), "0", "{line}");
+    assert_eq!(field("calls"), STAT_CHECKS.to_string(), "{info}");
+    assert_eq!(field("failed_calls"), "0", "{info}");
     field("usec_per_call").parse().expect("a number")
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
-}
-
-/// 1234567.8 -> "1,234,568".
-fn thousands(x: f64) -> String {
-    let digits = format!("{:.0}", x);
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 // One worker thread: redis-server is single-threaded, so on a two-core

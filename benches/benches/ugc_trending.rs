@@ -17,7 +17,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use limiter_benches::most_in_any_second;
+use limiter_benches::{evalsha_totals, most_in_any_second};
 use limiter_core::{GuardConfig, OnStoreError, RedisConfig, RedisStore};
 use limiter_examples::{Options, app};
 use limiter_tests::RedisServer;
@@ -88,28 +88,6 @@ struct Outcome {
     usec: u64,
 }
 
-/// `cmdstat_evalsha`'s calls and usec.
-fn evalsha(url: &str) -> (u64, u64) {
-    let client = redis::Client::open(url).expect("a URL");
-    let mut connection = client.get_connection().expect("connect");
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut connection)
-        .expect("INFO");
-    let Some(line) = info
-        .lines()
-        .find_map(|line| line.strip_prefix("cmdstat_evalsha:"))
-    else {
-        return (0, 0);
-    };
-    let field = |name: &str| -> u64 {
-        line.split(',')
-            .find_map(|pair| pair.strip_prefix(name))
-            .map_or(0, |value| value.parse().expect("a count"))
-    };
-    (field("calls="), field("usec="))
-}
-
 async fn run(setup: Setup, url: &str) -> Outcome {
     let _: () = redis::cmd("FLUSHALL")
         .query(&mut redis::Client::open(url).unwrap().get_connection().unwrap())
@@ -118,7 +96,7 @@ async fn run(setup: Setup, url: &str) -> Outcome {
     for _ in 0..INSTANCES {
         routers.push(setup.router(url).await);
     }
-    let (calls_before, usec_before) = evalsha(url);
+    let (calls_before, usec_before) = evalsha_totals(url);
     let started = Instant::now();
     let mut tasks = Vec::new();
     for router in &routers {
@@ -154,7 +132,7 @@ async fn run(setup: Setup, url: &str) -> Outcome {
         allowed.extend(a);
     }
     let elapsed = started.elapsed();
-    let (calls, usec) = evalsha(url);
+    let (calls, usec) = evalsha_totals(url);
     Outcome {
         requests,
         failed,

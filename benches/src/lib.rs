@@ -54,3 +54,38 @@ pub fn most_in_any_second(admitted: &mut [(u64, u64)]) -> usize {
     }
     most
 }
+
+/// A field of `cmdstat_evalsha` in an `INFO commandstats` reply (`calls`,
+/// `usec`, `usec_per_call`, `failed_calls`, ...); `None` before the first
+/// EVALSHA.
+pub fn evalsha_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
+    info.lines()
+        .find_map(|line| line.strip_prefix("cmdstat_evalsha:"))?
+        .split(',')
+        .find_map(|field| field.strip_prefix(name)?.strip_prefix('='))
+}
+
+/// EVALSHA calls and the microseconds Redis spent in them, at `url`.
+pub fn evalsha_totals(url: &str) -> (u64, u64) {
+    let client = redis::Client::open(url).expect("a URL");
+    let mut connection = client.get_connection().expect("connect");
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut connection)
+        .expect("INFO commandstats");
+    let number = |name| evalsha_field(&info, name).map_or(0, |n| n.parse().expect("a count"));
+    (number("calls"), number("usec"))
+}
+
+/// 1234567.8 -> "1,234,568".
+pub fn thousands(x: f64) -> String {
+    let digits = format!("{x:.0}");
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
