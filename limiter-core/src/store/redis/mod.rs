@@ -15,6 +15,7 @@ mod batch;
 mod check;
 mod cluster;
 mod coalesce;
+mod config;
 pub(crate) mod evalsha;
 mod lease;
 mod link;
@@ -26,12 +27,12 @@ mod slots;
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use redis::Client;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 
+pub use self::config::RedisConfig;
 use self::link::Link;
 use self::primary::{Locator, Primary};
 use self::sentinel::Sentinels;
@@ -42,65 +43,6 @@ use crate::decision::Decision;
 use crate::error::Error;
 use crate::policy::Policy;
 use crate::store::Store;
-
-/// How the Redis store connects and how long it waits.
-#[derive(Debug, Clone)]
-pub struct RedisConfig {
-    response_timeout: Duration,
-    connection_timeout: Duration,
-    coalesce: bool,
-}
-
-impl Default for RedisConfig {
-    fn default() -> Self {
-        Self {
-            response_timeout: crate::DEFAULT_DEADLINE,
-            connection_timeout: Duration::from_millis(500),
-            coalesce: true,
-        }
-    }
-}
-
-impl RedisConfig {
-    /// The default: 50 ms per call, 500 ms to connect, checks of a key
-    /// coalesced.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// The deadline of one call, all of it (connecting, loading the script,
-    /// following redirections): past it the call fails with a timeout and is
-    /// not replayed (it may have executed).
-    pub fn response_timeout(mut self, timeout: Duration) -> Self {
-        self.response_timeout = timeout;
-        self
-    }
-
-    /// The deadline of establishing a connection. A connection is made in
-    /// the background: a call that reaches its own deadline first fails,
-    /// and the attempt goes on for the calls after it.
-    pub fn connection_timeout(mut self, timeout: Duration) -> Self {
-        self.connection_timeout = timeout;
-        self
-    }
-
-    /// Whether checks of one key are coalesced (the default): while a call
-    /// for a key is in flight, this process's further checks of that key
-    /// under the same policy wait and go together in the next call, which
-    /// decides each exactly as if they had come one after another. A hot
-    /// key then costs Redis one call per round trip rather than one per
-    /// check. `false` sends every check in a call of its own.
-    ///
-    /// ```
-    /// use limiter_core::RedisConfig;
-    ///
-    /// let direct = RedisConfig::new().coalesce(false);
-    /// ```
-    pub fn coalesce(mut self, coalesce: bool) -> Self {
-        self.coalesce = coalesce;
-        self
-    }
-}
 
 /// The Redis store: exact and shared across every instance of a service.
 ///
