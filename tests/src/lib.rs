@@ -18,10 +18,12 @@ use limiter_core::{RedisConfig, RedisStore};
 
 mod cluster;
 pub mod http;
+mod load;
 pub mod proxy;
 mod sentinel;
 
 pub use cluster::RedisCluster;
+pub use load::{LoadOutcome, SteadyLoad};
 pub use sentinel::{CommandCalls, RedisSentinel};
 
 /// A `redis-server` process of the test's own, killed on drop.

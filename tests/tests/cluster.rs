@@ -3,12 +3,10 @@
 //! decision exact.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use limiter_core::{Limiter, Policy, Rule, Store};
-use limiter_tests::RedisCluster;
+use limiter_core::{Limiter, Policy, Rule};
+use limiter_tests::{RedisCluster, SteadyLoad};
 
 #[tokio::test]
 async fn keys_of_many_users_spread_over_all_three_masters() {
@@ -59,46 +57,9 @@ async fn a_slot_migrated_under_load_keeps_every_decision_exact() {
     };
     let (source_id, target_id) = (id(source), id(target));
 
-    let allowed = Arc::new(AtomicUsize::new(0));
-    let checks = Arc::new(AtomicUsize::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut load = tokio::task::JoinSet::new();
-    for _ in 0..8 {
-        let (store, policy) = (store.clone(), policy.clone());
-        let (allowed, checks, stop) = (allowed.clone(), checks.clone(), stop.clone());
-        load.spawn(async move {
-            while !stop.load(Ordering::SeqCst) {
-                let decision = store.check(key, &policy, 1).await;
-                checks.fetch_add(1, Ordering::SeqCst);
-                match decision {
-                    Ok(d) if d.allowed() => allowed.fetch_add(1, Ordering::SeqCst),
-                    Ok(_) => 0,
-                    Err(error) => {
-                        stop.store(true, Ordering::SeqCst);
-                        return Err(error.to_string());
-                    }
-                };
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-            Ok(())
-        });
-    }
-    // Waits for `count` more checks, failing (not hanging) if the load stops.
-    let checked = |count: usize| {
-        let (checks, stop) = (checks.clone(), stop.clone());
-        async move {
-            let target = checks.load(Ordering::SeqCst) + count;
-            for _ in 0..6_000 {
-                if checks.load(Ordering::SeqCst) >= target || stop.load(Ordering::SeqCst) {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            panic!("the load made no progress for 30 s");
-        }
-    };
+    let load = SteadyLoad::start(store, key, &policy, 8);
     // Let some requests land on the source first.
-    checked(50).await;
+    load.checked(50).await;
     let nodes = &cluster.nodes;
     nodes[target].command(&["CLUSTER", "SETSLOT", &slot, "IMPORTING", &source_id]);
     nodes[source].command(&["CLUSTER", "SETSLOT", &slot, "MIGRATING", &target_id]);
@@ -113,17 +74,17 @@ async fn a_slot_migrated_under_load_keeps_every_decision_exact() {
         node.command(&["CLUSTER", "SETSLOT", &slot, "NODE", &target_id]);
     }
     // And MOVED afterwards, until every client knows the new owner.
-    checked(400).await;
-    stop.store(true, Ordering::SeqCst);
-    for outcome in load.join_all().await {
-        assert_eq!(outcome, Ok(()), "a check failed during the migration");
+    load.checked(400).await;
+    let outcome = load.stop().await;
+    for task in outcome.tasks {
+        assert_eq!(task, Ok(()), "a check failed during the migration");
     }
 
     assert!(
-        checks.load(Ordering::SeqCst) > LIMIT as usize + 100,
+        outcome.checks > LIMIT as usize + 100,
         "the load outran the limit"
     );
-    assert_eq!(allowed.load(Ordering::SeqCst), LIMIT as usize);
+    assert_eq!(outcome.allowed, LIMIT as usize);
     let on_target: u64 = nodes[target]
         .command(&["ZCARD", key])
         .trim()

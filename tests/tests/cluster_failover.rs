@@ -3,15 +3,13 @@
 //! failure policy, until its replica takes over. A manual failover under
 //! load keeps every decision exact.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use limiter_core::{
     BreakerState, GuardConfig, Guarded, OnStoreError, Policy, RedisConfig, RedisStore, Rule, Store,
     Verdict,
 };
-use limiter_tests::RedisCluster;
+use limiter_tests::{RedisCluster, SteadyLoad};
 
 const DEADLINE: Duration = Duration::from_millis(50);
 /// "Never hangs", not a speed: twice the deadline leaves room for a loaded
@@ -227,44 +225,8 @@ async fn a_manual_failover_under_load_keeps_every_decision_exact() {
     let policy =
         Policy::sliding_log([Rule::new(LIMIT, Duration::from_secs(600)).unwrap()]).unwrap();
 
-    let allowed = Arc::new(AtomicUsize::new(0));
-    let checks = Arc::new(AtomicUsize::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut load = tokio::task::JoinSet::new();
-    for _ in 0..8 {
-        let (store, policy) = (store.clone(), policy.clone());
-        let (allowed, checks, stop) = (allowed.clone(), checks.clone(), stop.clone());
-        load.spawn(async move {
-            while !stop.load(Ordering::SeqCst) {
-                let decision = store.check(key, &policy, 1).await;
-                checks.fetch_add(1, Ordering::SeqCst);
-                match decision {
-                    Ok(d) => allowed.fetch_add(usize::from(d.allowed()), Ordering::SeqCst),
-                    Err(error) => {
-                        stop.store(true, Ordering::SeqCst);
-                        return Err(error.to_string());
-                    }
-                };
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-            Ok(())
-        });
-    }
-    // Waits for `count` more checks, failing (not hanging) if the load stops.
-    let checked = |count: usize| {
-        let (checks, stop) = (checks.clone(), stop.clone());
-        async move {
-            let target = checks.load(Ordering::SeqCst) + count;
-            for _ in 0..6_000 {
-                if checks.load(Ordering::SeqCst) >= target || stop.load(Ordering::SeqCst) {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            panic!("the load made no progress for 30 s");
-        }
-    };
-    checked(50).await;
+    let load = SteadyLoad::start(store, key, &policy, 8);
+    load.checked(50).await;
     // The replica catches up with its master, which pauses its clients,
     // then takes its slots; the old master becomes its replica.
     let replica = &cluster.replicas[shard];
@@ -274,13 +236,13 @@ async fn a_manual_failover_under_load_keeps_every_decision_exact() {
         assert!(started.elapsed() < Duration::from_secs(30), "no failover");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    checked(400).await;
-    stop.store(true, Ordering::SeqCst);
-    for outcome in load.join_all().await {
-        assert_eq!(outcome, Ok(()), "a check failed during the failover");
+    load.checked(400).await;
+    let outcome = load.stop().await;
+    for task in outcome.tasks {
+        assert_eq!(task, Ok(()), "a check failed during the failover");
     }
-    assert!(checks.load(Ordering::SeqCst) > LIMIT as usize + 100);
-    assert_eq!(allowed.load(Ordering::SeqCst), LIMIT as usize);
+    assert!(outcome.checks > LIMIT as usize + 100);
+    assert_eq!(outcome.allowed, LIMIT as usize);
     let on_new_master: u64 = replica.command(&["ZCARD", key]).trim().parse().unwrap();
     // The log's entries and the member that marks the newest one.
     assert_eq!(on_new_master, LIMIT + 1);
