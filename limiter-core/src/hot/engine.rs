@@ -22,6 +22,38 @@ use super::sample::Samples;
 /// store directly (exact) while none is idle.
 pub(crate) const MAX_TRACKED_KEYS: usize = 65_536;
 
+/// How often a full table of keys may be swept for keys to forget: a flood
+/// of distinct keys that keeps it full costs one sweep per interval, not a
+/// sweep of every key per request.
+const SWEEP_INTERVAL_US: u64 = 100_000;
+
+/// When a full table of keys may next be swept.
+#[derive(Debug, Default)]
+pub(crate) struct SweepGate {
+    next: std::sync::atomic::AtomicU64,
+    #[cfg(test)]
+    pub(crate) sweeps: std::sync::atomic::AtomicU64,
+}
+
+impl SweepGate {
+    /// Whether a sweep may run at `now` (µs); if so, the next may run an
+    /// interval later.
+    pub(crate) fn due(&self, now: u64) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let next = self.next.load(Relaxed);
+        let due = now >= next
+            && self
+                .next
+                .compare_exchange(next, now + SWEEP_INTERVAL_US, Relaxed, Relaxed)
+                .is_ok();
+        #[cfg(test)]
+        if due {
+            self.sweeps.fetch_add(1, Relaxed);
+        }
+        due
+    }
+}
+
 /// The state one instance keeps for the hot-key modes of its policies
 /// ([`HotKey`]): its leases, its sampling counters, its turn among shards.
 ///

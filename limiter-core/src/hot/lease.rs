@@ -25,7 +25,7 @@ use crate::policy::Policy;
 use crate::store::Store;
 
 use super::Lease;
-use super::engine::{HotKeys, MAX_TRACKED_KEYS};
+use super::engine::{HotKeys, MAX_TRACKED_KEYS, SweepGate};
 use super::grant::{LeaseGrant, LeaseRequest};
 
 /// Fetches a request waits for before it asks the store directly.
@@ -35,6 +35,7 @@ const MAX_ROUNDS: usize = 16;
 #[derive(Default)]
 pub(crate) struct Leases {
     keys: Mutex<HashMap<Box<str>, Arc<Mutex<KeyState>>, foldhash::fast::RandomState>>,
+    sweep: SweepGate,
 }
 
 impl Leases {
@@ -51,7 +52,9 @@ impl Leases {
         if keys.len() >= MAX_TRACKED_KEYS {
             // Keys without a lease, a fetch or a request for a lease's
             // length are forgotten: their rate reads as cold anyway.
-            keys.retain(|_, state| !lock(state).idle(now, length));
+            if self.sweep.due(now) {
+                keys.retain(|_, state| !lock(state).idle(now, length));
+            }
             if keys.len() >= MAX_TRACKED_KEYS {
                 return None;
             }
@@ -368,4 +371,35 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering::Relaxed;
+
+    use super::*;
+
+    /// A flood of distinct keys that keeps the table full of keys in use
+    /// costs one sweep per interval, not one per request; once the keys are
+    /// idle, the next sweep forgets them.
+    #[test]
+    fn a_full_table_is_swept_once_per_interval() {
+        let leases = Leases::default();
+        let (length, now) = (100_000, 1_000);
+        for i in 0..MAX_TRACKED_KEYS {
+            assert!(leases.state(&format!("k{i}"), now, length).is_some());
+        }
+        for i in 0..1_000 {
+            assert!(leases.state(&format!("flood{i}"), now, length).is_none());
+        }
+        assert_eq!(leases.sweep.sweeps.load(Relaxed), 1);
+        assert!(leases.state("later", now + 99_999, length).is_none());
+        assert_eq!(leases.sweep.sweeps.load(Relaxed), 1);
+        assert!(leases.state("later", now + 100_000, length).is_none());
+        assert_eq!(leases.sweep.sweeps.load(Relaxed), 2);
+        // Idle for two lease lengths: forgotten at the next sweep.
+        assert!(leases.state("later", now + 2 * length, length).is_some());
+        assert_eq!(leases.sweep.sweeps.load(Relaxed), 3);
+        assert_eq!(leases.len(), 1);
+    }
 }

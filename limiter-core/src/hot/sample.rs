@@ -21,7 +21,7 @@ use crate::guard::{OnStoreError, Verdict};
 use crate::policy::Policy;
 use crate::store::Store;
 
-use super::engine::{HotKeys, MAX_TRACKED_KEYS};
+use super::engine::{HotKeys, MAX_TRACKED_KEYS, SweepGate};
 
 /// Samples a request waits for before it is checked on its own, unsampled.
 const MAX_ROUNDS: usize = 64;
@@ -29,6 +29,7 @@ const MAX_ROUNDS: usize = 64;
 #[derive(Default)]
 pub(crate) struct Samples {
     keys: Mutex<HashMap<Box<str>, Sampled, foldhash::fast::RandomState>>,
+    sweep: SweepGate,
 }
 
 /// A key's last sample, the requests it still decides, the one under way.
@@ -105,7 +106,9 @@ impl Samples {
         let mut keys = self.lock();
         if keys.len() >= MAX_TRACKED_KEYS && !keys.contains_key(key) {
             // Forgetting a sample only costs the calls it would have saved.
-            keys.retain(|_, s| s.sampling.is_some() || s.left > 0);
+            if self.sweep.due(now) {
+                keys.retain(|_, s| s.sampling.is_some() || s.left > 0);
+            }
             if keys.len() >= MAX_TRACKED_KEYS {
                 return Step::Unsampled;
             }
