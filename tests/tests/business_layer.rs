@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use limiter_examples::admin::AdminToken;
 use limiter_examples::{Options, app};
 use limiter_tests::http::{Response, send, serve};
 use limiter_tests::{TestRedis, redis};
@@ -18,6 +19,20 @@ use tokio::task::JoinSet;
 use tower::ServiceExt;
 
 const T0: Duration = Duration::from_secs(1_750_000_000);
+/// The token of the admin routes.
+const ADMIN_TOKEN: &str = "business-layer-admin-token";
+
+fn admin_token() -> Option<AdminToken> {
+    Some(AdminToken::new(ADMIN_TOKEN).expect("a valid token"))
+}
+
+/// `Authorization: Bearer <ADMIN_TOKEN>`.
+fn admin_header() -> (&'static str, Vec<u8>) {
+    (
+        "authorization",
+        format!("Bearer {ADMIN_TOKEN}").into_bytes(),
+    )
+}
 
 /// A UGC server on the memory store, its clock and waiters moved by hand.
 async fn memory_server() -> (SocketAddr, ManualClock) {
@@ -25,6 +40,7 @@ async fn memory_server() -> (SocketAddr, ManualClock) {
     let limiter = Limiter::new(MemoryStore::with_clock(clock.clone()));
     let options = Options {
         waiters: Some(Waiters::with_clock(clock.clone())),
+        admin_token: admin_token(),
         ..Options::default()
     };
     (serve(app(limiter, options)).await, clock)
@@ -40,6 +56,7 @@ async fn redis_server(redis: &TestRedis) -> SocketAddr {
             deadline: Duration::from_secs(5),
             ..GuardConfig::default()
         },
+        admin_token: admin_token(),
         ..Options::default()
     };
     serve(app(limiter, options)).await
@@ -52,7 +69,8 @@ async fn search(addr: SocketAddr, key: &str) -> Response {
 
 async fn set_plan(addr: SocketAddr, key: &str, plan: &str) {
     let path = format!("/admin/plans/{key}");
-    let response = send(addr, "PUT", &path, &[], plan.as_bytes())
+    let (name, value) = admin_header();
+    let response = send(addr, "PUT", &path, &[(name, &value)], plan.as_bytes())
         .await
         .unwrap();
     assert_eq!(response.status, 200, "{response:#?}");
@@ -124,15 +142,25 @@ async fn a_keys_plan_changes_at_run_time_on_redis() {
 #[tokio::test]
 async fn an_unknown_plan_and_a_remote_admin_are_refused() {
     let (addr, _clock) = memory_server().await;
-    let response = send(addr, "PUT", "/admin/plans/k", &[], b"gold")
+    let (name, value) = admin_header();
+    let admin: [(&str, &[u8]); 1] = [(name, &value)];
+    let response = send(addr, "PUT", "/admin/plans/k", &admin, b"gold")
         .await
         .unwrap();
     assert_eq!(response.status, 400);
     let long = format!("/admin/plans/{}", "k".repeat(300));
     assert_eq!(
-        send(addr, "PUT", &long, &[], b"pro").await.unwrap().status,
+        send(addr, "PUT", &long, &admin, b"pro")
+            .await
+            .unwrap()
+            .status,
         400
     );
+    // Without the admin token, from loopback all the same: refused.
+    let response = send(addr, "PUT", "/admin/plans/k", &[], b"pro")
+        .await
+        .unwrap();
+    assert_eq!(response.status, 401);
     assert_eq!(search(addr, "").await.status, 401);
 }
 

@@ -45,12 +45,14 @@ async fn traffic_from_one_region_gets_exactly_the_quota() {
         let calls: u64 = (0..REGIONS)
             .map(|r| after[r].cross_region_calls() - before[r].cross_region_calls())
             .sum();
-        // Seven tiers; the quota is reached on a round's last request, so
-        // no denial finds it unannounced.
-        assert_eq!(crossings, 7, "window {window}");
+        // Seven tiers, each crossed once; a round's requests race, so a
+        // check held while its region's sync is pending may ask for one
+        // more sync (not a crossing).
+        assert!(crossings >= 7, "window {window}: {crossings}");
+        let syncs = after[0].syncs - before[0].syncs;
         // Two reads per sync; the first tier's sync tightens the other two
         // regions, the last announces the quota to them.
-        assert_eq!(calls, 2 * 7 + 2 + 2, "window {window}");
+        assert_eq!(calls, 2 * syncs + 2 + 2, "window {window}");
         assert_eq!(
             after[0].exhausted_announced - before[0].exhausted_announced,
             1
@@ -126,9 +128,12 @@ async fn traffic_moving_to_another_region_mid_window_stays_within_the_bound() {
         assert!(tally.denied() > 0, "window {window}: {tally:?}");
         tally.assert_no_false_denial(*window);
     }
-    // The first region filled its 28 before the traffic moved.
-    assert_eq!(traffic.windows[&0].admitted[0], 28);
-    assert_eq!(traffic.windows[&1].admitted[2], 28);
+    // The first region filled 27 of its 28 before the traffic moved: in
+    // the round that took it from 24, its third request found the region's
+    // sync pending and the region held to its share of what remained,
+    // floor((30 - 26 + 1) / 3) = 1 request, which it had used.
+    assert_eq!(traffic.windows[&0].admitted[0], 27);
+    assert_eq!(traffic.windows[&1].admitted[2], 27);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -201,8 +206,10 @@ async fn the_sliding_window_counter_of_one_region_decides_as_in_a_single_region(
                 .unwrap();
             let single = memory.check_at("one", &policy, 1, now).unwrap();
             assert_eq!(ours, single, "burst {i}, request {request}");
+            // Each sync completes before the next request: a region whose
+            // sync is pending is held to its share of what remains.
+            world.idle().await;
         }
-        world.idle().await;
     }
 }
 

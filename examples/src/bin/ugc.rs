@@ -22,7 +22,12 @@
 //!   trusted proxies only);
 //! - `LIMITER_SHADOW`: `1` puts every limit in shadow mode (checked and
 //!   counted, never denying; what would have been denied is counted in
-//!   `limiter_shadow_denied_total` and logged), `0` or unset enforces them.
+//!   `limiter_shadow_denied_total` and logged), `0` or unset enforces them;
+//! - `LIMITER_ADMIN_TOKEN`: the secret of the admin routes
+//!   (`PUT /admin/plans/{key}`): each request needs
+//!   `Authorization: Bearer <token>` (401 otherwise). Unset, the admin routes
+//!   are not mounted (404); set, it must be 1 or more visible ASCII
+//!   characters without spaces (an empty value is an error).
 //!
 //! A malformed value stops the server at start-up, saying which and why.
 
@@ -30,6 +35,7 @@ use std::process::ExitCode;
 use std::str::FromStr;
 use std::time::Duration;
 
+use limiter_examples::admin::AdminToken;
 use limiter_examples::serve::{
     DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS, ServeOptions, serve,
 };
@@ -86,6 +92,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     if shadow {
         tracing::warn!("shadow mode: every limit is checked and counted, none denies");
     }
+    let admin_token = admin_token()?;
     let serve_options = ServeOptions {
         header_read_timeout: Duration::from_millis(env_number(
             "LIMITER_HEADER_READ_TIMEOUT_MS",
@@ -127,6 +134,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
                     regional,
                     allow,
                     shadow,
+                    admin_token,
                     ..Options::default()
                 },
             )
@@ -139,6 +147,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
                 metrics,
                 allow,
                 shadow,
+                admin_token,
                 ..Options::default()
             };
             app(Limiter::new(MemoryStore::new()), options)
@@ -156,6 +165,26 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     serve(listener, router, serve_options, shutdown()).await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The admin routes' token, from `LIMITER_ADMIN_TOKEN`: none when unset
+/// (the admin routes are then not mounted).
+fn admin_token() -> Result<Option<AdminToken>, String> {
+    match std::env::var("LIMITER_ADMIN_TOKEN") {
+        Ok(token) => {
+            let token = AdminToken::new(&token).map_err(|e| format!("LIMITER_ADMIN_TOKEN: {e}"))?;
+            tracing::info!("admin routes mounted: each request needs LIMITER_ADMIN_TOKEN");
+            Ok(Some(token))
+        }
+        Err(std::env::VarError::NotPresent) => {
+            tracing::info!("no admin routes (set LIMITER_ADMIN_TOKEN to mount them)");
+            Ok(None)
+        }
+        Err(std::env::VarError::NotUnicode(_)) => Err(
+            "LIMITER_ADMIN_TOKEN: the admin token must be visible ASCII characters without spaces"
+                .into(),
+        ),
+    }
 }
 
 /// The store of `GET /api/search` when `LIMITER_REGION` names this region:

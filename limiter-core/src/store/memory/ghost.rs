@@ -1,21 +1,31 @@
 //! Ghosts: what a shard keeps of the state it evicts, so that a key that
 //! comes back is not given a fresh quota while its old state could still
-//! deny it.
+//! deny it, and a key that never left is not mistaken for one that did.
 //!
-//! Each table has a fixed array of ghost slots, allocated at its first
-//! eviction (a store that never fills pays nothing) and indexed by the key's
-//! hash, which is seeded per store, so nobody can aim keys at one slot. An
-//! evicted state goes to its slot:
-//! - an empty slot (or one whose state has expired) takes it exactly, with
-//!   the key's 64-bit hash: the key gets exactly that state back when it
-//!   returns, and the slot is emptied;
-//! - a slot that is taken merges it, conservatively: the merge, read under
-//!   the policy of any key whose state went into it, denies at least what
-//!   that key's own state would deny, at every later time, and lasts until
-//!   the latest of their expiries. A returning key whose slot is merged
-//!   inherits a copy of the merge (its own state may be in it); a returning
-//!   key whose slot holds another single key's state starts afresh (its own
-//!   state cannot be there: it would have made the slot merged).
+//! Each table remembers its evicted keys in two places, both allocated at
+//! its first eviction (a store that never fills pays nothing):
+//! - **exactly, by fingerprint**: the key's 64-bit hash (seeded per store,
+//!   so nobody can aim keys at one another) with its state and expiry, in a
+//!   table of up to [`REMEMBERED_PER_KEY`] times the shard's capacity. A key
+//!   that returns gets exactly its state back; a key whose hash is not
+//!   there was not remembered there, so a new key starts afresh whatever a
+//!   flood of other keys left behind;
+//! - **coarsely, in slots**, only for what the exact table cannot hold
+//!   (after expired entries are dropped, the entries that expire soonest
+//!   move out, an eighth at a time). A slot, chosen by the key's hash,
+//!   takes one key's state exactly, or merges several conservatively: the
+//!   merge, read under the policy of any key whose state went into it,
+//!   denies at least what that key's own state would deny, at every later
+//!   time, and lasts until the latest of their expiries. A key not found in
+//!   the exact table whose slot is merged inherits a copy of the merge (its
+//!   own state may be in it); one whose slot holds another single key's
+//!   state starts afresh (its own state cannot be there: it would have made
+//!   the slot merged).
+//!
+//! So only a flood of more live evicted keys than the exact table holds
+//! (by default four times the capacity, all of them within their windows)
+//! can make a new key inherit a merge, and then only until the merged
+//! states expire.
 //!
 //! The merges, one per kind of state, live beside their algorithms: buckets
 //! (and GCRA, whose state is a bucket's water) keep the time they are all
@@ -25,22 +35,20 @@
 //! inherits more than its own policy's whole quota used now: its own state
 //! could hold no more. (These caps count from now: they assume that a key's
 //! checks do not go back in time.)
-//!
-//! Merges only grow: a key that inherits a merge, adds requests and is
-//! evicted again is merged back with them. Under a long flood of keys sharing
-//! slots, merges tend towards the whole quota used, and keys arriving in
-//! such slots (new ones, or evicted ones coming back) are held to their
-//! policy's sustained rate until the flood's state expires: the price of never
-//! handing out a fresh quota. Keys in use stay live and are not affected.
 
 use std::mem;
 use std::num::NonZeroU64;
+
+use hashbrown::HashTable;
 
 use crate::algorithm::Micros;
 use crate::algorithm::bucket::Level;
 use crate::algorithm::fixed_window::Window;
 use crate::algorithm::sliding_log::{self, Log};
 use crate::algorithm::sliding_window::{self, Counters};
+
+/// How many evicted keys a table remembers exactly, per key of capacity.
+pub(super) const REMEMBERED_PER_KEY: usize = 4;
 
 /// A kind of state that can be kept in a ghost slot.
 pub(super) trait Evictable: Sized {
@@ -54,10 +62,20 @@ pub(super) trait Evictable: Sized {
     fn merge(into: &mut Self::Summary, other: Self::Summary);
 }
 
-/// The ghost slots of one table.
+/// The ghosts of one table.
 pub(super) struct Ghosts<S: Evictable> {
-    /// Empty until the table's first eviction.
+    /// Evicted keys' exact states, by hash; empty until the first eviction.
+    remembered: HashTable<Remembered<S::Summary>>,
+    /// What overflowed `remembered`; empty until it first overflows.
     slots: Box<[Ghost<S::Summary>]>,
+}
+
+/// One evicted key's exact state.
+struct Remembered<M> {
+    hash: u64,
+    /// At or after this instant the state means nothing.
+    expires_at: Micros,
+    summary: M,
 }
 
 #[derive(Default)]
@@ -74,16 +92,19 @@ struct Ghost<M> {
 // The sizes `MemoryStore::with_capacity` documents.
 const _: () = {
     use std::mem::size_of;
+    assert!(size_of::<Remembered<Level>>() == 40 && size_of::<Remembered<Window>>() == 32);
+    assert!(size_of::<Remembered<sliding_window::Evicted>>() == 48);
+    assert!(size_of::<Remembered<Log>>() == 48);
     assert!(size_of::<Ghost<Level>>() == 40 && size_of::<Ghost<Window>>() == 32);
     assert!(size_of::<Ghost<sliding_window::Evicted>>() == 48);
     assert!(size_of::<Ghost<Log>>() == 48);
 };
 
-/// What a key new to its table finds in its slot.
+/// What a key new to its table finds among the ghosts.
 pub(super) enum Haunt<'a, S: Evictable> {
     /// Nothing of its own: it starts afresh.
     Nothing,
-    /// Its own state, exactly (the slot is now empty).
+    /// Its own state, exactly (now forgotten by the ghosts).
     Exact(S),
     /// A merge that may hold its state.
     Merged {
@@ -95,30 +116,99 @@ pub(super) enum Haunt<'a, S: Evictable> {
 impl<S: Evictable> Default for Ghosts<S> {
     fn default() -> Self {
         Self {
+            remembered: HashTable::new(),
             slots: Box::default(),
         }
     }
 }
 
+/// How many ghosts a table keeps: `remembered` exactly, then `slots` slots.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct GhostBounds {
+    pub(super) remembered: usize,
+    pub(super) slots: usize,
+}
+
 impl<S: Evictable> Ghosts<S> {
-    /// Keeps the evicted state of the key with `hash`; allocates `slots`
-    /// slots if this is the table's first eviction.
+    /// Keeps the evicted state of the key with `hash`: exactly, unless the
+    /// exact table is full of states that have not expired.
     pub(super) fn bury(
         &mut self,
         hash: u64,
         expires_at: Micros,
         state: S,
         now: Micros,
-        slots: usize,
+        bounds: GhostBounds,
     ) {
         if expires_at <= now {
             return;
         }
+        let summary = state.summarize(expires_at);
+        if let Ok(twin) = self.remembered.find_entry(hash, |r| r.hash == hash) {
+            // Two keys of one 64-bit hash: neither can be told apart, so
+            // both go to their (common) slot, which merges them.
+            let (twin, _) = twin.remove();
+            self.bury_coarsely(hash, twin.expires_at, twin.summary, now, bounds.slots);
+            self.bury_coarsely(hash, expires_at, summary, now, bounds.slots);
+            return;
+        }
+        if self.remembered.len() >= bounds.remembered {
+            self.make_room(now, bounds);
+        }
+        if self.remembered.len() >= bounds.remembered {
+            self.bury_coarsely(hash, expires_at, summary, now, bounds.slots);
+            return;
+        }
+        self.remembered.insert_unique(
+            hash,
+            Remembered {
+                hash,
+                expires_at,
+                summary,
+            },
+            |r| r.hash,
+        );
+    }
+
+    /// Drops the expired exact states; when that frees less than an eighth
+    /// of the table, moves the eighth that expires soonest to the slots, so
+    /// the cost is amortized over the evictions that fill it again.
+    #[cold]
+    fn make_room(&mut self, now: Micros, bounds: GhostBounds) {
+        self.remembered.retain(|r| r.expires_at > now);
+        let batch = (bounds.remembered / 8).max(1);
+        if self.remembered.len() + batch <= bounds.remembered || self.remembered.is_empty() {
+            return;
+        }
+        let mut expiries: Vec<Micros> = self.remembered.iter().map(|r| r.expires_at).collect();
+        let batch = batch.min(expiries.len());
+        let (_, &mut threshold, _) = expiries.select_nth_unstable(batch - 1);
+        let mut moved = 0;
+        let gone: Vec<Remembered<S::Summary>> = self
+            .remembered
+            .extract_if(|r| {
+                let out = r.expires_at < threshold || (r.expires_at == threshold && moved < batch);
+                moved += usize::from(out);
+                out
+            })
+            .collect();
+        for r in gone {
+            self.bury_coarsely(r.hash, r.expires_at, r.summary, now, bounds.slots);
+        }
+    }
+
+    fn bury_coarsely(
+        &mut self,
+        hash: u64,
+        expires_at: Micros,
+        summary: S::Summary,
+        now: Micros,
+        slots: usize,
+    ) {
         if self.slots.is_empty() {
             self.slots = (0..slots.max(1)).map(|_| Ghost::default()).collect();
         }
         let slot = &mut self.slots[index(hash, self.slots.len())];
-        let summary = state.summarize(expires_at);
         if slot.expires_at <= now {
             *slot = Ghost {
                 owner: NonZeroU64::new(hash),
@@ -132,9 +222,21 @@ impl<S: Evictable> Ghosts<S> {
         }
     }
 
-    /// What the key with `hash`, arriving at `now`, finds in its slot.
+    /// What the key with `hash`, arriving at `now`, finds among the ghosts.
     #[inline]
     pub(super) fn visit(&mut self, hash: u64, now: Micros) -> Haunt<'_, S> {
+        if self.remembered.is_empty() && self.slots.is_empty() {
+            return Haunt::Nothing;
+        }
+        if let Ok(found) = self.remembered.find_entry(hash, |r| r.hash == hash) {
+            // Its latest state: whatever it inherited before is in it.
+            let (found, _) = found.remove();
+            return if found.expires_at > now {
+                Haunt::Exact(S::restore(found.summary))
+            } else {
+                Haunt::Nothing
+            };
+        }
         if self.slots.is_empty() {
             return Haunt::Nothing;
         }
@@ -157,6 +259,9 @@ impl<S: Evictable> Ghosts<S> {
     /// Drops the exact state of the key with `hash` (a key reused with
     /// another algorithm starts afresh); a merge stays.
     pub(super) fn forget(&mut self, hash: u64) {
+        if let Ok(found) = self.remembered.find_entry(hash, |r| r.hash == hash) {
+            found.remove();
+        }
         if self.slots.is_empty() {
             return;
         }
@@ -166,9 +271,13 @@ impl<S: Evictable> Ghosts<S> {
         }
     }
 
-    /// Empties the slots that have expired, freeing what they held, and the
-    /// whole array once none is left.
+    /// Empties the ghosts that have expired, freeing what they held, and
+    /// the slots' array once none is left.
     pub(super) fn sweep(&mut self, now: Micros) {
+        self.remembered.retain(|r| r.expires_at > now);
+        if self.remembered.len() < self.remembered.capacity() / 4 {
+            self.remembered.shrink_to_fit(|r| r.hash);
+        }
         let mut live = false;
         for slot in self.slots.iter_mut() {
             if slot.expires_at <= now {
@@ -184,10 +293,24 @@ impl<S: Evictable> Ghosts<S> {
         }
     }
 
-    /// Slots whose state has not expired.
+    /// Ghosts (exact states and slots) that have not expired.
     #[cfg(test)]
     pub(super) fn live(&self, now: Micros) -> usize {
-        self.slots.iter().filter(|s| s.expires_at > now).count()
+        self.remembered
+            .iter()
+            .filter(|r| r.expires_at > now)
+            .count()
+            + self.slots.iter().filter(|s| s.expires_at > now).count()
+    }
+
+    /// Bytes held for the exact states (the table's buckets).
+    pub(super) fn remembered_bytes(&self) -> usize {
+        self.remembered.allocation_size()
+    }
+
+    /// Exact states held.
+    pub(super) fn remembered_len(&self) -> usize {
+        self.remembered.len()
     }
 }
 

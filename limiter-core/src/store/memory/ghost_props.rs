@@ -1,6 +1,7 @@
 //! However keys are evicted, merged and inherited, no key gets more than its
 //! limit: random traces over many keys, each with one of three policies of
-//! one algorithm, through a store with room for 3 keys (and 3 ghost slots).
+//! one algorithm, through a store with room for 3 keys (and 3 ghost slots),
+//! remembering 0, 2 or 12 (the default) evicted keys exactly.
 //!
 //! For five algorithms every request the small store allows is replayed on a
 //! store that never evicts, fed only those requests: each must pass there
@@ -27,6 +28,12 @@ struct Step {
     advance_ms: u64,
     key: usize,
     cost: u64,
+}
+
+/// How many evicted keys the small store remembers exactly: none (every
+/// eviction merges), a few (the exact table overflows), the default.
+fn remembered() -> impl Strategy<Value = usize> {
+    prop_oneof![Just(0), Just(2), Just(12)]
 }
 
 fn steps() -> impl Strategy<Value = Vec<Step>> {
@@ -86,11 +93,14 @@ fn policies(algorithm: Algorithm) -> [Policy; 3] {
 /// Runs `steps` through the small store; hands each decision to `judge`.
 fn run(
     algorithm: Algorithm,
+    remembered: usize,
     steps: &[Step],
     mut judge: impl FnMut(&str, &Policy, u64, Decision, u64) -> Result<(), TestCaseError>,
 ) -> Result<(), TestCaseError> {
     let clock = ManualClock::new(T0);
-    let small = MemoryStore::with_clock_and_shards(clock.clone(), 1).with_capacity(3);
+    let small = MemoryStore::with_clock_and_shards(clock.clone(), 1)
+        .with_capacity(3)
+        .remember_evicted(remembered);
     let policies = policies(algorithm);
     for step in steps {
         clock.advance(ms(step.advance_ms));
@@ -104,24 +114,30 @@ fn run(
 
 /// Every allowed request passes on a store that never evicts and sees only
 /// the allowed requests.
-fn replays(algorithm: Algorithm, steps: &[Step]) -> Result<(), TestCaseError> {
+fn replays(algorithm: Algorithm, remembered: usize, steps: &[Step]) -> Result<(), TestCaseError> {
     let referee = MemoryStore::with_clock_and_shards(ManualClock::new(T0), 1);
-    run(algorithm, steps, |key, policy, cost, decision, now| {
-        if decision.allowed() {
-            let replayed = referee.check_at(key, policy, cost, now).unwrap();
-            prop_assert!(replayed.allowed(), "{key} at {now}: {replayed:?}");
-        }
-        Ok(())
-    })
+    run(
+        algorithm,
+        remembered,
+        steps,
+        |key, policy, cost, decision, now| {
+            if decision.allowed() {
+                let replayed = referee.check_at(key, policy, cost, now).unwrap();
+                prop_assert!(replayed.allowed(), "{key} at {now}: {replayed:?}");
+            }
+            Ok(())
+        },
+    )
 }
 
 /// Per key, the windows the store reports (each decision's reset is its
 /// window's end) are consecutive, at least `W` long, and hold at most the
 /// limit; a window that is still running may only be extended.
-fn windows_hold(steps: &[Step]) -> Result<(), TestCaseError> {
+fn windows_hold(remembered: usize, steps: &[Step]) -> Result<(), TestCaseError> {
     let mut windows = std::collections::HashMap::<String, (u64, u64)>::new();
     run(
         Algorithm::FixedWindow,
+        remembered,
         steps,
         |key, policy, cost, decision, now| {
             let rule = policy.rules()[0];
@@ -148,32 +164,32 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
-    fn evicted_sliding_logs_never_pass_the_limit(steps in steps()) {
-        replays(Algorithm::SlidingLog, &steps)?;
+    fn evicted_sliding_logs_never_pass_the_limit(remembered in remembered(), steps in steps()) {
+        replays(Algorithm::SlidingLog, remembered, &steps)?;
     }
 
     #[test]
-    fn evicted_fixed_windows_never_pass_the_limit(steps in steps()) {
-        windows_hold(&steps)?;
+    fn evicted_fixed_windows_never_pass_the_limit(remembered in remembered(), steps in steps()) {
+        windows_hold(remembered, &steps)?;
     }
 
     #[test]
-    fn evicted_sliding_windows_never_pass_the_limit(steps in steps()) {
-        replays(Algorithm::SlidingWindow, &steps)?;
+    fn evicted_sliding_windows_never_pass_the_limit(remembered in remembered(), steps in steps()) {
+        replays(Algorithm::SlidingWindow, remembered, &steps)?;
     }
 
     #[test]
-    fn evicted_token_buckets_never_pass_the_limit(steps in steps()) {
-        replays(Algorithm::TokenBucket, &steps)?;
+    fn evicted_token_buckets_never_pass_the_limit(remembered in remembered(), steps in steps()) {
+        replays(Algorithm::TokenBucket, remembered, &steps)?;
     }
 
     #[test]
-    fn evicted_leaky_buckets_never_pass_the_limit(steps in steps()) {
-        replays(Algorithm::LeakyBucket, &steps)?;
+    fn evicted_leaky_buckets_never_pass_the_limit(remembered in remembered(), steps in steps()) {
+        replays(Algorithm::LeakyBucket, remembered, &steps)?;
     }
 
     #[test]
-    fn evicted_gcra_states_never_pass_the_limit(steps in steps()) {
-        replays(Algorithm::Gcra, &steps)?;
+    fn evicted_gcra_states_never_pass_the_limit(remembered in remembered(), steps in steps()) {
+        replays(Algorithm::Gcra, remembered, &steps)?;
     }
 }

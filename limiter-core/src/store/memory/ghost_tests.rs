@@ -1,6 +1,9 @@
 //! What evicted keys get back: each algorithm's state, exactly from a slot
 //! of its own, conservatively from a merged one, compared decision by
-//! decision with a twin store that never evicts.
+//! decision with a twin store that never evicts. The bounded store here
+//! remembers no evicted key exactly, so that every eviction goes to the
+//! coarse slots these tests are about; `remembered_tests` covers the exact
+//! table in front of them.
 
 use std::time::Duration;
 
@@ -25,7 +28,9 @@ impl Twins {
     fn new() -> Self {
         let clock = ManualClock::new(T0);
         Self {
-            bounded: MemoryStore::with_clock_and_shards(clock.clone(), 1).with_capacity(CAPACITY),
+            bounded: MemoryStore::with_clock_and_shards(clock.clone(), 1)
+                .with_capacity(CAPACITY)
+                .remember_evicted(0),
             twin: MemoryStore::with_clock_and_shards(clock.clone(), 1).with_capacity(1 << 20),
             clock,
         }

@@ -9,9 +9,10 @@
 //!
 //! The store holds at most a capacity of keys. A full shard evicts its least
 //! recently used keys, but an evicted key's state is not forgotten while it
-//! could still deny the key: it is kept in a [ghost](ghost) slot, exactly, or
-//! merged conservatively with other evicted state, so a flood of distinct
-//! keys cannot hand anyone a fresh quota.
+//! could still deny the key: it is remembered as a [ghost](ghost), exactly
+//! by the key's hash, or (past four times the capacity) merged
+//! conservatively with other evicted state, so a flood of distinct keys can
+//! neither hand anyone a fresh quota nor take a new key's.
 
 mod ghost;
 #[cfg(test)]
@@ -19,6 +20,8 @@ mod ghost_props;
 #[cfg(test)]
 mod ghost_tests;
 mod permits;
+#[cfg(test)]
+mod remembered_tests;
 mod shard;
 #[cfg(test)]
 mod tests;
@@ -44,8 +47,9 @@ use shard::{Lookup, Shard, Tables};
 /// Shards when none are asked for: enough that 2–64 cores rarely meet on one lock.
 const DEFAULT_SHARDS: usize = 64;
 /// The most keys a memory store holds unless told otherwise (12-19 MB of
-/// state at 120-190 bytes per key, and once it has evicted, 3.2-4.8 MB of
-/// ghost slots plus what evicted logs hold; see BENCHMARKS.md).
+/// state at 120-190 bytes per key; once it evicts, up to four times as many
+/// evicted keys remembered at 40-48 bytes each plus the table's slack, and
+/// past those, 3.2-4.8 MB of coarse slots; see BENCHMARKS.md).
 pub const DEFAULT_CAPACITY: usize = 100_000;
 
 /// The in-memory store: exact, concurrent and sharded, for one process.
@@ -119,23 +123,28 @@ impl<C: Clock> MemoryStore<C> {
     /// new key finds its shard full, keys whose windows have passed go first,
     /// then the least recently used eighth of the shard.
     ///
-    /// Eviction never gives a key more than its limit. Each kind of state
-    /// gets, at its first eviction, as many ghost slots as the shard holds
-    /// keys (40 bytes each for GCRA and buckets, 32 for fixed windows, 48 for
-    /// sliding windows and logs, plus a log's entries), chosen by the key's
-    /// hash. An evicted state goes to its slot: alone there, it is given back
-    /// exactly when its key returns; otherwise it is merged with what is
-    /// there into a state that denies at least whatever each of them would
-    /// until the last of them expires, and a key that returns to a merged
-    /// slot inherits the merge. The merged states cost false denials: a key
-    /// evicted by a flood of one-request keys loses about one request when it
-    /// returns (the sliding log's newest entry may also be one of theirs),
-    /// and under a long flood, merges tend towards the whole quota used, so
-    /// keys new to the store or returning to it are held to their policy's
-    /// sustained rate until the flood's state expires. A fixed window cannot
-    /// keep its phase through a merge: it restarts at the key's return with
-    /// the merge's count, so that window and the key's own last one hold no
-    /// more than the limit together. BENCHMARKS.md measures both costs.
+    /// Eviction never gives a key more than its limit, and a flood of other
+    /// keys does not deny a key that was never evicted. The store remembers
+    /// each evicted key whose state could still deny it by its 64-bit hash
+    /// (seeded per store), exactly, up to four times the capacity (see
+    /// [`remember_evicted`](Self::remember_evicted)): 40 bytes a key for GCRA
+    /// and buckets, 32 for fixed windows, 48 for sliding windows and logs,
+    /// plus a log's entries and the hash table's slack, allocated as keys
+    /// are evicted. A key that returns gets exactly its state back; a key
+    /// not remembered starts afresh.
+    ///
+    /// Only when more evicted keys are live (within their windows) than that
+    /// does the store merge the ones that expire soonest into a coarse
+    /// summary, one slot per key of capacity, chosen by hash; a slot holding
+    /// one key's state gives it back exactly, a merged one denies at least
+    /// what each state merged into it would, until the last of them expires.
+    /// A key not remembered whose slot is merged inherits the merge: under a
+    /// flood of more than five times the capacity of keys that each use
+    /// their whole quota within one window, new keys can be denied their
+    /// first requests until the flood's state expires (one window). A fixed
+    /// window cannot keep its phase through a merge: it restarts at the key's
+    /// return with the merge's count. BENCHMARKS.md measures both rates and
+    /// the memory.
     ///
     /// ```
     /// use std::time::Duration;
@@ -147,14 +156,18 @@ impl<C: Clock> MemoryStore<C> {
     /// for _ in 0..5 {
     ///     assert!(store.check_now("laoqian", &replies, 1)?.allowed());
     /// }
-    /// // 10,000 other users evict "laoqian"...
-    /// for i in 0..10_000 {
-    ///     store.check_now(&format!("user{i}"), &replies, 1)?;
+    /// // 192 other users use their whole quota and evict "laoqian"...
+    /// for i in 0..192 {
+    ///     for _ in 0..5 {
+    ///         store.check_now(&format!("user{i}"), &replies, 1)?;
+    ///     }
     /// }
     /// assert!(store.len() <= 64);
-    /// // ...but cannot give it a fresh quota.
+    /// // ...but cannot give it a fresh quota,
     /// let denied = store.check_now("laoqian", &replies, 1)?;
     /// assert_eq!(denied.retry_after(), Some(Duration::from_secs(60)));
+    /// // nor take one from a user the store has never seen.
+    /// assert_eq!(store.check_now("xiaoming", &replies, 1)?.remaining(), 4);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn with_capacity(self, keys: usize) -> Self {
@@ -163,6 +176,29 @@ impl<C: Clock> MemoryStore<C> {
             lock(shard).capacity = per_shard;
         }
         self
+    }
+
+    /// Remembers up to `keys` evicted keys exactly (by default four times
+    /// the capacity, set by [`with_capacity`](Self::with_capacity) unless
+    /// this is called). Fewer save memory under a flood of distinct keys
+    /// (40-48 bytes a key) at the price of merging evicted state sooner,
+    /// which may deny new keys; `0` merges every evicted state at once.
+    pub fn remember_evicted(self, keys: usize) -> Self {
+        let per_shard = keys.div_ceil(self.inner.shards.len());
+        for shard in self.inner.shards.iter() {
+            lock(shard).remembered = Some(per_shard);
+        }
+        self
+    }
+
+    /// How many evicted keys are remembered exactly now, and the bytes
+    /// their tables hold (not counting a sliding log's entries).
+    pub fn remembered_evicted(&self) -> (usize, usize) {
+        let shards = self.inner.shards.iter();
+        shards.fold((0, 0), |(keys, bytes), shard| {
+            let (k, b) = lock(shard).remembered();
+            (keys + k, bytes + b)
+        })
     }
 
     /// Checks a request now, synchronously: the memory store never waits.

@@ -20,7 +20,7 @@ use crate::algorithm::sliding_log::Log;
 use crate::algorithm::sliding_window::Counters;
 use crate::decision::Decision;
 
-use super::ghost::{Evictable, Ghosts, Haunt};
+use super::ghost::{Evictable, GhostBounds, Ghosts, Haunt, REMEMBERED_PER_KEY};
 
 /// The gauge of keys holding state, over every memory store of the process
 /// (including the fallback limiters of guarded stores).
@@ -33,6 +33,9 @@ pub(super) struct Shard {
     sweep_at_len: usize,
     /// The most keys this shard holds.
     pub(super) capacity: usize,
+    /// How many evicted keys each table remembers exactly; by default
+    /// [`REMEMBERED_PER_KEY`] times the capacity.
+    pub(super) remembered: Option<usize>,
     /// Counts this shard's checks: the clock of least-recently-used eviction.
     tick: u32,
 }
@@ -81,6 +84,7 @@ impl Shard {
             tables: Tables::default(),
             sweep_at_len: MIN_SWEEP_LEN,
             capacity,
+            remembered: None,
             tick: 0,
         }
     }
@@ -170,7 +174,7 @@ impl Shard {
         let burial = Burial {
             now: at.now,
             hasher: at.hasher,
-            slots: self.capacity,
+            bounds: self.ghost_bounds(),
         };
         let mut tables = self.tables.all();
         let mut ages = Vec::with_capacity(tables.iter().map(|t| t.len()).sum());
@@ -184,6 +188,24 @@ impl Shard {
             table.evict_older(tick, threshold, batch, &mut evicted, &burial);
         }
         metrics::gauge!(LIVE_KEYS).decrement(evicted as f64);
+    }
+
+    fn ghost_bounds(&self) -> GhostBounds {
+        GhostBounds {
+            remembered: self
+                .remembered
+                .unwrap_or(self.capacity.saturating_mul(REMEMBERED_PER_KEY)),
+            slots: self.capacity,
+        }
+    }
+
+    /// How many evicted keys are remembered exactly, and the bytes that takes.
+    pub(super) fn remembered(&mut self) -> (usize, usize) {
+        let tables = self.tables.all();
+        tables.iter().fold((0, 0), |(keys, bytes), t| {
+            let (k, b) = t.remembered();
+            (keys + k, bytes + b)
+        })
     }
 
     /// Whether the key holds live state, and how many ghost slots are live.
@@ -230,16 +252,18 @@ impl<S: Evictable> Table<S> {
 }
 
 /// Where evicted state goes: the time of the eviction, the hasher that
-/// finds each evicted key's slot, and how many slots a table's ghosts get.
+/// finds each evicted key's hash, and how many ghosts a table keeps.
 struct Burial<'a> {
     now: Micros,
     hasher: &'a RandomState,
-    slots: usize,
+    bounds: GhostBounds,
 }
 
 /// What a shard does with every table, whatever its state.
 trait AnyTable {
     fn len(&self) -> usize;
+    /// Evicted keys remembered exactly, and the bytes their table holds.
+    fn remembered(&self) -> (usize, usize);
     /// Removes the key, and its exact ghost; whether it was there.
     fn remove(&mut self, hash: u64, key: &str) -> bool;
     /// Removes the state whose windows have passed, and such ghosts; how
@@ -267,6 +291,10 @@ trait AnyTable {
 impl<S: Evictable> AnyTable for Table<S> {
     fn len(&self) -> usize {
         self.entries.len()
+    }
+
+    fn remembered(&self) -> (usize, usize) {
+        (self.ghosts.remembered_len(), self.ghosts.remembered_bytes())
     }
 
     fn remove(&mut self, hash: u64, key: &str) -> bool {
@@ -322,7 +350,7 @@ impl<S: Evictable> AnyTable for Table<S> {
                 entry.expires_at,
                 entry.state,
                 burial.now,
-                burial.slots,
+                burial.bounds,
             );
         }
     }

@@ -1,7 +1,9 @@
 //! A connection shared by every call: made in a task of its own, so a call
 //! that gives up at its deadline does not abandon the attempt (the next call
-//! finds it done or joins it), and forgotten when it proves wrong, so the
-//! next call makes another.
+//! finds it done or joins it), forgotten when it proves wrong, so the next
+//! call makes another, and never handed out once it is known closed (the
+//! server closed it while it sat idle): a fresh one is made instead. Every
+//! Redis link of every store (primary, Sentinel, regional) is held this way.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -53,7 +55,21 @@ impl From<Failed> for Error {
     }
 }
 
-impl<T: Clone + Send + Sync + 'static> Link<T> {
+/// A connection that may be known to have ended.
+pub(crate) trait Live {
+    /// Whether nothing sent on it could reach the server any more.
+    fn is_closed(&self) -> bool;
+}
+
+/// redis-rs's cluster client holds a connection per node and makes each
+/// again itself; the link holds the client.
+impl Live for redis::cluster_async::ClusterConnection {
+    fn is_closed(&self) -> bool {
+        false
+    }
+}
+
+impl<T: Clone + Live + Send + Sync + 'static> Link<T> {
     pub(crate) fn new() -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(State::Idle { next_id: 0 }),
@@ -73,8 +89,17 @@ impl<T: Clone + Send + Sync + 'static> Link<T> {
     {
         let (id, mut outcome) = {
             let mut state = lock(&self.state);
+            if let State::Ready { id, connection } = &*state {
+                if !connection.is_closed() {
+                    return Ok((connection.clone(), *id));
+                }
+                // Closed by the server: nothing was sent on it yet, so the
+                // call goes out on a fresh one.
+                tracing::debug!("Redis closed an idle connection: connecting again");
+                *state = State::Idle { next_id: id + 1 };
+            }
             match &*state {
-                State::Ready { id, connection } => return Ok((connection.clone(), *id)),
+                State::Ready { .. } => unreachable!("a closed connection was just forgotten"),
                 State::Connecting { id, outcome, .. } => (*id, outcome.clone()),
                 State::Idle { next_id } => {
                     let id = *next_id;

@@ -4,12 +4,12 @@
 
 use std::sync::{Arc, OnceLock};
 
-use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, Cmd, ConnectionAddr, ConnectionInfo, RedisError};
 
 use super::RedisConfig;
 use super::evalsha::{self, Lua, Routed};
-use super::link::Link;
+use super::link::{Link, Live};
+use super::multiplexed::Multiplexed;
 use super::sentinel::{self, Watcher};
 use crate::error::Error;
 
@@ -35,8 +35,14 @@ pub(crate) enum Locator {
 /// A connection, and the address it leads to.
 #[derive(Clone)]
 pub(crate) struct Connection {
-    connection: MultiplexedConnection,
+    connection: Multiplexed,
     pub(crate) address: Option<Address>,
+}
+
+impl Live for Connection {
+    fn is_closed(&self) -> bool {
+        Live::is_closed(&self.connection)
+    }
 }
 
 impl Primary {
@@ -75,9 +81,7 @@ impl Primary {
                 Ok(sentinels) => sentinels.primary().await?,
             };
             let address = address(client.get_connection_info());
-            let connection = client
-                .get_multiplexed_async_connection_with_config(&options)
-                .await?;
+            let connection = Multiplexed::open(&client, &options).await?;
             Ok(Connection {
                 connection,
                 address,
@@ -108,7 +112,13 @@ impl Primary {
         let mut found_anew = false;
         loop {
             let (mut primary, id) = self.connection(config).await?;
-            let error = match evalsha::run(&mut Routed(&mut primary.connection), lua, call).await {
+            let error = match evalsha::run(
+                &mut Routed(&mut primary.connection.connection),
+                lua,
+                call,
+            )
+            .await
+            {
                 Ok(reply) => return Ok(reply),
                 Err(error) => error,
             };

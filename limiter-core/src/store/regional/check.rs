@@ -1,6 +1,8 @@
 //! A decision from the check script's reply: the single-region algorithm's
 //! statuses for the totals the script counted.
 
+use std::time::Duration;
+
 use crate::algorithm::{fixed_window, sliding_window};
 use crate::decision::{Decision, RuleStatus};
 use crate::error::Error;
@@ -18,6 +20,8 @@ pub(crate) struct CheckReply {
     pub(crate) total_before: u64,
     pub(crate) exhausted: bool,
     pub(crate) noticed: bool,
+    /// Denied while this region was held to its share of what remained.
+    pub(crate) held: bool,
 }
 
 impl CheckReply {
@@ -34,6 +38,7 @@ impl CheckReply {
             total_before,
             exhausted,
             noticed,
+            held,
         ] = reply
         else {
             return Err(malformed());
@@ -55,12 +60,30 @@ impl CheckReply {
             total_before: count(total_before)?,
             exhausted: exhausted == 1,
             noticed: noticed == 1,
+            held: held == 1,
         })
     }
 
     /// The decision, with the statuses the single-region algorithm gives
     /// for the same totals at the same time.
-    pub(crate) fn decide(&self, rule: Rule, sliding: bool, cost: u64) -> Result<Decision, Error> {
+    /// A held check is denied for `hold` at most: by then its sync has
+    /// completed or failed.
+    pub(crate) fn decide(
+        &self,
+        rule: Rule,
+        sliding: bool,
+        cost: u64,
+        hold: Duration,
+    ) -> Result<Decision, Error> {
+        let ends_in = (self.start + rule.window_us()).saturating_sub(self.now);
+        if self.held {
+            let retry = (hold.as_micros() as u64).clamp(1, ends_in.max(1));
+            let status = RuleStatus {
+                remaining: 0,
+                available_after_us: retry,
+            };
+            return Ok(Decision::single(rule, status, Some(retry), 0, ends_in));
+        }
         let decision = if sliding {
             let mut state = Some(sliding_window::Counters {
                 previous: self.total_before,
@@ -69,7 +92,6 @@ impl CheckReply {
             });
             sliding_window::check(&mut state, &rule, self.now, cost)
         } else if self.exhausted {
-            let ends_in = (self.start + rule.window_us()).saturating_sub(self.now);
             let status = RuleStatus {
                 remaining: 0,
                 available_after_us: ends_in,
@@ -93,9 +115,9 @@ impl CheckReply {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
+
+    const HOLD: Duration = Duration::from_millis(300);
 
     fn rule() -> Rule {
         Rule::new(30, Duration::from_secs(1)).unwrap()
@@ -115,22 +137,48 @@ mod tests {
             0,
             exhausted.into(),
             0,
+            0,
         ]
     }
 
     #[test]
     fn an_announced_quota_denies_until_the_window_ends() {
         let parsed = CheckReply::parse(&reply(false, 12, true)).unwrap();
-        let denied = parsed.decide(rule(), false, 1).unwrap();
+        let denied = parsed.decide(rule(), false, 1, HOLD).unwrap();
         assert!(!denied.allowed());
         assert_eq!(denied.remaining(), 0);
         assert_eq!(denied.retry_after(), Some(Duration::from_millis(750)));
     }
 
     #[test]
+    fn a_held_check_is_denied_until_its_sync_can_have_completed() {
+        let mut held = reply(false, 12, false);
+        held[10] = 1;
+        let denied = CheckReply::parse(&held)
+            .unwrap()
+            .decide(rule(), false, 1, HOLD)
+            .unwrap();
+        assert!(!denied.allowed());
+        assert_eq!(denied.retry_after(), Some(HOLD));
+        assert_eq!(denied.reset_after(), Duration::from_millis(750));
+        // Never past the window's end, when the hold goes with the window.
+        let late = denied_near_the_end();
+        assert_eq!(late.retry_after(), Some(Duration::from_millis(750)));
+    }
+
+    fn denied_near_the_end() -> Decision {
+        let mut held = reply(false, 12, false);
+        held[10] = 1;
+        CheckReply::parse(&held)
+            .unwrap()
+            .decide(rule(), false, 1, Duration::from_secs(5))
+            .unwrap()
+    }
+
+    #[test]
     fn the_statuses_are_the_single_region_algorithms() {
         let parsed = CheckReply::parse(&reply(true, 12, false)).unwrap();
-        let allowed = parsed.decide(rule(), false, 1).unwrap();
+        let allowed = parsed.decide(rule(), false, 1, HOLD).unwrap();
         assert_eq!(allowed.remaining(), 17);
         assert_eq!(allowed.reset_after(), Duration::from_millis(750));
     }
@@ -138,7 +186,7 @@ mod tests {
     #[test]
     fn a_reply_that_makes_no_sense_is_refused() {
         let protocol = |reply: &[i64]| matches!(CheckReply::parse(reply), Err(Error::Protocol(_)));
-        assert!(protocol(&reply(true, 12, false)[..9]));
+        assert!(protocol(&reply(true, 12, false)[..10]));
         assert!(protocol(&reply(true, u64::MAX >> 1, false)));
         let mut negative = reply(true, 12, false);
         negative[3] = -1;
@@ -146,7 +194,7 @@ mod tests {
         // Allowed by the script, full by its own totals.
         let parsed = CheckReply::parse(&reply(true, 30, false)).unwrap();
         assert!(matches!(
-            parsed.decide(rule(), false, 1),
+            parsed.decide(rule(), false, 1, HOLD),
             Err(Error::Protocol(_))
         ));
     }

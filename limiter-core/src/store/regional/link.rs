@@ -5,18 +5,22 @@
 //! NOSCRIPT, which means the call did not run; nothing that may have run is
 //! sent again. Every call keeps the deadline of its link as a whole,
 //! connecting included (an attempt cut short goes on at the next call).
+//! Connections are held as the Redis store holds its own: a connection the
+//! server closed while idle is never used, a fresh one is made first.
 
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use std::sync::Arc;
+
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, RedisResult};
-use tokio::sync::OnceCell;
+use redis::{AsyncConnectionConfig, Client, Cmd, RedisError, RedisResult};
 
 use super::region::Endpoint;
 use crate::error::Error;
 use crate::store::redis::evalsha::{self, Lua, Routed};
+use crate::store::redis::link::{Link as Held, Live};
+use crate::store::redis::multiplexed::Multiplexed;
 
 /// A script of the regional store: the shebang (the script declares no
 /// flag, so Redis refuses it whole while over `maxmemory` and on a replica,
@@ -43,69 +47,79 @@ pub(crate) static MERGE: Lua = script!("merge.lua");
 /// A connection to one region's Redis, and the deadline of each call.
 pub(crate) struct Link {
     deadline: Duration,
+    connection_timeout: Duration,
     backend: Backend,
 }
 
+/// Each held and made again as the Redis store holds its own (see
+/// [`Held`]): one way for every Redis link.
 enum Backend {
-    Standalone(ConnectionManager),
-    Cluster(Box<Cluster>),
-}
-
-pub(crate) struct Cluster {
-    client: ClusterClient,
-    connection: OnceCell<ClusterConnection>,
+    Standalone {
+        client: Client,
+        config: AsyncConnectionConfig,
+        held: Arc<Held<Multiplexed>>,
+    },
+    Cluster {
+        client: ClusterClient,
+        held: Arc<Held<ClusterConnection>>,
+    },
 }
 
 impl Link {
     /// A link that connects on first use (and again after a connection
-    /// breaks), each call failing after `deadline`.
+    /// breaks, or is closed by the server while idle), each call failing
+    /// after `deadline`.
     pub(crate) fn open(
         endpoint: &Endpoint,
         deadline: Duration,
         connection_timeout: Duration,
     ) -> RedisResult<Self> {
         let backend = match endpoint {
-            Endpoint::Standalone(client) => {
-                let config = ConnectionManagerConfig::new()
+            Endpoint::Standalone(client) => Backend::Standalone {
+                client: client.clone(),
+                config: AsyncConnectionConfig::new()
                     .set_response_timeout(Some(deadline))
-                    .set_connection_timeout(Some(connection_timeout))
-                    // One attempt per call: the caller's breaker decides
-                    // when to try again.
-                    .set_number_of_retries(0);
-                Backend::Standalone(ConnectionManager::new_lazy_with_config(
-                    client.clone(),
-                    config,
-                )?)
-            }
-            Endpoint::Cluster(seeds) => {
-                let client = ClusterClient::builder(seeds.clone())
+                    .set_connection_timeout(Some(connection_timeout)),
+                held: Held::new(),
+            },
+            Endpoint::Cluster(seeds) => Backend::Cluster {
+                client: ClusterClient::builder(seeds.clone())
                     // The client's own retries would resend a script after
                     // an I/O error, when it may already have run.
                     .retries(0)
                     .response_timeout(deadline)
                     .connection_timeout(connection_timeout)
-                    .build()?;
-                Backend::Cluster(Box::new(Cluster {
-                    client,
-                    connection: OnceCell::new(),
-                }))
-            }
+                    .build()?,
+                held: Held::new(),
+            },
         };
-        Ok(Self { deadline, backend })
+        Ok(Self {
+            deadline,
+            connection_timeout,
+            backend,
+        })
     }
 
     /// Runs `call`, an EVALSHA of `lua` (made by [`Lua::call`]).
     pub(crate) async fn eval(&self, lua: &Lua, call: &Cmd) -> Result<Vec<i64>, Error> {
         self.within_deadline(async {
-            Ok(match &self.backend {
-                Backend::Standalone(manager) => {
-                    evalsha::run(&mut Routed(&mut manager.clone()), lua, call).await?
+            match &self.backend {
+                Backend::Standalone {
+                    client,
+                    config,
+                    held,
+                } => {
+                    let (mut connection, id) = self.standalone(client, config, held).await?;
+                    let result =
+                        evalsha::run(&mut Routed(&mut connection.connection), lua, call).await;
+                    forget_if_broken(held, id, result)
                 }
-                Backend::Cluster(cluster) => {
-                    let mut connection = cluster.connection().await?;
-                    evalsha::run(&mut Routed(&mut connection), lua, call).await?
+                Backend::Cluster { client, held } => {
+                    let (mut connection, id) = self.cluster(client, held).await?;
+                    let result = evalsha::run(&mut Routed(&mut connection), lua, call).await;
+                    forget_if_broken(held, id, result)
                 }
-            })
+            }
         })
         .await
     }
@@ -119,14 +133,45 @@ impl Link {
         let mut cmd = redis::cmd("HMGET");
         cmd.arg(key).arg(fields);
         self.within_deadline(async {
-            Ok(match &self.backend {
-                Backend::Standalone(manager) => cmd.query_async(&mut manager.clone()).await?,
-                Backend::Cluster(cluster) => {
-                    cmd.query_async(&mut cluster.connection().await?).await?
+            match &self.backend {
+                Backend::Standalone {
+                    client,
+                    config,
+                    held,
+                } => {
+                    let (mut connection, id) = self.standalone(client, config, held).await?;
+                    let result = cmd.query_async(&mut connection.connection).await;
+                    forget_if_broken(held, id, result)
                 }
-            })
+                Backend::Cluster { client, held } => {
+                    let (mut connection, id) = self.cluster(client, held).await?;
+                    let result = cmd.query_async(&mut connection).await;
+                    forget_if_broken(held, id, result)
+                }
+            }
         })
         .await
+    }
+
+    async fn standalone(
+        &self,
+        client: &Client,
+        config: &AsyncConnectionConfig,
+        held: &Arc<Held<Multiplexed>>,
+    ) -> Result<(Multiplexed, u64), Error> {
+        let (client, config) = (client.clone(), config.clone());
+        let connect = || async move { Multiplexed::open(&client, &config).await };
+        held.get(connect, self.connection_timeout).await
+    }
+
+    async fn cluster(
+        &self,
+        client: &ClusterClient,
+        held: &Arc<Held<ClusterConnection>>,
+    ) -> Result<(ClusterConnection, u64), Error> {
+        let client = client.clone();
+        let connect = || async move { client.get_async_connection().await };
+        held.get(connect, self.connection_timeout).await
     }
 
     async fn within_deadline<T>(
@@ -139,12 +184,17 @@ impl Link {
     }
 }
 
-impl Cluster {
-    async fn connection(&self) -> Result<ClusterConnection, Error> {
-        let connection = self
-            .connection
-            .get_or_try_init(|| self.client.get_async_connection())
-            .await?;
-        Ok(connection.clone())
-    }
+/// Forgets connection `id` when `result` shows it broken, so the next call
+/// connects afresh (this one is not sent again: it may have run).
+fn forget_if_broken<T, C: Clone + Live + Send + Sync + 'static>(
+    held: &Held<C>,
+    id: u64,
+    result: Result<T, RedisError>,
+) -> Result<T, Error> {
+    result.map_err(|error| {
+        if error.is_connection_dropped() || error.is_unrecoverable_error() || error.is_io_error() {
+            held.forget(id);
+        }
+        error.into()
+    })
 }

@@ -2,11 +2,13 @@
 //! `sync_concurrency` at once and `max_pending_syncs` waiting.
 //!
 //! A tier crossed while that key's sync runs is served by one more run
-//! after it. A sync whose task is dropped (the runtime shutting down)
+//! after it. A sync whose window has ended by the time its turn comes is
+//! dropped, not run, so a backlog cannot hold up the windows still counting. A sync whose task is dropped (the runtime shutting down)
 //! leaves nothing behind, so the key's next crossing syncs again.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 use tokio::sync::{Semaphore, watch};
 
@@ -26,6 +28,21 @@ pub(crate) struct SyncRequest {
     pub(crate) now: u64,
     /// The check's time was given by a test: the scripts take it too.
     pub(crate) injected_time: bool,
+    /// When the check asked (this process's clock).
+    pub(crate) asked: Instant,
+}
+
+impl SyncRequest {
+    /// Whether the window has ended: what a sync would learn of it no
+    /// longer decides anything (the next window's checks ask for their own).
+    fn is_over(&self) -> bool {
+        // A test's time does not pass by itself.
+        !self.injected_time
+            && self
+                .now
+                .saturating_add(self.asked.elapsed().as_micros() as u64)
+                >= self.start.saturating_add(self.rule.window_us())
+    }
 }
 
 /// Each waiting or running key and window, with the request to run again
@@ -119,7 +136,14 @@ impl Entry {
             {
                 // The semaphore is never closed.
                 let _permit = self.inner.registry.permits.acquire().await;
-                sync(&self.inner, &request).await;
+                if request.is_over() {
+                    // Behind a backlog: running it would only delay the
+                    // syncs of windows that still count.
+                    bump(&self.inner.stats.syncs_expired);
+                    metrics::counter!("limiter_region_syncs_expired_total").increment(1);
+                } else {
+                    sync(&self.inner, &request).await;
+                }
             }
             // Whether to run again and leaving the registry are one step,
             // so a crossing in between is never lost.

@@ -19,6 +19,11 @@ pub struct RegionStats {
     pub syncs: u64,
     /// Syncs not run because too many keys waited for one.
     pub syncs_dropped: u64,
+    /// Syncs not run because their window had ended when their turn came.
+    pub syncs_expired: u64,
+    /// Checks denied because this region was held to its share of what
+    /// remained while its sync had not completed.
+    pub held: u64,
     /// Reads of another region's counts.
     pub cross_region_reads: u64,
     /// Writes into another region (tightened tiers, an exhausted quota).
@@ -46,6 +51,8 @@ pub(crate) struct Counters {
     pub(crate) tier_crossings: AtomicU64,
     pub(crate) syncs: AtomicU64,
     pub(crate) syncs_dropped: AtomicU64,
+    pub(crate) syncs_expired: AtomicU64,
+    pub(crate) held: AtomicU64,
     pub(crate) cross_region_reads: AtomicU64,
     pub(crate) cross_region_writes: AtomicU64,
     pub(crate) remote_errors: AtomicU64,
@@ -65,6 +72,8 @@ impl Counters {
             tier_crossings: read(&self.tier_crossings),
             syncs: read(&self.syncs),
             syncs_dropped: read(&self.syncs_dropped),
+            syncs_expired: read(&self.syncs_expired),
+            held: read(&self.held),
             cross_region_reads: read(&self.cross_region_reads),
             cross_region_writes: read(&self.cross_region_writes),
             remote_errors: read(&self.remote_errors),

@@ -277,8 +277,11 @@ impl RegionalStore {
                 .increment(1);
         }
         if reply.sync {
-            bump(&inner.stats.tier_crossings);
-            metrics::counter!("limiter_region_tier_crossings_total").increment(1);
+            // A held check asks again for the sync it waits on.
+            if !reply.held {
+                bump(&inner.stats.tier_crossings);
+                metrics::counter!("limiter_region_tier_crossings_total").increment(1);
+            }
             Registry::request(
                 &self.inner,
                 SyncRequest {
@@ -288,10 +291,15 @@ impl RegionalStore {
                     start: reply.start,
                     now: reply.now,
                     injected_time: now.is_some(),
+                    asked: std::time::Instant::now(),
                 },
             );
         }
-        reply.decide(rule, sliding, cost)
+        if reply.held {
+            bump(&inner.stats.held);
+            metrics::counter!("limiter_region_held_total").increment(1);
+        }
+        reply.decide(rule, sliding, cost, inner.config.peer_deadline)
     }
 }
 

@@ -44,7 +44,8 @@ pub(crate) async fn sync(inner: &Inner, request: &SyncRequest) {
         .arg(window)
         .arg(request.start)
         .arg(tag(request.sliding))
-        .arg("");
+        // Learned: this region's hold for the window ends.
+        .arg("l");
     for (peer, read) in inner.peers.iter().zip(&reads) {
         learn.arg(&*peer.name);
         match read {

@@ -7,19 +7,24 @@
 -- Reply: { allowed, sync, window start, now, this region's count in the
 -- window (after this request), in the window before, the total of the
 -- window before this request, the total of the window before, exhausted,
--- noticed }. `sync` asks for a sync: a tier was crossed, the sliding window
+-- noticed, held }. `sync` asks for a sync: a tier was crossed, the sliding window
 -- counter started a window here, or the quota is found full and not yet
--- announced. `noticed`: this check is the first here to see another
--- region's announcement.
+-- announced, or this region is held until a sync completes. `noticed`:
+-- this check is the first here to see another region's announcement.
 local key = KEYS[1]
 local limit, w = tonumber(ARGV[3]), tonumber(ARGV[4])
 local sliding = ARGV[5] == '1'
 local first, step = tonumber(ARGV[6]), tonumber(ARGV[7])
 local tag = sliding and 'regional_sliding_window' or 'regional_fixed_window'
-local state = read_hash(key, tag, unpack(field_names({ 's', 'c', 'p', 't', 'x', 'y' }, 8, 1)))
+local peers = #ARGV - 7
+local fields = field_names({ 's', 'c', 'p', 't', 'x', 'y' }, 8, 1)
+fields[#fields + 1] = 'h'
+fields[#fields + 1] = 'r'
+local state = read_hash(key, tag, unpack(fields))
 local function num(i)
   return tonumber(state[i])
 end
+local held_at, held_count = 7 + 3 * peers, 8 + 3 * peers
 
 local start = floor_div(now, w) * w
 local s, c, p = num(1), num(2) or 0, num(3) or 0
@@ -53,6 +58,20 @@ end
 local allowed = estimate + cost <= limit and not (exhausted and not sliding)
 local full = estimate + 1 > limit
 
+-- While a sync this region asked for in this window has not completed, the
+-- others may be counting as fast as this region: it is held to its share
+-- of what remained when it asked (conservative: it may deny early, never
+-- admit what the others could admit too).
+local held = false
+if allowed and num(held_at) == start then
+  local asked_at = num(held_count) or 0
+  local since = math.max(0, c - asked_at)
+  local share = math.floor((limit - estimate + since) / (peers + 1))
+  if since + cost > share then
+    allowed, held = false, true
+  end
+end
+
 -- Tiers: first, then every step; tightened, the same grid below first too.
 local offset = (step - first % step) % step
 local crossed = false
@@ -64,6 +83,9 @@ if allowed then
 end
 if allowed or rolled then
   redis.call('HSET', key, 'a', tag, 's', int(start), 'c', int(c), 'p', int(p))
+  if crossed and num(held_at) ~= start then
+    redis.call('HSET', key, 'h', int(start), 'r', int(c))
+  end
   extend(key, start + 2 * w - now)
 end
 
@@ -72,8 +94,8 @@ if exhausted and num(6) ~= start then
   redis.call('HSET', key, 'y', int(start))
   noticed = 1
 end
-local sync = crossed or (sliding and rolled) or (not allowed and full and not exhausted)
+local sync = crossed or held or (sliding and rolled) or (not allowed and full and not exhausted)
 return {
   allowed and 1 or 0, sync and 1 or 0, start, now, c, p, total, total_before,
-  exhausted and 1 or 0, noticed,
+  exhausted and 1 or 0, noticed, held and 1 or 0,
 }

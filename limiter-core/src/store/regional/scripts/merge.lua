@@ -2,7 +2,9 @@
 -- shared.lua): other regions' counts, kept when they are newer or larger
 -- (counts only grow within a window), and the verdicts.
 -- ARGV: now, (cost: unused), window, start (the synced window), tag, flags
--- (any of: t tighten, x exhausted, o this is the announcing region), then
+-- (any of: t tighten, x exhausted, o this is the announcing region,
+-- l this region's own sync has learned the others' counts: its hold ends),
+-- then
 -- for each region: name, its count in `start`, in the window before (both
 -- empty: nothing learned, report only).
 -- Reply: { this region's own count in `start`, in the window before,
@@ -11,10 +13,13 @@
 local key = KEYS[1]
 local w, start = tonumber(ARGV[3]), tonumber(ARGV[4])
 local tag, flags = ARGV[5], ARGV[6]
-local state = read_hash(key, tag, unpack(field_names({ 's', 'c', 'p', 't', 'x' }, 7, 3)))
+local fields = field_names({ 's', 'c', 'p', 't', 'x' }, 7, 3)
+fields[#fields + 1] = 'h'
+local state = read_hash(key, tag, unpack(fields))
 local function num(i)
   return tonumber(state[i])
 end
+local held_at = #fields
 
 local updates = {}
 local function set(field, value)
@@ -59,8 +64,12 @@ if string.find(flags, 'x', 1, true) and not (x and x >= start) then
     set('y', int(start))
   end
 end
+local release = string.find(flags, 'l', 1, true) and num(held_at) == start
 if #updates > 0 then
   redis.call('HSET', key, 'a', tag, unpack(updates))
   extend(key, start + 2 * w - now)
+end
+if release then
+  redis.call('HDEL', key, 'h', 'r')
 end
 return { reply[1], reply[2], t == start and 1 or 0, x == start and 1 or 0, unpack(reply, 3) }

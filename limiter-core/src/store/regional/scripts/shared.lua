@@ -6,6 +6,8 @@
 --   t        the latest window whose tiers were tightened;
 --   x        the latest window announced exhausted;
 --   y        the latest exhausted window a check here has noticed;
+--   h, r     the window of a sync this region asked for at a tier and that
+--            has not completed, and this region's count when it asked;
 --   {name}:s, {name}:c, {name}:p   what this region knows of region {name}:
 --            its s, c and p as last read (or as another region passed on).
 
