@@ -79,17 +79,19 @@ use crate::store::Store;
 ///
 /// # Guarantees
 /// Per window, with `n` regions and a step of `s` requests:
-/// - traffic from one region only gets exactly the quota;
+/// - at most `quota + n × s` pass, whatever the cross-region latency, the
+///   load or a backlog of syncs: from a tier on, a region whose sync has not
+///   completed is held to one step past its count when it asked (its checks
+///   are denied, with a retry after of the peer deadline, until the sync
+///   completes), and a sync whose window ended before its turn is dropped.
+///   The sliding window counter adds what arrives while a window's first
+///   sync reads the previous window's counts. A first tier above the quota
+///   divided by the regions adds `n × first − quota`; a sync dropped because
+///   too many waited leaves that key held until it asks again;
+/// - traffic from one region only gets the quota whenever its syncs keep up
+///   with it (a step per round trip to the farthest region);
 /// - no request is denied before the quota is used, counted across
-///   regions;
-/// - at most `quota + n × s` pass, plus what arrives while the syncs
-///   around the moment the quota is reached are in flight: the sync that
-///   announces it and, the first time, the one that tightens the tiers
-///   (each a round trip to the farthest region, then a one-way write). The
-///   sliding window counter adds what arrives while a window's first sync
-///   reads the previous window's counts. A first tier above the quota
-///   divided by the regions adds `n × first − quota`; a sync dropped
-///   because too many waited leaves that key to its next tier.
+///   regions, except while its region is held.
 ///
 /// # Latency and failures
 /// The check is one script on one key of this region's Redis, bounded by

@@ -59,15 +59,14 @@ local allowed = estimate + cost <= limit and not (exhausted and not sliding)
 local full = estimate + 1 > limit
 
 -- While a sync this region asked for in this window has not completed, the
--- others may be counting as fast as this region: it is held to its share
--- of what remained when it asked (conservative: it may deny early, never
--- admit what the others could admit too).
+-- others may be counting as fast as this region, unseen: it is held to one
+-- step past its count when it asked (conservative: it may deny early, never
+-- run further ahead of what the others know than a step, however slow or
+-- backed up its syncs are).
 local held = false
 if allowed and num(held_at) == start then
-  local asked_at = num(held_count) or 0
-  local since = math.max(0, c - asked_at)
-  local share = math.floor((limit - estimate + since) / (peers + 1))
-  if since + cost > share then
+  local since = math.max(0, c - (num(held_count) or 0))
+  if since + cost > step then
     allowed, held = false, true
   end
 end
