@@ -6,7 +6,8 @@
 //! its first eviction (a store that never fills pays nothing):
 //! - **exactly, by fingerprint**: the key's 64-bit hash (seeded per store,
 //!   so nobody can aim keys at one another) with its state and expiry, in a
-//!   table of up to [`REMEMBERED_PER_KEY`] times the shard's capacity. A key
+//!   table of up to [`REMEMBERED_PER_KEY`] times the shard's capacity (a
+//!   sliding log weighs one more key for every 16 of its entries). A key
 //!   that returns gets exactly its state back; a key whose hash is not
 //!   there was not remembered there, so a new key starts afresh whatever a
 //!   flood of other keys left behind;
@@ -60,12 +61,21 @@ pub(super) trait Evictable: Sized {
     fn restore(summary: Self::Summary) -> Self;
     /// Merges `other` into `into`; the slot's expiry becomes the later one.
     fn merge(into: &mut Self::Summary, other: Self::Summary);
+    /// What remembering one summary exactly counts against the bound: one
+    /// key, and a sliding log one more for every 16 entries it holds (8
+    /// bytes each), so that the bound is one of memory too: long logs
+    /// cannot make the table hold many times what it holds for others.
+    fn weight(_summary: &Self::Summary) -> usize {
+        1
+    }
 }
 
 /// The ghosts of one table.
 pub(super) struct Ghosts<S: Evictable> {
     /// Evicted keys' exact states, by hash; empty until the first eviction.
     remembered: HashTable<Remembered<S::Summary>>,
+    /// The weight of what `remembered` holds (see [`Evictable::weight`]).
+    weight: usize,
     /// What overflowed `remembered`; empty until it first overflows.
     slots: Box<[Ghost<S::Summary>]>,
 }
@@ -117,6 +127,7 @@ impl<S: Evictable> Default for Ghosts<S> {
     fn default() -> Self {
         Self {
             remembered: HashTable::new(),
+            weight: 0,
             slots: Box::default(),
         }
     }
@@ -148,17 +159,20 @@ impl<S: Evictable> Ghosts<S> {
             // Two keys of one 64-bit hash: neither can be told apart, so
             // both go to their (common) slot, which merges them.
             let (twin, _) = twin.remove();
+            self.weight -= S::weight(&twin.summary);
             self.bury_coarsely(hash, twin.expires_at, twin.summary, now, bounds.slots);
             self.bury_coarsely(hash, expires_at, summary, now, bounds.slots);
             return;
         }
-        if self.remembered.len() >= bounds.remembered {
+        let weight = S::weight(&summary);
+        if self.weight + weight > bounds.remembered {
             self.make_room(now, bounds);
         }
-        if self.remembered.len() >= bounds.remembered {
+        if self.weight + weight > bounds.remembered {
             self.bury_coarsely(hash, expires_at, summary, now, bounds.slots);
             return;
         }
+        self.weight += weight;
         self.remembered.insert_unique(
             hash,
             Remembered {
@@ -175,9 +189,9 @@ impl<S: Evictable> Ghosts<S> {
     /// the cost is amortized over the evictions that fill it again.
     #[cold]
     fn make_room(&mut self, now: Micros, bounds: GhostBounds) {
-        self.remembered.retain(|r| r.expires_at > now);
+        self.forget_expired(now);
         let batch = (bounds.remembered / 8).max(1);
-        if self.remembered.len() + batch <= bounds.remembered || self.remembered.is_empty() {
+        if self.weight + batch <= bounds.remembered || self.remembered.is_empty() {
             return;
         }
         let mut expiries: Vec<Micros> = self.remembered.iter().map(|r| r.expires_at).collect();
@@ -193,6 +207,7 @@ impl<S: Evictable> Ghosts<S> {
             })
             .collect();
         for r in gone {
+            self.weight -= S::weight(&r.summary);
             self.bury_coarsely(r.hash, r.expires_at, r.summary, now, bounds.slots);
         }
     }
@@ -231,6 +246,7 @@ impl<S: Evictable> Ghosts<S> {
         if let Ok(found) = self.remembered.find_entry(hash, |r| r.hash == hash) {
             // Its latest state: whatever it inherited before is in it.
             let (found, _) = found.remove();
+            self.weight -= S::weight(&found.summary);
             return if found.expires_at > now {
                 Haunt::Exact(S::restore(found.summary))
             } else {
@@ -260,7 +276,8 @@ impl<S: Evictable> Ghosts<S> {
     /// another algorithm starts afresh); a merge stays.
     pub(super) fn forget(&mut self, hash: u64) {
         if let Ok(found) = self.remembered.find_entry(hash, |r| r.hash == hash) {
-            found.remove();
+            let (found, _) = found.remove();
+            self.weight -= S::weight(&found.summary);
         }
         if self.slots.is_empty() {
             return;
@@ -274,7 +291,7 @@ impl<S: Evictable> Ghosts<S> {
     /// Empties the ghosts that have expired, freeing what they held, and
     /// the slots' array once none is left.
     pub(super) fn sweep(&mut self, now: Micros) {
-        self.remembered.retain(|r| r.expires_at > now);
+        self.forget_expired(now);
         if self.remembered.len() < self.remembered.capacity() / 4 {
             self.remembered.shrink_to_fit(|r| r.hash);
         }
@@ -291,6 +308,18 @@ impl<S: Evictable> Ghosts<S> {
         if !live {
             self.slots = Box::default();
         }
+    }
+
+    /// Drops the exact states that have expired.
+    fn forget_expired(&mut self, now: Micros) {
+        let weight = &mut self.weight;
+        self.remembered.retain(|r| {
+            let live = r.expires_at > now;
+            if !live {
+                *weight -= S::weight(&r.summary);
+            }
+            live
+        });
     }
 
     /// Ghosts (exact states and slots) that have not expired.
@@ -388,5 +417,9 @@ impl Evictable for Log {
 
     fn merge(into: &mut Log, other: Log) {
         sliding_log::merge(into, other);
+    }
+
+    fn weight(log: &Log) -> usize {
+        1 + log.len() / 16
     }
 }

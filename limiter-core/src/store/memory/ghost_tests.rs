@@ -11,8 +11,8 @@ use super::*;
 use crate::{ManualClock, Rate, Rule};
 
 /// A multiple of 60 s, so sliding windows of 60 s start at T0.
-const T0: Duration = Duration::from_secs(1_020);
-const S: Duration = Duration::from_secs(1);
+pub(super) const T0: Duration = Duration::from_secs(1_020);
+pub(super) const S: Duration = Duration::from_secs(1);
 /// Room for this many keys in the bounded store's one shard, and as many ghost slots.
 const CAPACITY: usize = 4;
 
@@ -73,7 +73,8 @@ impl Twins {
     }
 }
 
-fn six_policies() -> [Policy; 6] {
+/// One policy of each algorithm, each allowing 3 at once.
+pub(super) fn six_policies() -> [Policy; 6] {
     let every_10s = Rate::new(1, 10 * S).unwrap();
     [
         Policy::sliding_log([

@@ -180,9 +180,11 @@ impl<C: Clock> MemoryStore<C> {
 
     /// Remembers up to `keys` evicted keys exactly (by default four times
     /// the capacity, set by [`with_capacity`](Self::with_capacity) unless
-    /// this is called). Fewer save memory under a flood of distinct keys
-    /// (40-48 bytes a key) at the price of merging evicted state sooner,
-    /// which may deny new keys; `0` merges every evicted state at once.
+    /// this is called); a sliding log counts as one more key for every
+    /// 16 of its entries, so the bound holds the memory too. Fewer save memory
+    /// under a flood of distinct keys (40-48 bytes a key) at the price of
+    /// merging evicted state sooner, which may deny new keys; `0` merges
+    /// every evicted state at once.
     pub fn remember_evicted(self, keys: usize) -> Self {
         let per_shard = keys.div_ceil(self.inner.shards.len());
         for shard in self.inner.shards.iter() {

@@ -2,29 +2,9 @@
 //! its whole quota, takes nothing from keys the store has never seen, and
 //! every evicted key that returns gets exactly its own state back.
 
-use std::time::Duration;
-
+use super::ghost_tests::{S, T0, six_policies};
 use super::*;
 use crate::{ManualClock, Rate, Rule};
-
-const T0: Duration = Duration::from_secs(1_020);
-const S: Duration = Duration::from_secs(1);
-
-fn six_policies() -> [Policy; 6] {
-    let every_10s = Rate::new(1, 10 * S).unwrap();
-    [
-        Policy::sliding_log([
-            Rule::new(3, 60 * S).unwrap(),
-            Rule::new(5, 120 * S).unwrap(),
-        ])
-        .unwrap(),
-        Policy::fixed_window(Rule::new(3, 60 * S).unwrap()),
-        Policy::sliding_window(Rule::new(3, 60 * S).unwrap()),
-        Policy::token_bucket(every_10s, 3).unwrap(),
-        Policy::leaky_bucket(every_10s, 3).unwrap(),
-        Policy::gcra(every_10s, 3).unwrap(),
-    ]
-}
 
 /// Checks `key` until it is denied: its whole quota used.
 fn use_up(store: &MemoryStore<ManualClock>, key: &str, policy: &Policy) -> usize {
@@ -126,27 +106,62 @@ fn the_default_store_keeps_new_users_whole_after_a_flood() {
     assert_eq!(readmitted, 0);
 }
 
+/// A store of 4 keys remembering 8 evicted ones, where "early" used its
+/// quota at T0 (its window ends at T0 + 60 s) and 40 keys theirs at T0 +
+/// 10 s (ending at T0 + 70 s).
+fn flooded_past_its_bound(clock: &ManualClock, policy: &Policy) -> MemoryStore<ManualClock> {
+    let store = MemoryStore::with_clock_and_shards(clock.clone(), 1)
+        .with_capacity(4)
+        .remember_evicted(8);
+    clock.set(T0);
+    assert_eq!(use_up(&store, "early", policy), 3);
+    clock.set(T0 + 10 * S);
+    for i in 0..40 {
+        // Past 12 evicted keys, new ones may inherit merged slots: the
+        // price of a flood larger than the table.
+        use_up(&store, &format!("flood{i}"), policy);
+        assert!(store.remembered_evicted().0 <= 8);
+    }
+    store
+}
+
 #[test]
 fn past_its_bound_the_table_merges_what_expires_soonest() {
     let clock = ManualClock::new(T0);
     let policy = Policy::fixed_window(Rule::new(3, 60 * S).unwrap());
-    let store = MemoryStore::with_clock_and_shards(clock.clone(), 1)
-        .with_capacity(4)
-        .remember_evicted(8);
-    // "early" is used up first, so its window ends first.
-    assert_eq!(use_up(&store, "early", &policy), 3);
-    clock.advance(10 * S);
-    for i in 0..40 {
-        // Past 12 evicted keys, new ones may inherit merged slots: the
-        // price of a flood larger than the table.
-        use_up(&store, &format!("flood{i}"), &policy);
-        assert!(store.remembered_evicted().0 <= 8);
-    }
-    // "early" was merged: it inherits the merge's full count, never a
+    let store = flooded_past_its_bound(&clock, &policy);
+    // The states remembered exactly are the flood's, which all outlast
+    // "early"'s: none has expired when "early"'s window is over.
+    let (remembered, _) = store.remembered_evicted();
+    assert!(remembered > 0);
+    clock.set(T0 + 65 * S);
+    store.sweep();
+    assert_eq!(store.remembered_evicted().0, remembered);
+
+    // "early" went to the slots: it inherits a merge's full count, never a
     // fresh quota.
+    let store = flooded_past_its_bound(&clock, &policy);
     let early = store.check_now("early", &policy, 1).unwrap();
     assert!(!early.allowed());
     assert_eq!(early.remaining(), 0);
+}
+
+#[test]
+fn long_logs_weigh_on_the_bound_as_their_entries_do() {
+    let clock = ManualClock::new(T0);
+    // 160 entries a full log: 1 + 160 / 16 = 11 keys' worth.
+    let policy = Policy::sliding_log([Rule::new(160, 60 * S).unwrap()]).unwrap();
+    let store = MemoryStore::with_clock_and_shards(clock.clone(), 1)
+        .with_capacity(4)
+        .remember_evicted(40);
+    for i in 0..20 {
+        // Past the bound, new keys may inherit merged slots (and use
+        // nothing).
+        use_up(&store, &format!("flood{i}"), &policy);
+        // Never more than 40 keys' worth: 3 full logs.
+        assert!(store.remembered_evicted().0 <= 3);
+    }
+    assert!(store.remembered_evicted().0 > 0);
 }
 
 #[test]

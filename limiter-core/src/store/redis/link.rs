@@ -89,43 +89,23 @@ impl<T: Clone + Live + Send + Sync + 'static> Link<T> {
     {
         let (id, mut outcome) = {
             let mut state = lock(&self.state);
-            if let State::Ready { id, connection } = &*state {
-                if !connection.is_closed() {
+            let start = match &*state {
+                State::Ready { id, connection } if !connection.is_closed() => {
                     return Ok((connection.clone(), *id));
                 }
+                // Joins the attempt under way.
+                State::Connecting { id, outcome, .. } => Err((*id, outcome.clone())),
                 // Closed by the server: nothing was sent on it yet, so the
                 // call goes out on a fresh one.
-                tracing::debug!("Redis closed an idle connection: connecting again");
-                *state = State::Idle { next_id: id + 1 };
-            }
-            match &*state {
-                State::Ready { .. } => unreachable!("a closed connection was just forgotten"),
-                State::Connecting { id, outcome, .. } => (*id, outcome.clone()),
-                State::Idle { next_id } => {
-                    let id = *next_id;
-                    let (sender, outcome) = watch::channel(None);
-                    let attempt = connect();
-                    // The task holds no strong reference: a store dropped
-                    // meanwhile is not kept alive (and aborts the task).
-                    let link = Arc::downgrade(self);
-                    let task = tokio::spawn(async move {
-                        let result = match tokio::time::timeout(timeout, attempt).await {
-                            Ok(Ok(connection)) => Ok(connection),
-                            Ok(Err(error)) => Err(Failed::Redis(error)),
-                            Err(_) => Err(Failed::Timeout(timeout)),
-                        };
-                        if let Some(link) = link.upgrade() {
-                            link.settle(id, &result);
-                        }
-                        let _ = sender.send(Some(result));
-                    });
-                    *state = State::Connecting {
-                        id,
-                        outcome: outcome.clone(),
-                        task: task.abort_handle(),
-                    };
-                    (id, outcome)
+                State::Ready { id, .. } => {
+                    tracing::debug!("Redis closed an idle connection: connecting again");
+                    Ok(id + 1)
                 }
+                State::Idle { next_id } => Ok(*next_id),
+            };
+            match start {
+                Ok(id) => self.start(&mut state, id, connect(), timeout),
+                Err(under_way) => under_way,
             }
         };
         let result = match outcome.wait_for(Option::is_some).await {
@@ -133,6 +113,40 @@ impl<T: Clone + Live + Send + Sync + 'static> Link<T> {
             Err(_) => Err(Failed::Abandoned),
         };
         Ok((result?, id))
+    }
+
+    /// Starts attempt `id` in a task of its own, for `timeout` at most.
+    fn start<F>(
+        self: &Arc<Self>,
+        state: &mut State<T>,
+        id: u64,
+        attempt: F,
+        timeout: Duration,
+    ) -> (u64, watch::Receiver<Option<Result<T, Failed>>>)
+    where
+        F: Future<Output = Result<T, RedisError>> + Send + 'static,
+    {
+        let (sender, outcome) = watch::channel(None);
+        // The task holds no strong reference: a store dropped meanwhile is
+        // not kept alive (and aborts the task).
+        let link = Arc::downgrade(self);
+        let task = tokio::spawn(async move {
+            let result = match tokio::time::timeout(timeout, attempt).await {
+                Ok(Ok(connection)) => Ok(connection),
+                Ok(Err(error)) => Err(Failed::Redis(error)),
+                Err(_) => Err(Failed::Timeout(timeout)),
+            };
+            if let Some(link) = link.upgrade() {
+                link.settle(id, &result);
+            }
+            let _ = sender.send(Some(result));
+        });
+        *state = State::Connecting {
+            id,
+            outcome: outcome.clone(),
+            task: task.abort_handle(),
+        };
+        (id, outcome)
     }
 
     /// Keeps what an attempt made (unless it was forgotten meanwhile).

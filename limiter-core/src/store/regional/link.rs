@@ -8,18 +8,18 @@
 //! Connections are held as the Redis store holds its own: a connection the
 //! server closed while idle is never used, a fresh one is made first.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use std::sync::Arc;
-
+use redis::aio::ConnectionLike;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{AsyncConnectionConfig, Client, Cmd, RedisError, RedisResult};
+use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
 use super::region::Endpoint;
 use crate::error::Error;
 use crate::store::redis::evalsha::{self, Lua, Routed};
-use crate::store::redis::link::{Link as Held, Live};
+use crate::store::redis::link::Link as Held;
 use crate::store::redis::multiplexed::Multiplexed;
 
 /// A script of the regional store: the shebang (the script declares no
@@ -55,7 +55,7 @@ pub(crate) struct Link {
 /// [`Held`]): one way for every Redis link.
 enum Backend {
     Standalone {
-        client: Client,
+        client: redis::Client,
         config: AsyncConnectionConfig,
         held: Arc<Held<Multiplexed>>,
     },
@@ -103,23 +103,9 @@ impl Link {
     /// Runs `call`, an EVALSHA of `lua` (made by [`Lua::call`]).
     pub(crate) async fn eval(&self, lua: &Lua, call: &Cmd) -> Result<Vec<i64>, Error> {
         self.within_deadline(async {
-            match &self.backend {
-                Backend::Standalone {
-                    client,
-                    config,
-                    held,
-                } => {
-                    let (mut connection, id) = self.standalone(client, config, held).await?;
-                    let result =
-                        evalsha::run(&mut Routed(&mut connection.connection), lua, call).await;
-                    forget_if_broken(held, id, result)
-                }
-                Backend::Cluster { client, held } => {
-                    let (mut connection, id) = self.cluster(client, held).await?;
-                    let result = evalsha::run(&mut Routed(&mut connection), lua, call).await;
-                    forget_if_broken(held, id, result)
-                }
-            }
+            let mut connected = self.connect().await?;
+            let result = evalsha::run(&mut Routed(&mut connected), lua, call).await;
+            self.settle(&connected, result)
         })
         .await
     }
@@ -133,45 +119,55 @@ impl Link {
         let mut cmd = redis::cmd("HMGET");
         cmd.arg(key).arg(fields);
         self.within_deadline(async {
-            match &self.backend {
-                Backend::Standalone {
-                    client,
-                    config,
-                    held,
-                } => {
-                    let (mut connection, id) = self.standalone(client, config, held).await?;
-                    let result = cmd.query_async(&mut connection.connection).await;
-                    forget_if_broken(held, id, result)
-                }
-                Backend::Cluster { client, held } => {
-                    let (mut connection, id) = self.cluster(client, held).await?;
-                    let result = cmd.query_async(&mut connection).await;
-                    forget_if_broken(held, id, result)
-                }
-            }
+            let mut connected = self.connect().await?;
+            let result = cmd.query_async(&mut connected).await;
+            self.settle(&connected, result)
         })
         .await
     }
 
-    async fn standalone(
-        &self,
-        client: &Client,
-        config: &AsyncConnectionConfig,
-        held: &Arc<Held<Multiplexed>>,
-    ) -> Result<(Multiplexed, u64), Error> {
-        let (client, config) = (client.clone(), config.clone());
-        let connect = || async move { Multiplexed::open(&client, &config).await };
-        held.get(connect, self.connection_timeout).await
+    /// The held connection, made first when there is none or it is known
+    /// closed.
+    async fn connect(&self) -> Result<Connected, Error> {
+        let timeout = self.connection_timeout;
+        Ok(match &self.backend {
+            Backend::Standalone {
+                client,
+                config,
+                held,
+            } => {
+                let (client, config) = (client.clone(), config.clone());
+                let connect = || async move { Multiplexed::open(&client, &config).await };
+                let (connection, id) = held.get(connect, timeout).await?;
+                Connected::Standalone(connection, id)
+            }
+            Backend::Cluster { client, held } => {
+                let client = client.clone();
+                let connect = || async move { client.get_async_connection().await };
+                let (connection, id) = held.get(connect, timeout).await?;
+                Connected::Cluster(connection, id)
+            }
+        })
     }
 
-    async fn cluster(
-        &self,
-        client: &ClusterClient,
-        held: &Arc<Held<ClusterConnection>>,
-    ) -> Result<(ClusterConnection, u64), Error> {
-        let client = client.clone();
-        let connect = || async move { client.get_async_connection().await };
-        held.get(connect, self.connection_timeout).await
+    /// Forgets the connection when `result` shows it broken, so the next
+    /// call connects afresh (this one is not sent again: it may have run).
+    fn settle<T>(&self, connected: &Connected, result: RedisResult<T>) -> Result<T, Error> {
+        result.map_err(|error| {
+            if error.is_connection_dropped()
+                || error.is_unrecoverable_error()
+                || error.is_io_error()
+            {
+                match (&self.backend, connected) {
+                    (Backend::Standalone { held, .. }, Connected::Standalone(_, id)) => {
+                        held.forget(*id)
+                    }
+                    (Backend::Cluster { held, .. }, Connected::Cluster(_, id)) => held.forget(*id),
+                    _ => {}
+                }
+            }
+            error.into()
+        })
     }
 
     async fn within_deadline<T>(
@@ -184,17 +180,38 @@ impl Link {
     }
 }
 
-/// Forgets connection `id` when `result` shows it broken, so the next call
-/// connects afresh (this one is not sent again: it may have run).
-fn forget_if_broken<T, C: Clone + Live + Send + Sync + 'static>(
-    held: &Held<C>,
-    id: u64,
-    result: Result<T, RedisError>,
-) -> Result<T, Error> {
-    result.map_err(|error| {
-        if error.is_connection_dropped() || error.is_unrecoverable_error() || error.is_io_error() {
-            held.forget(id);
+/// A connection taken from a link, and its id there.
+enum Connected {
+    Standalone(Multiplexed, u64),
+    Cluster(ClusterConnection, u64),
+}
+
+impl ConnectionLike for Connected {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Self::Standalone(connection, _) => connection.connection.req_packed_command(cmd),
+            Self::Cluster(connection, _) => connection.req_packed_command(cmd),
         }
-        error.into()
-    })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Self::Standalone(connection, _) => connection
+                .connection
+                .req_packed_commands(pipeline, offset, count),
+            Self::Cluster(connection, _) => connection.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::Standalone(connection, _) => connection.connection.get_db(),
+            Self::Cluster(connection, _) => connection.get_db(),
+        }
+    }
 }

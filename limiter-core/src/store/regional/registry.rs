@@ -3,7 +3,8 @@
 //!
 //! A tier crossed while that key's sync runs is served by one more run
 //! after it. A sync whose window has ended by the time its turn comes is
-//! dropped, not run, so a backlog cannot hold up the windows still counting. A sync whose task is dropped (the runtime shutting down)
+//! dropped, not run, so a backlog cannot hold up the windows still
+//! counting. A sync whose task is dropped (the runtime shutting down)
 //! leaves nothing behind, so the key's next crossing syncs again.
 
 use std::collections::HashMap;
