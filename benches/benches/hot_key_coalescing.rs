@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use limiter_benches::{evalsha_field, thousands};
-use limiter_core::{Policy, Rate, RedisConfig, RedisStore, Store};
+use limiter_core::{Policy, Rate, Store};
+use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::{RedisCluster, RedisServer};
 use redis::aio::MultiplexedConnection;
 

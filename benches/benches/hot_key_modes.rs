@@ -13,7 +13,8 @@ use limiter_benches::{evalsha_totals, most_in_any_second};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use limiter_core::{Lease, Limiter, Policy, RedisConfig, RedisStore, Rule};
+use limiter_core::{Lease, Limiter, Policy, Rule};
+use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::{RedisCluster, RedisServer};
 
 const TASKS_PER_INSTANCE: usize = 64;

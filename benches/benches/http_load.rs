@@ -35,7 +35,8 @@ use axum::http::{HeaderName, HeaderValue};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use limiter_core::{Algorithm, RedisStore};
+use limiter_core::Algorithm;
+use limiter_redis::RedisStore;
 use limiter_tower::{
     Limiter, MemoryStore, RATELIMIT, RATELIMIT_POLICY, RateLimitLayer, rate_limit,
 };

@@ -32,7 +32,8 @@ use std::time::Duration;
 
 use cap::Cap;
 
-use limiter_core::{Algorithm, ManualClock, MemoryStore, Policy, Rate, RedisStore, Rule, Store};
+use limiter_core::{Algorithm, ManualClock, MemoryStore, Policy, Rate, Rule, Store};
+use limiter_redis::RedisStore;
 
 fn policy(algorithm: &str) -> Policy {
     let minute = Duration::from_secs(60);

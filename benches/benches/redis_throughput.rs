@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use limiter_benches::{evalsha_field, thousands};
-use limiter_core::{Algorithm, Policy, Rate, RedisConfig, RedisStore, Rule, Store};
+use limiter_core::{Algorithm, Policy, Rate, Rule, Store};
+use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::RedisServer;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, Script};

@@ -18,7 +18,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use limiter_core::{Policy, Region, RegionalConfig, RegionalStore, Rule, Store, TierSize};
+use limiter_core::{Policy, Rule, Store};
+use limiter_regional::{Region, RegionalConfig, RegionalStore, TierSize};
 use limiter_tests::RedisServer;
 use limiter_tests::proxy::LatencyProxy;
 

@@ -19,8 +19,17 @@ pub struct RuleStatus {
 }
 
 impl RuleStatus {
+    /// The status of a rule that allows `remaining` more requests of cost
+    /// 1 now, and makes more quota available in `available_after_us` µs.
+    pub const fn new(remaining: u64, available_after_us: u64) -> Self {
+        Self {
+            remaining,
+            available_after_us,
+        }
+    }
+
     /// A placeholder for the unused slots of an inline array.
-    pub(crate) const EMPTY: Self = Self {
+    pub const EMPTY: Self = Self {
         remaining: 0,
         available_after_us: 0,
     };
@@ -86,7 +95,7 @@ impl Decision {
     ///
     /// `decided_by` indexes both. `retry_after_us` is `Some` exactly when
     /// the request is denied; `reset_after_us` is when every rule is clear.
-    pub(crate) fn new(
+    pub fn new(
         rules: &[Rule],
         statuses: &[RuleStatus],
         decided_by: usize,
@@ -114,7 +123,7 @@ impl Decision {
 
     /// A decision of a one-rule policy: `Some(retry_after_us)` when denied.
     #[inline]
-    pub(crate) fn single(
+    pub fn single(
         rule: Rule,
         status: RuleStatus,
         retry_after_us: Option<u64>,
@@ -218,7 +227,7 @@ impl Decision {
     }
 
     /// The time until every rule is clear, in µs.
-    pub(crate) const fn reset_after_us(&self) -> u64 {
+    pub const fn reset_after_us(&self) -> u64 {
         self.reset_and_flags & Flags::RESET
     }
 
@@ -238,7 +247,7 @@ impl Decision {
 
     /// The same decision `elapsed_us` later, nothing else having happened:
     /// every wait is shorter by that much.
-    pub(crate) fn aged(mut self, elapsed_us: u64) -> Self {
+    pub fn aged(mut self, elapsed_us: u64) -> Self {
         self.wait_us = self.wait_us.saturating_sub(elapsed_us);
         let reset = self.reset_after_us().saturating_sub(elapsed_us);
         self.reset_and_flags = (self.reset_and_flags & !Flags::RESET) | reset;

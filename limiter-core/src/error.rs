@@ -1,6 +1,7 @@
 //! What can go wrong: invalid configuration, refused when a policy is built,
 //! and store failures, reported when a check runs.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::rule::Span;
@@ -166,18 +167,18 @@ pub enum ConfigError {
 }
 
 /// Why a check could not be decided.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// The policy or the cost is invalid.
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// The Redis server answered with an error, or the connection failed.
-    /// An `OOM` answer (Redis is over `maxmemory` and refused the script
-    /// before it ran) is one of them: nothing was recorded.
-    #[cfg(feature = "redis")]
-    #[error("redis: {0}")]
-    Redis(#[from] redis::RedisError),
+    /// The store's backend answered with an error, or the connection
+    /// failed: for the Redis store, a Redis error (kind `redis`), or an
+    /// `OOM` answer (kind `oom`: Redis is over `maxmemory` and refused the
+    /// script before it ran, so nothing was recorded).
+    #[error(transparent)]
+    Backend(#[from] BackendError),
     /// The store did not answer within its deadline. The call may still have
     /// executed on the server, so it is never replayed.
     #[error("the store did not answer within {0:?}")]
@@ -202,14 +203,55 @@ impl Error {
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Config(_) => "config",
-            #[cfg(feature = "redis")]
-            Self::Redis(error) if error.code() == Some("OOM") => "oom",
-            #[cfg(feature = "redis")]
-            Self::Redis(_) => "redis",
+            Self::Backend(error) => error.kind(),
             Self::Timeout(_) => "timeout",
             Self::Protocol(_) => "protocol",
             Self::Unavailable(_) => "unavailable",
             Self::Unsupported(_) => "unsupported",
         }
+    }
+}
+
+/// What a store's backend reported when it failed, kept whole: a short
+/// kind for metrics and logs (`redis`, `oom`, ...) and the backend's own
+/// error, which [`source`](std::error::Error::source) and
+/// [`downcast_ref`](Self::downcast_ref) reach. Clones share the error, so
+/// one failure can answer every caller that waited on it.
+#[derive(Debug, Clone)]
+pub struct BackendError {
+    kind: &'static str,
+    error: Arc<dyn std::error::Error + Send + Sync>,
+}
+
+impl BackendError {
+    /// A failure of kind `kind` (a short label such as `redis`), caused by
+    /// `error`.
+    pub fn new(kind: &'static str, error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self {
+            kind,
+            error: Arc::new(error),
+        }
+    }
+
+    /// The kind given when the error was made.
+    pub fn kind(&self) -> &'static str {
+        self.kind
+    }
+
+    /// The backend's own error, if it is a `T`.
+    pub fn downcast_ref<T: std::error::Error + 'static>(&self) -> Option<&T> {
+        self.error.downcast_ref()
+    }
+}
+
+impl std::fmt::Display for BackendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.kind, self.error)
+    }
+}
+
+impl std::error::Error for BackendError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&*self.error)
     }
 }

@@ -1,7 +1,7 @@
 //! Exact rate limiting, shared through Redis or kept in memory.
 //!
 //! `limiter-core` holds the rules and policies, the algorithms, the [`Store`]
-//! trait with its two stores, and the programmatic API, [`Limiter`]. The Tower
+//! trait with the in-memory store, and the programmatic API, [`Limiter`]. The Tower
 //! layer and the `#[rate_limit]` macro for axum live in `limiter-tower`.
 //!
 //! ```
@@ -9,7 +9,7 @@
 //! use limiter_core::{Limiter, MemoryStore, Policy, Rule};
 //!
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-//! let limiter = Limiter::new(MemoryStore::new()); // or RedisStore::connect(url).await?
+//! let limiter = Limiter::new(MemoryStore::new()); // or limiter_redis::RedisStore
 //! let policy = Policy::sliding_log([
 //!     Rule::new(10, Duration::from_secs(60))?,
 //!     Rule::new(20, Duration::from_secs(120))?,
@@ -40,9 +40,13 @@
 //!   building. Without it only the rules, rates, policies, decisions and
 //!   errors compile, free of dependencies (what `#[rate_limit]` checks its
 //!   arguments with when it compiles).
-//! - `redis` (default): [`RedisStore`], for standalone Redis.
-//! - `test-util`: lets the Redis store take the timestamp from the caller,
-//!   so tests can compare it with the memory store on the same times.
+//! - `test-util`: test helpers for stores built on this crate (the hot-key
+//!   engine on a clock driven by hand).
+//!
+//! # Stores
+//! [`MemoryStore`] is here; the Redis store is the crate `limiter-redis`,
+//! the regional store `limiter-regional`. A store of one's own implements
+//! [`Store`] with the parts in [`backend`].
 
 // Without `runtime`, the parts only the stores read (the decision's
 // constructors, the policy's exact parameters) have no reader.
@@ -50,6 +54,8 @@
 
 #[cfg(feature = "runtime")]
 mod algorithm;
+#[cfg(feature = "runtime")]
+pub mod backend;
 #[cfg(feature = "runtime")]
 mod clock;
 mod concurrency;
@@ -78,7 +84,7 @@ pub use concurrency::ConcurrencyLimit;
 #[cfg(feature = "runtime")]
 pub use concurrency::{Acquired, Permit};
 pub use decision::{Decision, MAX_RULES, RuleStatus};
-pub use error::{ConfigError, Error};
+pub use error::{BackendError, ConfigError, Error};
 #[cfg(feature = "runtime")]
 pub use guard::{
     BreakerConfig, BreakerState, DEFAULT_DEADLINE, DEFAULT_DENY_CACHE_CAPACITY, GuardConfig,
@@ -100,11 +106,5 @@ pub use rule::{MAX_WINDOW, Rate, Rule};
 pub use store::Store;
 #[cfg(feature = "runtime")]
 pub use store::memory::{DEFAULT_CAPACITY, MemoryStore};
-#[cfg(feature = "redis")]
-pub use store::redis::{RedisConfig, RedisStore};
-#[cfg(feature = "redis")]
-pub use store::regional::{
-    Region, RegionError, RegionStats, RegionalConfig, RegionalStore, TierSize,
-};
 #[cfg(feature = "runtime")]
 pub use wait::{DEFAULT_MAX_WAITERS, Waitable, Waiters};

@@ -12,8 +12,10 @@ use crate::rule::{EXACT_LIMIT, Rate, Rule};
 pub const DEFAULT_DUPLICATE_WINDOW: Duration = Duration::from_secs(5);
 
 /// Which algorithm a policy runs. See [`Policy`] for what each one means.
+///
+/// Exhaustive: every store runs every algorithm, so a new one is a change
+/// of the store contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
 pub enum Algorithm {
     /// Exact log of allowed requests; several rules at once.
     SlidingLog,
@@ -55,12 +57,15 @@ impl fmt::Display for Algorithm {
 /// sub-units per microsecond, so any rate is exact: `unit / drain` is the
 /// rate's period per token, reduced by their greatest common divisor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct BucketParams {
-    pub(crate) capacity: u64,
-    pub(crate) unit: u64,
-    pub(crate) drain: u64,
+pub struct BucketParams {
+    /// The capacity (GCRA: the burst), in tokens.
+    pub capacity: u64,
+    /// One token, in sub-units.
+    pub unit: u64,
+    /// Sub-units drained (or refilled) per microsecond.
+    pub drain: u64,
     /// The rate as configured, for the policy's name.
-    pub(crate) rate: Rate,
+    pub rate: Rate,
 }
 
 impl BucketParams {
@@ -91,17 +96,24 @@ impl BucketParams {
     }
 
     /// The full bucket in sub-units.
-    pub(crate) const fn full(&self) -> u64 {
+    pub const fn full(&self) -> u64 {
         self.capacity * self.unit
     }
 }
 
+/// A policy's algorithm with its exact parameters: what a store needs to
+/// run it ([`Policy::kind`]). Rules come from [`Policy::rules`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub enum Kind {
+    /// The sliding log over every rule.
     SlidingLog,
+    /// A fixed window of the one rule.
     FixedWindow,
+    /// The sliding window counter of the one rule.
     SlidingWindow,
+    /// A token bucket.
     TokenBucket(BucketParams),
+    /// A leaky bucket.
     LeakyBucket(BucketParams),
     /// GCRA is the token bucket seen from its arrival times: the bucket's
     /// water, in time, is how far the theoretical arrival time (TAT) lies
@@ -346,7 +358,8 @@ impl Policy {
         self.hot
     }
 
-    pub(crate) const fn kind(&self) -> Kind {
+    /// The algorithm with its exact parameters, for stores that run it.
+    pub const fn kind(&self) -> Kind {
         self.kind
     }
 

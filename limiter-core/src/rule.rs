@@ -72,12 +72,13 @@ impl Rule {
         Duration::from_micros(self.window_us)
     }
 
-    pub(crate) const fn window_us(&self) -> u64 {
+    /// The window in microseconds.
+    pub const fn window_us(&self) -> u64 {
         self.window_us
     }
 
     /// A rule from trusted parts, for quotas derived from an already valid policy.
-    pub(crate) const fn from_parts(limit: u64, window_us: u64) -> Self {
+    pub const fn from_parts(limit: u64, window_us: u64) -> Self {
         Self { limit, window_us }
     }
 }

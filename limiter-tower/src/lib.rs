@@ -94,9 +94,13 @@ pub use limiter_core::{
     Decision, Error, GuardConfig, Guarded, Limiter, ManualClock, MaxWait, MemoryStore,
     OnStoreError, Plan, Plans, Policy, Rate, Rule, RuleStatus, Store, SystemClock, Waiters,
 };
-#[cfg(feature = "redis")]
-pub use limiter_core::{RedisConfig, RedisStore, Region, RegionalConfig, RegionalStore, TierSize};
 #[cfg(feature = "macros")]
 pub use limiter_macros::rate_limit;
+#[cfg(feature = "redis")]
+pub use limiter_redis::{RedisConfig, RedisStore};
+#[cfg(feature = "regional")]
+pub use limiter_regional::{
+    Region, RegionError, RegionStats, RegionalConfig, RegionalStore, TierSize,
+};
 pub use rate_limit::{RateLimit, RateLimitFuture, RateLimitLayer};
 pub use response::{QUOTA_EXCEEDED, RATELIMIT, RATELIMIT_POLICY};

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use limiter_core::{RedisConfig, RedisStore};
+use limiter_redis::{RedisConfig, RedisStore};
 
 use crate::RedisServer;
 

@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use limiter_core::{RedisConfig, RedisStore};
+use limiter_redis::{RedisConfig, RedisStore};
 
 mod cluster;
 pub mod http;

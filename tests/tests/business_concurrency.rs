@@ -6,7 +6,8 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use limiter_core::{Acquired, ConcurrencyLimit, MemoryStore, RedisStore, Store};
+use limiter_core::{Acquired, ConcurrencyLimit, MemoryStore, Store};
+use limiter_redis::RedisStore;
 use limiter_tests::{RedisServer, TestRedis, redis};
 use redis::AsyncCommands;
 use tokio::task::JoinSet;
@@ -89,7 +90,7 @@ async fn exactly_max_permits_are_granted_on_both_stores() {
 #[tokio::test]
 async fn an_acquisition_cancelled_in_flight_gives_its_permit_back() {
     let server = RedisServer::start();
-    let config = limiter_core::RedisConfig::new().response_timeout(Duration::from_secs(30));
+    let config = limiter_redis::RedisConfig::new().response_timeout(Duration::from_secs(30));
     let store = RedisStore::connect_with(&server.url(), config)
         .await
         .unwrap();

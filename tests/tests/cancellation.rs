@@ -8,9 +8,9 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use limiter_core::{
-    BreakerState, GuardConfig, Guarded, OnStoreError, Policy, RedisConfig, RedisStore, Rule, Store,
-    Verdict,
+    BreakerState, GuardConfig, Guarded, OnStoreError, Policy, Rule, Store, Verdict,
 };
+use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::{RedisServer, http::send};
 use redis::AsyncCommands;
 

@@ -6,9 +6,9 @@
 use std::time::{Duration, Instant};
 
 use limiter_core::{
-    BreakerState, GuardConfig, Guarded, OnStoreError, Policy, RedisConfig, RedisStore, Rule, Store,
-    Verdict,
+    BreakerState, GuardConfig, Guarded, OnStoreError, Policy, Rule, Store, Verdict,
 };
+use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::{RedisCluster, SteadyLoad};
 
 const DEADLINE: Duration = Duration::from_millis(50);

@@ -12,9 +12,8 @@ mod params;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use limiter_core::{
-    Decision, Limiter, MemoryStore, Policy, Rate, RedisConfig, RedisStore, Rule, Store,
-};
+use limiter_core::{Decision, Limiter, MemoryStore, Policy, Rate, Rule, Store};
+use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::{RedisCluster, RedisServer, TestRedis};
 use model::{KeyModel, Outcome, Params};
 use params::{max_cost, params, policy};

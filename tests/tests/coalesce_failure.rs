@@ -6,9 +6,8 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use limiter_core::{
-    GuardConfig, Guarded, OnStoreError, Policy, RedisConfig, RedisStore, Rule, Verdict,
-};
+use limiter_core::{GuardConfig, Guarded, OnStoreError, Policy, Rule, Verdict};
+use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::RedisServer;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 

@@ -10,7 +10,8 @@ mod params;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use limiter_core::{MemoryStore, RedisStore};
+use limiter_core::MemoryStore;
+use limiter_redis::RedisStore;
 use limiter_tests::TestRedis;
 use model::{KeyModel, Outcome, Params};
 use params::{max_cost, params, policy, window};

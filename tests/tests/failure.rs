@@ -5,9 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use limiter_core::{
-    GuardConfig, Guarded, OnStoreError, Policy, RedisConfig, RedisStore, Rule, Store, Verdict,
-};
+use limiter_core::{GuardConfig, Guarded, OnStoreError, Policy, Rule, Store, Verdict};
+use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::{RedisServer, UgcServer, http::send};
 use redis::AsyncCommands;
 

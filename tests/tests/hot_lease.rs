@@ -11,9 +11,9 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use limiter_core::{
-    GuardConfig, Guarded, HotKeys, Lease, Limiter, ManualClock, OnStoreError, Policy, RedisConfig,
-    RedisStore, Rule, Store,
+    GuardConfig, Guarded, HotKeys, Lease, Limiter, ManualClock, OnStoreError, Policy, Rule, Store,
 };
+use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::{RedisCluster, RedisServer};
 use redis::AsyncCommands;
 

@@ -7,9 +7,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use limiter_core::hot::shard_key;
-use limiter_core::{
-    HotKeys, Limiter, ManualClock, MemoryStore, Policy, RedisConfig, RedisStore, Rule, Store,
-};
+use limiter_core::{HotKeys, Limiter, ManualClock, MemoryStore, Policy, Rule, Store};
+use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::{RedisCluster, RedisServer};
 
 #[tokio::test]

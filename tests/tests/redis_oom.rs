@@ -6,9 +6,9 @@
 use std::time::Duration;
 
 use limiter_core::{
-    BreakerConfig, GuardConfig, Guarded, OnStoreError, Policy, Rate, RedisConfig, RedisStore, Rule,
-    Store, Verdict,
+    BreakerConfig, GuardConfig, Guarded, OnStoreError, Policy, Rate, Rule, Store, Verdict,
 };
+use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::RedisServer;
 
 fn every_algorithm() -> Vec<Policy> {

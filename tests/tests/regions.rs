@@ -13,10 +13,8 @@ mod world;
 
 use std::time::Duration;
 
-use limiter_core::{
-    Algorithm, BreakerConfig, Error, Limiter, MemoryStore, Policy, Region, RegionalConfig,
-    RegionalStore, Rule, TierSize,
-};
+use limiter_core::{Algorithm, BreakerConfig, Error, Limiter, MemoryStore, Policy, Rule};
+use limiter_regional::{Region, RegionalConfig, RegionalStore, TierSize};
 use limiter_tests::RedisServer;
 use world::{QUOTA, REGIONS, ROUNDS, SHORTEST_ROUND_TRIP, Traffic, World, bound};
 

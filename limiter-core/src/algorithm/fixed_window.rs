@@ -7,13 +7,17 @@ use crate::rule::Rule;
 
 /// The current window's count and start.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Window {
-    pub(crate) count: u64,
-    pub(crate) start: Micros,
+pub struct Window {
+    /// The cost counted in the window.
+    pub count: u64,
+    /// When the window started.
+    pub start: Micros,
 }
 
+/// Checks a request of `cost` at `now` against `rule`, given the key's
+/// window (`None`: no state), which it updates when the request passes.
 #[inline]
-pub(crate) fn check(state: &mut Option<Window>, rule: &Rule, now: Micros, cost: u64) -> Decision {
+pub fn check(state: &mut Option<Window>, rule: &Rule, now: Micros, cost: u64) -> Decision {
     let current = match *state {
         Some(w) if now < w.start + rule.window_us() => w,
         _ => Window {

@@ -13,4 +13,4 @@ pub(crate) mod sliding_log;
 pub(crate) mod sliding_window;
 
 /// Microseconds since the Unix epoch.
-pub(crate) type Micros = u64;
+pub type Micros = u64;

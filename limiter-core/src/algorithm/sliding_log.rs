@@ -95,7 +95,7 @@ pub(crate) fn check(log: &mut Log, rules: &[Rule], now: Micros, cost: u64) -> De
 /// time minus now once the request is recorded (`None`: an empty log).
 /// Shared by the memory store and the Redis script's reply, so both answer
 /// alike.
-pub(crate) fn decide(
+pub fn decide(
     rules: &[Rule],
     counts: &[u64],
     available_after: &[u64],
@@ -193,7 +193,7 @@ pub(crate) fn inherit(merged: &Log, expires_at: Micros, rules: &[Rule], now: Mic
 }
 
 /// The longest of the rules' windows: how long an entry counts at all.
-pub(crate) fn longest_window_us(rules: &[Rule]) -> Micros {
+pub fn longest_window_us(rules: &[Rule]) -> Micros {
     rules.iter().map(Rule::window_us).max().unwrap_or(0)
 }
 

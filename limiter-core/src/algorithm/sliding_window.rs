@@ -11,15 +11,19 @@ use crate::rule::Rule;
 
 /// The counts of the current and the previous window.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Counters {
-    pub(crate) previous: u64,
-    pub(crate) current: u64,
+pub struct Counters {
+    /// The count of the previous window.
+    pub previous: u64,
+    /// The count of the current window.
+    pub current: u64,
     /// Start of the current window, a multiple of `W`.
-    pub(crate) start: Micros,
+    pub start: Micros,
 }
 
+/// Checks a request of `cost` at `now` against `rule`, given the key's
+/// counters (`None`: no state), which it updates when the request passes.
 #[inline]
-pub(crate) fn check(state: &mut Option<Counters>, rule: &Rule, now: Micros, cost: u64) -> Decision {
+pub fn check(state: &mut Option<Counters>, rule: &Rule, now: Micros, cost: u64) -> Decision {
     let w = rule.window_us();
     let mut start = now - now % w;
     let (previous, current) = match *state {

@@ -101,9 +101,9 @@ impl ConcurrencyLimit {
         Duration::from_micros(self.lease_us)
     }
 
-    // Read by the shared store, which leases its permits.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
-    pub(crate) const fn lease_us(&self) -> u64 {
+    /// How long a permit's lease lasts, in µs: what a shared store
+    /// renews its permits by.
+    pub const fn lease_us(&self) -> u64 {
         self.lease_us
     }
 
@@ -114,7 +114,7 @@ impl ConcurrencyLimit {
 
     /// The quota a decision reports: the limit, with the lease standing for
     /// the window a concurrency limit does not have.
-    pub(crate) const fn quota(&self) -> Rule {
+    pub const fn quota(&self) -> Rule {
         Rule::from_parts(self.max, self.lease_us)
     }
 

@@ -56,7 +56,7 @@ pub struct Permit {
 
 impl Permit {
     /// A permit given back by `release`.
-    pub(crate) fn new(decision: Decision, release: impl FnOnce() + Send + Sync + 'static) -> Self {
+    pub fn new(decision: Decision, release: impl FnOnce() + Send + Sync + 'static) -> Self {
         Self {
             decision,
             release: Some(Box::new(release)),
@@ -65,8 +65,7 @@ impl Permit {
     }
 
     /// The same permit, its lease renewed by `task` until it is dropped.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
-    pub(crate) fn renewed_by(mut self, task: AbortHandle) -> Self {
+    pub fn renewed_by(mut self, task: AbortHandle) -> Self {
         self.renewal = Some(task);
         self
     }
@@ -114,7 +113,7 @@ impl fmt::Debug for Permit {
 /// places free, or denied (none free) with the retry time. When no place
 /// is free, more quota may come after the retry time (when a request in
 /// flight ends is unknown).
-pub(crate) fn decision(limit: &ConcurrencyLimit, remaining: u64, denied: bool) -> Decision {
+pub fn decision(limit: &ConcurrencyLimit, remaining: u64, denied: bool) -> Decision {
     let retry_after_us = ConcurrencyLimit::RETRY_AFTER.as_micros() as u64;
     let status = RuleStatus {
         remaining,

@@ -130,17 +130,17 @@ impl Default for GuardConfig {
 /// A call that missed its deadline is never sent again: it may have executed.
 /// Clones share everything.
 ///
-/// ```no_run
-/// use limiter_core::{GuardConfig, Guarded, Limiter, OnStoreError, RedisStore};
+/// ```
+/// use limiter_core::{GuardConfig, Guarded, Limiter, OnStoreError, Store};
 ///
-/// # async fn run() -> Result<(), limiter_core::Error> {
-/// let redis = RedisStore::open("redis://127.0.0.1:6379/")?;
-/// let config = GuardConfig {
+/// // `redis`: a `limiter_redis::RedisStore`, or any store that crosses a network.
+/// fn guarded(redis: impl Store) -> Limiter<impl Store> {
+///     let config = GuardConfig {
 ///     on_store_error: OnStoreError::Fallback { instances: 4 },
 ///     ..GuardConfig::default()
 /// };
-/// let limiter = Limiter::new(Guarded::new(redis, config));
-/// # Ok(()) }
+///     Limiter::new(Guarded::new(redis, config))
+/// }
 /// ```
 pub struct Guarded<S, C = SystemClock> {
     inner: Arc<Inner<S, C>>,

@@ -31,6 +31,23 @@ impl LeaseRequest {
     pub const fn length(&self) -> Duration {
         Duration::from_micros(self.length_us)
     }
+
+    /// [`length`](Self::length) in µs.
+    pub const fn length_us(&self) -> u64 {
+        self.length_us
+    }
+
+    /// The lease's id: what the store records the lease's permits under,
+    /// unique per instance.
+    pub const fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The time the store decides at (µs since the Unix epoch) when the
+    /// caller gives it (tests); `None`: the store's own clock.
+    pub const fn at(&self) -> Option<u64> {
+        self.at
+    }
 }
 
 /// Permits a store leased: how many, for how long, and the decision of the
@@ -49,6 +66,36 @@ pub struct LeaseGrant {
 }
 
 impl LeaseGrant {
+    /// Permits `granted` for `length_us` from the store's now, as asked
+    /// by the request with id `id`; `ticket` is what giving them back
+    /// needs (the store's own reading: a sliding log's lease end, a fixed
+    /// window's start).
+    pub const fn new(
+        granted: u64,
+        length_us: u64,
+        decision: Decision,
+        ticket: u64,
+        id: u64,
+    ) -> Self {
+        Self {
+            granted,
+            length_us,
+            decision,
+            ticket,
+            id,
+        }
+    }
+
+    /// What giving the permits back needs, as the store gave it.
+    pub const fn ticket(&self) -> u64 {
+        self.ticket
+    }
+
+    /// The id of the lease that asked.
+    pub const fn id(&self) -> u64 {
+        self.id
+    }
+
     /// The permits taken (zero when denied).
     pub const fn granted(&self) -> u64 {
         self.granted

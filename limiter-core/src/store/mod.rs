@@ -11,10 +11,6 @@ use crate::hot::{LeaseGrant, LeaseRequest};
 use crate::policy::Policy;
 
 pub(crate) mod memory;
-#[cfg(feature = "redis")]
-pub(crate) mod redis;
-#[cfg(feature = "redis")]
-pub(crate) mod regional;
 
 /// A place that keeps rate-limit state and decides atomically.
 ///
@@ -23,7 +19,7 @@ pub(crate) mod regional;
 /// or instances check the same key at once.
 ///
 /// Implemented by [`MemoryStore`](crate::MemoryStore) (in process) and
-/// [`RedisStore`](crate::RedisStore) (shared). Both decide identically for
+/// `limiter_redis::RedisStore` (shared). Both decide identically for
 /// identical timestamps.
 pub trait Store: Send + Sync + 'static {
     /// Checks a request of `cost` against `policy` on `key`, and records it if

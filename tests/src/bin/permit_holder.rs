@@ -10,7 +10,8 @@
 use std::io::BufRead;
 use std::time::Duration;
 
-use limiter_core::{ConcurrencyLimit, RedisStore, Store};
+use limiter_core::{ConcurrencyLimit, Store};
+use limiter_redis::RedisStore;
 
 #[tokio::main]
 async fn main() {

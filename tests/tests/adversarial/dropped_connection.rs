@@ -14,9 +14,8 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use limiter_core::{
-    GuardConfig, Guarded, OnStoreError, Policy, RedisConfig, RedisStore, Rule, Store, Verdict,
-};
+use limiter_core::{GuardConfig, Guarded, OnStoreError, Policy, Rule, Store, Verdict};
+use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::RedisServer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};

@@ -23,10 +23,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use limiter_core::{
-    Decision, Error, Policy, Region, RegionStats, RegionalConfig, RegionalStore, Rule, Store,
-    TierSize,
-};
+use limiter_core::{Decision, Error, Policy, Rule, Store};
+use limiter_regional::{Region, RegionStats, RegionalConfig, RegionalStore, TierSize};
 use limiter_tests::RedisServer;
 use limiter_tests::proxy::LatencyProxy;
 use tokio::sync::Semaphore;

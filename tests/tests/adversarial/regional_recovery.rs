@@ -7,10 +7,8 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use limiter_core::{
-    BreakerState, GuardConfig, Guarded, OnStoreError, Policy, Region, RegionalConfig,
-    RegionalStore, Rule, Verdict,
-};
+use limiter_core::{BreakerState, GuardConfig, Guarded, OnStoreError, Policy, Rule, Verdict};
+use limiter_regional::{Region, RegionalConfig, RegionalStore};
 use limiter_tests::RedisServer;
 use tokio::task::JoinSet;
 

@@ -10,7 +10,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use limiter_core::{Policy, Region, RegionStats, RegionalConfig, RegionalStore, Rule};
+use limiter_core::{Policy, Rule};
+use limiter_regional::{Region, RegionStats, RegionalConfig, RegionalStore};
 use limiter_tests::proxy::LatencyProxy;
 use limiter_tests::{RedisCluster, RedisServer};
 use tokio::task::JoinSet;

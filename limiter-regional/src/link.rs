@@ -17,10 +17,10 @@ use redis::cluster_async::ClusterConnection;
 use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
 use super::region::Endpoint;
-use crate::error::Error;
-use crate::store::redis::evalsha::{self, Lua, Routed};
-use crate::store::redis::link::Link as Held;
-use crate::store::redis::multiplexed::Multiplexed;
+use limiter_core::Error;
+use limiter_redis::connection::Link as Held;
+use limiter_redis::connection::Multiplexed;
+use limiter_redis::lua::{self, Lua, Routed};
 
 /// A script of the regional store: the shebang (the script declares no
 /// flag, so Redis refuses it whole while over `maxmemory` and on a replica,
@@ -29,13 +29,13 @@ use crate::store::redis::multiplexed::Multiplexed;
 /// (`shared.lua`), then its own file. Each touches only `KEYS[1]`.
 macro_rules! script {
     ($file:literal) => {
-        Lua::new(concat!(
-            "#!lua\n",
-            include_str!("../redis/scripts/prelude.lua"),
-            include_str!("../redis/scripts/helpers.lua"),
+        Lua::new(&[
+            lua::SHEBANG,
+            lua::PRELUDE,
+            lua::HELPERS,
             include_str!("scripts/shared.lua"),
-            include_str!(concat!("scripts/", $file))
-        ))
+            include_str!(concat!("scripts/", $file)),
+        ])
     };
 }
 
@@ -104,7 +104,7 @@ impl Link {
     pub(crate) async fn eval(&self, lua: &Lua, call: &Cmd) -> Result<Vec<i64>, Error> {
         self.within_deadline(async {
             let mut connected = self.connect().await?;
-            let result = evalsha::run(&mut Routed(&mut connected), lua, call).await;
+            let result = lua::run(&mut Routed(&mut connected), lua, call).await;
             self.settle(&connected, result)
         })
         .await
@@ -166,7 +166,7 @@ impl Link {
                     _ => {}
                 }
             }
-            error.into()
+            limiter_redis::redis_error(error)
         })
     }
 

@@ -5,11 +5,11 @@ use redis::Cmd;
 
 use super::RedisStore;
 use super::scripts;
-use crate::algorithm::sliding_log;
-use crate::decision::{Decision, MAX_RULES, RuleStatus};
-use crate::error::{ConfigError, Error};
-use crate::hot::{LeaseGrant, LeaseRequest};
-use crate::policy::{Kind, Policy};
+use limiter_core::backend::sliding_log;
+use limiter_core::hot::{LeaseGrant, LeaseRequest};
+use limiter_core::{ConfigError, Error};
+use limiter_core::{Decision, MAX_RULES, RuleStatus};
+use limiter_core::{Policy, backend::Kind};
 
 impl RedisStore {
     pub(crate) async fn take_lease(
@@ -18,15 +18,15 @@ impl RedisStore {
         policy: &Policy,
         request: &LeaseRequest,
     ) -> Result<LeaseGrant, Error> {
-        policy.validate_cost(request.need)?;
-        let mut cmd = start(key, request.at, request.need);
+        policy.validate_cost(request.need())?;
+        let mut cmd = start(key, request.at(), request.need());
         match policy.kind() {
             Kind::SlidingLog => {
                 let longest = sliding_log::longest_window_us(policy.rules());
                 cmd.arg("L")
-                    .arg(request.want)
-                    .arg(request.length_us)
-                    .arg(request.id)
+                    .arg(request.want())
+                    .arg(request.length_us())
+                    .arg(request.id())
                     .arg(longest)
                     .arg(policy.rules().len());
                 for rule in policy.rules() {
@@ -36,8 +36,8 @@ impl RedisStore {
             Kind::FixedWindow => {
                 let rule = policy.rules()[0];
                 cmd.arg("F")
-                    .arg(request.want)
-                    .arg(request.length_us)
+                    .arg(request.want())
+                    .arg(request.length_us())
                     .arg(rule.limit())
                     .arg(rule.window_us());
             }
@@ -54,18 +54,18 @@ impl RedisStore {
         grant: &LeaseGrant,
         unused: u64,
     ) -> Result<u64, Error> {
-        let used = grant.granted - unused;
+        let used = grant.granted() - unused;
         let mut cmd = start(key, None, 1);
         match policy.kind() {
             Kind::SlidingLog => {
                 cmd.arg("l")
-                    .arg(grant.ticket)
-                    .arg(grant.id)
+                    .arg(grant.ticket())
+                    .arg(grant.id())
                     .arg(used)
-                    .arg(grant.granted);
+                    .arg(grant.granted());
             }
             Kind::FixedWindow => {
-                cmd.arg("f").arg(grant.ticket).arg(unused);
+                cmd.arg("f").arg(grant.ticket()).arg(unused);
             }
             _ => return Err(not_leasable(policy)),
         }
@@ -122,7 +122,7 @@ fn parse_grant(
         return Err(malformed(reply));
     };
     let granted = number(granted)?;
-    if (granted == 0) != (retry >= 0) || granted > request.want {
+    if (granted == 0) != (retry >= 0) || granted > request.want() {
         return Err(malformed(reply));
     }
     let denied_wait = u64::try_from(retry).ok();
@@ -149,10 +149,10 @@ fn parse_grant(
                 &counted[..n],
                 &available[..n],
                 denied,
-                Some(request.length_us as i64),
+                Some(request.length_us() as i64),
                 granted.max(1),
             );
-            (decision, request.length_us, number(end)?)
+            (decision, request.length_us(), number(end)?)
         }
         Kind::FixedWindow => {
             let [_, _, ends_in, count, start] = *reply else {
@@ -160,20 +160,17 @@ fn parse_grant(
             };
             let (ends_in, count) = (number(ends_in)?, number(count)?);
             let rule = rules[0];
-            let status = RuleStatus {
-                remaining: rule.limit().saturating_sub(count + granted),
-                available_after_us: ends_in,
-            };
+            let status = RuleStatus::new(rule.limit().saturating_sub(count + granted), ends_in);
             let decision = Decision::single(rule, status, denied_wait, 0, ends_in);
-            (decision, request.length_us.min(ends_in), number(start)?)
+            (decision, request.length_us().min(ends_in), number(start)?)
         }
         _ => return Err(not_leasable(policy)),
     };
-    Ok(LeaseGrant {
+    Ok(LeaseGrant::new(
         granted,
         length_us,
         decision,
         ticket,
-        id: request.id,
-    })
+        request.id(),
+    ))
 }

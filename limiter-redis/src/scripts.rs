@@ -2,12 +2,12 @@
 
 use redis::Cmd;
 
-pub(crate) use super::evalsha::Lua;
-use crate::algorithm::sliding_log;
-use crate::concurrency::ConcurrencyLimit;
-use crate::decision::{Decision, MAX_RULES, RuleStatus};
-use crate::error::Error;
-use crate::policy::{Algorithm, Kind, Policy};
+pub(crate) use super::lua::Lua;
+use limiter_core::ConcurrencyLimit;
+use limiter_core::Error;
+use limiter_core::backend::sliding_log;
+use limiter_core::{Algorithm, Policy, backend::Kind};
+use limiter_core::{Decision, MAX_RULES, RuleStatus};
 
 // Every script starts with the shebang `#!lua` and declares no flag. Redis
 // (7.0 and later) checks a script that declares itself so before running
@@ -27,7 +27,7 @@ macro_rules! lua {
             include_str!("scripts/prelude.lua"),
             $(include_str!(concat!("scripts/", $file))),+
         );
-        Lua::new(SOURCE)
+        Lua::new(&[SOURCE])
     }};
 }
 
@@ -199,10 +199,10 @@ pub(crate) fn parse_reply(reply: &[i64], policy: &Policy, cost: u64) -> Result<D
     }
     let mut statuses = [RuleStatus::EMPTY; MAX_RULES];
     for (status, pair) in statuses.iter_mut().zip(per_rule.chunks_exact(2)) {
-        *status = RuleStatus {
-            remaining: u64::try_from(pair[0]).map_err(|_| malformed())?,
-            available_after_us: u64::try_from(pair[1]).map_err(|_| malformed())?,
-        };
+        *status = RuleStatus::new(
+            u64::try_from(pair[0]).map_err(|_| malformed())?,
+            u64::try_from(pair[1]).map_err(|_| malformed())?,
+        );
     }
     Ok(Decision::new(
         rules,
@@ -228,9 +228,9 @@ mod tests {
             Algorithm::LeakyBucket,
             Algorithm::Gcra,
         ] {
-            let first_line = lua(algorithm).source.lines().next();
+            let first_line = lua(algorithm).source().lines().next();
             assert_eq!(first_line, Some("#!lua"), "{algorithm:?}");
         }
-        assert_eq!(concurrency().source.lines().next(), Some("#!lua"));
+        assert_eq!(concurrency().source().lines().next(), Some("#!lua"));
     }
 }

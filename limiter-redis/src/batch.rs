@@ -5,16 +5,16 @@
 use redis::Cmd;
 
 use super::scripts::{self, Lua};
-use crate::decision::Decision;
-use crate::error::Error;
-use crate::policy::{Algorithm, Policy};
+use limiter_core::Decision;
+use limiter_core::Error;
+use limiter_core::{Algorithm, Policy};
 
 /// The shebang, the prelude and helpers, then the algorithm's file as the
 /// body of `decide(cost)`, then the loop over the costs. The hash scripts'
 /// batches read and write the key's hash once (`batch_hash.lua`).
 macro_rules! batched {
     ([$($helper:literal),*], $body:literal) => {
-        Lua::new(concat!(
+        Lua::new(&[concat!(
             "#!lua\n",
             include_str!("scripts/prelude.lua"),
             $(include_str!(concat!("scripts/", $helper)),)*
@@ -22,7 +22,7 @@ macro_rules! batched {
             include_str!(concat!("scripts/", $body)),
             "\nend\n",
             include_str!("scripts/batch.lua")
-        ))
+        )])
     };
 }
 
@@ -83,9 +83,9 @@ mod tests {
             Algorithm::SlidingWindow,
             Algorithm::TokenBucket,
         ] {
-            let batch = lua(algorithm).source;
+            let batch = lua(algorithm).source();
             assert_eq!(batch.lines().next(), Some("#!lua"), "{algorithm:?}");
-            let single = scripts::lua(algorithm).source;
+            let single = scripts::lua(algorithm).source();
             let body = single.lines().last().unwrap();
             assert!(batch.contains(body), "{algorithm:?}");
             assert!(batch.contains("local function decide(cost)\n"));

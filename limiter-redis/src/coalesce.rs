@@ -22,9 +22,9 @@ use tokio::sync::oneshot;
 
 use super::RedisStore;
 use super::link::lock;
-use crate::decision::Decision;
-use crate::error::Error;
-use crate::policy::Policy;
+use limiter_core::Decision;
+use limiter_core::Error;
+use limiter_core::Policy;
 
 /// The most requests one call decides: a batch script holds Redis while it
 /// runs (a few microseconds a request).
@@ -184,7 +184,7 @@ impl Batches {
             }
             Err(error) => {
                 for waiter in batch {
-                    let _ = waiter.answer.send(Err(duplicate(&error)));
+                    let _ = waiter.answer.send(Err(error.clone()));
                 }
             }
         }
@@ -222,20 +222,8 @@ fn next(store: &RedisStore, key: &str, id: u64) -> Option<Vec<Waiter>> {
 }
 
 fn abandoned() -> Error {
-    Error::Redis(redis::RedisError::from(std::io::Error::new(
+    crate::redis_error(redis::RedisError::from(std::io::Error::new(
         std::io::ErrorKind::ConnectionAborted,
         "the coalesced call was abandoned",
     )))
-}
-
-/// The same error, for each check of a failed batch.
-fn duplicate(error: &Error) -> Error {
-    match error {
-        Error::Config(error) => Error::Config(error.clone()),
-        Error::Redis(error) => Error::Redis(error.clone()),
-        Error::Timeout(deadline) => Error::Timeout(*deadline),
-        Error::Protocol(message) => Error::Protocol(message.clone()),
-        Error::Unavailable(after) => Error::Unavailable(*after),
-        Error::Unsupported(what) => Error::Unsupported(what),
-    }
 }

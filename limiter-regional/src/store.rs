@@ -12,11 +12,11 @@ use super::region::{Region, RegionError};
 use super::registry::{Registry, SyncRequest};
 use super::stats::{Counters, RegionStats, bump};
 use super::tiers::Tiers;
-use crate::clock::SystemClock;
-use crate::decision::Decision;
-use crate::error::{ConfigError, Error};
-use crate::policy::{Algorithm, Policy};
-use crate::store::Store;
+use limiter_core::Decision;
+use limiter_core::Store;
+use limiter_core::SystemClock;
+use limiter_core::{Algorithm, Policy};
+use limiter_core::{ConfigError, Error};
 
 /// One quota shared by several regions, each deciding locally: tiered
 /// counting.
@@ -38,7 +38,8 @@ use crate::store::Store;
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use limiter_core::{Limiter, Policy, Region, RegionalStore, Rule};
+/// use limiter_core::{Limiter, Policy, Rule};
+/// use limiter_regional::{Region, RegionalStore};
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// // In the north region; middle and south run the same with their own

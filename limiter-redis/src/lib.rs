@@ -1,5 +1,15 @@
-//! The Redis store: state shared by every instance of a service, on a
-//! standalone Redis (at a URL or behind Redis Sentinel) or a Redis Cluster.
+//! The Redis store for limiter: rate-limit state shared by every instance
+//! of a service, on a standalone Redis (at a URL or behind Redis Sentinel)
+//! or a Redis Cluster, and on Valkey alike.
+//!
+//! ```no_run
+//! use limiter_core::Limiter;
+//! use limiter_redis::RedisStore;
+//!
+//! # async fn run() -> Result<(), limiter_core::Error> {
+//! let limiter = Limiter::new(RedisStore::connect("redis://127.0.0.1:6379/").await?);
+//! # Ok(()) }
+//! ```
 //!
 //! Each algorithm is one Lua script (in `scripts/`, sharing `prelude.lua`;
 //! all but the sliding log also share `helpers.lua`) that touches one key,
@@ -10,21 +20,39 @@
 //! Checks of a hot key are coalesced: one call of a batch script (the
 //! algorithm's own, once per request) decides the checks that queued while
 //! the key's previous call was in flight (`coalesce.rs`, `batch.rs`).
+//!
+//! Applications use [`RedisStore`] and [`RedisConfig`]; in an axum service,
+//! through `limiter-tower`'s `redis` feature. [`connection`] and [`lua`]
+//! are the building blocks a store built on this one uses (the regional
+//! store does): connections held and made again one way, and scripts sent
+//! by SHA1.
+//!
+//! # Feature flags
+//! - `test-util`: lets the store take the timestamp from the caller, so
+//!   tests can compare it with the memory store on the same times.
 
 mod batch;
 mod check;
 mod cluster;
 mod coalesce;
 mod config;
-pub(crate) mod evalsha;
 mod lease;
-pub(crate) mod link;
-pub(crate) mod multiplexed;
+mod link;
+pub mod lua;
+mod multiplexed;
 mod permits;
 mod primary;
 mod scripts;
 mod sentinel;
 mod slots;
+
+/// Connections to Redis held and made again one way: a connection the
+/// server closed is never handed out, a fresh one is made first, within
+/// the caller's deadline.
+pub mod connection {
+    pub use crate::link::{Link, Live};
+    pub use crate::multiplexed::Multiplexed;
+}
 
 use std::fmt;
 use std::sync::Arc;
@@ -39,11 +67,22 @@ use self::primary::{Locator, Primary};
 use self::sentinel::Sentinels;
 use self::slots::SlotTable;
 
-use crate::concurrency::{Acquired, ConcurrencyLimit};
-use crate::decision::Decision;
-use crate::error::Error;
-use crate::policy::Policy;
-use crate::store::Store;
+use limiter_core::Decision;
+use limiter_core::Error;
+use limiter_core::Policy;
+use limiter_core::Store;
+use limiter_core::{Acquired, ConcurrencyLimit};
+
+/// A Redis error as the store answers it: a store error of kind `oom` when
+/// Redis refused the call for want of memory (nothing ran), else `redis`.
+pub fn redis_error(error: redis::RedisError) -> Error {
+    let kind = if error.code() == Some("OOM") {
+        "oom"
+    } else {
+        "redis"
+    };
+    Error::Backend(limiter_core::BackendError::new(kind, error))
+}
 
 /// The Redis store: exact and shared across every instance of a service.
 ///
@@ -55,7 +94,8 @@ use crate::store::Store;
 /// ([`RedisConfig::coalesce`]).
 ///
 /// ```no_run
-/// use limiter_core::{Limiter, RedisStore};
+/// use limiter_core::Limiter;
+/// use limiter_redis::RedisStore;
 ///
 /// # async fn run() -> Result<(), limiter_core::Error> {
 /// // Connects now, and fails if Redis cannot be reached:
@@ -120,7 +160,7 @@ impl RedisStore {
 
     /// [`open`](Self::open) with a configuration.
     pub fn open_with(url: &str, config: RedisConfig) -> Result<Self, Error> {
-        let primary = Primary::new(Locator::Url(Client::open(url)?));
+        let primary = Primary::new(Locator::Url(Client::open(url).map_err(redis_error)?));
         Ok(Self::from_backend(
             Backend::Primary(Box::new(primary)),
             config,
@@ -159,7 +199,7 @@ impl RedisStore {
         service: &str,
         config: RedisConfig,
     ) -> Result<Self, Error> {
-        let sentinels = Sentinels::new(sentinels, service)?;
+        let sentinels = Sentinels::new(sentinels, service).map_err(redis_error)?;
         let primary = Primary::new(Locator::Sentinel(Arc::new(sentinels)));
         Ok(Self::from_backend(
             Backend::Primary(Box::new(primary)),
@@ -192,7 +232,8 @@ impl RedisStore {
             .retries(0)
             .response_timeout(config.response_timeout)
             .connection_timeout(config.connection_timeout)
-            .build()?;
+            .build()
+            .map_err(redis_error)?;
         let cluster = Cluster {
             client,
             link: Link::new(),
@@ -295,8 +336,8 @@ impl RedisStore {
     /// The Lua source of the script that runs `algorithm`, for benchmarks
     /// that compare the store with a bare EVALSHA of the same script.
     #[cfg(feature = "test-util")]
-    pub fn script_source(algorithm: crate::Algorithm) -> &'static str {
-        scripts::lua(algorithm).source
+    pub fn script_source(algorithm: limiter_core::Algorithm) -> &'static str {
+        scripts::lua(algorithm).source()
     }
 }
 
@@ -320,8 +361,8 @@ impl Store for RedisStore {
         &self,
         key: &str,
         policy: &Policy,
-        request: &crate::hot::LeaseRequest,
-    ) -> Result<crate::hot::LeaseGrant, Error> {
+        request: &limiter_core::hot::LeaseRequest,
+    ) -> Result<limiter_core::hot::LeaseGrant, Error> {
         self.take_lease(key, policy, request).await
     }
 
@@ -329,7 +370,7 @@ impl Store for RedisStore {
         &self,
         key: &str,
         policy: &Policy,
-        grant: &crate::hot::LeaseGrant,
+        grant: &limiter_core::hot::LeaseGrant,
         unused: u64,
     ) -> Result<u64, Error> {
         self.give_back(key, policy, grant, unused).await

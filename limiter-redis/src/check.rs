@@ -5,9 +5,9 @@ use redis::Cmd;
 
 use super::scripts::{self, Lua};
 use super::{Backend, RedisStore, batch, cluster, coalesce};
-use crate::decision::Decision;
-use crate::error::Error;
-use crate::policy::Policy;
+use limiter_core::Decision;
+use limiter_core::Error;
+use limiter_core::Policy;
 
 /// Histogram: how many requests each script call decided.
 const BATCH_SIZE: &str = "limiter_redis_batch_size";
@@ -93,7 +93,9 @@ impl RedisStore {
                         .slots
                         .refresh(&connection, self.inner.config.connection_timeout)
                 };
-                Ok(cluster::run(&mut connection.clone(), lua, call, refresh).await?)
+                cluster::run(&mut connection.clone(), lua, call, refresh)
+                    .await
+                    .map_err(crate::redis_error)
             }
         }
     }

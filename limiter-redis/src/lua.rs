@@ -14,54 +14,80 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, Script, ServerErrorKind};
 
-/// A script: its source (starting with the `#!lua` shebang) and its SHA1,
-/// computed once on first use.
-pub(crate) struct Lua {
-    pub(crate) source: &'static str,
-    hash: OnceLock<String>,
+/// The shebang every script of ours opens with: no flag declared, so Redis
+/// refuses the whole script while over `maxmemory` and on a replica.
+pub const SHEBANG: &str = "#!lua\n";
+/// The part every script shares: the time (the server's, or the caller's
+/// under test) and the cost, read from the arguments.
+pub const PRELUDE: &str = include_str!("scripts/prelude.lua");
+/// Helpers shared by the scripts of the counter and bucket algorithms
+/// (the reply's layout, whole-number division).
+pub const HELPERS: &str = include_str!("scripts/helpers.lua");
+
+/// A script: the parts its source is joined from (the first starting with
+/// the `#!lua` shebang), and its source and SHA1, joined and computed once
+/// on first use. Built from parts so that a store built on this crate can
+/// share [`PRELUDE`] and [`HELPERS`] with its own Lua.
+#[derive(Debug)]
+pub struct Lua {
+    parts: &'static [&'static str],
+    compiled: OnceLock<(String, String)>,
 }
 
 impl Lua {
-    pub(crate) const fn new(source: &'static str) -> Self {
+    /// The script whose source is `parts` joined.
+    pub const fn new(parts: &'static [&'static str]) -> Self {
         Self {
-            source,
-            hash: OnceLock::new(),
+            parts,
+            compiled: OnceLock::new(),
         }
     }
 
-    pub(crate) fn hash(&self) -> &str {
-        self.hash
-            .get_or_init(|| Script::new(self.source).get_hash().to_owned())
+    fn compiled(&self) -> &(String, String) {
+        self.compiled.get_or_init(|| {
+            let source = self.parts.concat();
+            let hash = Script::new(&source).get_hash().to_owned();
+            (source, hash)
+        })
+    }
+
+    /// The script's source.
+    pub fn source(&self) -> &str {
+        &self.compiled().0
+    }
+
+    /// The script's SHA1, as EVALSHA takes it.
+    pub fn hash(&self) -> &str {
+        &self.compiled().1
     }
 
     /// `EVALSHA {sha} 1 {key}`, to which the caller adds the arguments.
-    pub(crate) fn call(&self, key: &str) -> Cmd {
+    pub fn call(&self, key: &str) -> Cmd {
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(self.hash()).arg(1).arg(key);
         cmd
     }
 
     /// `SCRIPT LOAD`, for a server that answered NOSCRIPT.
-    pub(crate) fn load_command(&self) -> Cmd {
+    pub fn load_command(&self) -> Cmd {
         let mut cmd = redis::cmd("SCRIPT");
-        cmd.arg("LOAD").arg(self.source);
+        cmd.arg("LOAD").arg(self.source());
         cmd
     }
 }
 
 /// Where a call goes, and where its script is loaded when missing.
-pub(crate) trait Node {
+#[allow(async_fn_in_trait)]
+pub trait Node {
+    /// Sends `call`.
     async fn send<T: FromRedisValue>(&mut self, call: &Cmd) -> RedisResult<T>;
+    /// Loads `lua`'s script where `send` sends.
     async fn load(&mut self, lua: &Lua) -> RedisResult<()>;
 }
 
 /// Runs `call` (an EVALSHA of `lua`) on `node`; on NOSCRIPT, loads `lua`
 /// there and sends `call` once more.
-pub(crate) async fn run<T: FromRedisValue>(
-    node: &mut impl Node,
-    lua: &Lua,
-    call: &Cmd,
-) -> RedisResult<T> {
+pub async fn run<T: FromRedisValue>(node: &mut impl Node, lua: &Lua, call: &Cmd) -> RedisResult<T> {
     match node.send(call).await {
         Err(error) if is_noscript(&error) => {
             node.load(lua).await?;
@@ -77,7 +103,8 @@ fn is_noscript(error: &RedisError) -> bool {
 
 /// A connection that routes the call itself: a standalone node, or a
 /// cluster by the call's key (where `SCRIPT LOAD` goes to every master).
-pub(crate) struct Routed<'a, C>(pub(crate) &'a mut C);
+#[derive(Debug)]
+pub struct Routed<'a, C>(pub &'a mut C);
 
 impl<C: ConnectionLike + Send> Node for Routed<'_, C> {
     async fn send<T: FromRedisValue>(&mut self, call: &Cmd) -> RedisResult<T> {

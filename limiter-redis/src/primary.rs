@@ -7,11 +7,11 @@ use std::sync::{Arc, OnceLock};
 use redis::{AsyncConnectionConfig, Client, Cmd, ConnectionAddr, ConnectionInfo, RedisError};
 
 use super::RedisConfig;
-use super::evalsha::{self, Lua, Routed};
 use super::link::{Link, Live};
+use super::lua::{self, Lua, Routed};
 use super::multiplexed::Multiplexed;
 use super::sentinel::{self, Watcher};
-use crate::error::Error;
+use limiter_core::Error;
 
 /// A node's `host:port`, as Sentinel names it.
 pub(crate) type Address = (String, u16);
@@ -112,16 +112,11 @@ impl Primary {
         let mut found_anew = false;
         loop {
             let (mut primary, id) = self.connection(config).await?;
-            let error = match evalsha::run(
-                &mut Routed(&mut primary.connection.connection),
-                lua,
-                call,
-            )
-            .await
-            {
-                Ok(reply) => return Ok(reply),
-                Err(error) => error,
-            };
+            let error =
+                match lua::run(&mut Routed(&mut primary.connection.connection), lua, call).await {
+                    Ok(reply) => return Ok(reply),
+                    Err(error) => error,
+                };
             if is_not_primary(&error) {
                 self.link.forget(id);
                 if !found_anew {
@@ -139,7 +134,7 @@ impl Primary {
             {
                 self.link.forget(id);
             }
-            return Err(error.into());
+            return Err(crate::redis_error(error));
         }
     }
 }

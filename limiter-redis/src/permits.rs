@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::RedisStore;
 use super::scripts::{self, PermitOp};
-use crate::concurrency::permit::decision;
-use crate::concurrency::{Acquired, ConcurrencyLimit, Permit};
-use crate::error::Error;
+use limiter_core::Error;
+use limiter_core::backend::permit_decision;
+use limiter_core::{Acquired, ConcurrencyLimit, Permit};
 
 /// The counter of leases this process has lost: renewed too late, its
 /// request was no longer counted.
@@ -56,9 +56,9 @@ impl RedisStore {
         undo.armed = false;
         let (granted, held) = held;
         if !granted {
-            return Ok(Acquired::Denied(decision(limit, 0, true)));
+            return Ok(Acquired::Denied(permit_decision(limit, 0, true)));
         }
-        let granted = decision(limit, limit.max().saturating_sub(held), false);
+        let granted = permit_decision(limit, limit.max().saturating_sub(held), false);
         let (key, id) = (std::mem::take(&mut undo.key), std::mem::take(&mut undo.id));
         let release = {
             let (store, key, id, limit) = (self.clone(), key.clone(), id.clone(), *limit);

@@ -13,7 +13,7 @@ use super::registry::SyncRequest;
 use super::stats::bump;
 use super::store::{Inner, Peer};
 use super::tiers::{Counts, Plan, Quota, Stored, View};
-use crate::error::Error;
+use limiter_core::Error;
 
 /// The tags of the regional hashes (see `scripts/shared.lua`).
 fn tag(sliding: bool) -> &'static str {

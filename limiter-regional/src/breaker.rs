@@ -9,8 +9,8 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use crate::BreakerConfig;
-use crate::Clock;
+use limiter_core::BreakerConfig;
+use limiter_core::Clock;
 
 #[derive(Debug)]
 pub(crate) struct PeerBreaker<C> {
@@ -79,7 +79,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::ManualClock;
+    use limiter_core::ManualClock;
 
     #[test]
     fn opens_after_consecutive_failures_and_probes_once_per_interval() {

@@ -11,12 +11,12 @@ const MAX_NAME_LEN: usize = 32;
 /// known by the same name in every region's configuration.
 ///
 /// ```
-/// use limiter_core::Region;
+/// use limiter_regional::Region;
 ///
 /// let north = Region::open("north", "redis://10.1.0.1:6379/")?;
 /// assert_eq!(north.name(), "north");
 /// assert!(Region::open("north pole", "redis://10.1.0.1:6379/").is_err());
-/// # Ok::<(), limiter_core::RegionError>(())
+/// # Ok::<(), limiter_regional::RegionError>(())
 /// ```
 pub struct Region {
     pub(crate) name: Box<str>,

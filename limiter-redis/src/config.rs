@@ -14,7 +14,7 @@ pub struct RedisConfig {
 impl Default for RedisConfig {
     fn default() -> Self {
         Self {
-            response_timeout: crate::DEFAULT_DEADLINE,
+            response_timeout: limiter_core::DEFAULT_DEADLINE,
             connection_timeout: Duration::from_millis(500),
             coalesce: true,
         }
@@ -52,7 +52,7 @@ impl RedisConfig {
     /// check. `false` sends every check in a call of its own.
     ///
     /// ```
-    /// use limiter_core::RedisConfig;
+    /// use limiter_redis::RedisConfig;
     ///
     /// let direct = RedisConfig::new().coalesce(false);
     /// ```

@@ -17,7 +17,7 @@ use std::time::Duration;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, ErrorKind, RedisError, RedisResult, ServerErrorKind};
 
-use super::evalsha::{self, Asking, Lua, Routed};
+use super::lua::{self, Asking, Lua, Routed};
 
 /// Redirections followed for one call; the call's deadline (the store's
 /// response timeout, which covers the whole call) bounds the time.
@@ -35,14 +35,14 @@ pub(crate) async fn run(
     let mut redirects = 0;
     loop {
         let outcome = match &asking {
-            None => evalsha::run(&mut Routed(connection), lua, call).await,
+            None => lua::run(&mut Routed(connection), lua, call).await,
             Some((host, port)) => {
                 let mut node = Asking {
                     connection,
                     host,
                     port: *port,
                 };
-                evalsha::run(&mut node, lua, call).await
+                lua::run(&mut node, lua, call).await
             }
         };
         let error = match outcome {

@@ -16,7 +16,7 @@ use tokio::sync::{Semaphore, watch};
 use super::stats::bump;
 use super::store::Inner;
 use super::sync::sync;
-use crate::rule::Rule;
+use limiter_core::Rule;
 
 /// A crossed tier: which key and window to sync, as the check saw it.
 #[derive(Debug)]

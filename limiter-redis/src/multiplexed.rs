@@ -20,15 +20,27 @@ use redis::{AsyncConnectionConfig, Client, ConnectionAddr, RedisConnectionInfo, 
 /// A multiplexed connection and whether its driver has ended. Clones share
 /// both.
 #[derive(Clone)]
-pub(crate) struct Multiplexed {
-    pub(crate) connection: MultiplexedConnection,
+pub struct Multiplexed {
+    /// The connection calls are sent on.
+    pub connection: MultiplexedConnection,
     closed: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Multiplexed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Multiplexed")
+            .field(
+                "closed",
+                &self.closed.load(std::sync::atomic::Ordering::Relaxed),
+            )
+            .finish_non_exhaustive()
+    }
 }
 
 impl Multiplexed {
     /// Connects to `client`'s node over TCP (or a Unix socket), with
     /// `config`'s response timeout on every call.
-    pub(crate) async fn open(client: &Client, config: &AsyncConnectionConfig) -> RedisResult<Self> {
+    pub async fn open(client: &Client, config: &AsyncConnectionConfig) -> RedisResult<Self> {
         let info = client.get_connection_info();
         let settings = info.redis_settings();
         match info.addr() {

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::{BreakerConfig, DEFAULT_DEADLINE};
+use limiter_core::{BreakerConfig, DEFAULT_DEADLINE};
 
 /// The size of a tier, resolved against each policy's quota.
 ///
@@ -34,7 +34,7 @@ impl TierSize {
 ///
 /// ```
 /// use std::time::Duration;
-/// use limiter_core::{RegionalConfig, TierSize};
+/// use limiter_regional::{RegionalConfig, TierSize};
 ///
 /// let config = RegionalConfig::new()
 ///     .step(TierSize::Percent(1))

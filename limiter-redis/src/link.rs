@@ -13,10 +13,23 @@ use redis::RedisError;
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
-use crate::error::Error;
+use limiter_core::Error;
 
-pub(crate) struct Link<T> {
+/// One connection shared by every call, made when there is none or the
+/// one held is known closed, by a task of its own.
+pub struct Link<T> {
     state: Mutex<State<T>>,
+}
+
+impl<T> std::fmt::Debug for Link<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = match &*lock(&self.state) {
+            State::Idle { .. } => "idle",
+            State::Connecting { .. } => "connecting",
+            State::Ready { .. } => "ready",
+        };
+        f.debug_struct("Link").field("state", &state).finish()
+    }
 }
 
 enum State<T> {
@@ -45,9 +58,9 @@ enum Failed {
 impl From<Failed> for Error {
     fn from(failed: Failed) -> Self {
         match failed {
-            Failed::Redis(error) => Error::Redis(error),
+            Failed::Redis(error) => crate::redis_error(error),
             Failed::Timeout(timeout) => Error::Timeout(timeout),
-            Failed::Abandoned => Error::Redis(RedisError::from(std::io::Error::new(
+            Failed::Abandoned => crate::redis_error(RedisError::from(std::io::Error::new(
                 std::io::ErrorKind::ConnectionAborted,
                 "the connection attempt was abandoned: the primary changed",
             ))),
@@ -56,7 +69,7 @@ impl From<Failed> for Error {
 }
 
 /// A connection that may be known to have ended.
-pub(crate) trait Live {
+pub trait Live {
     /// Whether nothing sent on it could reach the server any more.
     fn is_closed(&self) -> bool;
 }
@@ -70,7 +83,8 @@ impl Live for redis::cluster_async::ClusterConnection {
 }
 
 impl<T: Clone + Live + Send + Sync + 'static> Link<T> {
-    pub(crate) fn new() -> Arc<Self> {
+    /// A link holding no connection yet.
+    pub fn new() -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(State::Idle { next_id: 0 }),
         })
@@ -79,7 +93,7 @@ impl<T: Clone + Live + Send + Sync + 'static> Link<T> {
     /// The connection and its id (for [`forget`](Self::forget)), connecting
     /// first when there is none. `connect` runs in a task of its own, for
     /// `timeout` at most.
-    pub(crate) async fn get<F>(
+    pub async fn get<F>(
         self: &Arc<Self>,
         connect: impl FnOnce() -> F,
         timeout: Duration,
@@ -167,7 +181,7 @@ impl<T: Clone + Live + Send + Sync + 'static> Link<T> {
 
     /// Forgets connection `id` (it broke, or it leads to the wrong node), so
     /// the next call connects afresh. A newer connection is kept.
-    pub(crate) fn forget(&self, id: u64) {
+    pub fn forget(&self, id: u64) {
         let mut state = lock(&self.state);
         if matches!(&*state, State::Ready { id: current, .. } if *current == id) {
             *state = State::Idle { next_id: id + 1 };
@@ -177,7 +191,7 @@ impl<T: Clone + Live + Send + Sync + 'static> Link<T> {
     /// Forgets the connection if it is `stale`, and with `attempts_too` a
     /// connection being made (it may lead where the stale one did).
     /// Answers whether one was forgotten.
-    pub(crate) fn forget_where(&self, stale: impl Fn(&T) -> bool, attempts_too: bool) -> bool {
+    pub fn forget_where(&self, stale: impl Fn(&T) -> bool, attempts_too: bool) -> bool {
         let mut state = lock(&self.state);
         let next_id = match &*state {
             State::Ready { id, connection } if stale(connection) => id + 1,
@@ -194,7 +208,7 @@ impl<T: Clone + Live + Send + Sync + 'static> Link<T> {
 
 impl<T: Clone> Link<T> {
     /// The connection, when there is one.
-    pub(crate) fn current(&self) -> Option<T> {
+    pub fn current(&self) -> Option<T> {
         match &*lock(&self.state) {
             State::Ready { connection, .. } => Some(connection.clone()),
             _ => None,

@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use crate::algorithm::{fixed_window, sliding_window};
-use crate::decision::{Decision, RuleStatus};
-use crate::error::Error;
-use crate::rule::Rule;
+use limiter_core::Error;
+use limiter_core::Rule;
+use limiter_core::backend::{fixed_window, sliding_window};
+use limiter_core::{Decision, RuleStatus};
 
 /// The check script's reply (see `check.lua`).
 #[derive(Debug)]
@@ -78,10 +78,7 @@ impl CheckReply {
         let ends_in = (self.start + rule.window_us()).saturating_sub(self.now);
         if self.held {
             let retry = (hold.as_micros() as u64).clamp(1, ends_in.max(1));
-            let status = RuleStatus {
-                remaining: 0,
-                available_after_us: retry,
-            };
+            let status = RuleStatus::new(0, retry);
             return Ok(Decision::single(rule, status, Some(retry), 0, ends_in));
         }
         let decision = if sliding {
@@ -92,10 +89,7 @@ impl CheckReply {
             });
             sliding_window::check(&mut state, &rule, self.now, cost)
         } else if self.exhausted {
-            let status = RuleStatus {
-                remaining: 0,
-                available_after_us: ends_in,
-            };
+            let status = RuleStatus::new(0, ends_in);
             Decision::single(rule, status, Some(ends_in), 0, ends_in)
         } else {
             let mut state = Some(fixed_window::Window {

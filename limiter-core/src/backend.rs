@@ -1,0 +1,37 @@
+//! What a store crate builds on: a policy's exact parameters, the parts of
+//! the algorithms a store that runs them elsewhere (in Lua, in SQL) shares
+//! with the memory store, and the constructors of the answers a store
+//! gives.
+//!
+//! Applications need none of this. A store keeps its decisions identical
+//! to the memory store's for identical times by building them with these
+//! functions rather than by restating their arithmetic:
+//! - [`Kind`] and [`BucketParams`] ([`Policy::kind`](crate::Policy::kind))
+//!   give a policy's algorithm in exact integer units;
+//! - [`Decision::new`](crate::Decision::new) and
+//!   [`Decision::single`](crate::Decision::single) build a decision from
+//!   per-rule [`RuleStatus`](crate::RuleStatus)es;
+//!   [`sliding_log::decide`] builds the sliding log's from the counts a
+//!   store read;
+//! - [`Permit::new`](crate::Permit::new) and [`permit_decision`] answer a
+//!   concurrency limit; [`LeaseGrant::new`](crate::hot::LeaseGrant::new)
+//!   answers a lease.
+
+pub use crate::algorithm::Micros;
+pub use crate::concurrency::permit::decision as permit_decision;
+pub use crate::policy::{BucketParams, Kind};
+
+/// The sliding log's shared parts.
+pub mod sliding_log {
+    pub use crate::algorithm::sliding_log::{decide, longest_window_us};
+}
+
+/// The fixed window's state and check.
+pub mod fixed_window {
+    pub use crate::algorithm::fixed_window::{Window, check};
+}
+
+/// The sliding window counter's state and check.
+pub mod sliding_window {
+    pub use crate::algorithm::sliding_window::{Counters, check};
+}
