@@ -68,9 +68,12 @@ fn start() -> (Program, SocketAddr) {
     let program = Program(child);
     let (sender, first_line) = mpsc::channel();
     std::thread::spawn(move || {
+        let mut stdout = BufReader::new(stdout);
         let mut line = String::new();
-        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = stdout.read_line(&mut line);
         let _ = sender.send(line);
+        // Read on, so that the program never writes into a closed pipe.
+        let _ = std::io::copy(&mut stdout, &mut std::io::sink());
     });
     let line = first_line
         .recv_timeout(PATIENCE)
