@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What a regional store has done since it was made: cumulative counts,
 /// read with [`RegionalStore::stats`](crate::RegionalStore::stats). The
-/// same events go to the `metrics` facade (see the README's metrics table).
+/// same events go to the `metrics` facade (see the metrics table in docs/operations.md).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RegionStats {

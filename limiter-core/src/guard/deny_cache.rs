@@ -6,7 +6,7 @@
 //! taken, the TAT moves later); only time frees quota, and `retry_after` is
 //! computed from time alone. So a denial until `T` cannot end before `T`
 //! while the store keeps its state (a flushed or failed-over Redis that lost
-//! the key is the exception, see the README's production notes). A cheaper
+//! the key is the exception, see docs/operations.md). A cheaper
 //! request may pass earlier, so only requests of at least the denied cost are
 //! answered from the cache.
 

@@ -485,7 +485,7 @@ async fn traffic_from_one_region_still_gets_nearly_the_whole_quota() {
 
 /// The flip side of the hold: behind a backlog, one region's traffic waits
 /// for syncs that come late, so it stays within the bound but may get far
-/// less than the quota (the README says so). Only the bound is asserted;
+/// less than the quota (docs/regions.md says so). Only the bound is asserted;
 /// the figure is printed for BENCHMARKS.md.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn traffic_from_one_region_behind_a_backlog_stays_within_the_bound() {
