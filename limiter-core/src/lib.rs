@@ -73,6 +73,7 @@ mod max_wait;
 mod plans;
 mod policy;
 mod rule;
+mod verdict;
 #[cfg(feature = "runtime")]
 mod store;
 #[cfg(feature = "runtime")]
@@ -88,7 +89,7 @@ pub use error::{BackendError, ConfigError, Error};
 #[cfg(feature = "runtime")]
 pub use guard::{
     BreakerConfig, BreakerState, DEFAULT_DEADLINE, DEFAULT_DENY_CACHE_CAPACITY, GuardConfig,
-    Guarded, OnStoreError, Verdict,
+    Guarded,
 };
 #[cfg(feature = "runtime")]
 pub use hot::HotKeys;
@@ -102,6 +103,7 @@ pub use max_wait::MaxWait;
 pub use plans::{Plan, Plans};
 pub use policy::{Algorithm, DEFAULT_DUPLICATE_WINDOW, Policy};
 pub use rule::{MAX_WINDOW, Rate, Rule};
+pub use verdict::{OnStoreError, Verdict};
 #[cfg(feature = "runtime")]
 pub use store::Store;
 #[cfg(feature = "runtime")]

@@ -13,83 +13,11 @@ use crate::error::Error;
 use crate::policy::Policy;
 use crate::store::Store;
 use crate::store::memory::MemoryStore;
+use crate::verdict::{OnStoreError, Verdict};
 
 /// How long one store call may take unless configured: tens of
 /// milliseconds, not the client's default of half a second.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_millis(50);
-
-/// What to decide when the store cannot answer in time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OnStoreError {
-    /// Decide with a local in-memory limiter applying the same policy, each
-    /// limit divided by `instances` (the number of instances sharing the
-    /// store), so together they stay near the shared limit. The default, with
-    /// `instances: 1`.
-    Fallback {
-        /// The number of instances sharing the store (at least 1).
-        instances: u32,
-    },
-    /// Let the request through.
-    FailOpen,
-    /// Refuse the request (the HTTP layer answers 503 with `Retry-After`).
-    FailClosed,
-}
-
-impl Default for OnStoreError {
-    fn default() -> Self {
-        Self::Fallback { instances: 1 }
-    }
-}
-
-impl OnStoreError {
-    /// The name used in metrics and logs.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::Fallback { .. } => "fallback",
-            Self::FailOpen => "fail_open",
-            Self::FailClosed => "fail_closed",
-        }
-    }
-}
-
-/// How a check was decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Verdict {
-    /// By the store.
-    Store(Decision),
-    /// By the local deny cache: the store denied this key earlier, until later than now.
-    Cached(Decision),
-    /// By the local fallback limiter, the store having failed or the breaker being open.
-    Fallback(Decision),
-    /// Let through unchecked, the store having failed (fail open).
-    FailedOpen,
-    /// Refused unchecked, the store having failed (fail closed); the store
-    /// will be probed again after `retry_after`.
-    FailedClosed {
-        /// Until the breaker's next probe (at least one second).
-        retry_after: Duration,
-    },
-}
-
-impl Verdict {
-    /// The decision, when there is one.
-    pub fn decision(&self) -> Option<&Decision> {
-        match self {
-            Self::Store(d) | Self::Cached(d) | Self::Fallback(d) => Some(d),
-            Self::FailedOpen | Self::FailedClosed { .. } => None,
-        }
-    }
-
-    /// Whether the request may proceed.
-    pub fn allowed(&self) -> bool {
-        match self {
-            Self::Store(d) | Self::Cached(d) | Self::Fallback(d) => d.allowed(),
-            Self::FailedOpen => true,
-            Self::FailedClosed { .. } => false,
-        }
-    }
-}
 
 /// The settings of a [`Guarded`] store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -237,36 +165,65 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
             metrics::counter!("limiter_deny_cache_hits_total").increment(1);
             return Ok(Verdict::Cached(decision));
         }
-        // Each part of the store that fails on its own has its breaker.
         let breaker = self.breaker(key);
-        let admission = breaker.admit();
-        if matches!(admission, Admission::Skip) {
-            return self.on_failure(&breaker, key, policy, cost, on_error);
-        }
-        // Dropped at this await (the request was cancelled), `admission`
-        // gives a probe back: the breaker never waits for a probe that is gone.
-        let started = Instant::now();
-        let outcome =
-            tokio::time::timeout(inner.config.deadline, inner.store.check(key, policy, cost))
-                .await
-                .unwrap_or(Err(Error::Timeout(inner.config.deadline)));
-        metrics::histogram!("limiter_store_call_seconds").record(started.elapsed().as_secs_f64());
-        match outcome {
-            Ok(decision) => {
-                breaker.succeeded(admission);
+        match self.call(&breaker, inner.store.check(key, policy, cost)).await {
+            Called::Answered(decision) => {
+                let decision = decision?;
                 if let Some(cache) = inner.deny_cache.as_ref().filter(|_| !decision.allowed()) {
                     cache.insert(key, cost, now, decision);
                 }
                 Ok(Verdict::Store(decision))
             }
-            Err(error) => {
-                metrics::counter!("limiter_store_errors_total", "kind" => error.kind())
-                    .increment(1);
-                tracing::warn!(%error, policy = on_error.name(), "rate-limit store failed");
-                breaker.failed(admission);
+            Called::Failed(error) => {
+                warn_failed(error.as_ref(), on_error);
                 self.on_failure(&breaker, key, policy, cost, on_error)
             }
         }
+    }
+
+    /// The guard's one sequence around every kind of store call: the
+    /// breaker of the part of the store serving the key admits it (or
+    /// skips it while that part is down), the deadline bounds it, its time
+    /// is recorded, and the breaker learns how it ended. A caller's
+    /// mistake ([`Error::Config`]) or a capability the store lacks
+    /// ([`Error::Unsupported`]) is an answer: the store did not fail.
+    async fn call<T>(
+        &self,
+        breaker: &Breaker<C>,
+        call: impl Future<Output = Result<T, Error>>,
+    ) -> Called<Result<T, Error>> {
+        let admission = breaker.admit();
+        if matches!(admission, Admission::Skip) {
+            return Called::Failed(None);
+        }
+        // Dropped at this await (the request was cancelled), `admission`
+        // gives a probe back: the breaker never waits for a probe that is gone.
+        let started = Instant::now();
+        let outcome = self.within_deadline(call).await;
+        metrics::histogram!("limiter_store_call_seconds").record(started.elapsed().as_secs_f64());
+        match outcome {
+            Err(error) if !matches!(error, Error::Config(_) | Error::Unsupported(_)) => {
+                metrics::counter!("limiter_store_errors_total", "kind" => error.kind())
+                    .increment(1);
+                breaker.failed(admission);
+                Called::Failed(Some(error))
+            }
+            answer => {
+                breaker.succeeded(admission);
+                Called::Answered(answer)
+            }
+        }
+    }
+
+    /// `call`, or [`Error::Timeout`] once the deadline has passed.
+    async fn within_deadline<T>(
+        &self,
+        call: impl Future<Output = Result<T, Error>>,
+    ) -> Result<T, Error> {
+        let deadline = self.inner.config.deadline;
+        tokio::time::timeout(deadline, call)
+            .await
+            .unwrap_or(Err(Error::Timeout(deadline)))
     }
 
     fn on_failure(
@@ -297,6 +254,22 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
     }
 }
 
+/// How a guarded call ended.
+enum Called<T> {
+    /// The store answered.
+    Answered(T),
+    /// The store failed (`Some`) or its breaker skipped it (`None`): the
+    /// failure policy decides.
+    Failed(Option<Error>),
+}
+
+/// Logs a store's failure, which `on_error` then decides.
+fn warn_failed(error: Option<&Error>, on_error: OnStoreError) {
+    if let Some(error) = error {
+        tracing::warn!(%error, policy = on_error.name(), "rate-limit store failed");
+    }
+}
+
 /// Whether `policy` holds the rule that made `denial` (a key's policy can
 /// change, with its plan): only then does the denial last as long for it.
 fn denied_by_rule_of(denial: &Decision, policy: &Policy) -> bool {
@@ -319,34 +292,9 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
     ) -> Result<Acquired, Error> {
         let inner = &*self.inner;
         let breaker = self.breaker(key);
-        let admission = breaker.admit();
-        if !matches!(admission, Admission::Skip) {
-            let started = Instant::now();
-            let outcome = tokio::time::timeout(
-                inner.config.deadline,
-                inner.store.acquire_permit(key, limit),
-            )
-            .await
-            .unwrap_or(Err(Error::Timeout(inner.config.deadline)));
-            metrics::histogram!("limiter_store_call_seconds")
-                .record(started.elapsed().as_secs_f64());
-            match outcome {
-                Ok(acquired) => {
-                    breaker.succeeded(admission);
-                    return Ok(acquired);
-                }
-                // A store that keeps no permits did not fail.
-                Err(error @ Error::Unsupported(_)) => {
-                    breaker.succeeded(admission);
-                    return Err(error);
-                }
-                Err(error) => {
-                    metrics::counter!("limiter_store_errors_total", "kind" => error.kind())
-                        .increment(1);
-                    tracing::warn!(%error, policy = on_error.name(), "rate-limit store failed");
-                    breaker.failed(admission);
-                }
-            }
+        match self.call(&breaker, inner.store.acquire_permit(key, limit)).await {
+            Called::Answered(answer) => return answer,
+            Called::Failed(error) => warn_failed(error.as_ref(), on_error),
         }
         metrics::counter!("limiter_fallback_decisions_total", "policy" => on_error.name())
             .increment(1);
@@ -429,24 +377,15 @@ impl<S: Store, C: Clock + Clone> Store for Guarded<S, C> {
         request: &crate::hot::LeaseRequest,
     ) -> Result<crate::hot::LeaseGrant, Error> {
         let breaker = self.breaker(key);
-        let admission = breaker.admit();
-        if matches!(admission, Admission::Skip) {
-            return Err(Error::Unavailable(breaker.until_probe()));
-        }
-        let deadline = self.inner.config.deadline;
-        let outcome = tokio::time::timeout(deadline, self.inner.store.lease(key, policy, request))
+        match self
+            .call(&breaker, self.inner.store.lease(key, policy, request))
             .await
-            .unwrap_or(Err(Error::Timeout(deadline)));
-        match &outcome {
-            Ok(_) => breaker.succeeded(admission),
-            Err(Error::Config(_)) => breaker.succeeded(admission),
-            Err(error) => {
-                metrics::counter!("limiter_store_errors_total", "kind" => error.kind())
-                    .increment(1);
-                breaker.failed(admission);
+        {
+            Called::Answered(answer) => answer,
+            Called::Failed(error) => {
+                Err(error.unwrap_or_else(|| Error::Unavailable(breaker.until_probe())))
             }
         }
-        outcome
     }
 
     async fn end_lease(
@@ -456,13 +395,8 @@ impl<S: Store, C: Clock + Clone> Store for Guarded<S, C> {
         grant: &crate::hot::LeaseGrant,
         unused: u64,
     ) -> Result<u64, Error> {
-        let deadline = self.inner.config.deadline;
-        tokio::time::timeout(
-            deadline,
-            self.inner.store.end_lease(key, policy, grant, unused),
-        )
-        .await
-        .unwrap_or(Err(Error::Timeout(deadline)))
+        self.within_deadline(self.inner.store.end_lease(key, policy, grant, unused))
+            .await
     }
 }
 
@@ -484,214 +418,5 @@ impl<S: fmt::Debug, C> fmt::Debug for Guarded<S, C> {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    use super::*;
-    use crate::{ManualClock, Rule};
-
-    /// A store that is down: every call fails, and is counted.
-    #[derive(Debug, Default)]
-    struct Down {
-        calls: AtomicUsize,
-    }
-
-    impl Store for Down {
-        async fn check(&self, _: &str, _: &Policy, _: u64) -> Result<Decision, Error> {
-            self.calls.fetch_add(1, Ordering::SeqCst);
-            Err(Error::Protocol("down".into()))
-        }
-    }
-
-    fn policy() -> Policy {
-        Policy::sliding_log([Rule::new(4, Duration::from_secs(60)).unwrap()]).unwrap()
-    }
-
-    #[tokio::test]
-    async fn each_policy_decides_while_the_store_is_down() {
-        let clock = ManualClock::new(Duration::from_secs(1_000));
-        let guarded = Guarded::with_clock(Down::default(), GuardConfig::default(), clock.clone());
-        // Fallback, limits halved for 2 instances: 2 of 4 pass here.
-        let fallback = OnStoreError::Fallback { instances: 2 };
-        let mut allowed = Vec::new();
-        for _ in 0..3 {
-            let verdict = guarded
-                .check_with("k", &policy(), 1, fallback)
-                .await
-                .unwrap();
-            assert!(matches!(verdict, Verdict::Fallback(_)));
-            allowed.push(verdict.allowed());
-        }
-        assert_eq!(allowed, [true, true, false]);
-        let open = guarded
-            .check_with("k", &policy(), 1, OnStoreError::FailOpen)
-            .await
-            .unwrap();
-        assert_eq!(open, Verdict::FailedOpen);
-        let closed = guarded
-            .check_with("k", &policy(), 1, OnStoreError::FailClosed)
-            .await
-            .unwrap();
-        assert_eq!(
-            closed,
-            Verdict::FailedClosed {
-                retry_after: Duration::from_secs(1)
-            }
-        );
-        // Three failures opened the breaker: the later calls skipped the store.
-        assert_eq!(guarded.store().calls.load(Ordering::SeqCst), 3);
-        assert_eq!(guarded.breaker_state(), BreakerState::Open);
-        clock.advance(Duration::from_secs(1));
-        guarded
-            .check_with("k", &policy(), 1, fallback)
-            .await
-            .unwrap();
-        assert_eq!(
-            guarded.store().calls.load(Ordering::SeqCst),
-            4,
-            "one probe per interval"
-        );
-    }
-
-    #[tokio::test]
-    async fn a_probe_with_an_invalid_cost_leaves_the_breaker_probing_again() {
-        let clock = ManualClock::new(Duration::from_secs(1_000));
-        let guarded = Guarded::with_clock(Down::default(), GuardConfig::default(), clock.clone());
-        for _ in 0..3 {
-            guarded
-                .check_with("k", &policy(), 1, OnStoreError::FailOpen)
-                .await
-                .unwrap();
-        }
-        assert_eq!(guarded.breaker_state(), BreakerState::Open);
-        clock.advance(Duration::from_secs(1));
-        // Refused before the breaker admits it: not the probe.
-        let refused = guarded
-            .check_with("k", &policy(), 5, OnStoreError::FailOpen)
-            .await;
-        assert!(matches!(refused, Err(Error::Config(_))));
-        guarded
-            .check_with("k", &policy(), 1, OnStoreError::FailOpen)
-            .await
-            .unwrap();
-        assert_eq!(
-            guarded.store().calls.load(Ordering::SeqCst),
-            4,
-            "the next call probes"
-        );
-    }
-
-    /// A store that fails, hangs or answers, as the test says.
-    #[derive(Debug, Default)]
-    struct Switch {
-        /// 0 fails, 1 hangs, 2 answers (allowing everything).
-        mode: std::sync::atomic::AtomicU8,
-        calls: AtomicUsize,
-    }
-
-    impl Store for Switch {
-        async fn check(&self, _: &str, policy: &Policy, _: u64) -> Result<Decision, Error> {
-            self.calls.fetch_add(1, Ordering::SeqCst);
-            match self.mode.load(Ordering::SeqCst) {
-                0 => Err(Error::Protocol("down".into())),
-                1 => std::future::pending().await,
-                _ => Ok(Decision::unchecked(policy)),
-            }
-        }
-    }
-
-    #[tokio::test]
-    async fn a_cancelled_probe_does_not_keep_the_breaker_open() {
-        use futures_util::FutureExt;
-
-        let clock = ManualClock::new(Duration::from_secs(1_000));
-        let guarded = Guarded::with_clock(Switch::default(), GuardConfig::default(), clock.clone());
-        let fail_open = OnStoreError::FailOpen;
-        for _ in 0..3 {
-            guarded
-                .check_with("k", &policy(), 1, fail_open)
-                .await
-                .unwrap();
-        }
-        assert_eq!(guarded.breaker_state(), BreakerState::Open);
-        clock.advance(Duration::from_secs(1));
-        // The probe reaches a hung store; its request is cancelled there.
-        guarded.store().mode.store(1, Ordering::SeqCst);
-        let hung = policy();
-        let probe = guarded.check_with("k", &hung, 1, fail_open);
-        assert!(
-            probe.now_or_never().is_none(),
-            "the probe waits on the store"
-        );
-        assert_eq!(guarded.store().calls.load(Ordering::SeqCst), 4);
-        assert_eq!(guarded.breaker_state(), BreakerState::Open);
-        // The store is back: the very next call probes it and closes the breaker.
-        guarded.store().mode.store(2, Ordering::SeqCst);
-        let verdict = guarded
-            .check_with("k", &policy(), 1, fail_open)
-            .await
-            .unwrap();
-        assert!(matches!(verdict, Verdict::Store(_)));
-        assert_eq!(guarded.breaker_state(), BreakerState::Closed);
-        assert_eq!(guarded.store().calls.load(Ordering::SeqCst), 5);
-    }
-
-    #[tokio::test]
-    async fn a_denial_is_answered_locally_until_it_ends() {
-        let clock = ManualClock::new(Duration::from_secs(1_000));
-        let memory = MemoryStore::with_clock(clock.clone());
-        let counted = Counted {
-            inner: memory,
-            calls: AtomicUsize::new(0),
-        };
-        let guarded = Guarded::with_clock(counted, GuardConfig::default(), clock.clone());
-        let policy = Policy::sliding_log([Rule::new(1, Duration::from_secs(10)).unwrap()]).unwrap();
-        assert!(guarded.check("k", &policy, 1).await.unwrap().allowed());
-        for _ in 0..100 {
-            let denied = guarded.check("k", &policy, 1).await.unwrap();
-            assert_eq!(denied.retry_after(), Some(Duration::from_secs(10)));
-        }
-        assert_eq!(
-            guarded.store().calls.load(Ordering::SeqCst),
-            2,
-            "one denial from the store"
-        );
-        clock.advance(Duration::from_secs(10));
-        assert!(guarded.check("k", &policy, 1).await.unwrap().allowed());
-        assert_eq!(guarded.store().calls.load(Ordering::SeqCst), 3);
-    }
-
-    #[tokio::test]
-    async fn a_cached_denial_serves_only_a_policy_with_the_rule_that_denied() {
-        let clock = ManualClock::new(Duration::from_secs(1_000));
-        let memory = MemoryStore::with_clock(clock.clone());
-        let counted = Counted {
-            inner: memory,
-            calls: AtomicUsize::new(0),
-        };
-        let guarded = Guarded::with_clock(counted, GuardConfig::default(), clock.clone());
-        let per_minute =
-            |n| Policy::sliding_log([Rule::new(n, Duration::from_secs(60)).unwrap()]).unwrap();
-        let (free, pro) = (per_minute(1), per_minute(5));
-        assert!(guarded.check("k", &free, 1).await.unwrap().allowed());
-        assert!(!guarded.check("k", &free, 1).await.unwrap().allowed());
-        assert!(!guarded.check("k", &free, 1).await.unwrap().allowed());
-        assert_eq!(guarded.store().calls.load(Ordering::SeqCst), 2);
-        // The key's plan is raised: its cached denial by 1-per-60s does not hold.
-        assert!(guarded.check("k", &pro, 1).await.unwrap().allowed());
-        assert_eq!(guarded.store().calls.load(Ordering::SeqCst), 3);
-    }
-
-    #[derive(Debug)]
-    struct Counted {
-        inner: MemoryStore<ManualClock>,
-        calls: AtomicUsize,
-    }
-
-    impl Store for Counted {
-        async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
-            self.calls.fetch_add(1, Ordering::SeqCst);
-            self.inner.check(key, policy, cost).await
-        }
-    }
-}
+#[path = "guarded_tests.rs"]
+mod tests;

@@ -8,4 +8,4 @@ mod guarded;
 
 pub use breaker::{BreakerConfig, BreakerState};
 pub use deny_cache::DEFAULT_DENY_CACHE_CAPACITY;
-pub use guarded::{DEFAULT_DEADLINE, GuardConfig, Guarded, OnStoreError, Verdict};
+pub use guarded::{DEFAULT_DEADLINE, GuardConfig, Guarded};

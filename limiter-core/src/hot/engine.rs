@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::clock::{Clock, ManualClock, SystemClock};
 use crate::decision::Decision;
 use crate::error::Error;
-use crate::guard::{OnStoreError, Verdict};
+use crate::verdict::{OnStoreError, Verdict};
 use crate::policy::Policy;
 use crate::store::Store;
 

@@ -20,7 +20,7 @@ use tokio::sync::Notify;
 
 use crate::decision::Decision;
 use crate::error::Error;
-use crate::guard::{OnStoreError, Verdict};
+use crate::verdict::{OnStoreError, Verdict};
 use crate::policy::Policy;
 use crate::store::Store;
 

@@ -17,7 +17,7 @@ use tokio::sync::{Notify, oneshot};
 
 use crate::decision::Decision;
 use crate::error::Error;
-use crate::guard::{OnStoreError, Verdict};
+use crate::verdict::{OnStoreError, Verdict};
 use crate::policy::Policy;
 use crate::store::Store;
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::concurrency::{Acquired, ConcurrencyLimit};
 use crate::decision::Decision;
 use crate::error::Error;
-use crate::guard::{OnStoreError, Verdict};
+use crate::verdict::{OnStoreError, Verdict};
 use crate::hot::{LeaseGrant, LeaseRequest};
 use crate::policy::Policy;
 

@@ -15,7 +15,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::concurrency::Acquired;
 use crate::decision::Decision;
 use crate::error::Error;
-use crate::guard::Verdict;
+use crate::verdict::Verdict;
 
 /// How many requests may wait at once unless told otherwise.
 pub const DEFAULT_MAX_WAITERS: usize = 1024;

@@ -1,0 +1,211 @@
+//! The guard: deadlines, breakers, the deny cache and the failure policy.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::*;
+use crate::{ManualClock, Rule};
+
+/// A store that is down: every call fails, and is counted.
+#[derive(Debug, Default)]
+struct Down {
+    calls: AtomicUsize,
+}
+
+impl Store for Down {
+    async fn check(&self, _: &str, _: &Policy, _: u64) -> Result<Decision, Error> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        Err(Error::Protocol("down".into()))
+    }
+}
+
+fn policy() -> Policy {
+    Policy::sliding_log([Rule::new(4, Duration::from_secs(60)).unwrap()]).unwrap()
+}
+
+#[tokio::test]
+async fn each_policy_decides_while_the_store_is_down() {
+    let clock = ManualClock::new(Duration::from_secs(1_000));
+    let guarded = Guarded::with_clock(Down::default(), GuardConfig::default(), clock.clone());
+    // Fallback, limits halved for 2 instances: 2 of 4 pass here.
+    let fallback = OnStoreError::Fallback { instances: 2 };
+    let mut allowed = Vec::new();
+    for _ in 0..3 {
+        let verdict = guarded
+            .check_with("k", &policy(), 1, fallback)
+            .await
+            .unwrap();
+        assert!(matches!(verdict, Verdict::Fallback(_)));
+        allowed.push(verdict.allowed());
+    }
+    assert_eq!(allowed, [true, true, false]);
+    let open = guarded
+        .check_with("k", &policy(), 1, OnStoreError::FailOpen)
+        .await
+        .unwrap();
+    assert_eq!(open, Verdict::FailedOpen);
+    let closed = guarded
+        .check_with("k", &policy(), 1, OnStoreError::FailClosed)
+        .await
+        .unwrap();
+    assert_eq!(
+        closed,
+        Verdict::FailedClosed {
+            retry_after: Duration::from_secs(1)
+        }
+    );
+    // Three failures opened the breaker: the later calls skipped the store.
+    assert_eq!(guarded.store().calls.load(Ordering::SeqCst), 3);
+    assert_eq!(guarded.breaker_state(), BreakerState::Open);
+    clock.advance(Duration::from_secs(1));
+    guarded
+        .check_with("k", &policy(), 1, fallback)
+        .await
+        .unwrap();
+    assert_eq!(
+        guarded.store().calls.load(Ordering::SeqCst),
+        4,
+        "one probe per interval"
+    );
+}
+
+#[tokio::test]
+async fn a_probe_with_an_invalid_cost_leaves_the_breaker_probing_again() {
+    let clock = ManualClock::new(Duration::from_secs(1_000));
+    let guarded = Guarded::with_clock(Down::default(), GuardConfig::default(), clock.clone());
+    for _ in 0..3 {
+        guarded
+            .check_with("k", &policy(), 1, OnStoreError::FailOpen)
+            .await
+            .unwrap();
+    }
+    assert_eq!(guarded.breaker_state(), BreakerState::Open);
+    clock.advance(Duration::from_secs(1));
+    // Refused before the breaker admits it: not the probe.
+    let refused = guarded
+        .check_with("k", &policy(), 5, OnStoreError::FailOpen)
+        .await;
+    assert!(matches!(refused, Err(Error::Config(_))));
+    guarded
+        .check_with("k", &policy(), 1, OnStoreError::FailOpen)
+        .await
+        .unwrap();
+    assert_eq!(
+        guarded.store().calls.load(Ordering::SeqCst),
+        4,
+        "the next call probes"
+    );
+}
+
+/// A store that fails, hangs or answers, as the test says.
+#[derive(Debug, Default)]
+struct Switch {
+    /// 0 fails, 1 hangs, 2 answers (allowing everything).
+    mode: std::sync::atomic::AtomicU8,
+    calls: AtomicUsize,
+}
+
+impl Store for Switch {
+    async fn check(&self, _: &str, policy: &Policy, _: u64) -> Result<Decision, Error> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        match self.mode.load(Ordering::SeqCst) {
+            0 => Err(Error::Protocol("down".into())),
+            1 => std::future::pending().await,
+            _ => Ok(Decision::unchecked(policy)),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_cancelled_probe_does_not_keep_the_breaker_open() {
+    use futures_util::FutureExt;
+
+    let clock = ManualClock::new(Duration::from_secs(1_000));
+    let guarded = Guarded::with_clock(Switch::default(), GuardConfig::default(), clock.clone());
+    let fail_open = OnStoreError::FailOpen;
+    for _ in 0..3 {
+        guarded
+            .check_with("k", &policy(), 1, fail_open)
+            .await
+            .unwrap();
+    }
+    assert_eq!(guarded.breaker_state(), BreakerState::Open);
+    clock.advance(Duration::from_secs(1));
+    // The probe reaches a hung store; its request is cancelled there.
+    guarded.store().mode.store(1, Ordering::SeqCst);
+    let hung = policy();
+    let probe = guarded.check_with("k", &hung, 1, fail_open);
+    assert!(
+        probe.now_or_never().is_none(),
+        "the probe waits on the store"
+    );
+    assert_eq!(guarded.store().calls.load(Ordering::SeqCst), 4);
+    assert_eq!(guarded.breaker_state(), BreakerState::Open);
+    // The store is back: the very next call probes it and closes the breaker.
+    guarded.store().mode.store(2, Ordering::SeqCst);
+    let verdict = guarded
+        .check_with("k", &policy(), 1, fail_open)
+        .await
+        .unwrap();
+    assert!(matches!(verdict, Verdict::Store(_)));
+    assert_eq!(guarded.breaker_state(), BreakerState::Closed);
+    assert_eq!(guarded.store().calls.load(Ordering::SeqCst), 5);
+}
+
+#[tokio::test]
+async fn a_denial_is_answered_locally_until_it_ends() {
+    let clock = ManualClock::new(Duration::from_secs(1_000));
+    let memory = MemoryStore::with_clock(clock.clone());
+    let counted = Counted {
+        inner: memory,
+        calls: AtomicUsize::new(0),
+    };
+    let guarded = Guarded::with_clock(counted, GuardConfig::default(), clock.clone());
+    let policy = Policy::sliding_log([Rule::new(1, Duration::from_secs(10)).unwrap()]).unwrap();
+    assert!(guarded.check("k", &policy, 1).await.unwrap().allowed());
+    for _ in 0..100 {
+        let denied = guarded.check("k", &policy, 1).await.unwrap();
+        assert_eq!(denied.retry_after(), Some(Duration::from_secs(10)));
+    }
+    assert_eq!(
+        guarded.store().calls.load(Ordering::SeqCst),
+        2,
+        "one denial from the store"
+    );
+    clock.advance(Duration::from_secs(10));
+    assert!(guarded.check("k", &policy, 1).await.unwrap().allowed());
+    assert_eq!(guarded.store().calls.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn a_cached_denial_serves_only_a_policy_with_the_rule_that_denied() {
+    let clock = ManualClock::new(Duration::from_secs(1_000));
+    let memory = MemoryStore::with_clock(clock.clone());
+    let counted = Counted {
+        inner: memory,
+        calls: AtomicUsize::new(0),
+    };
+    let guarded = Guarded::with_clock(counted, GuardConfig::default(), clock.clone());
+    let per_minute =
+        |n| Policy::sliding_log([Rule::new(n, Duration::from_secs(60)).unwrap()]).unwrap();
+    let (free, pro) = (per_minute(1), per_minute(5));
+    assert!(guarded.check("k", &free, 1).await.unwrap().allowed());
+    assert!(!guarded.check("k", &free, 1).await.unwrap().allowed());
+    assert!(!guarded.check("k", &free, 1).await.unwrap().allowed());
+    assert_eq!(guarded.store().calls.load(Ordering::SeqCst), 2);
+    // The key's plan is raised: its cached denial by 1-per-60s does not hold.
+    assert!(guarded.check("k", &pro, 1).await.unwrap().allowed());
+    assert_eq!(guarded.store().calls.load(Ordering::SeqCst), 3);
+}
+
+#[derive(Debug)]
+struct Counted {
+    inner: MemoryStore<ManualClock>,
+    calls: AtomicUsize,
+}
+
+impl Store for Counted {
+    async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.inner.check(key, policy, cost).await
+    }
+}
