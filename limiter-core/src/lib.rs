@@ -43,6 +43,9 @@
 //! - `redis` (default): [`RedisStore`], for standalone Redis.
 //! - `test-util`: lets the Redis store take the timestamp from the caller,
 //!   so tests can compare it with the memory store on the same times.
+//! - `conformance`: the store conformance suite ([`conformance`]), which
+//!   any [`Store`] runs to show that it decides as the policies define; for
+//!   a store's tests.
 
 // Without `runtime`, the parts only the stores read (the decision's
 // constructors, the policy's exact parameters) have no reader.
@@ -53,6 +56,8 @@ mod algorithm;
 #[cfg(feature = "runtime")]
 mod clock;
 mod concurrency;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 mod decision;
 mod error;
 #[cfg(feature = "runtime")]
