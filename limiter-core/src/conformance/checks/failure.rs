@@ -35,17 +35,35 @@ pub async fn failure<H: Harness>(harness: &H) {
     for (algorithm, support) in algorithms(harness, &all) {
         let policy = lasting(algorithm, 5).policy();
         let key = keys.key(algorithm, 0, 0);
-        let zero = within(CHECK, algorithm, "a cost of 0", store.check(&key, &policy, 0)).await;
+        let zero = within(
+            CHECK,
+            algorithm,
+            "a cost of 0",
+            store.check(&key, &policy, 0),
+        )
+        .await;
         if !matches!(zero, Err(Error::Config(_))) {
             fail(CHECK, algorithm, "a cost of 0", zero, "Err(Config(..))");
         }
         for attempt in 0..3 {
             let own_time = store.check(&key, &policy, 1);
             let at = format!("check {attempt} (Store::check)");
-            expect_failure(CHECK, algorithm, support, &at, within(CHECK, algorithm, &at, own_time).await);
+            expect_failure(
+                CHECK,
+                algorithm,
+                support,
+                &at,
+                within(CHECK, algorithm, &at, own_time).await,
+            );
             let at_time = harness.check_at(&store, &key, &policy, 1, T0);
             let at = format!("check {attempt} (Harness::check_at)");
-            expect_failure(CHECK, algorithm, support, &at, within(CHECK, algorithm, &at, at_time).await);
+            expect_failure(
+                CHECK,
+                algorithm,
+                support,
+                &at,
+                within(CHECK, algorithm, &at, at_time).await,
+            );
         }
     }
 }
@@ -59,7 +77,15 @@ async fn within(
 ) -> Result<Decision, Error> {
     tokio::time::timeout(WITHIN, call)
         .await
-        .unwrap_or_else(|_| fail(check, algorithm, at, "no answer", format!("an error within {WITHIN:?}")))
+        .unwrap_or_else(|_| {
+            fail(
+                check,
+                algorithm,
+                at,
+                "no answer",
+                format!("an error within {WITHIN:?}"),
+            )
+        })
 }
 
 /// Fails unless `answer` is a store error (a configuration error for an

@@ -68,7 +68,13 @@ pub async fn concurrency<H: Harness>(harness: &H) {
         }
         let after = answer(store.check(&key, &policy, 1)).await;
         if decided(CHECK, algorithm, "the check after the race", after).allowed() {
-            fail(CHECK, algorithm, "the check after the race", "allowed", "denied");
+            fail(
+                CHECK,
+                algorithm,
+                "the check after the race",
+                "allowed",
+                "denied",
+            );
         }
     }
 }

@@ -55,7 +55,13 @@ pub async fn permits<H: Harness>(harness: &H) {
     held.pop();
     let again = given_back(&what, &*store, &key, &limit, "a dropped permit").await;
     if let Acquired::Permit(p) = acquire(&what, &*store, &key, &limit).await {
-        fail(CHECK, &what, "a permit past the one given back", p, "a denial");
+        fail(
+            CHECK,
+            &what,
+            "a permit past the one given back",
+            p,
+            "a denial",
+        );
     }
     drop((again, held));
 
@@ -81,7 +87,13 @@ pub async fn permits<H: Harness>(harness: &H) {
         match joined {
             Ok(Acquired::Permit(permit)) => racing.push(permit),
             Ok(Acquired::Denied(_)) => {}
-            Err(e) => fail(CHECK, &what, "a racing permit", Err::<(), _>(e), "an answer"),
+            Err(e) => fail(
+                CHECK,
+                &what,
+                "a racing permit",
+                Err::<(), _>(e),
+                "an answer",
+            ),
         }
     }
     if racing.len() as u64 != MAX {
@@ -99,7 +111,15 @@ pub async fn permits<H: Harness>(harness: &H) {
 /// A permit of `key`, or a failure naming the error.
 async fn acquire<S: Store>(what: &str, store: &S, key: &str, limit: &ConcurrencyLimit) -> Acquired {
     let answer: Result<Acquired, Error> = store.acquire_permit(key, limit).await;
-    answer.unwrap_or_else(|e| fail("permits", what, "taking a permit", Err::<(), _>(e), "an answer"))
+    answer.unwrap_or_else(|e| {
+        fail(
+            "permits",
+            what,
+            "taking a permit",
+            Err::<(), _>(e),
+            "an answer",
+        )
+    })
 }
 
 /// A permit of `key`, asked for again every 10 ms until one is given back

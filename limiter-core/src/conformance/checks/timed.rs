@@ -52,22 +52,36 @@ pub async fn expiry<H: Harness>(harness: &H) {
                 let answer = harness.check_at(&store, &key, &policy, 1, now).await;
                 let decision = decided(CHECK, algorithm, at(&format!("request {i}")), answer);
                 let expected = model.check(&params, now, 1);
-                compare(CHECK, algorithm, support, at(&format!("request {i}")), &decision, &expected);
+                if support == Support::Exact {
+                    let at = at(&format!("request {i}"));
+                    compare(CHECK, algorithm, support, at, &decision, &expected);
+                }
                 if !decision.allowed() {
                     break;
                 }
                 last_admitted = Some(now);
             }
             let Some(last_admitted) = last_admitted else {
-                fail(CHECK, algorithm, at("the first request"), "denied", "allowed")
+                fail(
+                    CHECK,
+                    algorithm,
+                    at("the first request"),
+                    "denied",
+                    "allowed",
+                )
             };
             now = now.max(last_admitted + params.clear_after_us());
             let cost = params.max_cost();
-            let at = at(&format!("{} µs after the last admitted", now - last_admitted));
+            let at = at(&format!(
+                "{} µs after the last admitted",
+                now - last_admitted
+            ));
             let answer = harness.check_at(&store, &key, &policy, cost, now).await;
             let decision = decided(CHECK, algorithm, &at, answer);
             let expected = model.check(&params, now, cost);
-            compare(CHECK, algorithm, support, &at, &decision, &expected);
+            if support == Support::Exact {
+                compare(CHECK, algorithm, support, &at, &decision, &expected);
+            }
             let whole: Vec<u64> = policy.rules().iter().map(|r| r.limit() - cost).collect();
             let remaining: Vec<u64> = decision.rules().iter().map(|r| r.remaining()).collect();
             if !decision.allowed() || remaining != whole {
@@ -98,7 +112,12 @@ pub async fn costs<H: Harness>(harness: &H) {
         let policy = lasting(algorithm, 5).policy();
         let key = keys.key(algorithm, 0, 0);
         let at = "an algorithm the store refuses";
-        refused(CHECK, algorithm, at, harness.check_at(&store, &key, &policy, 1, now).await);
+        refused(
+            CHECK,
+            algorithm,
+            at,
+            harness.check_at(&store, &key, &policy, 1, now).await,
+        );
         refused(CHECK, algorithm, at, store.check(&key, &policy, 1).await);
     }
     for (algorithm, support) in algorithms(harness, &[Support::Exact, Support::LimitOnly]) {
@@ -112,7 +131,12 @@ pub async fn costs<H: Harness>(harness: &H) {
                 let at = at(&format!("cost {cost}"));
                 let answer = harness.check_at(&store, &key, &policy, cost, now).await;
                 refused(CHECK, algorithm, &at, answer);
-                refused(CHECK, algorithm, &at, store.check(&key, &policy, cost).await);
+                refused(
+                    CHECK,
+                    algorithm,
+                    &at,
+                    store.check(&key, &policy, cost).await,
+                );
             }
             let mut model = KeyModel::default();
             let mut denials = 0;

@@ -39,8 +39,11 @@ pub async fn traces<H: Harness>(harness: &H) {
             for (i, step) in steps.iter().enumerate() {
                 now += step.advance_us;
                 let key = keys.key(algorithm, case, step.key);
-                let at = || format!("case {case} (seed {seed:#x}, {params:?}), step {i} ({step:?})");
-                let answer = harness.check_at(&store, &key, &policy, step.cost, now).await;
+                let at =
+                    || format!("case {case} (seed {seed:#x}, {params:?}), step {i} ({step:?})");
+                let answer = harness
+                    .check_at(&store, &key, &policy, step.cost, now)
+                    .await;
                 let decision = decided(CHECK, algorithm, at(), answer);
                 let expected = models[step.key].check(&params, now, step.cost);
                 let answered = Outcome::of(&decision);
