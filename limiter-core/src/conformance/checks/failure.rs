@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::{Keys, T0, algorithms, fail};
 use crate::conformance::traces::lasting;
-use crate::conformance::{Harness, Support};
+use crate::conformance::{Harness, Outcome, Support};
 use crate::decision::Decision;
 use crate::error::Error;
 use crate::policy::Algorithm;
@@ -43,6 +43,7 @@ pub async fn failure<H: Harness>(harness: &H) {
         )
         .await;
         if !matches!(zero, Err(Error::Config(_))) {
+            let zero = zero.map(|d| Outcome::of(&d));
             fail(CHECK, algorithm, "a cost of 0", zero, "Err(Config(..))");
         }
         for attempt in 0..3 {
@@ -103,5 +104,11 @@ fn expect_failure(
         (Err(Error::Config(_) | Error::Unsupported(_)), _) | (Ok(_), _) => "a store error",
         (Err(_), _) => return,
     };
-    fail(check, algorithm, at, answer, expected);
+    fail(
+        check,
+        algorithm,
+        at,
+        answer.map(|d| Outcome::of(&d)),
+        expected,
+    );
 }

@@ -8,7 +8,7 @@ use tokio::task::JoinSet;
 
 use super::{Keys, fail};
 use crate::concurrency::{Acquired, ConcurrencyLimit, Permit};
-use crate::conformance::Harness;
+use crate::conformance::{Harness, Outcome};
 use crate::error::Error;
 use crate::policy::Algorithm;
 use crate::store::Store;
@@ -46,11 +46,18 @@ pub async fn permits<H: Harness>(harness: &H) {
     for i in 0..MAX {
         match acquire(&what, &*store, &key, &limit).await {
             Acquired::Permit(permit) => held.push(permit),
-            Acquired::Denied(d) => fail(CHECK, &what, format!("permit {i}"), d, "a permit"),
+            Acquired::Denied(d) => fail(
+                CHECK,
+                &what,
+                format!("permit {i}"),
+                Outcome::of(&d),
+                "a permit",
+            ),
         }
     }
     if let Acquired::Permit(p) = acquire(&what, &*store, &key, &limit).await {
-        fail(CHECK, &what, format!("permit {MAX}"), p, "a denial");
+        let granted = Outcome::of(p.decision());
+        fail(CHECK, &what, format!("permit {MAX}"), granted, "a denial");
     }
     held.pop();
     let again = given_back(&what, &*store, &key, &limit, "a dropped permit").await;
@@ -136,7 +143,10 @@ async fn given_back<S: Store>(
         match acquire(what, store, key, limit).await {
             Acquired::Permit(permit) => return permit,
             Acquired::Denied(d) if started.elapsed() > GIVEN_BACK_WITHIN => {
-                let waited = format!("still denied after {GIVEN_BACK_WITHIN:?}: {d:?}");
+                let waited = format!(
+                    "still denied after {GIVEN_BACK_WITHIN:?}: {:?}",
+                    Outcome::of(&d)
+                );
                 fail("permits", what, at, waited, "a permit given back");
             }
             Acquired::Denied(_) => tokio::time::sleep(Duration::from_millis(10)).await,

@@ -201,6 +201,12 @@ fn refused(
     answer: Result<Decision, Error>,
 ) {
     if !matches!(answer, Err(Error::Config(_))) {
-        fail(check, algorithm, at, answer, "Err(Config(..))");
+        fail(
+            check,
+            algorithm,
+            at,
+            answer.map(|d| Outcome::of(&d)),
+            "Err(Config(..))",
+        );
     }
 }
