@@ -42,11 +42,14 @@
 //!   arguments with when it compiles).
 //! - `test-util`: test helpers for stores built on this crate (the hot-key
 //!   engine on a clock driven by hand).
+//! - `conformance`: the store conformance suite ([`conformance`]), which
+//!   any [`Store`] runs to show that it decides as the policies define; for
+//!   a store's tests.
 //!
 //! # Stores
 //! [`MemoryStore`] is here; the Redis store is the crate `limiter-redis`,
 //! the regional store `limiter-regional`. A store of one's own implements
-//! [`Store`] with the parts in [`backend`].
+//! [`Store`] with the parts in [`backend`], and runs [`conformance`].
 
 // Without `runtime`, the parts only the stores read (the decision's
 // constructors, the policy's exact parameters) have no reader.
@@ -59,6 +62,8 @@ pub mod backend;
 #[cfg(feature = "runtime")]
 mod clock;
 mod concurrency;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 mod decision;
 mod error;
 #[cfg(feature = "runtime")]

@@ -4,19 +4,17 @@
 //! costs), and many concurrent checks of one hot key from several
 //! instances admit exactly the limit, on a standalone Redis and a cluster.
 
-#[path = "differential/model.rs"]
-mod model;
 #[path = "differential/params.rs"]
 mod params;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use limiter_core::conformance::{KeyModel, Outcome, Params};
 use limiter_core::{Decision, Limiter, MemoryStore, Policy, Rate, Rule, Store};
 use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::{RedisCluster, RedisServer, TestRedis};
-use model::{KeyModel, Outcome, Params};
-use params::{max_cost, params, policy};
+use params::params;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
@@ -28,12 +26,8 @@ type Batch = (u64, usize, Vec<u64>);
 
 fn case() -> impl Strategy<Value = (Params, Vec<Batch>)> {
     params().prop_flat_map(|params| {
-        let longest = match params {
-            Params::SlidingLog(ref r) => r.iter().map(|r| r.1).max().unwrap(),
-            Params::FixedWindow(_, w) | Params::SlidingWindow(_, w) => w,
-            Params::Bucket(_, p, _, _) | Params::Gcra(_, p, _) => p,
-        };
-        let cost = prop_oneof![2 => Just(1u64), 1 => 1..=max_cost(&params)];
+        let longest = params.span_us();
+        let cost = prop_oneof![2 => Just(1u64), 1 => 1..=params.max_cost()];
         let batch = (
             prop_oneof![2 => Just(0u64), 3 => 0..=longest / 4, 1 => 0..=longest * 2],
             0..KEYS,
@@ -50,8 +44,7 @@ async fn run_case(
 ) -> Result<(), TestCaseError> {
     static CASE: AtomicU64 = AtomicU64::new(0);
     let case = CASE.fetch_add(1, Ordering::Relaxed);
-    let policy = policy(&params);
-    let params = model::params_of(&policy, &params);
+    let policy = params.policy();
     let memory = MemoryStore::new();
     let mut models = vec![KeyModel::default(); KEYS];
     let mut now = T0;

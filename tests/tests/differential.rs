@@ -1,20 +1,20 @@
 //! Differential property test: random traces of (time step, key, cost) go
 //! through the memory store, the Redis store (given the same timestamps) and
-//! the reference model in `differential/model.rs`, for every algorithm; every
-//! field of every decision must be equal.
+//! the reference model of the conformance suite
+//! (`limiter_core::conformance::KeyModel`), for every algorithm; every field
+//! of every decision must be equal. Proptest shrinks a failing trace here;
+//! the conformance runners replay fixed traces.
 
-#[path = "differential/model.rs"]
-mod model;
 #[path = "differential/params.rs"]
 mod params;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use limiter_core::conformance::{KeyModel, Outcome, Params};
 use limiter_core::MemoryStore;
 use limiter_redis::RedisStore;
 use limiter_tests::TestRedis;
-use model::{KeyModel, Outcome, Params};
-use params::{max_cost, params, policy, window};
+use params::{params, window};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
@@ -33,15 +33,11 @@ struct Step {
 /// with some long gaps (windows passing, buckets refilling).
 fn case() -> impl Strategy<Value = (Params, u64, Vec<Step>)> {
     (params(), 0u64..1_000_000_000).prop_flat_map(|(params, start)| {
-        let longest = match params {
-            Params::SlidingLog(ref r) => r.iter().map(|r| r.1).max().unwrap(),
-            Params::FixedWindow(_, w) | Params::SlidingWindow(_, w) => w,
-            Params::Bucket(_, p, _, _) | Params::Gcra(_, p, _) => p,
-        };
+        let longest = params.span_us();
         let step = (
             prop_oneof![3 => Just(0u64), 4 => 0..=longest / 4, 2 => 0..=longest * 2],
             0..KEYS,
-            prop_oneof![3 => Just(1u64), 1 => 1..=max_cost(&params)],
+            prop_oneof![3 => Just(1u64), 1 => 1..=params.max_cost()],
         )
             .prop_map(|(advance_us, key, cost)| Step {
                 advance_us,
@@ -63,8 +59,7 @@ async fn run_case(
 ) -> Result<(), TestCaseError> {
     static CASE: AtomicU64 = AtomicU64::new(0);
     let case = CASE.fetch_add(1, Ordering::Relaxed);
-    let policy = policy(&params);
-    let params = model::params_of(&policy, &params);
+    let policy = params.policy();
     let memory = MemoryStore::new();
     let mut models = vec![KeyModel::default(); KEYS];
     let mut now = T0 + start;
@@ -160,16 +155,8 @@ fn memory_redis_and_the_model_agree_when_plans_change() {
     let test_redis: TestRedis = limiter_tests::redis();
     let redis = runtime.block_on(test_redis.store());
     let case = plan_pair().prop_flat_map(|(a, b)| {
-        let longest = [&a, &b]
-            .iter()
-            .map(|p| match p {
-                Params::SlidingLog(r) => r.iter().map(|r| r.1).max().unwrap(),
-                Params::FixedWindow(_, w) | Params::SlidingWindow(_, w) => *w,
-                Params::Bucket(_, p, _, _) | Params::Gcra(_, p, _) => *p,
-            })
-            .max()
-            .unwrap();
-        let cost = max_cost(&a).min(max_cost(&b));
+        let longest = a.span_us().max(b.span_us());
+        let cost = a.max_cost().min(b.max_cost());
         let step = (
             prop_oneof![3 => Just(0u64), 4 => 0..=longest / 4, 2 => 0..=longest * 2],
             0..KEYS,
@@ -187,7 +174,7 @@ fn memory_redis_and_the_model_agree_when_plans_change() {
     runner
         .run(&case, |((a, b), steps)| {
             let case = CASE.fetch_add(1, Ordering::Relaxed);
-            let plans = [(policy(&a), a), (policy(&b), b)];
+            let plans = [(a.policy(), a), (b.policy(), b)];
             let memory = MemoryStore::new();
             let mut models = vec![KeyModel::default(); KEYS];
             let mut now = T0;
@@ -251,7 +238,7 @@ fn memory_and_redis_agree_when_the_clock_steps_back() {
     runner
         .run(&case, |(rules, steps)| {
             let case = CASE.fetch_add(1, Ordering::Relaxed);
-            let policy = policy(&Params::SlidingLog(rules));
+            let policy = Params::SlidingLog(rules).policy();
             let memory = MemoryStore::new();
             let mut now = T0;
             for (i, &(step, key, cost)) in steps.iter().enumerate() {

@@ -1,11 +1,7 @@
 //! Random policies of every algorithm, shared by the differential tests.
 
-use std::time::Duration;
-
-use limiter_core::{Policy, Rate, Rule};
+use limiter_core::conformance::Params;
 use proptest::prelude::*;
-
-use crate::model::Params;
 
 /// Windows and periods: short and long ones, and a few shared values so that
 /// rules tie (and tie-breaking is compared too).
@@ -28,31 +24,4 @@ pub(crate) fn params() -> impl Strategy<Value = Params> {
             .prop_map(|(a, p, c, pacing)| Params::Bucket(a, p, c, pacing)),
         (1u64..11, window(), 1u64..7).prop_map(|(a, p, b)| Params::Gcra(a, p, b)),
     ]
-}
-
-pub(crate) fn policy(params: &Params) -> Policy {
-    let us = Duration::from_micros;
-    match *params {
-        Params::SlidingLog(ref rules) => {
-            Policy::sliding_log(rules.iter().map(|&(l, w)| Rule::new(l, us(w)).unwrap())).unwrap()
-        }
-        Params::FixedWindow(l, w) => Policy::fixed_window(Rule::new(l, us(w)).unwrap()),
-        Params::SlidingWindow(l, w) => Policy::sliding_window(Rule::new(l, us(w)).unwrap()),
-        Params::Bucket(a, p, c, false) => {
-            Policy::token_bucket(Rate::new(a, us(p)).unwrap(), c).unwrap()
-        }
-        Params::Bucket(a, p, c, true) => {
-            Policy::leaky_bucket(Rate::new(a, us(p)).unwrap(), c).unwrap()
-        }
-        Params::Gcra(a, p, b) => Policy::gcra(Rate::new(a, us(p)).unwrap(), b).unwrap(),
-    }
-}
-
-/// The largest cost every part of the policy can hold.
-pub(crate) fn max_cost(params: &Params) -> u64 {
-    match *params {
-        Params::SlidingLog(ref rules) => rules.iter().map(|r| r.0).min().unwrap(),
-        Params::FixedWindow(l, _) | Params::SlidingWindow(l, _) => l,
-        Params::Bucket(_, _, c, _) | Params::Gcra(_, _, c) => c,
-    }
 }

@@ -1,25 +1,35 @@
-//! A reference model of every algorithm, written from the definitions rather
-//! than from the stores' code: it keeps every allowed request (no pruning),
-//! and finds "retry after" by searching for the first instant at which the
-//! same request would pass, instead of solving for it.
+//! The reference model of every algorithm, written from the definitions
+//! rather than from the stores' code (it shares nothing with the
+//! algorithms the stores run): it keeps every allowed request (no
+//! pruning), and finds "retry after" by searching for the first instant at
+//! which the same request would pass, instead of solving for it.
 
-use limiter_core::{Algorithm, Policy};
+use crate::decision::Decision;
 
-/// What a decision says, in plain numbers, for comparison.
+use super::Params;
+
+/// What a decision says, in plain numbers, for comparison: every field of
+/// a [`Decision`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Outcome {
-    pub(crate) allowed: bool,
+pub struct Outcome {
+    /// Whether the request is allowed.
+    pub allowed: bool,
+    /// The deciding rule ([`Decision::rule_index`]).
     pub rule_index: usize,
+    /// When denied, when the same request would pass, in µs.
     pub retry_after_us: Option<u64>,
+    /// The pacing delay of an allowed request, in µs.
     pub delay_us: u64,
-    /// Until every rule is clear.
+    /// Until every rule is clear, in µs.
     pub reset_after_us: u64,
-    /// (remaining, available after µs) per rule.
+    /// `(remaining, available after µs)` per rule.
     pub rules: Vec<(u64, u64)>,
 }
 
 impl Outcome {
-    pub(crate) fn of(d: &limiter_core::Decision) -> Self {
+    /// The numbers of `decision`.
+    pub fn of(decision: &Decision) -> Self {
+        let d = decision;
         Self {
             allowed: d.allowed(),
             rule_index: d.rule_index(),
@@ -35,21 +45,19 @@ impl Outcome {
     }
 }
 
-/// The model's parameters, taken from the policy's public description.
-#[derive(Debug, Clone)]
-pub(crate) enum Params {
-    SlidingLog(Vec<(u64, u64)>),
-    FixedWindow(u64, u64),
-    SlidingWindow(u64, u64),
-    /// amount, period µs, capacity, pacing
-    Bucket(u64, u64, u64, bool),
-    /// amount, period µs, burst
-    Gcra(u64, u64, u64),
-}
-
-/// One key's state in the model.
+/// One key's state in the reference model, and its decisions.
+///
+/// ```
+/// use limiter_core::conformance::{KeyModel, Params};
+///
+/// let params = Params::FixedWindow(2, 1_000_000);
+/// let mut key = KeyModel::default();
+/// assert!(key.check(&params, 5_000_000, 2).allowed);
+/// let denied = key.check(&params, 5_250_000, 1);
+/// assert_eq!(denied.retry_after_us, Some(750_000));
+/// ```
 #[derive(Debug, Clone, Default)]
-pub(crate) struct KeyModel {
+pub struct KeyModel {
     log: Vec<u64>,
     window: Option<(u64, u64)>,        // (start, count)
     counters: Option<(u64, u64, u64)>, // (start, previous, current)
@@ -85,7 +93,13 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
 }
 
 impl KeyModel {
-    pub(crate) fn check(&mut self, params: &Params, now: u64, cost: u64) -> Outcome {
+    /// Decides a request of `cost` at `now` (µs since the Unix epoch) under
+    /// `params`, and records it if allowed. Time only moves forward: `now`
+    /// is never earlier than the last check's. A key's parameters may
+    /// change between checks (a plan changed at run time) within one
+    /// algorithm: the state is read under the new ones as the policies
+    /// define.
+    pub fn check(&mut self, params: &Params, now: u64, cost: u64) -> Outcome {
         // The log keeps what the policy checked now can count: entries in
         // its longest window (a policy with a longer one sees no older ones).
         if let Params::SlidingLog(ref rules) = *params {
@@ -356,20 +370,4 @@ fn first_passing(passes: impl Fn(u64) -> bool, now: u64) -> u64 {
         }
     }
     high
-}
-
-/// The model's parameters for a policy built by the test.
-pub(crate) fn params_of(policy: &Policy, raw: &Params) -> Params {
-    // The test builds both from the same numbers; check they agree on the algorithm.
-    let matches = matches!(
-        (policy.algorithm(), raw),
-        (Algorithm::SlidingLog, Params::SlidingLog(_))
-            | (Algorithm::FixedWindow, Params::FixedWindow(..))
-            | (Algorithm::SlidingWindow, Params::SlidingWindow(..))
-            | (Algorithm::TokenBucket, Params::Bucket(_, _, _, false))
-            | (Algorithm::LeakyBucket, Params::Bucket(_, _, _, true))
-            | (Algorithm::Gcra, Params::Gcra(..))
-    );
-    assert!(matches, "{policy:?} vs {raw:?}");
-    raw.clone()
 }

@@ -1,0 +1,83 @@
+//! The checks, and what they share: key names, the algorithms a check
+//! runs, and the message of a failure.
+
+mod failure;
+mod own_time;
+mod permits;
+mod timed;
+mod traces;
+
+use std::fmt::{Debug, Display};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub use failure::failure;
+pub use own_time::{cancellation, concurrency};
+pub use permits::permits;
+pub use timed::{costs, expiry};
+pub use traces::traces;
+
+use super::{ALGORITHMS, Harness, Support};
+use crate::decision::Decision;
+use crate::error::Error;
+use crate::policy::Algorithm;
+
+/// Where the checks' times start (µs since the Unix epoch, mid-2025).
+const T0: u64 = 1_750_000_000_000_000;
+
+/// The keys of one run of one check: unique to the run, so a store shared
+/// by several runs needs no cleaning.
+#[derive(Debug)]
+struct Keys {
+    run: String,
+}
+
+impl Keys {
+    fn new(check: &str) -> Self {
+        static RUNS: AtomicU64 = AtomicU64::new(0);
+        let run = RUNS.fetch_add(1, Ordering::Relaxed);
+        Self {
+            run: format!("conformance:{}.{run}:{check}", std::process::id()),
+        }
+    }
+
+    /// The key `key` of case `case` of `algorithm`.
+    fn key(&self, algorithm: Algorithm, case: u64, key: usize) -> String {
+        format!("{}:{algorithm}:{case}:k{key}", self.run)
+    }
+}
+
+/// The algorithms `harness`'s store runs with a support in `wanted`.
+fn algorithms<H: Harness>(harness: &H, wanted: &[Support]) -> Vec<(Algorithm, Support)> {
+    ALGORITHMS
+        .iter()
+        .map(|&a| (a, harness.support(a)))
+        .filter(|(_, support)| wanted.contains(support))
+        .collect()
+}
+
+/// Fails check `check` for `algorithm` (or what else it checks) at `at`,
+/// showing what the store answered and what was expected.
+#[track_caller]
+fn fail(
+    check: &str,
+    algorithm: impl Display,
+    at: impl Display,
+    store: impl Debug,
+    expected: impl Debug,
+) -> ! {
+    panic!(
+        "conformance check `{check}` failed for {algorithm} at {at}:\n  \
+         the store answered {store:#?}\n  expected            {expected:#?}"
+    )
+}
+
+/// The decision of a check that must be decided, or a failure naming the error.
+#[track_caller]
+fn decided(
+    check: &str,
+    algorithm: impl Display,
+    at: impl Display,
+    answer: Result<Decision, Error>,
+) -> Decision {
+    answer.unwrap_or_else(|e| fail(check, algorithm, at, Err::<(), _>(e), "a decision"))
+}
