@@ -78,9 +78,9 @@ mod max_wait;
 mod plans;
 mod policy;
 mod rule;
-mod verdict;
 #[cfg(feature = "runtime")]
 mod store;
+mod verdict;
 #[cfg(feature = "runtime")]
 mod wait;
 
@@ -108,10 +108,10 @@ pub use max_wait::MaxWait;
 pub use plans::{Plan, Plans};
 pub use policy::{Algorithm, DEFAULT_DUPLICATE_WINDOW, Policy};
 pub use rule::{MAX_WINDOW, Rate, Rule};
-pub use verdict::{OnStoreError, Verdict};
 #[cfg(feature = "runtime")]
 pub use store::Store;
 #[cfg(feature = "runtime")]
 pub use store::memory::{DEFAULT_CAPACITY, MemoryStore};
+pub use verdict::{OnStoreError, Verdict};
 #[cfg(feature = "runtime")]
 pub use wait::{DEFAULT_MAX_WAITERS, Waitable, Waiters};

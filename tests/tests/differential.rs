@@ -10,8 +10,8 @@ mod params;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use limiter_core::conformance::{KeyModel, Outcome, Params};
 use limiter_core::MemoryStore;
+use limiter_core::conformance::{KeyModel, Outcome, Params};
 use limiter_redis::RedisStore;
 use limiter_tests::TestRedis;
 use params::{params, window};

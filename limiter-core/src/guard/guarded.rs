@@ -166,7 +166,10 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
             return Ok(Verdict::Cached(decision));
         }
         let breaker = self.breaker(key);
-        match self.call(&breaker, inner.store.check(key, policy, cost)).await {
+        match self
+            .call(&breaker, inner.store.check(key, policy, cost))
+            .await
+        {
             Called::Answered(decision) => {
                 let decision = decision?;
                 if let Some(cache) = inner.deny_cache.as_ref().filter(|_| !decision.allowed()) {
@@ -292,7 +295,10 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
     ) -> Result<Acquired, Error> {
         let inner = &*self.inner;
         let breaker = self.breaker(key);
-        match self.call(&breaker, inner.store.acquire_permit(key, limit)).await {
+        match self
+            .call(&breaker, inner.store.acquire_permit(key, limit))
+            .await
+        {
             Called::Answered(answer) => return answer,
             Called::Failed(error) => warn_failed(error.as_ref(), on_error),
         }

@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::clock::{Clock, ManualClock, SystemClock};
 use crate::decision::Decision;
 use crate::error::Error;
-use crate::verdict::{OnStoreError, Verdict};
 use crate::policy::Policy;
 use crate::store::Store;
+use crate::verdict::{OnStoreError, Verdict};
 
 use super::HotKey;
 use super::lease::Leases;

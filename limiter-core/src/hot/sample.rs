@@ -17,9 +17,9 @@ use tokio::sync::{Notify, oneshot};
 
 use crate::decision::Decision;
 use crate::error::Error;
-use crate::verdict::{OnStoreError, Verdict};
 use crate::policy::Policy;
 use crate::store::Store;
+use crate::verdict::{OnStoreError, Verdict};
 
 use super::engine::{HotKeys, MAX_TRACKED_KEYS, SweepGate};
 

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use crate::error::Error;
-use crate::verdict::{OnStoreError, Verdict};
 use crate::policy::Policy;
 use crate::store::Store;
+use crate::verdict::{OnStoreError, Verdict};
 
 use super::engine::HotKeys;
 

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use crate::concurrency::{Acquired, ConcurrencyLimit};
 use crate::decision::Decision;
 use crate::error::Error;
-use crate::verdict::{OnStoreError, Verdict};
 use crate::hot::{LeaseGrant, LeaseRequest};
 use crate::policy::Policy;
+use crate::verdict::{OnStoreError, Verdict};
 
 pub(crate) mod memory;
 

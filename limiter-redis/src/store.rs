@@ -1,0 +1,348 @@
+//! The store: its connections (a primary, found at a URL or through
+//! Sentinel, or a Cluster), its configuration, and the `Store` contract.
+
+use std::fmt;
+use std::sync::Arc;
+
+use redis::Client;
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+
+use crate::config::RedisConfig;
+use crate::link::Link;
+use crate::primary::{Locator, Primary};
+use crate::redis_error;
+use crate::sentinel::Sentinels;
+use crate::slots::SlotTable;
+use crate::{coalesce, scripts};
+
+use limiter_core::Decision;
+use limiter_core::Error;
+use limiter_core::Policy;
+use limiter_core::Store;
+use limiter_core::{Acquired, ConcurrencyLimit};
+
+/// The Redis store: exact and shared across every instance of a service.
+///
+/// One multiplexed connection carries all checks (clones share it); when it
+/// breaks, or leads to a node that is no longer the primary, the next call
+/// connects afresh. Every call keeps [`RedisConfig::response_timeout`], the
+/// connection included. Time is the Redis server's. Checks of one key that
+/// meet in flight are coalesced into one call, with the same decisions
+/// ([`RedisConfig::coalesce`]).
+///
+/// ```no_run
+/// use limiter_core::Limiter;
+/// use limiter_redis::RedisStore;
+///
+/// # async fn run() -> Result<(), limiter_core::Error> {
+/// // Connects now, and fails if Redis cannot be reached:
+/// let limiter = Limiter::new(RedisStore::connect("redis://127.0.0.1:6379/").await?);
+/// // Connects on first use, so a service starts while Redis is down:
+/// let limiter = Limiter::new(RedisStore::open("redis://127.0.0.1:6379/")?);
+/// // A Redis Cluster, from its seed nodes:
+/// let limiter = Limiter::new(RedisStore::open_cluster([
+///     "redis://10.0.0.1:6379/",
+///     "redis://10.0.0.2:6379/",
+/// ])?);
+/// // The primary that Redis Sentinel names for `mymaster`:
+/// let limiter = Limiter::new(RedisStore::open_sentinel(
+///     ["redis://10.0.0.1:26379/", "redis://10.0.0.2:26379/"],
+///     "mymaster",
+/// )?);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct RedisStore {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) backend: Backend,
+    pub(crate) config: RedisConfig,
+    /// The checks waiting for a call in flight (coalescing).
+    pub(crate) pending: coalesce::Pending,
+}
+
+pub(crate) enum Backend {
+    /// A standalone Redis, at a URL or behind Sentinel.
+    Primary(Box<Primary>),
+    Cluster(Box<Cluster>),
+}
+
+pub(crate) struct Cluster {
+    client: ClusterClient,
+    /// Made once: the cluster connection follows the cluster's changes itself.
+    pub(crate) link: Arc<Link<ClusterConnection>>,
+    /// Which node serves which slot: the failure domain of each key.
+    pub(crate) slots: Arc<SlotTable>,
+}
+
+impl RedisStore {
+    /// Connects to a standalone Redis at `url` with [`RedisConfig::default`].
+    pub async fn connect(url: &str) -> Result<Self, Error> {
+        Self::connect_with(url, RedisConfig::default()).await
+    }
+
+    /// Connects to a standalone Redis at `url`.
+    pub async fn connect_with(url: &str, config: RedisConfig) -> Result<Self, Error> {
+        Self::open_with(url, config)?.connected().await
+    }
+
+    /// A store for the standalone Redis at `url` that connects on first use
+    /// (and again on later uses while it cannot), so a service can start
+    /// while Redis is down. Fails only for a malformed URL.
+    pub fn open(url: &str) -> Result<Self, Error> {
+        Self::open_with(url, RedisConfig::default())
+    }
+
+    /// [`open`](Self::open) with a configuration.
+    pub fn open_with(url: &str, config: RedisConfig) -> Result<Self, Error> {
+        let primary = Primary::new(Locator::Url(Client::open(url).map_err(redis_error)?));
+        Ok(Self::from_backend(
+            Backend::Primary(Box::new(primary)),
+            config,
+        ))
+    }
+
+    /// Connects to the primary that the Redis Sentinels at `sentinels` (URLs)
+    /// name for `service` (the name in `sentinel monitor <name> ...`).
+    pub async fn connect_sentinel<'a>(
+        sentinels: impl IntoIterator<Item = &'a str>,
+        service: &str,
+        config: RedisConfig,
+    ) -> Result<Self, Error> {
+        Self::open_sentinel_with(sentinels, service, config)?
+            .connected()
+            .await
+    }
+
+    /// A store for the primary that the Redis Sentinels at `sentinels` (URLs)
+    /// name for `service`, connecting on first use like [`open`](Self::open).
+    ///
+    /// The primary is asked of the Sentinels on every connection, and the
+    /// store follows their announcements: after a failover it leaves the old
+    /// primary as soon as a Sentinel announces the new one, and a node that
+    /// answers as a replica (`READONLY`) is left at once.
+    pub fn open_sentinel<'a>(
+        sentinels: impl IntoIterator<Item = &'a str>,
+        service: &str,
+    ) -> Result<Self, Error> {
+        Self::open_sentinel_with(sentinels, service, RedisConfig::default())
+    }
+
+    /// [`open_sentinel`](Self::open_sentinel) with a configuration.
+    pub fn open_sentinel_with<'a>(
+        sentinels: impl IntoIterator<Item = &'a str>,
+        service: &str,
+        config: RedisConfig,
+    ) -> Result<Self, Error> {
+        let sentinels = Sentinels::new(sentinels, service).map_err(redis_error)?;
+        let primary = Primary::new(Locator::Sentinel(Arc::new(sentinels)));
+        Ok(Self::from_backend(
+            Backend::Primary(Box::new(primary)),
+            config,
+        ))
+    }
+
+    /// Connects to a Redis Cluster through any of its nodes (`seeds`, URLs).
+    pub async fn connect_cluster<'a>(
+        seeds: impl IntoIterator<Item = &'a str>,
+        config: RedisConfig,
+    ) -> Result<Self, Error> {
+        Self::open_cluster_with(seeds, config)?.connected().await
+    }
+
+    /// A store for the Redis Cluster reachable through `seeds` (URLs) that
+    /// connects on first use, like [`open`](Self::open).
+    pub fn open_cluster<'a>(seeds: impl IntoIterator<Item = &'a str>) -> Result<Self, Error> {
+        Self::open_cluster_with(seeds, RedisConfig::default())
+    }
+
+    /// [`open_cluster`](Self::open_cluster) with a configuration.
+    pub fn open_cluster_with<'a>(
+        seeds: impl IntoIterator<Item = &'a str>,
+        config: RedisConfig,
+    ) -> Result<Self, Error> {
+        let client = ClusterClient::builder(seeds.into_iter().collect::<Vec<_>>())
+            // The client's own retries would resend after I/O errors; the
+            // store retries only what provably did not run (see cluster.rs).
+            .retries(0)
+            .response_timeout(config.response_timeout)
+            .connection_timeout(config.connection_timeout)
+            .build()
+            .map_err(redis_error)?;
+        let cluster = Cluster {
+            client,
+            link: Link::new(),
+            slots: SlotTable::new(),
+        };
+        Ok(Self::from_backend(
+            Backend::Cluster(Box::new(cluster)),
+            config,
+        ))
+    }
+
+    fn from_backend(backend: Backend, config: RedisConfig) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                backend,
+                config,
+                pending: coalesce::Pending::default(),
+            }),
+        }
+    }
+
+    async fn connected(self) -> Result<Self, Error> {
+        match &self.inner.backend {
+            Backend::Primary(primary) => primary.connect(&self.inner.config).await?,
+            Backend::Cluster(cluster) => drop(self.cluster(cluster).await?),
+        }
+        Ok(self)
+    }
+
+    /// Whether this store talks to a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.inner.backend, Backend::Cluster(_))
+    }
+
+    /// Whether this store finds its Redis through Sentinel.
+    pub fn is_sentinel(&self) -> bool {
+        matches!(&self.inner.backend, Backend::Primary(primary) if primary.is_sentinel())
+    }
+
+    pub(crate) async fn cluster(&self, cluster: &Cluster) -> Result<ClusterConnection, Error> {
+        let client = cluster.client.clone();
+        let connect = || async move { client.get_async_connection().await };
+        let (connection, _) = cluster
+            .link
+            .get(connect, self.inner.config.connection_timeout)
+            .await?;
+        if !cluster.slots.is_known() {
+            cluster
+                .slots
+                .refresh(&connection, self.inner.config.connection_timeout);
+        }
+        Ok(connection)
+    }
+
+    /// Checks a request at `now` (microseconds since the Unix epoch) given by
+    /// the caller instead of the Redis server's clock. For tests that compare
+    /// the stores on the same timestamps only: in production instances with
+    /// skewed clocks would disagree.
+    #[cfg(feature = "test-util")]
+    pub async fn check_at(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        now: u64,
+    ) -> Result<Decision, Error> {
+        self.run(key, policy, cost, Some(now)).await
+    }
+
+    /// Takes a permit at `now` (microseconds since the Unix epoch) given by
+    /// the caller instead of the Redis server's clock, and does not renew
+    /// it. For tests that check when leases end, only.
+    #[cfg(feature = "test-util")]
+    pub async fn acquire_permit_at(
+        &self,
+        key: &str,
+        limit: &ConcurrencyLimit,
+        now: u64,
+    ) -> Result<Acquired, Error> {
+        self.acquire_permit_at_time(key, limit, Some(now)).await
+    }
+
+    /// Decides the requests of `costs` (one each, in this order) at `now`
+    /// in one call of the batch script, as coalesced checks are: for tests
+    /// that compare a batch with as many checks one after another.
+    #[cfg(feature = "test-util")]
+    pub async fn check_batch_at(
+        &self,
+        key: &str,
+        policy: &Policy,
+        costs: &[u64],
+        now: u64,
+    ) -> Result<Vec<Decision>, Error> {
+        for &cost in costs {
+            policy.validate_cost(cost)?;
+        }
+        self.decide_batch(key, policy, costs, Some(now)).await
+    }
+
+    /// The Lua source of the script that runs `algorithm`, for benchmarks
+    /// that compare the store with a bare EVALSHA of the same script.
+    #[cfg(feature = "test-util")]
+    pub fn script_source(algorithm: limiter_core::Algorithm) -> &'static str {
+        scripts::lua(algorithm).source()
+    }
+}
+
+impl Store for RedisStore {
+    async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        self.run(key, policy, cost, None).await
+    }
+
+    /// A lease in a sorted set of the key (`concurrency.lua`), renewed by a
+    /// task every third of the lease while the permit is held, given back
+    /// in a task when it is dropped. A call cancelled or failed before its
+    /// answer gives back the permit it may have taken.
+    async fn acquire_permit(&self, key: &str, limit: &ConcurrencyLimit) -> Result<Acquired, Error> {
+        self.acquire_permit_at_time(key, limit, None).await
+    }
+
+    /// One call of `lease.lua`, on the state of the sliding log or the
+    /// fixed window script: the leased entries of a sliding log are
+    /// scored at the lease's end.
+    async fn lease(
+        &self,
+        key: &str,
+        policy: &Policy,
+        request: &limiter_core::hot::LeaseRequest,
+    ) -> Result<limiter_core::hot::LeaseGrant, Error> {
+        self.take_lease(key, policy, request).await
+    }
+
+    async fn end_lease(
+        &self,
+        key: &str,
+        policy: &Policy,
+        grant: &limiter_core::hot::LeaseGrant,
+        unused: u64,
+    ) -> Result<u64, Error> {
+        self.give_back(key, policy, grant, unused).await
+    }
+
+    /// On a Redis Cluster, the node serving `key`'s slot (as last read from
+    /// `CLUSTER SLOTS`); 0 for a standalone Redis, which fails as a whole.
+    fn failure_domain(&self, key: &str) -> u64 {
+        match &self.inner.backend {
+            Backend::Cluster(cluster) => cluster.slots.domain(key),
+            Backend::Primary(_) => 0,
+        }
+    }
+
+    /// The node's `host:port`.
+    fn failure_domain_name(&self, domain: u64) -> String {
+        match &self.inner.backend {
+            Backend::Cluster(cluster) => cluster.slots.name(domain),
+            Backend::Primary(_) => None,
+        }
+        .unwrap_or_else(|| domain.to_string())
+    }
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let deployment = match &self.inner.backend {
+            Backend::Primary(primary) if primary.is_sentinel() => "sentinel",
+            Backend::Primary(_) => "standalone",
+            Backend::Cluster(_) => "cluster",
+        };
+        f.debug_struct("RedisStore")
+            .field("deployment", &deployment)
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
