@@ -32,6 +32,16 @@ pub enum Algorithm {
 }
 
 impl Algorithm {
+    /// Every algorithm, in the order of this enum.
+    pub const ALL: [Self; 6] = [
+        Self::SlidingLog,
+        Self::FixedWindow,
+        Self::SlidingWindow,
+        Self::TokenBucket,
+        Self::LeakyBucket,
+        Self::Gcra,
+    ];
+
     /// The snake_case name used in logs, metrics and the macro.
     pub const fn name(self) -> &'static str {
         match self {

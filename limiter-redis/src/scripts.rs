@@ -220,14 +220,7 @@ mod tests {
 
     #[test]
     fn every_script_starts_with_a_shebang_without_flags() {
-        for algorithm in [
-            Algorithm::SlidingLog,
-            Algorithm::FixedWindow,
-            Algorithm::SlidingWindow,
-            Algorithm::TokenBucket,
-            Algorithm::LeakyBucket,
-            Algorithm::Gcra,
-        ] {
+        for algorithm in Algorithm::ALL {
             let first_line = lua(algorithm).source().lines().next();
             assert_eq!(first_line, Some("#!lua"), "{algorithm:?}");
         }

@@ -32,14 +32,7 @@ fn policy(algorithm: Algorithm, limit: u64) -> Policy {
     }
 }
 
-const ALGORITHMS: [Algorithm; 6] = [
-    Algorithm::SlidingLog,
-    Algorithm::FixedWindow,
-    Algorithm::SlidingWindow,
-    Algorithm::TokenBucket,
-    Algorithm::LeakyBucket,
-    Algorithm::Gcra,
-];
+const ALGORITHMS: [Algorithm; 6] = Algorithm::ALL;
 
 fn plans(algorithm: Algorithm) -> Plans {
     Plans::new([

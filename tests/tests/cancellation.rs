@@ -2,11 +2,9 @@
 //! above the limiter): whatever state a check set is undone, so nothing
 //! stays stuck and no limit is passed.
 
-use std::future::Future;
-use std::pin::pin;
-use std::task::Poll;
 use std::time::{Duration, Instant};
 
+use limiter_core::conformance::poll_then_drop;
 use limiter_core::{
     BreakerState, GuardConfig, Guarded, OnStoreError, Policy, Rule, Store, Verdict,
 };
@@ -31,20 +29,6 @@ fn guarded(url: &str) -> Guarded<RedisStore> {
 
 fn limit(n: u64) -> Policy {
     Policy::sliding_log([Rule::new(n, Duration::from_secs(60)).unwrap()]).unwrap()
-}
-
-/// Polls `future` at most `polls` times, yielding to the runtime between
-/// polls so its I/O makes progress; drops it if it has not finished.
-async fn poll_then_drop<F: Future>(future: F, polls: usize) -> Option<F::Output> {
-    let mut future = pin!(future);
-    for _ in 0..polls {
-        let poll = std::future::poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))).await;
-        if let Poll::Ready(output) = poll {
-            return Some(output);
-        }
-        tokio::time::sleep(Duration::from_micros(200)).await;
-    }
-    None
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

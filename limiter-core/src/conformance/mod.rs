@@ -83,7 +83,9 @@ mod traces;
 
 use std::future::Future;
 
-pub use checks::{cancellation, concurrency, costs, expiry, failure, permits, traces};
+pub use checks::{
+    cancellation, concurrency, costs, expiry, failure, permits, poll_then_drop, traces,
+};
 pub use model::{KeyModel, Outcome};
 pub use params::Params;
 
@@ -93,14 +95,7 @@ use crate::policy::{Algorithm, Policy};
 use crate::store::Store;
 
 /// Every algorithm, in the order the checks run them.
-pub const ALGORITHMS: [Algorithm; 6] = [
-    Algorithm::SlidingLog,
-    Algorithm::FixedWindow,
-    Algorithm::SlidingWindow,
-    Algorithm::TokenBucket,
-    Algorithm::LeakyBucket,
-    Algorithm::Gcra,
-];
+pub const ALGORITHMS: [Algorithm; 6] = Algorithm::ALL;
 
 /// How a store runs an algorithm, which decides the checks it takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

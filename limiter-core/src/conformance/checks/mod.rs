@@ -11,7 +11,7 @@ use std::fmt::{Debug, Display};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use failure::failure;
-pub use own_time::{cancellation, concurrency};
+pub use own_time::{cancellation, concurrency, poll_then_drop};
 pub use permits::permits;
 pub use timed::{costs, expiry};
 pub use traces::traces;

@@ -163,9 +163,11 @@ async fn answer(check: impl Future<Output = Result<Decision, Error>>) -> Result<
         .unwrap_or(Err(Error::Timeout(ANSWER_WITHIN)))
 }
 
-/// Polls `future` at most `polls` times, sleeping between polls so its I/O
-/// makes progress; drops it if it has not finished.
-pub(super) async fn poll_then_drop<F: Future>(future: F, polls: u64) -> Option<F::Output> {
+/// Polls `future` at most `polls` times, sleeping 200 µs between polls so
+/// its I/O makes progress; drops it if it has not finished (`None`). What
+/// the [`cancellation`] check drops checks with, for tests of other futures
+/// that must be dropped at every await point.
+pub async fn poll_then_drop<F: Future>(future: F, polls: u64) -> Option<F::Output> {
     let mut future = pin!(future);
     for _ in 0..polls {
         let poll = std::future::poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))).await;
