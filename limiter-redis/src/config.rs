@@ -3,6 +3,9 @@
 
 use std::time::Duration;
 
+/// How long making a connection to Redis may take unless configured.
+pub const DEFAULT_CONNECTION_TIMEOUT: Duration = Duration::from_millis(500);
+
 /// How the Redis store connects and how long it waits.
 #[derive(Debug, Clone)]
 pub struct RedisConfig {
@@ -15,7 +18,7 @@ impl Default for RedisConfig {
     fn default() -> Self {
         Self {
             response_timeout: limiter_core::DEFAULT_DEADLINE,
-            connection_timeout: Duration::from_millis(500),
+            connection_timeout: DEFAULT_CONNECTION_TIMEOUT,
             coalesce: true,
         }
     }

@@ -55,7 +55,7 @@ pub mod connection {
     pub use crate::multiplexed::Multiplexed;
 }
 
-pub use config::RedisConfig;
+pub use config::{DEFAULT_CONNECTION_TIMEOUT, RedisConfig};
 use store::Backend;
 pub use store::RedisStore;
 

@@ -8,13 +8,13 @@ use redis::Client;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 
+use crate::coalesce;
 use crate::config::RedisConfig;
 use crate::link::Link;
 use crate::primary::{Locator, Primary};
 use crate::redis_error;
 use crate::sentinel::Sentinels;
 use crate::slots::SlotTable;
-use crate::{coalesce, scripts};
 
 use limiter_core::Decision;
 use limiter_core::Error;
@@ -275,7 +275,7 @@ impl RedisStore {
     /// that compare the store with a bare EVALSHA of the same script.
     #[cfg(feature = "test-util")]
     pub fn script_source(algorithm: limiter_core::Algorithm) -> &'static str {
-        scripts::lua(algorithm).source()
+        crate::scripts::lua(algorithm).source()
     }
 }
 

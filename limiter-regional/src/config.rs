@@ -60,7 +60,7 @@ impl Default for RegionalConfig {
             step: TierSize::Percent(5),
             local_deadline: DEFAULT_DEADLINE,
             peer_deadline: Duration::from_millis(300),
-            connection_timeout: Duration::from_millis(500),
+            connection_timeout: limiter_redis::DEFAULT_CONNECTION_TIMEOUT,
             peer_breaker: BreakerConfig::default(),
             sync_concurrency: 32,
             max_pending_syncs: 10_000,

@@ -1,7 +1,6 @@
 //! Where the state lives: the [`Store`] trait and its implementations.
 
 use std::future::Future;
-use std::sync::Arc;
 
 use crate::concurrency::{Acquired, ConcurrencyLimit};
 use crate::decision::Decision;
@@ -161,87 +160,5 @@ pub trait Store: Send + Sync + 'static {
     ) -> impl Future<Output = Result<u64, Error>> + Send {
         let _ = (key, policy, grant, unused);
         async { Ok(0) }
-    }
-}
-
-impl<S: Store> Store for Arc<S> {
-    fn check(
-        &self,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-    ) -> impl Future<Output = Result<Decision, Error>> + Send {
-        (**self).check(key, policy, cost)
-    }
-
-    fn try_check_now(
-        &self,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-    ) -> Option<Result<Decision, Error>> {
-        (**self).try_check_now(key, policy, cost)
-    }
-
-    fn is_remote(&self) -> bool {
-        (**self).is_remote()
-    }
-
-    fn failure_domain(&self, key: &str) -> u64 {
-        (**self).failure_domain(key)
-    }
-
-    fn failure_domain_name(&self, domain: u64) -> String {
-        (**self).failure_domain_name(domain)
-    }
-
-    fn is_guarded(&self) -> bool {
-        (**self).is_guarded()
-    }
-
-    fn check_verdict(
-        &self,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        on_error: Option<OnStoreError>,
-    ) -> impl Future<Output = Result<Verdict, Error>> + Send {
-        (**self).check_verdict(key, policy, cost, on_error)
-    }
-
-    fn acquire_permit(
-        &self,
-        key: &str,
-        limit: &ConcurrencyLimit,
-    ) -> impl Future<Output = Result<Acquired, Error>> + Send {
-        (**self).acquire_permit(key, limit)
-    }
-
-    fn acquire_permit_on_error(
-        &self,
-        key: &str,
-        limit: &ConcurrencyLimit,
-        on_error: Option<OnStoreError>,
-    ) -> impl Future<Output = Result<Acquired, Error>> + Send {
-        (**self).acquire_permit_on_error(key, limit, on_error)
-    }
-
-    fn lease(
-        &self,
-        key: &str,
-        policy: &Policy,
-        request: &LeaseRequest,
-    ) -> impl Future<Output = Result<LeaseGrant, Error>> + Send {
-        (**self).lease(key, policy, request)
-    }
-
-    fn end_lease(
-        &self,
-        key: &str,
-        policy: &Policy,
-        grant: &LeaseGrant,
-        unused: u64,
-    ) -> impl Future<Output = Result<u64, Error>> + Send {
-        (**self).end_lease(key, policy, grant, unused)
     }
 }
