@@ -109,9 +109,9 @@ pub use plans::{Plan, Plans};
 pub use policy::{Algorithm, DEFAULT_DUPLICATE_WINDOW, Policy};
 pub use rule::{MAX_WINDOW, Rate, Rule};
 #[cfg(feature = "runtime")]
-pub use store::Store;
-#[cfg(feature = "runtime")]
 pub use store::memory::{DEFAULT_CAPACITY, MemoryStore};
+#[cfg(feature = "runtime")]
+pub use store::{Capabilities, FailureDomains, Leases, Permits, Store, ask};
 pub use verdict::{OnStoreError, Verdict};
 #[cfg(feature = "runtime")]
 pub use wait::{DEFAULT_MAX_WAITERS, Waitable, Waiters};

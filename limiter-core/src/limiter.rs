@@ -10,7 +10,7 @@ use crate::hot::HotKeys;
 use crate::key::push_identity;
 use crate::policy::Policy;
 use crate::rule::Rule;
-use crate::store::Store;
+use crate::store::{Permits, Store};
 use crate::wait::Waiters;
 
 /// The key prefix unless another is set: keys look like `rate_limit:{user}:{action}`.
@@ -165,7 +165,10 @@ impl<S: Store> Limiter<S> {
         &self,
         key: &str,
         limit: &ConcurrencyLimit,
-    ) -> Result<Acquired, Error> {
+    ) -> Result<Acquired, Error>
+    where
+        S: Permits,
+    {
         let mut full = self.key_with_prefix();
         full.push_str(key);
         self.store.acquire_permit(&full, limit).await

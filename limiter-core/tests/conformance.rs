@@ -26,10 +26,6 @@ impl Harness for Memory {
     ) -> Result<Decision, Error> {
         store.check_at(key, policy, cost, now_us)
     }
-
-    fn permits(&self) -> bool {
-        true
-    }
 }
 
 #[tokio::test]

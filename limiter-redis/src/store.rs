@@ -16,11 +16,10 @@ use crate::redis_error;
 use crate::sentinel::Sentinels;
 use crate::slots::SlotTable;
 
-use limiter_core::Decision;
-use limiter_core::Error;
-use limiter_core::Policy;
-use limiter_core::Store;
-use limiter_core::{Acquired, ConcurrencyLimit};
+use limiter_core::{
+    Acquired, Capabilities, ConcurrencyLimit, Decision, Error, FailureDomains, Leases, Permits,
+    Policy, Store,
+};
 
 /// The Redis store: exact and shared across every instance of a service.
 ///
@@ -280,10 +279,17 @@ impl RedisStore {
 }
 
 impl Store for RedisStore {
+    /// Across a network, a Cluster's nodes failing one by one; permits and
+    /// leases kept in Redis.
+    const CAPABILITIES: Capabilities<Self> =
+        Capabilities::REMOTE.failure_domains().permits().leases();
+
     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.run(key, policy, cost, None).await
     }
+}
 
+impl Permits for RedisStore {
     /// A lease in a sorted set of the key (`concurrency.lua`), renewed by a
     /// task every third of the lease while the permit is held, given back
     /// in a task when it is dropped. A call cancelled or failed before its
@@ -291,7 +297,9 @@ impl Store for RedisStore {
     async fn acquire_permit(&self, key: &str, limit: &ConcurrencyLimit) -> Result<Acquired, Error> {
         self.acquire_permit_at_time(key, limit, None).await
     }
+}
 
+impl Leases for RedisStore {
     /// One call of `lease.lua`, on the state of the sliding log or the
     /// fixed window script: the leased entries of a sliding log are
     /// scored at the lease's end.
@@ -313,7 +321,9 @@ impl Store for RedisStore {
     ) -> Result<u64, Error> {
         self.give_back(key, policy, grant, unused).await
     }
+}
 
+impl FailureDomains for RedisStore {
     /// On a Redis Cluster, the node serving `key`'s slot (as last read from
     /// `CLUSTER SLOTS`); 0 for a standalone Redis, which fails as a whole.
     fn failure_domain(&self, key: &str) -> u64 {

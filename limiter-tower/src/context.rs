@@ -7,7 +7,7 @@ use std::sync::Arc;
 use http::StatusCode;
 use limiter_core::{
     Acquired, ConcurrencyLimit, Decision, Error, GuardConfig, Guarded, HotKeys, OnStoreError,
-    Policy, Store, Verdict, Waiters,
+    Policy, Store, Verdict, Waiters, ask,
 };
 
 use crate::business::LayerBusiness;
@@ -35,7 +35,7 @@ pub(crate) trait DynStore: Send + Sync + 'static {
         on_error: Option<OnStoreError>,
     ) -> BoxFuture<Result<Verdict, Error>>;
 
-    /// Takes a permit of `limit` on `key` (see [`Store::acquire_permit`]);
+    /// Takes a permit of `limit` on `key` (see [`limiter_core::Permits`]);
     /// a guarded store decides by `on_error` when it fails.
     fn acquire_permit_owned(
         self: Arc<Self>,
@@ -84,9 +84,12 @@ impl<S: Store> DynStore for HotStore<S> {
         on_error: Option<OnStoreError>,
     ) -> BoxFuture<Result<Acquired, Error>> {
         Box::pin(async move {
-            self.store
-                .acquire_permit_on_error(&key, &limit, on_error)
-                .await
+            // The store's type is not named here: a store that keeps no
+            // permits says so (see `misconfigured`).
+            match ask::permit(&*self.store, &key, &limit, on_error) {
+                Some(permit) => permit.await,
+                None => Err(Error::Unsupported("concurrency limits")),
+            }
         })
     }
 }
@@ -102,7 +105,7 @@ pub(crate) fn store_builder<S: Store + Clone>(store: S) -> StoreBuilder {
     let hot = HotKeys::new();
     Arc::new(move |config| -> Arc<dyn DynStore> {
         let hot = hot.clone();
-        if store.is_remote() && !store.is_guarded() {
+        if S::CAPABILITIES.is_remote() && !S::CAPABILITIES.is_guarded() {
             let store = Arc::new(Guarded::new(store.clone(), config));
             Arc::new(HotStore { store, hot })
         } else {

@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use limiter_core::{Acquired, ConcurrencyLimit, MemoryStore, Store};
+use limiter_core::{Acquired, ConcurrencyLimit, MemoryStore, Permits};
 use limiter_redis::RedisStore;
 use limiter_tests::{RedisServer, TestRedis, redis};
 use redis::AsyncCommands;
@@ -21,7 +21,7 @@ fn limit(max: u64, lease: Duration) -> ConcurrencyLimit {
 
 /// Takes `tries` permits of `key` at once over `stores`; answers how many
 /// were granted, and the permits (held until dropped).
-async fn acquire_at_once<S: Store + Clone>(
+async fn acquire_at_once<S: Permits + Clone>(
     stores: &[S],
     key: &str,
     limit: ConcurrencyLimit,

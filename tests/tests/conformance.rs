@@ -74,10 +74,6 @@ impl Harness for Redis {
         };
         Some(store.expect("a valid URL"))
     }
-
-    fn permits(&self) -> bool {
-        true
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

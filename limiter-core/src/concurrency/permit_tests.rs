@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use super::*;
 use crate::{
-    Acquired, Error, GuardConfig, Guarded, ManualClock, MemoryStore, OnStoreError, Policy, Store,
+    Acquired, Capabilities, Error, GuardConfig, Guarded, ManualClock, MemoryStore, OnStoreError,
+    Permits, Policy, Store, ask,
 };
 
 fn two() -> ConcurrencyLimit {
@@ -43,10 +44,14 @@ async fn at_most_max_permits_are_held_and_a_dropped_one_is_given_back() {
 struct Down;
 
 impl Store for Down {
+    const CAPABILITIES: Capabilities<Self> = Capabilities::REMOTE.permits();
+
     async fn check(&self, _: &str, _: &Policy, _: u64) -> Result<crate::Decision, Error> {
         Err(Error::Protocol("down".into()))
     }
+}
 
+impl Permits for Down {
     async fn acquire_permit(&self, _: &str, _: &ConcurrencyLimit) -> Result<Acquired, Error> {
         Err(Error::Protocol("down".into()))
     }
@@ -92,6 +97,8 @@ async fn a_failed_store_decides_permits_by_the_failure_policy() {
     assert!(matches!(closed, Err(Error::Unavailable(_))));
 }
 
+/// Where the store's type is named, a store without permits is a compile
+/// error; where it is not (the HTTP layer), asking says there are none.
 #[tokio::test]
 async fn a_store_without_permits_says_so() {
     #[derive(Debug)]
@@ -101,13 +108,10 @@ async fn a_store_without_permits_says_so() {
             Ok(crate::Decision::unchecked(p))
         }
     }
-    let refused = RatesOnly.acquire_permit("k", &two()).await;
-    assert!(matches!(
-        refused,
-        Err(Error::Unsupported("concurrency limits"))
-    ));
+    assert!(!RatesOnly::CAPABILITIES.has_permits());
+    assert!(ask::permit(&RatesOnly, "k", &two(), None).is_none());
     let guarded = Guarded::new(RatesOnly, GuardConfig::default());
-    let refused = guarded.acquire_permit("k", &two()).await;
-    assert!(matches!(refused, Err(Error::Unsupported(_))));
+    assert!(!Guarded::<RatesOnly>::CAPABILITIES.has_permits());
+    assert!(ask::permit(&guarded, "k", &two(), None).is_none());
     assert_eq!(guarded.breaker_state(), crate::BreakerState::Closed);
 }

@@ -16,7 +16,7 @@
 //! | [`costs`] | costs consume as the model says; a cost no policy can pass, or of zero, is [`Error::Config`], and so is an algorithm the store refuses |
 //! | [`cancellation`] | a check dropped after 0, 1, 2, … polls leaves the store answering and never lets the key pass more than its limit |
 //! | [`failure`] | a store whose backend does not answer answers a store error within 2 s (a bad cost still [`Error::Config`]) |
-//! | [`permits`] | when the store keeps [concurrency permits](Store::acquire_permit): at most the maximum held, racing or not; a dropped permit given back |
+//! | [`permits`] | when the store keeps [concurrency permits](crate::Permits) ([`Capabilities::has_permits`](crate::Capabilities::has_permits)): at most the maximum held, racing or not; a dropped permit given back |
 //!
 //! A check that fails panics with a message naming the check, the
 //! algorithm, the case and step, and both answers. The cases are
@@ -51,10 +51,6 @@
 //!         now_us: u64,
 //!     ) -> Result<Decision, Error> {
 //!         store.check_at(key, policy, cost, now_us)
-//!     }
-//!
-//!     fn permits(&self) -> bool {
-//!         true
 //!     }
 //! }
 //!
@@ -152,13 +148,6 @@ pub trait Harness: Send + Sync {
     fn support(&self, algorithm: Algorithm) -> Support {
         let _ = algorithm;
         Support::Exact
-    }
-
-    /// Whether the store keeps concurrency permits
-    /// ([`Store::acquire_permit`]), so the [`permits`] check runs (the
-    /// default: `false`, skipped).
-    fn permits(&self) -> bool {
-        false
     }
 }
 

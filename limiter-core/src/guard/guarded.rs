@@ -10,9 +10,11 @@ use crate::clock::{Clock, SystemClock};
 use crate::concurrency::{Acquired, ConcurrencyLimit, Permit};
 use crate::decision::Decision;
 use crate::error::Error;
+use crate::hot::{LeaseGrant, LeaseRequest};
 use crate::policy::Policy;
-use crate::store::Store;
+use crate::store::capabilities::{LeaseOp, PermitOp, permit_of};
 use crate::store::memory::MemoryStore;
+use crate::store::{Boxed, Capabilities, GuardOps, Permits, Store};
 use crate::verdict::{OnStoreError, Verdict};
 
 /// How long one store call may take unless configured: tens of
@@ -49,7 +51,7 @@ impl Default for GuardConfig {
 /// A store guarded against failure: every call has a deadline; after
 /// consecutive failures a circuit breaker stops calling the store and lets one
 /// probe through per interval; meanwhile the failure policy decides. Each
-/// part of the store that fails on its own ([`Store::failure_domain`]: a node
+/// part of the store that fails on its own ([`FailureDomains`](crate::FailureDomains): a node
 /// of a Redis Cluster) has a breaker of its own, so a dead node costs only
 /// the keys it serves. Denials
 /// are remembered locally until they end, so a flood from a denied client
@@ -129,7 +131,8 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
     }
 
     /// The state of the circuit breaker that guards `key`: the breaker of
-    /// the part of the store serving it ([`Store::failure_domain`]), such as
+    /// the part of the store serving it
+    /// ([`FailureDomains`](crate::FailureDomains)), such as
     /// a node of a Redis Cluster.
     pub fn breaker_state_of(&self, key: &str) -> BreakerState {
         self.breaker(key).state()
@@ -137,10 +140,10 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
 
     fn breaker(&self, key: &str) -> super::domains::BreakerRef<'_, C> {
         let store = &self.inner.store;
-        let domain = store.failure_domain(key);
-        self.inner
-            .breakers
-            .get(domain, || store.failure_domain_name(domain))
+        let domain = S::CAPABILITIES.failure_domain(store, key);
+        self.inner.breakers.get(domain, || {
+            S::CAPABILITIES.failure_domain_name(store, domain)
+        })
     }
 
     /// Checks like [`Store::check`], deciding by `on_error` if the store fails.
@@ -281,7 +284,7 @@ fn denied_by_rule_of(denial: &Decision, policy: &Policy) -> bool {
 }
 
 impl<S: Store, C: Clock + Clone> Guarded<S, C> {
-    /// Takes a permit like [`Store::acquire_permit`], deciding by
+    /// Takes a permit like [`Permits::acquire_permit`], deciding by
     /// `on_error` if the store fails: the fallback takes a permit of the
     /// local memory store, its limit divided by the number of instances;
     /// failing open answers a permit that holds nothing; failing closed
@@ -292,13 +295,26 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
         key: &str,
         limit: &ConcurrencyLimit,
         on_error: OnStoreError,
+    ) -> Result<Acquired, Error>
+    where
+        S: Permits,
+    {
+        self.acquire_permit_by(permit_of::<S>, key, limit, on_error)
+            .await
+    }
+
+    /// [`acquire_permit_with`](Self::acquire_permit_with), taking the
+    /// permit from the store by `permit`.
+    async fn acquire_permit_by(
+        &self,
+        permit: PermitOp<S>,
+        key: &str,
+        limit: &ConcurrencyLimit,
+        on_error: OnStoreError,
     ) -> Result<Acquired, Error> {
         let inner = &*self.inner;
         let breaker = self.breaker(key);
-        match self
-            .call(&breaker, inner.store.acquire_permit(key, limit))
-            .await
-        {
+        match self.call(&breaker, permit(&inner.store, key, limit)).await {
             Called::Answered(answer) => return answer,
             Called::Failed(error) => warn_failed(error.as_ref(), on_error),
         }
@@ -317,6 +333,28 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
 }
 
 impl<S: Store, C: Clock + Clone> Store for Guarded<S, C> {
+    /// Across a network as the guarded store is, guarding itself, and
+    /// keeping permits and leasing quota when the guarded store does.
+    const CAPABILITIES: Capabilities<Self> = Capabilities::REMOTE
+        .guarded_by(GuardOps {
+            check: check_verdict::<S, C>,
+            permit: if S::CAPABILITIES.has_permits() {
+                Some(permit_verdict::<S, C>)
+            } else {
+                None
+            },
+        })
+        .with_permit_op(if S::CAPABILITIES.has_permits() {
+            Some(permit::<S, C>)
+        } else {
+            None
+        })
+        .with_lease_ops(if S::CAPABILITIES.has_leases() {
+            Some((lease::<S, C>, end_lease::<S, C>))
+        } else {
+            None
+        });
+
     /// Checks with the configured failure policy. Failing open answers an
     /// allowed decision with every rule's whole quota remaining; failing
     /// closed answers [`Error::Unavailable`].
@@ -330,30 +368,10 @@ impl<S: Store, C: Clock + Clone> Store for Guarded<S, C> {
             Verdict::FailedClosed { retry_after } => Err(Error::Unavailable(retry_after)),
         }
     }
+}
 
-    fn failure_domain(&self, key: &str) -> u64 {
-        self.inner.store.failure_domain(key)
-    }
-
-    fn failure_domain_name(&self, domain: u64) -> String {
-        self.inner.store.failure_domain_name(domain)
-    }
-
-    fn is_guarded(&self) -> bool {
-        true
-    }
-
-    fn check_verdict(
-        &self,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        on_error: Option<OnStoreError>,
-    ) -> impl Future<Output = Result<Verdict, Error>> + Send {
-        let on_error = on_error.unwrap_or(self.inner.config.on_store_error);
-        self.check_with(key, policy, cost, on_error)
-    }
-
+impl<S: Permits, C: Clock + Clone> Permits for Guarded<S, C> {
+    /// Takes a permit with the configured failure policy.
     fn acquire_permit(
         &self,
         key: &str,
@@ -361,30 +379,24 @@ impl<S: Store, C: Clock + Clone> Store for Guarded<S, C> {
     ) -> impl Future<Output = Result<Acquired, Error>> + Send {
         self.acquire_permit_with(key, limit, self.inner.config.on_store_error)
     }
+}
 
-    fn acquire_permit_on_error(
-        &self,
-        key: &str,
-        limit: &ConcurrencyLimit,
-        on_error: Option<OnStoreError>,
-    ) -> impl Future<Output = Result<Acquired, Error>> + Send {
-        let on_error = on_error.unwrap_or(self.inner.config.on_store_error);
-        self.acquire_permit_with(key, limit, on_error)
-    }
-
+impl<S: Store, C: Clock + Clone> Guarded<S, C> {
     /// Within the deadline, through the key's breaker: an open breaker
     /// answers [`Error::Unavailable`] at once, and the caller
     /// ([`HotKeys`](crate::HotKeys)) then checks through
-    /// [`check_verdict`](Store::check_verdict), which applies the failure policy.
-    async fn lease(
+    /// [`ask::verdict`](crate::ask::verdict), which applies the
+    /// failure policy.
+    async fn lease_by(
         &self,
+        lease: LeaseOp<S>,
         key: &str,
         policy: &Policy,
-        request: &crate::hot::LeaseRequest,
-    ) -> Result<crate::hot::LeaseGrant, Error> {
+        request: &LeaseRequest,
+    ) -> Result<LeaseGrant, Error> {
         let breaker = self.breaker(key);
         match self
-            .call(&breaker, self.inner.store.lease(key, policy, request))
+            .call(&breaker, lease(&self.inner.store, key, policy, request))
             .await
         {
             Called::Answered(answer) => answer,
@@ -393,16 +405,71 @@ impl<S: Store, C: Clock + Clone> Store for Guarded<S, C> {
             }
         }
     }
+}
 
-    async fn end_lease(
-        &self,
-        key: &str,
-        policy: &Policy,
-        grant: &crate::hot::LeaseGrant,
-        unused: u64,
-    ) -> Result<u64, Error> {
-        self.within_deadline(self.inner.store.end_lease(key, policy, grant, unused))
-            .await
+// The table's entries (see `Store::CAPABILITIES` above): each reached only
+// when the guarded store has what it calls.
+
+fn check_verdict<'a, S: Store, C: Clock + Clone>(
+    guarded: &'a Guarded<S, C>,
+    key: &'a str,
+    policy: &'a Policy,
+    cost: u64,
+    on_error: Option<OnStoreError>,
+) -> Boxed<'a, Verdict> {
+    let on_error = on_error.unwrap_or(guarded.inner.config.on_store_error);
+    Box::pin(guarded.check_with(key, policy, cost, on_error))
+}
+
+fn permit_verdict<'a, S: Store, C: Clock + Clone>(
+    guarded: &'a Guarded<S, C>,
+    key: &'a str,
+    limit: &'a ConcurrencyLimit,
+    on_error: Option<OnStoreError>,
+) -> Boxed<'a, Acquired> {
+    let on_error = on_error.unwrap_or(guarded.inner.config.on_store_error);
+    match S::CAPABILITIES.permits {
+        Some(permit) => Box::pin(guarded.acquire_permit_by(permit, key, limit, on_error)),
+        None => Box::pin(async { Err(Error::Unsupported("concurrency limits")) }),
+    }
+}
+
+fn permit<'a, S: Store, C: Clock + Clone>(
+    guarded: &'a Guarded<S, C>,
+    key: &'a str,
+    limit: &'a ConcurrencyLimit,
+) -> Boxed<'a, Acquired> {
+    permit_verdict(guarded, key, limit, None)
+}
+
+fn lease<'a, S: Store, C: Clock + Clone>(
+    guarded: &'a Guarded<S, C>,
+    key: &'a str,
+    policy: &'a Policy,
+    request: &'a LeaseRequest,
+) -> Boxed<'a, LeaseGrant> {
+    match S::CAPABILITIES.leases {
+        Some((lease, _)) => Box::pin(guarded.lease_by(lease, key, policy, request)),
+        None => Box::pin(async { Err(Error::Unsupported("leases")) }),
+    }
+}
+
+fn end_lease<'a, S: Store, C: Clock + Clone>(
+    guarded: &'a Guarded<S, C>,
+    key: &'a str,
+    policy: &'a Policy,
+    grant: &'a LeaseGrant,
+    unused: u64,
+) -> Boxed<'a, u64> {
+    match S::CAPABILITIES.leases {
+        Some((_, end_lease)) => Box::pin(guarded.within_deadline(end_lease(
+            &guarded.inner.store,
+            key,
+            policy,
+            grant,
+            unused,
+        ))),
+        None => Box::pin(async { Ok(0) }),
     }
 }
 

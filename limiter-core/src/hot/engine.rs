@@ -10,7 +10,7 @@ use crate::clock::{Clock, ManualClock, SystemClock};
 use crate::decision::Decision;
 use crate::error::Error;
 use crate::policy::Policy;
-use crate::store::Store;
+use crate::store::{Store, ask};
 use crate::verdict::{OnStoreError, Verdict};
 
 use super::HotKey;
@@ -161,7 +161,7 @@ impl HotKeys {
         self.shared.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Checks a request of `cost` on `key` as [`Store::check_verdict`]
+    /// Checks a request of `cost` on `key` as [`ask::verdict`](crate::ask::verdict)
     /// does, honouring the policy's hot-key mode. `on_error` is the failure
     /// policy a guarded store applies when a lease cannot be taken.
     pub async fn check_verdict<S: Store>(
@@ -173,12 +173,15 @@ impl HotKeys {
         on_error: Option<OnStoreError>,
     ) -> Result<Verdict, Error> {
         match policy.hot_key() {
-            None => store.check_verdict(key, policy, cost, on_error).await,
-            Some(HotKey::Lease(lease)) if store.is_remote() => {
+            None => ask::verdict(&**store, key, policy, cost, on_error).await,
+            Some(HotKey::Lease(lease))
+                if S::CAPABILITIES.is_remote() && S::CAPABILITIES.has_leases() =>
+            {
                 super::lease::check(self, store, key, policy, lease, cost, on_error).await
             }
-            // In process a lease would gain nothing: the store decides at once.
-            Some(HotKey::Lease(_)) => store.check_verdict(key, policy, cost, on_error).await,
+            // In process a lease would gain nothing: the store decides at
+            // once; a store that leases nothing decides each check itself.
+            Some(HotKey::Lease(_)) => ask::verdict(&**store, key, policy, cost, on_error).await,
             Some(HotKey::Shard { shards }) => {
                 super::shard::check(self, store, key, policy, shards, cost, on_error).await
             }

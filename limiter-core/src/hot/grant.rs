@@ -5,7 +5,7 @@ use std::time::Duration;
 use crate::decision::Decision;
 
 /// A request for a lease of a key's permits (see
-/// [`Store::lease`](crate::Store::lease)).
+/// [`Leases::lease`](crate::Leases::lease)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseRequest {
     pub(crate) need: u64,

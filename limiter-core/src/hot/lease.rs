@@ -21,7 +21,7 @@ use tokio::sync::Notify;
 use crate::decision::Decision;
 use crate::error::Error;
 use crate::policy::Policy;
-use crate::store::Store;
+use crate::store::{Boxed, Store, ask};
 use crate::verdict::{OnStoreError, Verdict};
 
 use super::Lease;
@@ -263,10 +263,12 @@ async fn direct<S: Store>(
         id: hot.next_id(),
         at: hot.shared.store_time.then(|| hot.shared.clock.now()),
     };
-    match store.lease(key, policy, &request).await {
+    match take(&**store, key, policy, &request).await {
         Ok(grant) => Ok(Verdict::Store(grant.decision)),
         Err(Error::Config(error)) => Err(error.into()),
-        Err(_) if store.is_guarded() => store.check_verdict(key, policy, cost, on_error).await,
+        Err(_) if S::CAPABILITIES.is_guarded() => {
+            ask::verdict(&**store, key, policy, cost, on_error).await
+        }
         Err(error) => Err(error),
     }
 }
@@ -285,7 +287,7 @@ fn spawn_fetch<S: Store>(
     let (hot, store, state) = (hot.clone(), Arc::clone(store), Arc::clone(state));
     let (key, policy) = (key.to_owned(), policy.clone());
     tokio::spawn(async move {
-        let outcome = store.lease(&key, &policy, &request).await;
+        let outcome = take(&*store, &key, &policy, &request).await;
         let clock = &hot.shared.clock;
         let end = {
             let mut state = lock(&state);
@@ -355,13 +357,30 @@ async fn give_back<S: Store>(store: &S, key: &str, policy: &Policy, ended: Held,
     if unused == 0 {
         return;
     }
-    match store.end_lease(key, policy, &ended.grant, unused).await {
+    let Some((_, end_lease)) = S::CAPABILITIES.leases else {
+        return;
+    };
+    match end_lease(store, key, policy, &ended.grant, unused).await {
         Ok(returned) => {
             metrics::counter!("limiter_leases_returned_total").increment(1);
             metrics::counter!("limiter_lease_permits_returned_total").increment(returned);
         }
         // The permits stay counted until their window ends: never too many.
         Err(error) => tracing::warn!(%error, "giving back a lease's unused permits failed"),
+    }
+}
+
+/// Takes a lease of `store`, which the engine asks only of a store that
+/// leases ([`Capabilities::has_leases`](crate::Capabilities::has_leases)).
+fn take<'a, S: Store>(
+    store: &'a S,
+    key: &'a str,
+    policy: &'a Policy,
+    request: &'a LeaseRequest,
+) -> Boxed<'a, LeaseGrant> {
+    match S::CAPABILITIES.leases {
+        Some((lease, _)) => lease(store, key, policy, request),
+        None => Box::pin(async { Err(Error::Unsupported("leases")) }),
     }
 }
 

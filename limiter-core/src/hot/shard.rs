@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 
 use crate::error::Error;
 use crate::policy::Policy;
-use crate::store::Store;
+use crate::store::{Store, ask};
 use crate::verdict::{OnStoreError, Verdict};
 
 use super::engine::HotKeys;
@@ -32,7 +32,7 @@ pub(super) async fn check<S: Store>(
     let share = policy.divided(shards);
     share.validate_cost(cost)?;
     let sub_key = shard_key(key, shard, shards);
-    store.check_verdict(&sub_key, &share, cost, on_error).await
+    ask::verdict(&**store, &sub_key, &share, cost, on_error).await
 }
 
 /// The key of shard `shard` of `shards`: the key with a hash tag that puts

@@ -10,7 +10,7 @@
 use std::io::BufRead;
 use std::time::Duration;
 
-use limiter_core::{ConcurrencyLimit, Store};
+use limiter_core::{ConcurrencyLimit, Permits};
 use limiter_redis::RedisStore;
 
 #[tokio::main]

@@ -11,7 +11,7 @@ use crate::concurrency::{Acquired, ConcurrencyLimit, Permit};
 use crate::conformance::{Harness, Outcome};
 use crate::error::Error;
 use crate::policy::Algorithm;
-use crate::store::Store;
+use crate::store::{Store, ask};
 
 /// The most permits of a key held at once in this check.
 const MAX: u64 = 3;
@@ -19,8 +19,8 @@ const MAX: u64 = 3;
 /// gives it back in a task of its own).
 const GIVEN_BACK_WITHIN: Duration = Duration::from_secs(2);
 
-/// When [`Harness::permits`] says the store keeps concurrency permits
-/// ([`Store::acquire_permit`]): of a limit of 3, three are taken one after
+/// When the store keeps concurrency permits (its
+/// [`Capabilities`](crate::Capabilities) declare [`Permits`](crate::Permits)): of a limit of 3, three are taken one after
 /// another and the fourth is denied; a dropped permit is given back (within
 /// 2 s) and can be taken again. Then 16 tasks racing for permits of a
 /// fresh key take exactly 3, and once those are dropped 3 can be taken
@@ -33,7 +33,7 @@ const GIVEN_BACK_WITHIN: Duration = Duration::from_secs(2);
 /// is not given back within 2 s, or taking a permit fails.
 pub async fn permits<H: Harness>(harness: &H) {
     const CHECK: &str = "permits";
-    if !harness.permits() {
+    if !H::Store::CAPABILITIES.has_permits() {
         return;
     }
     let store = Arc::new(harness.store().await);
@@ -85,7 +85,7 @@ pub async fn permits<H: Harness>(harness: &H) {
         );
         tasks.spawn(async move {
             start.wait().await;
-            store.acquire_permit(&key, &limit).await
+            take(&*store, &key, &limit).await
         });
     }
     let mut racing = Vec::new();
@@ -115,9 +115,18 @@ pub async fn permits<H: Harness>(harness: &H) {
     }
 }
 
+/// A permit of `key` from a store that keeps permits (the check runs only
+/// on such stores).
+async fn take<S: Store>(store: &S, key: &str, limit: &ConcurrencyLimit) -> Result<Acquired, Error> {
+    match ask::permit(store, key, limit, None) {
+        Some(permit) => permit.await,
+        None => Err(Error::Unsupported("concurrency limits")),
+    }
+}
+
 /// A permit of `key`, or a failure naming the error.
 async fn acquire<S: Store>(what: &str, store: &S, key: &str, limit: &ConcurrencyLimit) -> Acquired {
-    let answer: Result<Acquired, Error> = store.acquire_permit(key, limit).await;
+    let answer: Result<Acquired, Error> = take(store, key, limit).await;
     answer.unwrap_or_else(|e| {
         fail(
             "permits",

@@ -40,7 +40,7 @@ use crate::concurrency::{Acquired, ConcurrencyLimit};
 use crate::decision::Decision;
 use crate::error::Error;
 use crate::policy::{Kind, Policy};
-use crate::store::Store;
+use crate::store::{Capabilities, Store};
 use permits::Permits;
 use shard::{Lookup, Shard, Tables};
 
@@ -359,6 +359,9 @@ fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
 }
 
 impl<C: Clock> Store for MemoryStore<C> {
+    /// In process, keeping permits.
+    const CAPABILITIES: Capabilities<Self> = Capabilities::LOCAL.permits();
+
     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.check_now(key, policy, cost)
     }
@@ -371,11 +374,9 @@ impl<C: Clock> Store for MemoryStore<C> {
     ) -> Option<Result<Decision, Error>> {
         Some(self.check_now(key, policy, cost))
     }
+}
 
-    fn is_remote(&self) -> bool {
-        false
-    }
-
+impl<C: Clock> crate::store::Permits for MemoryStore<C> {
     async fn acquire_permit(&self, key: &str, limit: &ConcurrencyLimit) -> Result<Acquired, Error> {
         Ok(self.acquire_permit_now(key, limit))
     }

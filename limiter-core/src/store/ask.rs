@@ -1,0 +1,53 @@
+//! The one way to ask a store for a decision or a permit, whatever the
+//! store: the [`Limiter`](crate::Limiter), the hot-key modes and the HTTP
+//! layer all ask through here. A store that guards itself
+//! ([`Guarded`](crate::Guarded)) decides by the caller's failure policy
+//! when its backend fails; any other store answers as it is.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use super::Store;
+use crate::concurrency::{Acquired, ConcurrencyLimit};
+use crate::error::Error;
+use crate::policy::Policy;
+use crate::verdict::{OnStoreError, Verdict};
+
+/// Checks a request of `cost` on `key` against `policy`, saying how it was
+/// decided: a guarded store applies `on_error` when it fails (its own
+/// failure policy when `None`); any other store decides itself
+/// ([`Verdict::Store`]).
+pub async fn verdict<S: Store>(
+    store: &S,
+    key: &str,
+    policy: &Policy,
+    cost: u64,
+    on_error: Option<OnStoreError>,
+) -> Result<Verdict, Error> {
+    match &S::CAPABILITIES.guard {
+        Some(guard) => (guard.check)(store, key, policy, cost, on_error).await,
+        None => store.check(key, policy, cost).await.map(Verdict::Store),
+    }
+}
+
+/// Takes a permit of `limit` on `key` (see
+/// [`Permits::acquire_permit`](super::Permits::acquire_permit)); a guarded
+/// store decides by `on_error` when it fails. `None` when the store keeps
+/// no permits: code that names the store's type asks
+/// [`Permits`](super::Permits) instead, and its absence does not compile.
+#[allow(clippy::type_complexity)]
+pub fn permit<'a, S: Store>(
+    store: &'a S,
+    key: &'a str,
+    limit: &'a ConcurrencyLimit,
+    on_error: Option<OnStoreError>,
+) -> Option<Pin<Box<dyn Future<Output = Result<Acquired, Error>> + Send + 'a>>> {
+    if let Some(guard) = &S::CAPABILITIES.guard {
+        return guard
+            .permit
+            .map(|permit| permit(store, key, limit, on_error));
+    }
+    S::CAPABILITIES
+        .permits
+        .map(|permit| permit(store, key, limit))
+}

@@ -1,0 +1,256 @@
+//! What only some stores do, each a trait of its own, and the table of a
+//! store type's capabilities that code holding the store without naming
+//! its type reads.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+
+use super::Store;
+use crate::concurrency::{Acquired, ConcurrencyLimit};
+use crate::error::Error;
+use crate::hot::{LeaseGrant, LeaseRequest};
+use crate::policy::Policy;
+use crate::verdict::{OnStoreError, Verdict};
+
+/// A store call as a boxed future, for calls through the table.
+pub(crate) type Boxed<'a, T> = Pin<Box<dyn Future<Output = Result<T, Error>> + Send + 'a>>;
+
+/// Parts of a store that fail on their own (the nodes of a Redis Cluster):
+/// a guard keeps a circuit breaker per part, so that a part that is down
+/// costs only its own keys.
+pub trait FailureDomains: Store {
+    /// The part of the store that serves `key`. 0 is the whole store.
+    /// Called before every guarded call: it must be cheap.
+    fn failure_domain(&self, key: &str) -> u64;
+
+    /// A name for failure domain `domain` (a node's address), for the
+    /// breaker's metrics and logs. Called once per domain.
+    fn failure_domain_name(&self, domain: u64) -> String {
+        domain.to_string()
+    }
+}
+
+/// Concurrency permits: requests in flight per key.
+pub trait Permits: Store {
+    /// Takes a permit of `limit` on `key` when fewer than
+    /// [`limit.max()`](ConcurrencyLimit::max) permits of the key are held,
+    /// in one atomic step. The permit is given back when it is dropped; on a
+    /// shared store it is a lease that its holder renews while it is held.
+    fn acquire_permit(
+        &self,
+        key: &str,
+        limit: &ConcurrencyLimit,
+    ) -> impl Future<Output = Result<Acquired, Error>> + Send;
+}
+
+/// Leases of a key's quota, which a leased policy
+/// ([`Policy::with_lease`]) takes from a remote store so that an instance
+/// hands permits out locally.
+pub trait Leases: Store {
+    /// Takes up to `request.want()` permits of `key` for
+    /// `request.length()`, at least `request.need()` (else the request is
+    /// denied and nothing is taken), in one atomic step. The store counts
+    /// the permits as used at the lease's end.
+    fn lease(
+        &self,
+        key: &str,
+        policy: &Policy,
+        request: &LeaseRequest,
+    ) -> impl Future<Output = Result<LeaseGrant, Error>> + Send;
+
+    /// Gives back `unused` permits of `grant`, once the lease has ended;
+    /// answers how many the store took back (none when the window that
+    /// held them is over).
+    fn end_lease(
+        &self,
+        key: &str,
+        policy: &Policy,
+        grant: &LeaseGrant,
+        unused: u64,
+    ) -> impl Future<Output = Result<u64, Error>> + Send;
+}
+
+type DomainOp<S> = fn(&S, &str) -> u64;
+type DomainNameOp<S> = fn(&S, u64) -> String;
+pub(crate) type PermitOp<S> =
+    for<'a> fn(&'a S, &'a str, &'a ConcurrencyLimit) -> Boxed<'a, Acquired>;
+pub(crate) type LeaseOp<S> =
+    for<'a> fn(&'a S, &'a str, &'a Policy, &'a LeaseRequest) -> Boxed<'a, LeaseGrant>;
+pub(crate) type EndLeaseOp<S> =
+    for<'a> fn(&'a S, &'a str, &'a Policy, &'a LeaseGrant, u64) -> Boxed<'a, u64>;
+type GuardCheckOp<S> =
+    for<'a> fn(&'a S, &'a str, &'a Policy, u64, Option<OnStoreError>) -> Boxed<'a, Verdict>;
+type GuardPermitOp<S> =
+    for<'a> fn(&'a S, &'a str, &'a ConcurrencyLimit, Option<OnStoreError>) -> Boxed<'a, Acquired>;
+
+/// How a store that guards itself decides by a caller's failure policy.
+pub(crate) struct GuardOps<S: ?Sized> {
+    pub(crate) check: GuardCheckOp<S>,
+    pub(crate) permit: Option<GuardPermitOp<S>>,
+}
+
+/// A store type's capabilities, for code that holds a store without
+/// naming its type: where its state lives (in process, or across a
+/// network, which the HTTP layer guards), and which capability traits it
+/// implements. A store declares them once, in [`Store::CAPABILITIES`]; each
+/// builder method needs the trait it declares, so a store cannot claim
+/// what it does not do.
+///
+/// ```
+/// # use limiter_core::{Acquired, Capabilities, ConcurrencyLimit, Decision, Error, Permits, Policy, Store};
+/// struct Local;
+///
+/// impl Store for Local {
+///     // In process: never slow, never failing; and it keeps permits.
+///     const CAPABILITIES: Capabilities<Self> = Capabilities::LOCAL.permits();
+///     # async fn check(&self, _: &str, _: &Policy, _: u64) -> Result<Decision, Error> { unimplemented!() }
+/// }
+///
+/// impl Permits for Local {
+///     # async fn acquire_permit(&self, _: &str, _: &ConcurrencyLimit) -> Result<Acquired, Error> { unimplemented!() }
+/// }
+///
+/// assert!(!Local::CAPABILITIES.is_remote());
+/// assert!(Local::CAPABILITIES.has_permits());
+/// assert!(!Local::CAPABILITIES.has_leases());
+/// ```
+pub struct Capabilities<S: ?Sized> {
+    remote: bool,
+    domains: Option<(DomainOp<S>, DomainNameOp<S>)>,
+    pub(crate) permits: Option<PermitOp<S>>,
+    pub(crate) leases: Option<(LeaseOp<S>, EndLeaseOp<S>)>,
+    pub(crate) guard: Option<GuardOps<S>>,
+}
+
+impl<S: ?Sized> Capabilities<S> {
+    /// In process: calls never wait on anything and never fail, so nothing
+    /// guards them (the memory store).
+    pub const LOCAL: Self = Self {
+        remote: false,
+        domains: None,
+        permits: None,
+        leases: None,
+        guard: None,
+    };
+
+    /// Across a network: calls can be slow or fail, so the HTTP layer
+    /// guards them with a deadline, a circuit breaker and the failure
+    /// policy (unless the store guards itself). The default.
+    pub const REMOTE: Self = Self {
+        remote: true,
+        ..Self::LOCAL
+    };
+
+    /// Whether calls cross a network.
+    pub const fn is_remote(&self) -> bool {
+        self.remote
+    }
+
+    /// Whether the store guards its own calls, as
+    /// [`Guarded`](crate::Guarded) does: one owner guards a store.
+    pub const fn is_guarded(&self) -> bool {
+        self.guard.is_some()
+    }
+
+    /// Whether the store keeps concurrency permits ([`Permits`]).
+    pub const fn has_permits(&self) -> bool {
+        self.permits.is_some()
+    }
+
+    /// Whether the store leases quota ([`Leases`]).
+    pub const fn has_leases(&self) -> bool {
+        self.leases.is_some()
+    }
+
+    /// The part of `store` that serves `key` ([`FailureDomains`]); 0, the
+    /// whole store, when it has no parts.
+    pub fn failure_domain(&self, store: &S, key: &str) -> u64 {
+        self.domains.map_or(0, |(domain, _)| domain(store, key))
+    }
+
+    /// The name of failure domain `domain` of `store`.
+    pub fn failure_domain_name(&self, store: &S, domain: u64) -> String {
+        self.domains
+            .map_or_else(|| domain.to_string(), |(_, name)| name(store, domain))
+    }
+
+    pub(crate) const fn guarded_by(mut self, guard: GuardOps<S>) -> Self {
+        self.guard = Some(guard);
+        self
+    }
+
+    pub(crate) const fn with_permit_op(mut self, op: Option<PermitOp<S>>) -> Self {
+        self.permits = op;
+        self
+    }
+
+    pub(crate) const fn with_lease_ops(mut self, ops: Option<(LeaseOp<S>, EndLeaseOp<S>)>) -> Self {
+        self.leases = ops;
+        self
+    }
+}
+
+impl<S: FailureDomains> Capabilities<S> {
+    /// Declares [`FailureDomains`]: a guard keeps a breaker per part.
+    pub const fn failure_domains(mut self) -> Self {
+        self.domains = Some((S::failure_domain, S::failure_domain_name));
+        self
+    }
+}
+
+impl<S: Permits> Capabilities<S> {
+    /// Declares [`Permits`].
+    pub const fn permits(mut self) -> Self {
+        self.permits = Some(permit_of::<S>);
+        self
+    }
+}
+
+impl<S: Leases> Capabilities<S> {
+    /// Declares [`Leases`].
+    pub const fn leases(mut self) -> Self {
+        self.leases = Some((lease::<S>, end_lease::<S>));
+        self
+    }
+}
+
+/// [`Permits::acquire_permit`] as a table entry.
+pub(crate) fn permit_of<'a, S: Permits>(
+    store: &'a S,
+    key: &'a str,
+    limit: &'a ConcurrencyLimit,
+) -> Boxed<'a, Acquired> {
+    Box::pin(store.acquire_permit(key, limit))
+}
+
+fn lease<'a, S: Leases>(
+    store: &'a S,
+    key: &'a str,
+    policy: &'a Policy,
+    request: &'a LeaseRequest,
+) -> Boxed<'a, LeaseGrant> {
+    Box::pin(store.lease(key, policy, request))
+}
+
+fn end_lease<'a, S: Leases>(
+    store: &'a S,
+    key: &'a str,
+    policy: &'a Policy,
+    grant: &'a LeaseGrant,
+    unused: u64,
+) -> Boxed<'a, u64> {
+    Box::pin(store.end_lease(key, policy, grant, unused))
+}
+
+impl<S: ?Sized> fmt::Debug for Capabilities<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Capabilities")
+            .field("remote", &self.remote)
+            .field("failure_domains", &self.domains.is_some())
+            .field("permits", &self.has_permits())
+            .field("leases", &self.has_leases())
+            .field("guarded", &self.is_guarded())
+            .finish()
+    }
+}
