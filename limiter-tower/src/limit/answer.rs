@@ -3,6 +3,7 @@
 //! limit's future): the one place that counts a decision, builds the 429,
 //! and inserts the [`Decision`] extension.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::response::Response;
@@ -26,17 +27,55 @@ pub(crate) struct Reading {
     pub(crate) plan: Option<Box<PlanFields>>,
 }
 
+impl Reading {
+    /// How the answer of a limit without business features is read.
+    #[inline]
+    pub(crate) fn plain(headers: HeaderOptions) -> Self {
+        Self {
+            headers,
+            shadow: false,
+            plan: None,
+        }
+    }
+
+    /// The policy the request is checked with: its plan's, or the limit's.
+    #[inline]
+    pub(crate) fn policy<'a>(&'a self, limit: &'a RouteLimit) -> &'a Arc<Policy> {
+        self.plan
+            .as_ref()
+            .map_or(&limit.policy, |plan| &plan.policy)
+    }
+}
+
 /// The policy, fields and item names of a request's plan, and the
 /// request's cost.
 pub(crate) struct PlanFields {
-    pub(crate) policy: std::sync::Arc<Policy>,
+    pub(crate) policy: Arc<Policy>,
     pub(crate) fields: RouteFields,
     pub(crate) names: Box<[String]>,
     pub(crate) cost: u64,
 }
 
-/// What a request holds before its rate is read: its concurrency permit
-/// and that permit's fields.
+/// What a request's answer leads to, before the service below is called.
+pub(crate) enum Next {
+    /// Call the service below, after `delay`, adding `fields` to its response.
+    Proceed {
+        fields: Option<RateLimitHeaders>,
+        delay: Duration,
+    },
+    /// Answer without calling it.
+    Respond(Response),
+}
+
+impl Next {
+    /// Call the service below at once, without fields.
+    const UNCHECKED: Self = Self::Proceed {
+        fields: None,
+        delay: Duration::ZERO,
+    };
+}
+
+/// A concurrency permit held, and its fields.
 #[derive(Default)]
 struct Held {
     permit: Option<Permit>,
@@ -51,71 +90,88 @@ enum Permitted {
 }
 
 impl RouteLimit {
-    /// What follows a request's answer: the inner call (`inner` is ready),
-    /// holding the permit, with the fields; or the limiter's own response.
-    #[inline]
+    /// What follows the store's answer to a request it did not decide at
+    /// once: the inner call (`inner` is ready), holding the permit, with the
+    /// fields; or the limiter's own response.
     pub(crate) fn answer<S, B>(
         &self,
         admission: Admission,
         reading: Reading,
-        inner: &mut S,
-        request: Request<B>,
-    ) -> ResponseFuture<S, B>
-    where
-        S: Service<Request<B>> + Clone,
-    {
-        let held = match admission.permit {
-            None => Held::default(),
-            Some(acquired) => match self.on_permit(acquired, &reading, request.headers()) {
-                Permitted::Held(held) => held,
-                Permitted::Denied(response) => return ResponseFuture::respond(response),
-                Permitted::Failed(error) => return self.failed(error, &reading, inner, request),
-            },
-        };
-        let verdict = match admission.verdict {
-            None => return held.proceed(inner, request, None, Duration::ZERO),
-            Some(Err(error)) => return self.failed(error, &reading, inner, request),
-            Some(Ok(verdict)) => verdict,
-        };
-        self.record(Counted::of(&verdict));
-        match verdict {
-            Verdict::FailedClosed { retry_after } if !reading.shadow => {
-                let protocol = Protocol::of(request.headers());
-                ResponseFuture::respond(response::unavailable(protocol, retry_after))
-            }
-            verdict => match verdict.decision() {
-                Some(decision) => self.on_decision(decision, &reading, held, inner, request),
-                // Failed open (or closed, in shadow mode): no decision, no fields.
-                None => held.proceed(inner, request, None, Duration::ZERO),
-            },
-        }
-    }
-
-    /// Proceeds with the decision's fields (and, when the limit has it on,
-    /// the decision as a request extension), or answers 429.
-    #[inline]
-    fn on_decision<S, B>(
-        &self,
-        decision: &Decision,
-        reading: &Reading,
-        held: Held,
         inner: &mut S,
         mut request: Request<B>,
     ) -> ResponseFuture<S, B>
     where
         S: Service<Request<B>> + Clone,
     {
+        let mut held = Held::default();
+        if let Some(acquired) = admission.permit {
+            match self.on_permit(acquired, &reading, request.headers()) {
+                Permitted::Held(permit) => held = permit,
+                Permitted::Denied(response) => return ResponseFuture::respond(response),
+                Permitted::Failed(error) => {
+                    let next = self.failed(&error, &reading, request.headers());
+                    return ResponseFuture::next(inner, request, next);
+                }
+            }
+        }
+        let next = match admission.verdict {
+            Some(verdict) => self.on_verdict(verdict, &reading, &mut request),
+            None => Next::UNCHECKED,
+        };
+        match next {
+            Next::Proceed { fields, delay } => {
+                let fields = match (fields, held.fields) {
+                    (Some(rate), Some(concurrency)) => Some(rate.join(concurrency)),
+                    (rate, concurrency) => rate.or(concurrency),
+                };
+                ResponseFuture::proceed_holding(inner, request, fields, delay, held.permit)
+            }
+            Next::Respond(response) => ResponseFuture::respond(response),
+        }
+    }
+
+    /// What follows the rate check's answer.
+    fn on_verdict<B>(
+        &self,
+        verdict: Result<Verdict, Error>,
+        reading: &Reading,
+        request: &mut Request<B>,
+    ) -> Next {
+        let verdict = match verdict {
+            Ok(verdict) => verdict,
+            Err(error) => return self.failed(&error, reading, request.headers()),
+        };
+        let counted = Counted::of(&verdict);
+        if let Some(decision) = verdict.decision() {
+            return self.on_decision(decision, counted, reading, request);
+        }
+        self.record(counted);
+        match verdict {
+            Verdict::FailedClosed { retry_after } if !reading.shadow => {
+                let protocol = Protocol::of(request.headers());
+                Next::Respond(response::unavailable(protocol, retry_after))
+            }
+            // Failed open (or closed, in shadow mode): no decision, no fields.
+            _ => Next::UNCHECKED,
+        }
+    }
+
+    /// Counts a decision, and proceeds with its fields (and, when the limit
+    /// has it on, the decision as a request extension), or answers 429.
+    #[inline(always)]
+    pub(crate) fn on_decision<B>(
+        &self,
+        decision: &Decision,
+        counted: Counted,
+        reading: &Reading,
+        request: &mut Request<B>,
+    ) -> Next {
+        self.record(counted);
         let options = reading.headers;
-        let fields = reading
-            .plan
-            .as_ref()
-            .map_or(&self.fields, |plan| &plan.fields);
         let mut delay = decision.delay();
         if !decision.allowed() {
             if !reading.shadow {
-                return ResponseFuture::respond(
-                    self.too_many_requests(decision, reading, &request),
-                );
+                return Next::Respond(self.too_many_requests(decision, reading, request));
             }
             delay = Duration::ZERO;
             self.shadow_counter
@@ -126,12 +182,17 @@ impl RouteLimit {
                 "shadow mode: would have been rate limited"
             );
         }
-        let headers =
-            (options.on_allowed || !decision.allowed()).then(|| fields.of(decision, options));
+        let fields = (options.on_allowed || !decision.allowed()).then(|| {
+            let fields = reading
+                .plan
+                .as_ref()
+                .map_or(&self.fields, |plan| &plan.fields);
+            fields.of(decision, options)
+        });
         if self.decision_extension {
             request.extensions_mut().insert(*decision);
         }
-        held.proceed(inner, request, headers, delay)
+        Next::Proceed { fields, delay }
     }
 
     /// The 429 of a denied decision, named after the request's plan or the
@@ -224,45 +285,14 @@ impl RouteLimit {
     /// A store error: 503, or in shadow mode the inner call.
     #[cold]
     #[inline(never)]
-    fn failed<S, B>(
-        &self,
-        error: Error,
-        reading: &Reading,
-        inner: &mut S,
-        request: Request<B>,
-    ) -> ResponseFuture<S, B>
-    where
-        S: Service<Request<B>> + Clone,
-    {
+    pub(crate) fn failed(&self, error: &Error, reading: &Reading, request: &HeaderMap) -> Next {
         self.record(Counted::Error);
         if reading.shadow {
             tracing::error!(limit = %self.name, %error, "the rate limiter failed (shadow mode)");
-            return ResponseFuture::proceed(inner, request, None, Duration::ZERO);
+            return Next::UNCHECKED;
         }
         tracing::error!(limit = %self.name, %error, "the rate limiter failed");
-        let protocol = Protocol::of(request.headers());
-        ResponseFuture::respond(response::unavailable(protocol, Duration::from_secs(1)))
-    }
-}
-
-impl Held {
-    /// Calls `inner`, now or after `delay`, with the rate limit's fields
-    /// joined to the permit's, the response body holding the permit.
-    #[inline]
-    fn proceed<S, B>(
-        self,
-        inner: &mut S,
-        request: Request<B>,
-        rate: Option<RateLimitHeaders>,
-        delay: Duration,
-    ) -> ResponseFuture<S, B>
-    where
-        S: Service<Request<B>> + Clone,
-    {
-        let fields = match (rate, self.fields) {
-            (Some(rate), Some(concurrency)) => Some(RateLimitHeaders::join(rate, concurrency)),
-            (rate, concurrency) => rate.or(concurrency),
-        };
-        ResponseFuture::proceed_holding(inner, request, fields, delay, self.permit)
+        let protocol = Protocol::of(request);
+        Next::Respond(response::unavailable(protocol, Duration::from_secs(1)))
     }
 }

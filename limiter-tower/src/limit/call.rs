@@ -9,11 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::Request;
-use limiter_core::Verdict;
 use tower_service::Service;
 
 use super::ResponseFuture;
-use super::admission::{Admission, Checks, admit};
+use super::admission::{Checks, admit};
+use super::answer::{Next, Reading};
 use super::checks::RequestChecks;
 use super::counters::Counted;
 use super::future::Waiting;
@@ -60,8 +60,8 @@ impl RouteLimit {
         if tracing::enabled!(tracing::Level::DEBUG) {
             tracing::debug!(limit = %self.name, %key, "checking");
         }
-        let checks = if business {
-            match self.business_checks(context, &mut request) {
+        let (cost, reading) = if business {
+            let checks = match self.business_checks(context, &mut request) {
                 Ok(Some(checks)) => checks,
                 not_checked => {
                     KEY_BUFFER.set(key);
@@ -71,20 +71,36 @@ impl RouteLimit {
                         Ok(_) => ResponseFuture::proceed(inner, request, None, Duration::ZERO),
                     };
                 }
-            }
+            };
+            // A permit to take, or waiting: awaited.
+            let Some(cost) = checks.at_once() else {
+                return self.pending(context, key, checks, inner, request);
+            };
+            (cost, checks.reading)
         } else {
-            RequestChecks::plain(&self.policy, context.headers)
+            (self.policy.cost(), Reading::plain(context.headers))
         };
-        if let Some(cost) = checks.at_once()
-            && let Some(decided) = context.store.check_now(&key, checks.policy(self), cost)
-        {
+        if let Some(decided) = context.store.check_now(&key, reading.policy(self), cost) {
             KEY_BUFFER.set(key);
             // The scope is whole again before `inner` is called: a limit
             // below this one takes the context in its turn.
             drop(current);
-            let admission = Admission::rate(decided.map(Verdict::Store));
-            return self.answer(admission, checks.reading, inner, request);
+            // The decision step of `answer`, without wrapping the decision.
+            let next = match &decided {
+                Ok(decision) => {
+                    let counted = Counted::by_store(decision);
+                    self.on_decision(decision, counted, &reading, &mut request)
+                }
+                Err(error) => self.failed(error, &reading, request.headers()),
+            };
+            return match next {
+                Next::Proceed { fields, delay } => {
+                    ResponseFuture::proceed(inner, request, fields, delay)
+                }
+                Next::Respond(response) => ResponseFuture::respond(response),
+            };
         }
+        let checks = RequestChecks::rate(cost, reading);
         self.pending(context, key, checks, inner, request)
     }
 
@@ -101,7 +117,7 @@ impl RouteLimit {
     where
         S: Service<Request<B>> + Clone,
     {
-        let policy = checks.policy(self);
+        let policy = checks.reading.policy(self);
         let rate = checks.cost.map(|cost| (Arc::clone(policy), cost));
         let pending = admit(Checks {
             store: Arc::clone(&context.store),

@@ -8,14 +8,14 @@ use std::sync::Arc;
 
 use axum::response::Response;
 use http::{Request, StatusCode};
-use limiter_core::{ConcurrencyLimit, MaxWait, Policy};
+use limiter_core::{ConcurrencyLimit, MaxWait};
 
 use super::answer::{PlanFields, Reading};
 use super::counters::Counted;
 use super::identity::{client_ip, with_parts};
 use super::route::RouteLimit;
 use crate::business::{AllowList, RouteBusiness};
-use crate::context::{Context, HeaderOptions};
+use crate::context::Context;
 use crate::response::{self, Protocol, RouteFields};
 
 /// How one request is checked.
@@ -35,38 +35,23 @@ struct RateCheck {
 }
 
 impl RequestChecks {
-    /// The checks of a limit without business features: its own policy.
-    #[inline]
-    pub(crate) fn plain(policy: &Policy, headers: HeaderOptions) -> Self {
+    /// A rate check alone, of `cost`.
+    pub(crate) fn rate(cost: u64, reading: Reading) -> Self {
         Self {
-            cost: Some(policy.cost()),
+            cost: Some(cost),
             concurrency: None,
             wait: None,
-            reading: Reading {
-                headers,
-                shadow: false,
-                plan: None,
-            },
+            reading,
         }
     }
 
     /// The cost of a rate check that a store may decide at once: one with
     /// no permit to take and no waiting.
-    #[inline]
     pub(crate) fn at_once(&self) -> Option<u64> {
         match (self.concurrency, self.wait) {
             (None, None) => self.cost,
             _ => None,
         }
-    }
-
-    /// The policy the request is checked with: its plan's, or the limit's.
-    #[inline]
-    pub(crate) fn policy<'a>(&'a self, limit: &'a RouteLimit) -> &'a Arc<Policy> {
-        self.reading
-            .plan
-            .as_ref()
-            .map_or(&limit.policy, |plan| &plan.policy)
     }
 }
 

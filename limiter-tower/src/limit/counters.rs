@@ -41,6 +41,16 @@ const LABELS: [(&str, &str); 12] = [
 ];
 
 impl Counted {
+    /// A decision of a store used as it is.
+    #[inline]
+    pub(crate) fn by_store(decision: &limiter_core::Decision) -> Self {
+        if decision.allowed() {
+            Self::StoreAllowed
+        } else {
+            Self::StoreDenied
+        }
+    }
+
     pub(crate) fn of(verdict: &Verdict) -> Self {
         match verdict {
             Verdict::Store(d) if d.allowed() => Self::StoreAllowed,

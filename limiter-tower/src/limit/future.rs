@@ -13,7 +13,7 @@ use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use super::admission::Pending;
-use super::answer::Reading;
+use super::answer::{Next, Reading};
 use super::permit_body::PermitBody;
 use super::route::RouteLimit;
 use crate::response::RateLimitHeaders;
@@ -92,7 +92,7 @@ where
 {
     /// Calls `inner`, which is ready, now or after `delay` (keeping it, and
     /// leaving a clone in its place), and adds `headers` to its response.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn proceed(
         inner: &mut S,
         request: Request<B>,
@@ -102,24 +102,29 @@ where
     where
         S: Clone,
     {
-        let state = if delay.is_zero() {
-            State::Calling {
-                future: inner.call(request),
-                headers,
-            }
-        } else {
-            let clone = inner.clone();
-            let ready = std::mem::replace(inner, clone);
-            State::Pacing {
+        // Each state is built where it is returned: the inner future is
+        // not moved again.
+        if delay.is_zero() {
+            return Self {
+                state: State::Calling {
+                    future: inner.call(request),
+                    headers,
+                },
+            };
+        }
+        let clone = inner.clone();
+        let ready = std::mem::replace(inner, clone);
+        Self {
+            state: State::Pacing {
                 sleep: Box::pin(tokio::time::sleep(delay)),
                 paced: Some(Box::new((ready, request, headers, None))),
-            }
-        };
-        Self { state }
+            },
+        }
     }
 
     /// Like [`proceed`](Self::proceed), the response body holding `permit`
     /// until it ends or is dropped.
+    #[inline]
     pub(crate) fn proceed_holding(
         inner: &mut S,
         request: Request<B>,
@@ -147,6 +152,18 @@ where
             }
         };
         Self { state }
+    }
+
+    /// Calls `inner`, or answers without calling it, as `next` says.
+    #[inline(always)]
+    pub(crate) fn next(inner: &mut S, request: Request<B>, next: Next) -> Self
+    where
+        S: Clone,
+    {
+        match next {
+            Next::Proceed { fields, delay } => Self::proceed(inner, request, fields, delay),
+            Next::Respond(response) => Self::respond(response),
+        }
     }
 
     /// Answers `response` without calling the inner service.
