@@ -63,7 +63,7 @@ impl RouteLimit {
     #[inline(never)]
     pub(crate) fn bypasses<B>(&self, context: &Context, request: &mut Request<B>) -> bool {
         let lists = [
-            self.business.as_deref().map(|r| &r.allow),
+            self.business.as_deref().map(|r| &r.common.allow),
             context.business.as_deref().map(|l| &l.allow),
         ];
         let lists = || lists.into_iter().flatten().filter(|l| !l.is_empty());
@@ -94,7 +94,7 @@ impl RouteLimit {
     ) -> Result<Option<RequestChecks>, Response> {
         let route = self.business.as_deref();
         let layer = context.business.as_deref();
-        let shadow = route.is_some_and(|r| r.shadow) || layer.is_some_and(|l| l.shadow);
+        let shadow = route.is_some_and(|r| r.common.shadow) || layer.is_some_and(|l| l.shadow);
         let rate = match route {
             Some(route) if !route.rate => None,
             _ => self.rate_check(route, request)?,
@@ -105,7 +105,7 @@ impl RouteLimit {
         }
         // Shadow mode denies nothing, so it makes nobody wait either.
         let wait = route
-            .and_then(|r| r.wait)
+            .and_then(|r| r.common.wait)
             .or(layer.and_then(|l| l.wait))
             .filter(|_| !shadow)
             .filter(|_| {
