@@ -10,7 +10,7 @@ use limiter_core::{
     Policy, Store, Verdict, Waiters, ask,
 };
 
-use crate::business::LayerBusiness;
+use crate::business::Common;
 use crate::client_ip::ClientIp;
 use crate::key::Resolver;
 
@@ -140,7 +140,7 @@ pub(crate) struct Context {
     pub(crate) missing_identity: StatusCode,
     /// Allow lists, shadow mode and waiting for every limit below: `None`
     /// when none is configured.
-    pub(crate) business: Option<Box<LayerBusiness>>,
+    pub(crate) business: Option<Box<Common>>,
     /// The queues of requests waiting for their retry time.
     pub(crate) waiters: Waiters,
 }

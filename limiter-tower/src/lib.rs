@@ -80,6 +80,7 @@ mod misconfigured;
 mod rate_limit;
 mod response;
 mod scope;
+mod setters;
 
 #[doc(hidden)]
 #[path = "private.rs"]

@@ -23,9 +23,10 @@ pub(crate) type CostResolver = Arc<dyn Fn(&Parts) -> u64 + Send + Sync>;
 /// Whether a request asks to wait instead of being denied.
 pub(crate) type WaitWhen = Arc<dyn Fn(&Parts) -> bool + Send + Sync>;
 
-/// What the router layer adds for every limit below it.
+/// What both layers can set: the router layer for every limit below it, a
+/// limit for itself (see [`common_setters`](crate::setters::common_setters)).
 #[derive(Clone, Default)]
-pub(crate) struct LayerBusiness {
+pub(crate) struct Common {
     pub(crate) allow: AllowList,
     pub(crate) shadow: bool,
     pub(crate) wait: Option<MaxWait>,
@@ -36,10 +37,8 @@ pub(crate) struct LayerBusiness {
 pub(crate) struct RouteBusiness {
     /// Whether the route has a rate limit besides its concurrency limit.
     pub(crate) rate: bool,
+    pub(crate) common: Common,
     pub(crate) plans: Option<PlanResolver>,
-    pub(crate) allow: AllowList,
-    pub(crate) shadow: bool,
-    pub(crate) wait: Option<MaxWait>,
     pub(crate) wait_when: Option<WaitWhen>,
     pub(crate) cost: Option<CostResolver>,
     pub(crate) concurrency: Option<Concurrency>,
@@ -49,10 +48,8 @@ impl Default for RouteBusiness {
     fn default() -> Self {
         Self {
             rate: true,
+            common: Common::default(),
             plans: None,
-            allow: AllowList::default(),
-            shadow: false,
-            wait: None,
             wait_when: None,
             cost: None,
             concurrency: None,
@@ -82,9 +79,9 @@ impl Concurrency {
     }
 }
 
-impl fmt::Debug for LayerBusiness {
+impl fmt::Debug for Common {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LayerBusiness")
+        f.debug_struct("Common")
             .field("allow", &self.allow)
             .field("shadow", &self.shadow)
             .field("wait", &self.wait)
@@ -96,10 +93,8 @@ impl fmt::Debug for RouteBusiness {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RouteBusiness")
             .field("rate", &self.rate)
+            .field("common", &self.common)
             .field("plans", &self.plans.as_ref().map(|_| ".."))
-            .field("allow", &self.allow)
-            .field("shadow", &self.shadow)
-            .field("wait", &self.wait)
             .field("wait_when", &self.wait_when.as_ref().map(|_| ".."))
             .field("cost", &self.cost.as_ref().map(|_| ".."))
             .field("concurrency", &self.concurrency)

@@ -1,21 +1,33 @@
-//! The checks of a request to a limit with business features, owned so
-//! they run in the limit's future: the permit first, then the rate, each
-//! waiting in turn when the limit waits.
+//! The store's part of a request's admission when the store does not
+//! decide at once, owned so it runs in the limit's future: the permit
+//! first, then the rate, each waiting in turn when the limit waits.
 
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use limiter_core::{Acquired, ConcurrencyLimit, Error, OnStoreError, Policy, Verdict, Waiters};
 
 use crate::context::{BoxFuture, DynStore};
 
-/// What the checks of one request answered: the permit (when the limit
-/// has a concurrency limit) and the rate limit's verdict (unless the
-/// request was not rate limited, or its permit was refused).
+/// What the store answered a request: the permit (when the limit has a
+/// concurrency limit) and the rate limit's verdict (unless the request is
+/// not rate limited, or its permit was refused).
 #[derive(Default)]
 pub(crate) struct Admission {
     pub(crate) permit: Option<Result<Acquired, Error>>,
     pub(crate) verdict: Option<Result<Verdict, Error>>,
+}
+
+impl Admission {
+    /// The answer of a rate check alone.
+    #[inline]
+    pub(crate) fn rate(verdict: Result<Verdict, Error>) -> Self {
+        Self {
+            permit: None,
+            verdict: Some(verdict),
+        }
+    }
 }
 
 /// What one request's checks need, owned so they can outlive `call`.
@@ -23,47 +35,79 @@ pub(crate) struct Checks {
     pub(crate) store: Arc<dyn DynStore>,
     pub(crate) key: String,
     pub(crate) rate: Option<(Arc<Policy>, u64)>,
-    pub(crate) concurrency: Option<(String, ConcurrencyLimit)>,
+    pub(crate) concurrency: Option<ConcurrencyLimit>,
     pub(crate) on_error: Option<OnStoreError>,
     pub(crate) waiters: Option<(Waiters, Duration)>,
     pub(crate) shadow: bool,
 }
 
+/// An admission under way.
+pub(crate) enum Pending {
+    /// A rate check alone: the store's own future, not boxed again.
+    Rate(BoxFuture<Result<Verdict, Error>>),
+    /// A permit, or waiting: the steps in one future.
+    Steps(BoxFuture<Admission>),
+}
+
+impl Pending {
+    pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Admission> {
+        match self {
+            Self::Rate(check) => check.as_mut().poll(cx).map(Admission::rate),
+            Self::Steps(steps) => steps.as_mut().poll(cx),
+        }
+    }
+}
+
 /// Takes the permit, then checks the rate (unless the permit was refused
 /// and the limit enforces it), each waiting in turn when the limit waits.
 /// Dropping the future gives back a permit taken and leaves any queue.
-pub(crate) fn admit(checks: Checks) -> BoxFuture<Admission> {
-    Box::pin(async move {
-        let Checks {
-            store,
-            key,
-            rate,
-            concurrency,
-            on_error,
-            waiters,
-            shadow,
-        } = checks;
-        let mut admission = Admission::default();
-        if let Some((key, limit)) = concurrency {
-            let acquire = || Arc::clone(&store).acquire_permit_owned(key.clone(), limit, on_error);
-            let acquired = match &waiters {
-                Some((waiters, max)) => waiters.acquire(&key, *max, acquire).await,
-                None => acquire().await,
-            };
-            let proceed = shadow || matches!(acquired, Ok(Acquired::Permit(_)));
-            admission.permit = Some(acquired);
-            if !proceed {
-                return admission;
-            }
+pub(crate) fn admit(checks: Checks) -> Pending {
+    if let Checks {
+        store,
+        key,
+        rate: Some((policy, cost)),
+        concurrency: None,
+        on_error,
+        waiters: None,
+        ..
+    } = checks
+    {
+        return Pending::Rate(store.check_owned(key, policy, cost, on_error));
+    }
+    Pending::Steps(Box::pin(steps(checks)))
+}
+
+async fn steps(checks: Checks) -> Admission {
+    let Checks {
+        store,
+        key,
+        rate,
+        concurrency,
+        on_error,
+        waiters,
+        shadow,
+    } = checks;
+    let mut admission = Admission::default();
+    if let Some(limit) = concurrency {
+        let key = format!("{key}:concurrent");
+        let acquire = || Arc::clone(&store).acquire_permit_owned(key.clone(), limit, on_error);
+        let acquired = match &waiters {
+            Some((waiters, max)) => waiters.acquire(&key, *max, acquire).await,
+            None => acquire().await,
+        };
+        let proceed = shadow || matches!(acquired, Ok(Acquired::Permit(_)));
+        admission.permit = Some(acquired);
+        if !proceed {
+            return admission;
         }
-        if let Some((policy, cost)) = rate {
-            let check =
-                || Arc::clone(&store).check_owned(key.clone(), Arc::clone(&policy), cost, on_error);
-            admission.verdict = Some(match &waiters {
-                Some((waiters, max)) => waiters.acquire(&key, *max, check).await,
-                None => check().await,
-            });
-        }
-        admission
-    })
+    }
+    if let Some((policy, cost)) = rate {
+        let check =
+            || Arc::clone(&store).check_owned(key.clone(), Arc::clone(&policy), cost, on_error);
+        admission.verdict = Some(match &waiters {
+            Some((waiters, max)) => waiters.acquire(&key, *max, check).await,
+            None => check().await,
+        });
+    }
+    admission
 }

@@ -1,11 +1,12 @@
-//! The setters of [`LimitLayer`] that make a limit follow the business:
-//! plans, allow lists, shadow mode, waiting, a concurrency limit, costs.
+//! The setters of [`LimitLayer`] that make a limit follow the business
+//! and that the router layer does not have: plans, costs, a concurrency
+//! limit, which requests wait. (Allow lists, shadow mode and waiting are
+//! the common setters, in `layer.rs`.)
 
 use std::sync::Arc;
 
 use http::request::Parts;
-use ipnet::IpNet;
-use limiter_core::{ConcurrencyLimit, MaxWait, Plan, Policy, Rule};
+use limiter_core::{ConcurrencyLimit, Plan, Policy, Rule};
 
 use super::LimitLayer;
 use super::route::RouteLimit;
@@ -130,58 +131,6 @@ impl LimitLayer {
     /// ```
     pub fn cost(mut self, cost: impl Fn(&Parts) -> u64 + Send + Sync + 'static) -> Self {
         self.business().cost = Some(Arc::new(cost));
-        self
-    }
-
-    /// Clients this limit does not hold, as
-    /// [`RateLimitLayer::allow_ips`](crate::RateLimitLayer::allow_ips)
-    /// describes for every limit.
-    pub fn allow_ips(mut self, nets: impl IntoIterator<Item = IpNet>) -> Self {
-        self.business().allow.add_nets(nets);
-        self
-    }
-
-    /// Identities (this limit's: a user, a header's value) this limit does
-    /// not hold, as
-    /// [`RateLimitLayer::allow_identities`](crate::RateLimitLayer::allow_identities)
-    /// describes.
-    pub fn allow_identities<I: Into<String>>(
-        mut self,
-        identities: impl IntoIterator<Item = I>,
-    ) -> Self {
-        self.business().allow.add_identities(identities);
-        self
-    }
-
-    /// Shadow mode for this limit: checked and counted as usual, never
-    /// denied; see [`RateLimitLayer::shadow`](crate::RateLimitLayer::shadow).
-    pub fn shadow(mut self, on: bool) -> Self {
-        self.business().shadow = on;
-        self
-    }
-
-    /// Waits up to `max` for the retry time instead of answering 429, for
-    /// every algorithm and for the concurrency limit: a request over the
-    /// limit whose retry time is within `max` waits for it and is checked
-    /// again, in turn with the other waiters of its key (see
-    /// [`Waiters`](crate::Waiters)), and answered 429 only once waiting
-    /// cannot help. A client that goes away while it waits leaves the queue.
-    /// How many may wait at once, and the clock, are the router layer's
-    /// ([`RateLimitLayer::waiters`](crate::RateLimitLayer::waiters)).
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use limiter_tower::{KeySource, LimitLayer, MaxWait, Policy, Rule};
-    ///
-    /// let replies = Policy::sliding_log([Rule::new(5, Duration::from_secs(60))?])?;
-    /// let layer = LimitLayer::new("replies", replies, KeySource::user())
-    ///     .wait(MaxWait::new(Duration::from_secs(2))?)
-    ///     // Only requests that ask for it: `?wait=1`.
-    ///     .wait_when(|parts| parts.uri.query().is_some_and(|q| q.split('&').any(|p| p == "wait=1")));
-    /// # Ok::<(), limiter_tower::ConfigError>(())
-    /// ```
-    pub fn wait(mut self, max: MaxWait) -> Self {
-        self.business().wait = Some(max);
         self
     }
 

@@ -42,6 +42,7 @@ const LABELS: [(&str, &str); 12] = [
 
 impl Counted {
     /// A decision of a store used as it is.
+    #[inline]
     pub(crate) fn by_store(decision: &limiter_core::Decision) -> Self {
         if decision.allowed() {
             Self::StoreAllowed

@@ -8,15 +8,14 @@ use axum::BoxError;
 use axum::body::{Body, Bytes, HttpBody};
 use axum::response::Response;
 use http::Request;
-use limiter_core::{Error, Permit, Verdict};
+use limiter_core::Permit;
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use super::admission::Admission;
-use super::extended::Admitting;
+use super::admission::Pending;
+use super::answer::{Next, Reading};
 use super::permit_body::PermitBody;
 use super::route::RouteLimit;
-use crate::context::{BoxFuture, HeaderOptions};
 use crate::response::RateLimitHeaders;
 
 pin_project! {
@@ -45,11 +44,12 @@ pin_project! {
             // The fields to add to the inner response, when configured.
             headers: Option<RateLimitHeaders>,
         },
-        // Waiting for a store that does not decide at once. What waits with
-        // the check is boxed: this state is rare on the fast path (the memory
-        // store decides in `call`), and a small future is cheap to move.
+        // Waiting for a store that does not decide at once (or for a
+        // permit, or for the retry time). What waits with the check is
+        // boxed: this state is rare on the fast path (the memory store
+        // decides in `call`), and a small future is cheap to move.
         Checking {
-            check: BoxFuture<Result<Verdict, Error>>,
+            pending: Pending,
             waiting: Option<Box<Waiting<S, B>>>,
         },
         // A leaky bucket's request waiting its turn before the inner call,
@@ -57,12 +57,6 @@ pin_project! {
         Pacing {
             sleep: Pin<Box<tokio::time::Sleep>>,
             paced: Option<Box<Paced<S, B>>>,
-        },
-        // Waiting for the checks of a limit with business features (a
-        // plan, a permit, a wait for the retry time).
-        Admitting {
-            admission: BoxFuture<Admission>,
-            waiting: Option<Box<Admitting<S, B>>>,
         },
         // The inner call of a request holding a concurrency permit: the
         // permit goes with the response body. What it holds is boxed, so
@@ -83,12 +77,13 @@ pin_project! {
 /// its permit.
 type Paced<S, B> = (S, Request<B>, Option<RateLimitHeaders>, Option<Permit>);
 
-/// What waits for a store's answer: a ready inner service and the request.
+/// What waits for a store's answer: a ready inner service, the request,
+/// and how the answer is read.
 pub(crate) struct Waiting<S, B> {
     pub(crate) inner: S,
     pub(crate) request: Request<B>,
-    pub(crate) headers: HeaderOptions,
     pub(crate) limit: Arc<RouteLimit>,
+    pub(crate) reading: Reading,
 }
 
 impl<S, B> ResponseFuture<S, B>
@@ -97,7 +92,7 @@ where
 {
     /// Calls `inner`, which is ready, now or after `delay` (keeping it, and
     /// leaving a clone in its place), and adds `headers` to its response.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn proceed(
         inner: &mut S,
         request: Request<B>,
@@ -107,24 +102,29 @@ where
     where
         S: Clone,
     {
-        let state = if delay.is_zero() {
-            State::Calling {
-                future: inner.call(request),
-                headers,
-            }
-        } else {
-            let clone = inner.clone();
-            let ready = std::mem::replace(inner, clone);
-            State::Pacing {
+        // Each state is built where it is returned: the inner future is
+        // not moved again.
+        if delay.is_zero() {
+            return Self {
+                state: State::Calling {
+                    future: inner.call(request),
+                    headers,
+                },
+            };
+        }
+        let clone = inner.clone();
+        let ready = std::mem::replace(inner, clone);
+        Self {
+            state: State::Pacing {
                 sleep: Box::pin(tokio::time::sleep(delay)),
                 paced: Some(Box::new((ready, request, headers, None))),
-            }
-        };
-        Self { state }
+            },
+        }
     }
 
     /// Like [`proceed`](Self::proceed), the response body holding `permit`
     /// until it ends or is dropped.
+    #[inline]
     pub(crate) fn proceed_holding(
         inner: &mut S,
         request: Request<B>,
@@ -154,13 +154,15 @@ where
         Self { state }
     }
 
-    /// Waits for `admission`, then lets the limit decide what follows.
-    pub(crate) fn admitting(admission: BoxFuture<Admission>, waiting: Admitting<S, B>) -> Self {
-        Self {
-            state: State::Admitting {
-                admission,
-                waiting: Some(Box::new(waiting)),
-            },
+    /// Calls `inner`, or answers without calling it, as `next` says.
+    #[inline(always)]
+    pub(crate) fn next(inner: &mut S, request: Request<B>, next: Next) -> Self
+    where
+        S: Clone,
+    {
+        match next {
+            Next::Proceed { fields, delay } => Self::proceed(inner, request, fields, delay),
+            Next::Respond(response) => Self::respond(response),
         }
     }
 
@@ -173,14 +175,11 @@ where
         }
     }
 
-    /// Waits for `check`, then lets the limit decide what follows.
-    pub(crate) fn checking(
-        check: BoxFuture<Result<Verdict, Error>>,
-        waiting: Waiting<S, B>,
-    ) -> Self {
+    /// Waits for `pending`, then lets the limit answer.
+    pub(crate) fn checking(pending: Pending, waiting: Waiting<S, B>) -> Self {
         Self {
             state: State::Checking {
-                check,
+                pending,
                 waiting: Some(Box::new(waiting)),
             },
         }
@@ -230,15 +229,15 @@ where
     #[inline(never)]
     fn advance(mut state: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Response>> {
         match state.as_mut().project() {
-            StateProj::Checking { check, waiting } => {
-                let verdict = ready!(check.as_mut().poll(cx));
+            StateProj::Checking { pending, waiting } => {
+                let admission = ready!(pending.poll(cx));
                 let Waiting {
                     mut inner,
                     request,
-                    headers,
                     limit,
+                    reading,
                 } = *waiting.take().expect("polled after completion");
-                let next = limit.decide(verdict, headers, &mut inner, request);
+                let next = limit.answer(admission, reading, &mut inner, request);
                 state.set(next.state);
             }
             StateProj::Pacing { sleep, paced } => {
@@ -255,17 +254,6 @@ where
                         held: Some(Box::new((headers, permit))),
                     },
                 });
-            }
-            StateProj::Admitting { admission, waiting } => {
-                let admission = ready!(admission.as_mut().poll(cx));
-                let Admitting {
-                    mut inner,
-                    request,
-                    limit,
-                    admitted,
-                } = *waiting.take().expect("polled after completion");
-                let next = limit.admitted(admission, admitted, &mut inner, request);
-                state.set(next.state);
             }
             StateProj::Responding { response } => {
                 return Poll::Ready(Some(response.take().expect("polled after completion")));

@@ -5,7 +5,9 @@ use tower_layer::Layer;
 
 use super::Limit;
 use super::route::RouteLimit;
+use crate::business::Common;
 use crate::key::KeySource;
+use crate::setters::{Configure, common_setters};
 
 /// One policy and one key source, on a route, a handler or any service: the
 /// same limiting as `#[rate_limit]`, without the macro.
@@ -75,13 +77,6 @@ impl LimitLayer {
         self
     }
 
-    /// What to decide on this route when the store fails, instead of the
-    /// router layer's [`on_store_error`](crate::RateLimitLayer::on_store_error).
-    pub fn on_store_error(mut self, policy: OnStoreError) -> Self {
-        self.limit().on_store_error = Some(policy);
-        self
-    }
-
     /// Whether an allowed request carries its [`Decision`](limiter_core::Decision)
     /// as a request extension, for the service below to read
     /// (`Extension<Decision>` in a handler). On by default; switch it off
@@ -99,6 +94,61 @@ impl LimitLayer {
         start.push(':');
         self.limit().key_start = Some(start.into_boxed_str());
         self
+    }
+}
+
+common_setters! {
+    LimitLayer;
+
+    /// What to decide on this route when the store fails, instead of the
+    /// router layer's [`on_store_error`](crate::RateLimitLayer::on_store_error).
+    fn on_store_error;
+
+    /// Clients this limit does not hold, as
+    /// [`RateLimitLayer::allow_ips`](crate::RateLimitLayer::allow_ips)
+    /// describes for every limit.
+    fn allow_ips;
+
+    /// Identities (this limit's: a user, a header's value) this limit does
+    /// not hold, as
+    /// [`RateLimitLayer::allow_identities`](crate::RateLimitLayer::allow_identities)
+    /// describes.
+    fn allow_identities;
+
+    /// Shadow mode for this limit: checked and counted as usual, never
+    /// denied; see [`RateLimitLayer::shadow`](crate::RateLimitLayer::shadow).
+    fn shadow;
+
+    /// Waits up to `max` for the retry time instead of answering 429, for
+    /// every algorithm and for the concurrency limit: a request over the
+    /// limit whose retry time is within `max` waits for it and is checked
+    /// again, in turn with the other waiters of its key (see
+    /// [`Waiters`](crate::Waiters)), and answered 429 only once waiting
+    /// cannot help. A client that goes away while it waits leaves the queue.
+    /// How many may wait at once, and the clock, are the router layer's
+    /// ([`RateLimitLayer::waiters`](crate::RateLimitLayer::waiters)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_tower::{KeySource, LimitLayer, MaxWait, Policy, Rule};
+    ///
+    /// let replies = Policy::sliding_log([Rule::new(5, Duration::from_secs(60))?])?;
+    /// let layer = LimitLayer::new("replies", replies, KeySource::user())
+    ///     .wait(MaxWait::new(Duration::from_secs(2))?)
+    ///     // Only requests that ask for it: `?wait=1`.
+    ///     .wait_when(|parts| parts.uri.query().is_some_and(|q| q.split('&').any(|p| p == "wait=1")));
+    /// # Ok::<(), limiter_tower::ConfigError>(())
+    /// ```
+    fn wait;
+}
+
+impl Configure for LimitLayer {
+    fn common(&mut self) -> &mut Common {
+        &mut self.limit().business.get_or_insert_default().common
+    }
+
+    fn set_on_store_error(&mut self, policy: OnStoreError) {
+        self.limit().on_store_error = Some(policy);
     }
 }
 

@@ -2,10 +2,13 @@
 //! or any service. The `#[rate_limit]` attribute generates one per handler.
 
 mod admission;
+mod answer;
 mod business_setters;
+mod call;
+mod checks;
 pub(crate) mod counters;
-mod extended;
 mod future;
+mod identity;
 mod layer;
 mod permit_body;
 mod route;

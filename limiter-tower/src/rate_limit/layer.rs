@@ -2,14 +2,15 @@ use std::sync::Arc;
 
 use http::StatusCode;
 use http::request::Parts;
-use limiter_core::{GuardConfig, Limiter, MaxWait, OnStoreError, Store, Waiters};
+use limiter_core::{GuardConfig, Limiter, OnStoreError, Store, Waiters};
 use tower_layer::Layer;
 
 use super::RateLimit;
-use crate::business::LayerBusiness;
+use crate::business::Common;
 use crate::client_ip::{ClientIp, ClientIpSource};
 use crate::context::{Context, HeaderOptions, store_builder};
 use crate::scope;
+use crate::setters::{Configure, common_setters};
 use ipnet::IpNet;
 
 /// The router-level layer: the store, the key prefix, how to find the client
@@ -96,23 +97,14 @@ impl RateLimitLayer {
     /// How a remote store is guarded: deadline, circuit breaker, failure
     /// policy, deny cache and fallback capacity.
     pub fn guard(mut self, config: GuardConfig) -> Self {
-        let context = self.context();
-        context.guard = config;
-        context.store = (context.build_store)(config);
+        self.set_guard(config);
         self
     }
 
-    /// What to decide when the store fails: the local fallback (the
-    /// default), fail open, or fail closed (503 with `Retry-After`). A route
-    /// can override it ([`LimitLayer::on_store_error`](crate::LimitLayer::on_store_error),
-    /// or `on_store_error = ...` in `#[rate_limit]`).
-    pub fn on_store_error(mut self, policy: OnStoreError) -> Self {
-        self.context().on_store_error = Some(policy);
-        let config = GuardConfig {
-            on_store_error: policy,
-            ..self.context.guard
-        };
-        self.guard(config)
+    fn set_guard(&mut self, config: GuardConfig) {
+        let context = self.context();
+        context.guard = config;
+        context.store = (context.build_store)(config);
     }
 
     /// The proxies whose forwarding header is believed (none by default:
@@ -177,9 +169,30 @@ impl RateLimitLayer {
         self
     }
 
-    fn business(&mut self) -> &mut LayerBusiness {
-        self.context().business.get_or_insert_default()
+    /// The queues requests wait in ([`wait`](Self::wait)): their clock and
+    /// how many may wait at once (by default [`Waiters::new`]: the system
+    /// clock, [`DEFAULT_MAX_WAITERS`](crate::DEFAULT_MAX_WAITERS)).
+    pub fn waiters(mut self, waiters: Waiters) -> Self {
+        self.context().waiters = waiters;
+        self
     }
+
+    /// Whether responses also carry the legacy `X-RateLimit-Limit`,
+    /// `X-RateLimit-Remaining` and `X-RateLimit-Reset` (default off).
+    pub fn legacy_headers(mut self, on: bool) -> Self {
+        self.context().headers.legacy = on;
+        self
+    }
+}
+
+common_setters! {
+    RateLimitLayer;
+
+    /// What to decide when the store fails: the local fallback (the
+    /// default), fail open, or fail closed (503 with `Retry-After`). A route
+    /// can override it ([`LimitLayer::on_store_error`](crate::LimitLayer::on_store_error),
+    /// or `on_store_error = ...` in `#[rate_limit]`).
+    fn on_store_error;
 
     /// Clients no limit below holds: requests from these networks are
     /// neither checked nor counted, and carry no RateLimit fields. The
@@ -198,22 +211,13 @@ impl RateLimitLayer {
     ///     .allow_identities(["batch-jobs"]);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn allow_ips(mut self, nets: impl IntoIterator<Item = IpNet>) -> Self {
-        self.business().allow.add_nets(nets);
-        self
-    }
+    fn allow_ips;
 
     /// Identities no limit below holds: a request whose identity for a
     /// limit (its user, its header's value, what a custom key source
     /// returns) is one of these bypasses that limit, as
     /// [`allow_ips`](Self::allow_ips) describes.
-    pub fn allow_identities<I: Into<String>>(
-        mut self,
-        identities: impl IntoIterator<Item = I>,
-    ) -> Self {
-        self.business().allow.add_identities(identities);
-        self
-    }
+    fn allow_identities;
 
     /// Shadow mode for every limit below: requests are checked and counted
     /// as usual, but never denied. A request a limit would have denied is
@@ -221,33 +225,27 @@ impl RateLimitLayer {
     /// carries the RateLimit fields of its denial. A limit waits for
     /// nothing in shadow mode. Use it to see what new limits would do
     /// before enforcing them.
-    pub fn shadow(mut self, on: bool) -> Self {
-        self.business().shadow = on;
-        self
-    }
+    fn shadow;
 
     /// Every limit below waits up to `max` for its retry time instead of
     /// answering 429 (unless the limit sets its own
     /// [`wait`](crate::LimitLayer::wait)); see
     /// [`LimitLayer::wait`](crate::LimitLayer::wait).
-    pub fn wait(mut self, max: MaxWait) -> Self {
-        self.business().wait = Some(max);
-        self
+    fn wait;
+}
+
+impl Configure for RateLimitLayer {
+    fn common(&mut self) -> &mut Common {
+        self.context().business.get_or_insert_default()
     }
 
-    /// The queues requests wait in ([`wait`](Self::wait)): their clock and
-    /// how many may wait at once (by default [`Waiters::new`]: the system
-    /// clock, [`DEFAULT_MAX_WAITERS`](crate::DEFAULT_MAX_WAITERS)).
-    pub fn waiters(mut self, waiters: Waiters) -> Self {
-        self.context().waiters = waiters;
-        self
-    }
-
-    /// Whether responses also carry the legacy `X-RateLimit-Limit`,
-    /// `X-RateLimit-Remaining` and `X-RateLimit-Reset` (default off).
-    pub fn legacy_headers(mut self, on: bool) -> Self {
-        self.context().headers.legacy = on;
-        self
+    fn set_on_store_error(&mut self, policy: OnStoreError) {
+        self.context().on_store_error = Some(policy);
+        let config = GuardConfig {
+            on_store_error: policy,
+            ..self.context.guard
+        };
+        self.set_guard(config);
     }
 }
 

@@ -41,9 +41,11 @@ where
         // A service may call the limits below at once; axum's routes call
         // them when first polled.
         let scope = Scope::enter(Arc::clone(&self.context));
-        let future = self.inner.call(request);
-        let context = scope.leave();
-        RateLimitFuture { future, context }
+        // Built in place: the inner future is not moved again.
+        RateLimitFuture {
+            future: self.inner.call(request),
+            context: scope.leave(),
+        }
     }
 }
 

@@ -1,0 +1,298 @@
+//! How a request's answer becomes the inner call or the limiter's own
+//! response, wherever it comes from (a store that decides at once, or the
+//! limit's future): the one place that counts a decision, builds the 429,
+//! and inserts the [`Decision`] extension.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::response::Response;
+use http::{HeaderMap, Request};
+use limiter_core::{Acquired, Decision, Error, Permit, Policy, Verdict};
+use tower_service::Service;
+
+use super::ResponseFuture;
+use super::admission::Admission;
+use super::counters::Counted;
+use super::route::RouteLimit;
+use crate::context::HeaderOptions;
+use crate::response::{self, Protocol, RateLimitHeaders, RouteFields};
+
+/// How a request's answer is read.
+pub(crate) struct Reading {
+    pub(crate) headers: HeaderOptions,
+    /// Shadow mode: denials are counted and logged, never enforced.
+    pub(crate) shadow: bool,
+    /// The request's plan, whose fields and names replace the limit's.
+    pub(crate) plan: Option<Box<PlanFields>>,
+}
+
+impl Reading {
+    /// How the answer of a limit without business features is read.
+    #[inline]
+    pub(crate) fn plain(headers: HeaderOptions) -> Self {
+        Self {
+            headers,
+            shadow: false,
+            plan: None,
+        }
+    }
+
+    /// The policy the request is checked with: its plan's, or the limit's.
+    #[inline]
+    pub(crate) fn policy<'a>(&'a self, limit: &'a RouteLimit) -> &'a Arc<Policy> {
+        self.plan
+            .as_ref()
+            .map_or(&limit.policy, |plan| &plan.policy)
+    }
+}
+
+/// The policy, fields and item names of a request's plan, and the
+/// request's cost.
+pub(crate) struct PlanFields {
+    pub(crate) policy: Arc<Policy>,
+    pub(crate) fields: RouteFields,
+    pub(crate) names: Box<[String]>,
+    pub(crate) cost: u64,
+}
+
+/// What a request's answer leads to, before the service below is called.
+pub(crate) enum Next {
+    /// Call the service below, after `delay`, adding `fields` to its response.
+    Proceed {
+        fields: Option<RateLimitHeaders>,
+        delay: Duration,
+    },
+    /// Answer without calling it.
+    Respond(Response),
+}
+
+impl Next {
+    /// Call the service below at once, without fields.
+    const UNCHECKED: Self = Self::Proceed {
+        fields: None,
+        delay: Duration::ZERO,
+    };
+}
+
+/// A concurrency permit held, and its fields.
+#[derive(Default)]
+struct Held {
+    permit: Option<Permit>,
+    fields: Option<RateLimitHeaders>,
+}
+
+/// What a concurrency permit's answer leads to.
+enum Permitted {
+    Held(Held),
+    Denied(Response),
+    Failed(Error),
+}
+
+impl RouteLimit {
+    /// What follows the store's answer to a request it did not decide at
+    /// once: the inner call (`inner` is ready), holding the permit, with the
+    /// fields; or the limiter's own response.
+    pub(crate) fn answer<S, B>(
+        &self,
+        admission: Admission,
+        reading: Reading,
+        inner: &mut S,
+        mut request: Request<B>,
+    ) -> ResponseFuture<S, B>
+    where
+        S: Service<Request<B>> + Clone,
+    {
+        let mut held = Held::default();
+        if let Some(acquired) = admission.permit {
+            match self.on_permit(acquired, &reading, request.headers()) {
+                Permitted::Held(permit) => held = permit,
+                Permitted::Denied(response) => return ResponseFuture::respond(response),
+                Permitted::Failed(error) => {
+                    let next = self.failed(&error, &reading, request.headers());
+                    return ResponseFuture::next(inner, request, next);
+                }
+            }
+        }
+        let next = match admission.verdict {
+            Some(verdict) => self.on_verdict(verdict, &reading, &mut request),
+            None => Next::UNCHECKED,
+        };
+        match next {
+            Next::Proceed { fields, delay } => {
+                let fields = match (fields, held.fields) {
+                    (Some(rate), Some(concurrency)) => Some(rate.join(concurrency)),
+                    (rate, concurrency) => rate.or(concurrency),
+                };
+                ResponseFuture::proceed_holding(inner, request, fields, delay, held.permit)
+            }
+            Next::Respond(response) => ResponseFuture::respond(response),
+        }
+    }
+
+    /// What follows the rate check's answer.
+    fn on_verdict<B>(
+        &self,
+        verdict: Result<Verdict, Error>,
+        reading: &Reading,
+        request: &mut Request<B>,
+    ) -> Next {
+        let verdict = match verdict {
+            Ok(verdict) => verdict,
+            Err(error) => return self.failed(&error, reading, request.headers()),
+        };
+        let counted = Counted::of(&verdict);
+        if let Some(decision) = verdict.decision() {
+            return self.on_decision(decision, counted, reading, request);
+        }
+        self.record(counted);
+        match verdict {
+            Verdict::FailedClosed { retry_after } if !reading.shadow => {
+                let protocol = Protocol::of(request.headers());
+                Next::Respond(response::unavailable(protocol, retry_after))
+            }
+            // Failed open (or closed, in shadow mode): no decision, no fields.
+            _ => Next::UNCHECKED,
+        }
+    }
+
+    /// Counts a decision, and proceeds with its fields (and, when the limit
+    /// has it on, the decision as a request extension), or answers 429.
+    #[inline(always)]
+    pub(crate) fn on_decision<B>(
+        &self,
+        decision: &Decision,
+        counted: Counted,
+        reading: &Reading,
+        request: &mut Request<B>,
+    ) -> Next {
+        self.record(counted);
+        let options = reading.headers;
+        let mut delay = decision.delay();
+        if !decision.allowed() {
+            if !reading.shadow {
+                return Next::Respond(self.too_many_requests(decision, reading, request));
+            }
+            delay = Duration::ZERO;
+            self.shadow_counter
+                .record(self.policy.algorithm().name(), &self.name);
+            tracing::info!(
+                limit = %self.name,
+                rule = %decision.rule(),
+                "shadow mode: would have been rate limited"
+            );
+        }
+        let fields = (options.on_allowed || !decision.allowed()).then(|| {
+            let fields = reading
+                .plan
+                .as_ref()
+                .map_or(&self.fields, |plan| &plan.fields);
+            fields.of(decision, options)
+        });
+        if self.decision_extension {
+            request.extensions_mut().insert(*decision);
+        }
+        Next::Proceed { fields, delay }
+    }
+
+    /// The 429 of a denied decision, named after the request's plan or the
+    /// limit's policy.
+    #[cold]
+    #[inline(never)]
+    fn too_many_requests<B>(
+        &self,
+        decision: &Decision,
+        reading: &Reading,
+        request: &Request<B>,
+    ) -> Response {
+        tracing::debug!(
+            limit = %self.name,
+            rule = %decision.rule(),
+            retry_after = ?decision.retry_after(),
+            "rate limited"
+        );
+        let own_names;
+        let (fields, names, cost) = match &reading.plan {
+            Some(plan) => (&plan.fields, &plan.names[..], plan.cost),
+            None => {
+                own_names = self.policy.names();
+                (&self.fields, &own_names[..], self.policy.cost())
+            }
+        };
+        response::too_many_requests(
+            Protocol::of(request.headers()),
+            decision,
+            names,
+            cost,
+            fields.of(decision, reading.headers),
+            self.message.as_deref(),
+        )
+    }
+
+    /// Reads a concurrency permit's answer, counted in the concurrency
+    /// limit's own counters.
+    #[cold]
+    #[inline(never)]
+    fn on_permit(
+        &self,
+        acquired: Result<Acquired, Error>,
+        reading: &Reading,
+        request: &HeaderMap,
+    ) -> Permitted {
+        let concurrency = self
+            .business
+            .as_deref()
+            .and_then(|b| b.concurrency.as_ref())
+            .expect("a permit is asked for a concurrency limit");
+        let record = |counted| {
+            concurrency
+                .counters
+                .record(counted, || "concurrency", &self.name)
+        };
+        let acquired = match acquired {
+            Ok(acquired) => acquired,
+            Err(error) => {
+                record(Counted::Error);
+                return Permitted::Failed(error);
+            }
+        };
+        let decision = *acquired.decision();
+        let options = reading.headers;
+        if acquired.allowed() {
+            record(Counted::StoreAllowed);
+        } else {
+            record(Counted::StoreDenied);
+            if !reading.shadow {
+                return Permitted::Denied(response::too_many_requests(
+                    Protocol::of(request),
+                    &decision,
+                    &concurrency.names,
+                    1,
+                    concurrency.fields.of(&decision, options),
+                    self.message.as_deref(),
+                ));
+            }
+            concurrency.shadow_counter.record("concurrency", &self.name);
+            tracing::info!(limit = %self.name, "shadow mode: too many requests in flight");
+        }
+        Permitted::Held(Held {
+            permit: acquired.permit(),
+            fields: (options.on_allowed || !decision.allowed())
+                .then(|| concurrency.fields.of(&decision, options)),
+        })
+    }
+
+    /// A store error: 503, or in shadow mode the inner call.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn failed(&self, error: &Error, reading: &Reading, request: &HeaderMap) -> Next {
+        self.record(Counted::Error);
+        if reading.shadow {
+            tracing::error!(limit = %self.name, %error, "the rate limiter failed (shadow mode)");
+            return Next::UNCHECKED;
+        }
+        tracing::error!(limit = %self.name, %error, "the rate limiter failed");
+        let protocol = Protocol::of(request);
+        Next::Respond(response::unavailable(protocol, Duration::from_secs(1)))
+    }
+}

@@ -1,0 +1,144 @@
+//! A limit's one admission path: find the request's key, what it is
+//! checked with, ask the store, and turn the answer into a call of the
+//! service below or a response ([`answer`](RouteLimit::answer)). A store
+//! that decides at once is answered here, with a key buffer this thread
+//! reuses and no future; any other answer is awaited in the limit's future.
+
+use std::cell::Cell;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::Request;
+use tower_service::Service;
+
+use super::ResponseFuture;
+use super::admission::{Checks, admit};
+use super::answer::{Next, Reading};
+use super::checks::RequestChecks;
+use super::counters::Counted;
+use super::future::Waiting;
+use super::route::RouteLimit;
+use crate::context::Context;
+use crate::misconfigured::Missing;
+use crate::scope::Current;
+
+thread_local! {
+    /// The key buffer of this thread's checks, reused so that a check on a
+    /// store that decides at once allocates no key.
+    static KEY_BUFFER: Cell<String> = const { Cell::new(String::new()) };
+}
+
+impl RouteLimit {
+    /// Admits a request with the router layer's context in scope, and
+    /// answers with the future of what follows: `inner` called (it is
+    /// ready), the limiter's own response, or the wait for a store that
+    /// does not decide at once.
+    pub(crate) fn call<S, B>(
+        self: &Arc<Self>,
+        inner: &mut S,
+        mut request: Request<B>,
+    ) -> ResponseFuture<S, B>
+    where
+        S: Service<Request<B>> + Clone,
+    {
+        let current = Current::take();
+        let Some(context) = current.context() else {
+            return self.misconfigured(Missing::RouterLayer, &request);
+        };
+        let business = self.business.is_some() || context.business.is_some();
+        // An allowed client needs no identity for this limit.
+        if business && self.bypasses(context, &mut request) {
+            self.record(Counted::Bypassed);
+            drop(current);
+            return ResponseFuture::proceed(inner, request, None, Duration::ZERO);
+        }
+        let mut key = KEY_BUFFER.take();
+        if let Err(no_key) = self.write_key(&mut key, context, &mut request) {
+            KEY_BUFFER.set(key);
+            return self.refuse(no_key, context, &request);
+        }
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            tracing::debug!(limit = %self.name, %key, "checking");
+        }
+        let (cost, reading) = if business {
+            let checks = match self.business_checks(context, &mut request) {
+                Ok(Some(checks)) => checks,
+                not_checked => {
+                    KEY_BUFFER.set(key);
+                    drop(current);
+                    return match not_checked {
+                        Err(refused) => ResponseFuture::respond(refused),
+                        Ok(_) => ResponseFuture::proceed(inner, request, None, Duration::ZERO),
+                    };
+                }
+            };
+            // A permit to take, or waiting: awaited.
+            let Some(cost) = checks.at_once() else {
+                return self.pending(context, key, checks, inner, request);
+            };
+            (cost, checks.reading)
+        } else {
+            (self.policy.cost(), Reading::plain(context.headers))
+        };
+        if let Some(decided) = context.store.check_now(&key, reading.policy(self), cost) {
+            KEY_BUFFER.set(key);
+            // The scope is whole again before `inner` is called: a limit
+            // below this one takes the context in its turn.
+            drop(current);
+            // The decision step of `answer`, without wrapping the decision.
+            let next = match &decided {
+                Ok(decision) => {
+                    let counted = Counted::by_store(decision);
+                    self.on_decision(decision, counted, &reading, &mut request)
+                }
+                Err(error) => self.failed(error, &reading, request.headers()),
+            };
+            return match next {
+                Next::Proceed { fields, delay } => {
+                    ResponseFuture::proceed(inner, request, fields, delay)
+                }
+                Next::Respond(response) => ResponseFuture::respond(response),
+            };
+        }
+        let checks = RequestChecks::rate(cost, reading);
+        self.pending(context, key, checks, inner, request)
+    }
+
+    /// The future that awaits the store's answer, with the ready inner
+    /// service and the request.
+    fn pending<S, B>(
+        self: &Arc<Self>,
+        context: &Context,
+        key: String,
+        checks: RequestChecks,
+        inner: &mut S,
+        request: Request<B>,
+    ) -> ResponseFuture<S, B>
+    where
+        S: Service<Request<B>> + Clone,
+    {
+        let policy = checks.reading.policy(self);
+        let rate = checks.cost.map(|cost| (Arc::clone(policy), cost));
+        let pending = admit(Checks {
+            store: Arc::clone(&context.store),
+            key,
+            rate,
+            concurrency: checks.concurrency,
+            // `None`: the failure policy of whoever guards the store.
+            on_error: self.on_store_error.or(context.on_store_error),
+            waiters: checks.wait.map(|max| (context.waiters.clone(), max.get())),
+            shadow: checks.reading.shadow,
+        });
+        // The clone is not ready; keep it and use the one that is.
+        let clone = inner.clone();
+        ResponseFuture::checking(
+            pending,
+            Waiting {
+                inner: std::mem::replace(inner, clone),
+                request,
+                limit: Arc::clone(self),
+                reading: checks.reading,
+            },
+        )
+    }
+}

@@ -1,0 +1,202 @@
+//! What a request is checked with, before the store is asked: the limit's
+//! own policy, or, for a limit with business features, what its settings
+//! and the router layer's make of the request (an allow list's bypass, a
+//! plan's policy, a cost from the request, shadow mode, waiting, a
+//! concurrency permit).
+
+use std::sync::Arc;
+
+use axum::response::Response;
+use http::{Request, StatusCode};
+use limiter_core::{ConcurrencyLimit, MaxWait};
+
+use super::answer::{PlanFields, Reading};
+use super::counters::Counted;
+use super::identity::{client_ip, with_parts};
+use super::route::RouteLimit;
+use crate::business::{AllowList, RouteBusiness};
+use crate::context::Context;
+use crate::response::{self, Protocol, RouteFields};
+
+/// How one request is checked.
+pub(crate) struct RequestChecks {
+    /// The rate check's cost; `None` when only a permit is checked.
+    pub(crate) cost: Option<u64>,
+    pub(crate) concurrency: Option<ConcurrencyLimit>,
+    /// How long the request may wait for its retry time.
+    pub(crate) wait: Option<MaxWait>,
+    pub(crate) reading: Reading,
+}
+
+/// The rate check a request gets: its cost, and its plan when it has one.
+struct RateCheck {
+    cost: u64,
+    plan: Option<Box<PlanFields>>,
+}
+
+impl RequestChecks {
+    /// A rate check alone, of `cost`.
+    pub(crate) fn rate(cost: u64, reading: Reading) -> Self {
+        Self {
+            cost: Some(cost),
+            concurrency: None,
+            wait: None,
+            reading,
+        }
+    }
+
+    /// The cost of a rate check that a store may decide at once: one with
+    /// no permit to take and no waiting.
+    pub(crate) fn at_once(&self) -> Option<u64> {
+        match (self.concurrency, self.wait) {
+            (None, None) => self.cost,
+            _ => None,
+        }
+    }
+}
+
+impl RouteLimit {
+    /// Whether an allow list, the limit's or the router layer's, lets the
+    /// request bypass this limit: its client address (found as for
+    /// `by = ip`) or its identity for this limit.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn bypasses<B>(&self, context: &Context, request: &mut Request<B>) -> bool {
+        let lists = [
+            self.business.as_deref().map(|r| &r.common.allow),
+            context.business.as_deref().map(|l| &l.allow),
+        ];
+        let lists = || lists.into_iter().flatten().filter(|l| !l.is_empty());
+        if lists().any(AllowList::has_nets)
+            && let Some(ip) = client_ip(context, request)
+            && lists().any(|l| l.allows_ip(ip))
+        {
+            return true;
+        }
+        if lists().any(AllowList::has_identities)
+            && let Some(identity) = self.identity(context, request)
+        {
+            return lists().any(|l| l.allows_identity(&identity));
+        }
+        false
+    }
+
+    /// How a request to a limit with business features is checked; `None`
+    /// when it is not checked at all (an unlimited plan, a cost of 0, and no
+    /// concurrency limit). A cost no request could pay is refused.
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::result_large_err)]
+    pub(crate) fn business_checks<B>(
+        &self,
+        context: &Context,
+        request: &mut Request<B>,
+    ) -> Result<Option<RequestChecks>, Response> {
+        let route = self.business.as_deref();
+        let layer = context.business.as_deref();
+        let shadow = route.is_some_and(|r| r.common.shadow) || layer.is_some_and(|l| l.shadow);
+        let rate = match route {
+            Some(route) if !route.rate => None,
+            _ => self.rate_check(route, request)?,
+        };
+        let concurrency = route.and_then(|r| r.concurrency.as_ref()).map(|c| c.limit);
+        if rate.is_none() && concurrency.is_none() {
+            return Ok(None);
+        }
+        // Shadow mode denies nothing, so it makes nobody wait either.
+        let wait = route
+            .and_then(|r| r.common.wait)
+            .or(layer.and_then(|l| l.wait))
+            .filter(|_| !shadow)
+            .filter(|_| {
+                route
+                    .and_then(|r| r.wait_when.as_ref())
+                    .is_none_or(|when| with_parts(request, |parts| when(parts)))
+            });
+        let (cost, plan) = match rate {
+            Some(RateCheck { cost, plan }) => (Some(cost), plan),
+            None => (None, None),
+        };
+        let headers = context.headers;
+        Ok(Some(RequestChecks {
+            cost,
+            concurrency,
+            wait,
+            reading: Reading {
+                headers,
+                shadow,
+                plan,
+            },
+        }))
+    }
+
+    /// The cost a request is checked with, and its plan's policy (when the
+    /// limit has a plan resolver and it finds one; else the limit's own
+    /// applies); `None` when the request is not rate limited (an unlimited
+    /// plan, a cost of 0). A cost no request could pay is refused.
+    #[allow(clippy::result_large_err)]
+    fn rate_check<B>(
+        &self,
+        route: Option<&RouteBusiness>,
+        request: &mut Request<B>,
+    ) -> Result<Option<RateCheck>, Response> {
+        let mut plan_fields = None;
+        if let Some(resolve) = route.and_then(|r| r.plans.as_ref())
+            && let Some(plan) = with_parts(request, |parts| resolve(parts))
+        {
+            match plan.policy() {
+                None => {
+                    self.record(Counted::UnlimitedPlan);
+                    return Ok(None);
+                }
+                // A key's state carries only between policies of one
+                // algorithm (`Plans` refuses others).
+                Some(found) if found.algorithm() != self.policy.algorithm() => {
+                    tracing::error!(
+                        limit = %self.name,
+                        plan = plan.name(),
+                        "the plan runs {}, the limit {}: the limit's own policy applies",
+                        found.algorithm(),
+                        self.policy.algorithm()
+                    );
+                }
+                Some(found) => {
+                    let names: Box<[String]> = plan.names().into();
+                    plan_fields = Some(Box::new(PlanFields {
+                        fields: RouteFields::named(found, &names),
+                        names,
+                        cost: found.cost(),
+                        policy: Arc::new(found.clone()),
+                    }));
+                }
+            }
+        }
+        let policy = plan_fields
+            .as_ref()
+            .map_or(&self.policy, |plan| &plan.policy);
+        let cost = match route.and_then(|r| r.cost.as_ref()) {
+            Some(cost_of) => with_parts(request, |parts| cost_of(parts)),
+            None => policy.cost(),
+        };
+        if cost == 0 {
+            return Ok(None);
+        }
+        if let Err(error) = policy.validate_cost(cost) {
+            self.record(Counted::CostRefused);
+            let detail = format!("This request can never pass the rate limit: {error}.");
+            let protocol = Protocol::of(request.headers());
+            return Err(response::problem(
+                protocol,
+                StatusCode::TOO_MANY_REQUESTS,
+                &detail,
+            ));
+        }
+        if let Some(plan) = &mut plan_fields {
+            plan.cost = cost;
+        }
+        Ok(Some(RateCheck {
+            cost,
+            plan: plan_fields,
+        }))
+    }
+}

@@ -1,0 +1,179 @@
+//! Who a request is for a limit: the key it is counted under, and the
+//! identity allow lists are matched against.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use axum::extract::ConnectInfo;
+use http::Request;
+use http::request::Parts;
+use limiter_core::push_identity_bytes;
+
+use super::route::RouteLimit;
+use crate::context::Context;
+use crate::key::Source;
+use crate::misconfigured::Missing;
+
+/// Why no key could be built for a request.
+pub(crate) enum NoKey {
+    /// The request carries no identity of this kind: the client's fault.
+    NotInRequest,
+    /// The application is not set up for this key source.
+    NotSetUp(Missing),
+}
+
+impl RouteLimit {
+    /// Writes `{prefix}:{identity}:{name}`, or `{prefix}:{name}` for a global
+    /// limit, into `key` (cleared first, so a buffer can be reused).
+    pub(crate) fn write_key<B>(
+        &self,
+        key: &mut String,
+        context: &Context,
+        request: &mut Request<B>,
+    ) -> Result<(), NoKey> {
+        let start = self.key_start.as_deref().unwrap_or(&context.key_start);
+        key.clear();
+        key.reserve(start.len() + self.name.len() + 48);
+        key.push_str(start);
+        let present = |identity: Option<String>| identity.filter(|i| !i.is_empty());
+        match &self.source.0 {
+            Source::Ip => {
+                let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<SocketAddr>>()
+                else {
+                    return Err(NoKey::NotSetUp(Missing::PeerAddress));
+                };
+                match context.client_ip.resolve(peer.ip(), request.headers()) {
+                    IpAddr::V4(v4) => push_ipv4(key, v4),
+                    v6 => context.client_ip.push_identity(key, v6),
+                }
+            }
+            Source::User => {
+                let Some(resolve) = &context.user else {
+                    return Err(NoKey::NotSetUp(Missing::UserResolver));
+                };
+                let user = present(with_parts(request, |parts| resolve(parts)))
+                    .ok_or(NoKey::NotInRequest)?;
+                push_identity_bytes(key, user.as_bytes());
+            }
+            Source::Header(header) => {
+                let value = request
+                    .headers()
+                    .get(header)
+                    .filter(|v| !v.is_empty())
+                    .ok_or(NoKey::NotInRequest)?;
+                push_identity_bytes(key, value.as_bytes());
+            }
+            Source::Global => {
+                key.push_str(&self.name);
+                return Ok(());
+            }
+            Source::Custom(resolve) => {
+                let identity = present(with_parts(request, |parts| resolve(parts)))
+                    .ok_or(NoKey::NotInRequest)?;
+                push_identity_bytes(key, identity.as_bytes());
+            }
+        }
+        key.push(':');
+        key.push_str(&self.name);
+        Ok(())
+    }
+
+    /// The request's identity for this limit, as its key source finds it
+    /// (before escaping); `None` for a global limit.
+    pub(crate) fn identity<B>(
+        &self,
+        context: &Context,
+        request: &mut Request<B>,
+    ) -> Option<String> {
+        match &self.source.0 {
+            Source::Ip => client_ip(context, request).map(|ip| ip.to_string()),
+            Source::User => {
+                let resolve = context.user.as_ref()?;
+                with_parts(request, |parts| resolve(parts))
+            }
+            Source::Header(name) => {
+                let value = request.headers().get(name)?;
+                String::from_utf8(value.as_bytes().to_vec()).ok()
+            }
+            Source::Global => None,
+            Source::Custom(resolve) => with_parts(request, |parts| resolve(parts)),
+        }
+    }
+
+    /// What a request lacks when it has no identity for this limit.
+    pub(crate) fn identity_name(&self) -> String {
+        match &self.source.0 {
+            Source::User => "user".to_owned(),
+            Source::Header(header) => format!("`{header}` header"),
+            _ => "identity".to_owned(),
+        }
+    }
+}
+
+/// The client's address as `by = ip` finds it, when the request carries
+/// its peer address.
+pub(crate) fn client_ip<B>(context: &Context, request: &Request<B>) -> Option<IpAddr> {
+    let ConnectInfo(peer) = request.extensions().get::<ConnectInfo<SocketAddr>>()?;
+    Some(context.client_ip.resolve(peer.ip(), request.headers()))
+}
+
+/// Appends an IPv4 address in dotted decimal, its identity: digits and dots
+/// need no escaping. (This runs on every request limited by IP: pushing
+/// ASCII characters one by one costs a third of formatting the address or
+/// validating a buffer as UTF-8.)
+#[inline]
+fn push_ipv4(key: &mut String, ip: Ipv4Addr) {
+    let digit = |d: u8| char::from(b'0' + d);
+    for (i, octet) in ip.octets().into_iter().enumerate() {
+        if i > 0 {
+            key.push('.');
+        }
+        if octet >= 100 {
+            key.push(digit(octet / 100));
+        }
+        if octet >= 10 {
+            key.push(digit(octet / 10 % 10));
+        }
+        key.push(digit(octet % 10));
+    }
+}
+
+/// Runs `f` on the request's head as [`Parts`], which resolvers take, and
+/// puts the head back: the request stays whole, whatever its body type.
+pub(crate) fn with_parts<B, R>(request: &mut Request<B>, f: impl FnOnce(&Parts) -> R) -> R {
+    let (mut parts, ()) = Request::new(()).into_parts();
+    let swap = |parts: &mut Parts, request: &mut Request<B>| {
+        std::mem::swap(&mut parts.method, request.method_mut());
+        std::mem::swap(&mut parts.uri, request.uri_mut());
+        std::mem::swap(&mut parts.version, request.version_mut());
+        std::mem::swap(&mut parts.headers, request.headers_mut());
+        std::mem::swap(&mut parts.extensions, request.extensions_mut());
+    };
+    swap(&mut parts, request);
+    let result = f(&parts);
+    swap(&mut parts, request);
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client_ip::ClientIp;
+
+    #[test]
+    fn ipv4_identities_are_the_client_ips_own() {
+        let client_ip = ClientIp::default();
+        for ip in [
+            "0.0.0.0",
+            "9.10.99.100",
+            "203.0.113.7",
+            "255.255.255.255",
+            "10.0.0.1",
+        ] {
+            let ip: Ipv4Addr = ip.parse().unwrap();
+            let (mut fast, mut general) = (String::from("k:"), String::from("k:"));
+            push_ipv4(&mut fast, ip);
+            client_ip.push_identity(&mut general, IpAddr::V4(ip));
+            assert_eq!(fast, general);
+        }
+    }
+}
