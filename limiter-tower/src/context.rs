@@ -83,14 +83,60 @@ impl<S: Store> DynStore for HotStore<S> {
         limit: ConcurrencyLimit,
         on_error: Option<OnStoreError>,
     ) -> BoxFuture<Result<Acquired, Error>> {
+        Box::pin(async move { permit(&*self.store, &key, &limit, on_error).await })
+    }
+}
+
+/// A store the layer guards itself: as [`HotStore`], with a check of a
+/// policy without a hot-key mode sent to the guard directly, its future
+/// stored in the one box of the call.
+struct LayerGuarded<S> {
+    guarded: Arc<Guarded<S>>,
+    hot: HotKeys,
+}
+
+impl<S: Store> DynStore for LayerGuarded<S> {
+    fn check_owned(
+        self: Arc<Self>,
+        key: String,
+        policy: Arc<Policy>,
+        cost: u64,
+        on_error: Option<OnStoreError>,
+    ) -> BoxFuture<Result<Verdict, Error>> {
         Box::pin(async move {
-            // The store's type is not named here: a store that keeps no
-            // permits says so (see `misconfigured`).
-            match ask::permit(&*self.store, &key, &limit, on_error) {
-                Some(permit) => permit.await,
-                None => Err(Error::Unsupported("concurrency limits")),
+            let guarded = &self.guarded;
+            if policy.hot_key().is_some() {
+                return self
+                    .hot
+                    .check_verdict(guarded, &key, &policy, cost, on_error)
+                    .await;
             }
+            let on_error = on_error.unwrap_or(guarded.config().on_store_error);
+            guarded.check_with(&key, &policy, cost, on_error).await
         })
+    }
+
+    fn acquire_permit_owned(
+        self: Arc<Self>,
+        key: String,
+        limit: ConcurrencyLimit,
+        on_error: Option<OnStoreError>,
+    ) -> BoxFuture<Result<Acquired, Error>> {
+        Box::pin(async move { permit(&*self.guarded, &key, &limit, on_error).await })
+    }
+}
+
+/// A permit of `store`, whose type is not named here: a store that keeps
+/// no permits says so (see `misconfigured`).
+async fn permit<S: Store>(
+    store: &S,
+    key: &str,
+    limit: &ConcurrencyLimit,
+    on_error: Option<OnStoreError>,
+) -> Result<Acquired, Error> {
+    match ask::permit(store, key, limit, on_error) {
+        Some(permit) => permit.await,
+        None => Err(Error::Unsupported("concurrency limits")),
     }
 }
 
@@ -106,8 +152,8 @@ pub(crate) fn store_builder<S: Store + Clone>(store: S) -> StoreBuilder {
     Arc::new(move |config| -> Arc<dyn DynStore> {
         let hot = hot.clone();
         if S::CAPABILITIES.is_remote() && !S::CAPABILITIES.is_guarded() {
-            let store = Arc::new(Guarded::new(store.clone(), config));
-            Arc::new(HotStore { store, hot })
+            let guarded = Arc::new(Guarded::new(store.clone(), config));
+            Arc::new(LayerGuarded { guarded, hot })
         } else {
             let store = Arc::new(store.clone());
             Arc::new(HotStore { store, hot })

@@ -170,7 +170,7 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
         }
         let breaker = self.breaker(key);
         match self
-            .call(&breaker, inner.store.check(key, policy, cost))
+            .call(&breaker, || inner.store.check(key, policy, cost))
             .await
         {
             Called::Answered(decision) => {
@@ -193,10 +193,14 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
     /// is recorded, and the breaker learns how it ended. A caller's
     /// mistake ([`Error::Config`]) or a capability the store lacks
     /// ([`Error::Unsupported`]) is an answer: the store did not fail.
-    async fn call<T>(
+    ///
+    /// Takes the call as a function that makes its future, so that the
+    /// future is made only once the breaker admits it and is stored once
+    /// (an `async fn` argument would be stored twice).
+    async fn call<T, F: Future<Output = Result<T, Error>>>(
         &self,
         breaker: &Breaker<C>,
-        call: impl Future<Output = Result<T, Error>>,
+        call: impl FnOnce() -> F,
     ) -> Called<Result<T, Error>> {
         let admission = breaker.admit();
         if matches!(admission, Admission::Skip) {
@@ -221,13 +225,14 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
         }
     }
 
-    /// `call`, or [`Error::Timeout`] once the deadline has passed.
-    async fn within_deadline<T>(
+    /// The call `call` makes, or [`Error::Timeout`] once the deadline has
+    /// passed.
+    async fn within_deadline<T, F: Future<Output = Result<T, Error>>>(
         &self,
-        call: impl Future<Output = Result<T, Error>>,
+        call: impl FnOnce() -> F,
     ) -> Result<T, Error> {
         let deadline = self.inner.config.deadline;
-        tokio::time::timeout(deadline, call)
+        tokio::time::timeout(deadline, call())
             .await
             .unwrap_or(Err(Error::Timeout(deadline)))
     }
@@ -314,7 +319,10 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
     ) -> Result<Acquired, Error> {
         let inner = &*self.inner;
         let breaker = self.breaker(key);
-        match self.call(&breaker, permit(&inner.store, key, limit)).await {
+        match self
+            .call(&breaker, || permit(&inner.store, key, limit))
+            .await
+        {
             Called::Answered(answer) => return answer,
             Called::Failed(error) => warn_failed(error.as_ref(), on_error),
         }
@@ -396,7 +404,7 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
     ) -> Result<LeaseGrant, Error> {
         let breaker = self.breaker(key);
         match self
-            .call(&breaker, lease(&self.inner.store, key, policy, request))
+            .call(&breaker, || lease(&self.inner.store, key, policy, request))
             .await
         {
             Called::Answered(answer) => answer,
@@ -418,7 +426,8 @@ fn check_verdict<'a, S: Store, C: Clock + Clone>(
     on_error: Option<OnStoreError>,
 ) -> Boxed<'a, Verdict> {
     let on_error = on_error.unwrap_or(guarded.inner.config.on_store_error);
-    Box::pin(guarded.check_with(key, policy, cost, on_error))
+    // An async block, so the future is made in its box, not copied there.
+    Box::pin(async move { guarded.check_with(key, policy, cost, on_error).await })
 }
 
 fn permit_verdict<'a, S: Store, C: Clock + Clone>(
@@ -429,7 +438,11 @@ fn permit_verdict<'a, S: Store, C: Clock + Clone>(
 ) -> Boxed<'a, Acquired> {
     let on_error = on_error.unwrap_or(guarded.inner.config.on_store_error);
     match S::CAPABILITIES.permits {
-        Some(permit) => Box::pin(guarded.acquire_permit_by(permit, key, limit, on_error)),
+        Some(permit) => Box::pin(async move {
+            guarded
+                .acquire_permit_by(permit, key, limit, on_error)
+                .await
+        }),
         None => Box::pin(async { Err(Error::Unsupported("concurrency limits")) }),
     }
 }
@@ -449,7 +462,9 @@ fn lease<'a, S: Store, C: Clock + Clone>(
     request: &'a LeaseRequest,
 ) -> Boxed<'a, LeaseGrant> {
     match S::CAPABILITIES.leases {
-        Some((lease, _)) => Box::pin(guarded.lease_by(lease, key, policy, request)),
+        Some((lease, _)) => {
+            Box::pin(async move { guarded.lease_by(lease, key, policy, request).await })
+        }
         None => Box::pin(async { Err(Error::Unsupported("leases")) }),
     }
 }
@@ -462,13 +477,11 @@ fn end_lease<'a, S: Store, C: Clock + Clone>(
     unused: u64,
 ) -> Boxed<'a, u64> {
     match S::CAPABILITIES.leases {
-        Some((_, end_lease)) => Box::pin(guarded.within_deadline(end_lease(
-            &guarded.inner.store,
-            key,
-            policy,
-            grant,
-            unused,
-        ))),
+        Some((_, end_lease)) => {
+            Box::pin(guarded.within_deadline(move || {
+                end_lease(&guarded.inner.store, key, policy, grant, unused)
+            }))
+        }
         None => Box::pin(async { Ok(0) }),
     }
 }

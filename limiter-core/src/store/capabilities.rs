@@ -221,7 +221,7 @@ pub(crate) fn permit_of<'a, S: Permits>(
     key: &'a str,
     limit: &'a ConcurrencyLimit,
 ) -> Boxed<'a, Acquired> {
-    Box::pin(store.acquire_permit(key, limit))
+    Box::pin(async move { store.acquire_permit(key, limit).await })
 }
 
 fn lease<'a, S: Leases>(
@@ -230,7 +230,7 @@ fn lease<'a, S: Leases>(
     policy: &'a Policy,
     request: &'a LeaseRequest,
 ) -> Boxed<'a, LeaseGrant> {
-    Box::pin(store.lease(key, policy, request))
+    Box::pin(async move { store.lease(key, policy, request).await })
 }
 
 fn end_lease<'a, S: Leases>(
@@ -240,7 +240,7 @@ fn end_lease<'a, S: Leases>(
     grant: &'a LeaseGrant,
     unused: u64,
 ) -> Boxed<'a, u64> {
-    Box::pin(store.end_lease(key, policy, grant, unused))
+    Box::pin(async move { store.end_lease(key, policy, grant, unused).await })
 }
 
 impl<S: ?Sized> fmt::Debug for Capabilities<S> {
