@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use redis::Client;
 use redis::cluster::ClusterClient;
@@ -17,8 +18,8 @@ use crate::sentinel::Sentinels;
 use crate::slots::SlotTable;
 
 use limiter_core::{
-    Acquired, Capabilities, ConcurrencyLimit, Decision, Error, FailureDomains, Leases, Permits,
-    Policy, Store,
+    Acquired, Bounded, Capabilities, ConcurrencyLimit, Decision, Error, FailureDomains, Leases,
+    Permits, Policy, Store,
 };
 
 /// The Redis store: exact and shared across every instance of a service.
@@ -279,13 +280,24 @@ impl RedisStore {
 }
 
 impl Store for RedisStore {
-    /// Across a network, a Cluster's nodes failing one by one; permits and
-    /// leases kept in Redis.
-    const CAPABILITIES: Capabilities<Self> =
-        Capabilities::REMOTE.failure_domains().permits().leases();
+    /// Across a network, each call bounded by its response timeout, a
+    /// Cluster's nodes failing one by one; permits and leases kept in Redis.
+    const CAPABILITIES: Capabilities<Self> = Capabilities::REMOTE
+        .bounded()
+        .failure_domains()
+        .permits()
+        .leases();
 
     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.run(key, policy, cost, None).await
+    }
+}
+
+/// Every call, connecting included, within
+/// [`RedisConfig::response_timeout`](crate::RedisConfig::response_timeout).
+impl Bounded for RedisStore {
+    fn deadline(&self) -> Duration {
+        self.inner.config.response_timeout
     }
 }
 

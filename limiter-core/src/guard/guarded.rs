@@ -226,15 +226,19 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
     }
 
     /// The call `call` makes, or [`Error::Timeout`] once the deadline has
-    /// passed.
+    /// passed. A store that bounds its calls itself within the deadline
+    /// ([`Bounded`](crate::Bounded)) keeps the one timer of the call.
     async fn within_deadline<T, F: Future<Output = Result<T, Error>>>(
         &self,
         call: impl FnOnce() -> F,
     ) -> Result<T, Error> {
         let deadline = self.inner.config.deadline;
-        tokio::time::timeout(deadline, call())
-            .await
-            .unwrap_or(Err(Error::Timeout(deadline)))
+        match S::CAPABILITIES.deadline(&self.inner.store) {
+            Some(own) if own <= deadline => call().await,
+            _ => tokio::time::timeout(deadline, call())
+                .await
+                .unwrap_or(Err(Error::Timeout(deadline))),
+        }
     }
 
     fn on_failure(

@@ -209,3 +209,57 @@ impl Store for Counted {
         self.inner.check(key, policy, cost).await
     }
 }
+
+/// A store that takes 80 ms and says it bounds its calls by `own`.
+struct Slow {
+    own: Duration,
+}
+
+impl Store for Slow {
+    const CAPABILITIES: Capabilities<Self> = Capabilities::REMOTE.bounded();
+
+    async fn check(&self, _: &str, policy: &Policy, _: u64) -> Result<Decision, Error> {
+        tokio::time::sleep(Duration::from_millis(80)).await;
+        Ok(Decision::unchecked(policy))
+    }
+}
+
+impl crate::Bounded for Slow {
+    fn deadline(&self) -> Duration {
+        self.own
+    }
+}
+
+/// Each call has one deadline: a store that bounds its calls within the
+/// guard's deadline keeps its own timer, and the guard adds none (this
+/// store, taking longer than it says, shows it); a store whose bound is
+/// longer gets the guard's.
+#[tokio::test]
+async fn a_store_bounding_its_calls_within_the_deadline_keeps_the_one_timer() {
+    let policy = Policy::sliding_log([Rule::new(5, Duration::from_secs(60)).unwrap()]).unwrap();
+    let within = Guarded::new(
+        Slow {
+            own: Duration::from_millis(40),
+        },
+        GuardConfig::default(),
+    );
+    let verdict = within
+        .check_with("k", &policy, 1, OnStoreError::FailClosed)
+        .await
+        .unwrap();
+    assert!(matches!(verdict, Verdict::Store(_)), "{verdict:?}");
+    let beyond = Guarded::new(
+        Slow {
+            own: Duration::from_millis(200),
+        },
+        GuardConfig::default(),
+    );
+    let verdict = beyond
+        .check_with("k", &policy, 1, OnStoreError::FailClosed)
+        .await
+        .unwrap();
+    assert!(
+        matches!(verdict, Verdict::FailedClosed { .. }),
+        "{verdict:?}"
+    );
+}

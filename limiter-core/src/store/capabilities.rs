@@ -5,6 +5,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Duration;
 
 use super::Store;
 use crate::concurrency::{Acquired, ConcurrencyLimit};
@@ -29,6 +30,14 @@ pub trait FailureDomains: Store {
     fn failure_domain_name(&self, domain: u64) -> String {
         domain.to_string()
     }
+}
+
+/// A store that bounds each of its calls itself, connecting included, and
+/// answers [`Error::Timeout`] past the bound: a guard whose deadline is no
+/// shorter adds no timer of its own, so each call has one deadline.
+pub trait Bounded: Store {
+    /// The bound of each call.
+    fn deadline(&self) -> Duration;
 }
 
 /// Concurrency permits: requests in flight per key.
@@ -117,6 +126,7 @@ pub(crate) struct GuardOps<S: ?Sized> {
 /// ```
 pub struct Capabilities<S: ?Sized> {
     remote: bool,
+    bounded: Option<fn(&S) -> Duration>,
     domains: Option<(DomainOp<S>, DomainNameOp<S>)>,
     pub(crate) permits: Option<PermitOp<S>>,
     pub(crate) leases: Option<(LeaseOp<S>, EndLeaseOp<S>)>,
@@ -128,6 +138,7 @@ impl<S: ?Sized> Capabilities<S> {
     /// guards them (the memory store).
     pub const LOCAL: Self = Self {
         remote: false,
+        bounded: None,
         domains: None,
         permits: None,
         leases: None,
@@ -163,6 +174,11 @@ impl<S: ?Sized> Capabilities<S> {
         self.leases.is_some()
     }
 
+    /// The bound `store` keeps on each call ([`Bounded`]), if it keeps one.
+    pub fn deadline(&self, store: &S) -> Option<Duration> {
+        self.bounded.map(|deadline| deadline(store))
+    }
+
     /// The part of `store` that serves `key` ([`FailureDomains`]); 0, the
     /// whole store, when it has no parts.
     pub fn failure_domain(&self, store: &S, key: &str) -> u64 {
@@ -187,6 +203,14 @@ impl<S: ?Sized> Capabilities<S> {
 
     pub(crate) const fn with_lease_ops(mut self, ops: Option<(LeaseOp<S>, EndLeaseOp<S>)>) -> Self {
         self.leases = ops;
+        self
+    }
+}
+
+impl<S: Bounded> Capabilities<S> {
+    /// Declares [`Bounded`]: the store bounds each call itself.
+    pub const fn bounded(mut self) -> Self {
+        self.bounded = Some(S::deadline);
         self
     }
 }
@@ -247,6 +271,7 @@ impl<S: ?Sized> fmt::Debug for Capabilities<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Capabilities")
             .field("remote", &self.remote)
+            .field("bounded", &self.bounded.is_some())
             .field("failure_domains", &self.domains.is_some())
             .field("permits", &self.has_permits())
             .field("leases", &self.has_leases())

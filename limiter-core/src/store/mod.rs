@@ -22,8 +22,8 @@ pub mod ask;
 pub(crate) mod capabilities;
 pub(crate) mod memory;
 
+pub use capabilities::{Bounded, Capabilities, FailureDomains, Leases, Permits};
 pub(crate) use capabilities::{Boxed, GuardOps};
-pub use capabilities::{Capabilities, FailureDomains, Leases, Permits};
 
 /// A place that keeps rate-limit state and decides atomically.
 ///
