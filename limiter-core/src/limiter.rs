@@ -1,6 +1,5 @@
 //! The programmatic API: a store plus a key prefix.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::concurrency::{Acquired, ConcurrencyLimit};
@@ -38,20 +37,25 @@ pub const DEFAULT_PREFIX: &str = "rate_limit";
 /// ```
 #[derive(Debug, Clone)]
 pub struct Limiter<S> {
-    store: Arc<S>,
+    /// The store, honouring the policies' hot-key modes.
+    store: HotKeys<S>,
     prefix: Box<str>,
     waiters: Waiters,
-    hot: HotKeys,
 }
 
 impl<S: Store> Limiter<S> {
     /// A limiter over `store` with the prefix [`DEFAULT_PREFIX`].
     pub fn new(store: S) -> Self {
+        Self::from_hot_keys(HotKeys::new(store))
+    }
+
+    /// A limiter over a store whose hot-key modes keep their state as
+    /// `store` says (such as on a test's clock: [`HotKeys::with_clock`]).
+    pub fn from_hot_keys(store: HotKeys<S>) -> Self {
         Self {
-            store: Arc::new(store),
+            store,
             prefix: DEFAULT_PREFIX.into(),
             waiters: Waiters::new(),
-            hot: HotKeys::new(),
         }
     }
 
@@ -65,13 +69,6 @@ impl<S: Store> Limiter<S> {
     /// and bound; by default [`Waiters::new`]).
     pub fn with_waiters(mut self, waiters: Waiters) -> Self {
         self.waiters = waiters;
-        self
-    }
-
-    /// Sets the state of the policies' hot-key modes (leases, sampling
-    /// counters; by default [`HotKeys::new`]), such as one on a test's clock.
-    pub fn with_hot_keys(mut self, hot: HotKeys) -> Self {
-        self.hot = hot;
         self
     }
 
@@ -115,7 +112,7 @@ impl<S: Store> Limiter<S> {
     ) -> Result<Decision, Error> {
         let mut full = self.key_with_prefix();
         full.push_str(key);
-        self.hot.check(&self.store, &full, policy, cost).await
+        self.store.check(&full, policy, cost).await
     }
 
     /// Checks a request on `{prefix}:{key}` like [`check`](Self::check),
@@ -152,9 +149,7 @@ impl<S: Store> Limiter<S> {
         full.push_str(key);
         let cost = policy.cost();
         self.waiters
-            .acquire(&full, max_wait, || {
-                self.hot.check(&self.store, &full, policy, cost)
-            })
+            .acquire(&full, max_wait, || self.store.check(&full, policy, cost))
             .await
     }
 
@@ -176,7 +171,7 @@ impl<S: Store> Limiter<S> {
 
     /// The store.
     pub fn store(&self) -> &S {
-        &self.store
+        self.store.store()
     }
 
     /// The key prefix.

@@ -45,22 +45,15 @@ pub(crate) trait DynStore: Send + Sync + 'static {
     ) -> BoxFuture<Result<Acquired, Error>>;
 }
 
-/// A store with the state of the policies' hot-key modes ([`HotKeys`]):
-/// the store used as it is (one that never fails, such as the memory store,
-/// or one the application guarded itself), or guarded by the layer.
-struct HotStore<S> {
-    store: Arc<S>,
-    hot: HotKeys,
-}
+/// A store used as it is (one that never fails, such as the memory store,
+/// or one the application guarded itself), honouring the policies' hot-key
+/// modes.
+struct AsGiven<S>(HotKeys<S>);
 
-impl<S: Store> DynStore for HotStore<S> {
+impl<S: Store> DynStore for AsGiven<S> {
     #[inline]
     fn check_now(&self, key: &str, policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
-        // A hot-key mode keeps state of its own: it is awaited.
-        if policy.hot_key().is_some() {
-            return None;
-        }
-        self.store.try_check_now(key, policy, cost)
+        self.0.try_check_now(key, policy, cost)
     }
 
     fn check_owned(
@@ -70,11 +63,7 @@ impl<S: Store> DynStore for HotStore<S> {
         cost: u64,
         on_error: Option<OnStoreError>,
     ) -> BoxFuture<Result<Verdict, Error>> {
-        Box::pin(async move {
-            self.hot
-                .check_verdict(&self.store, &key, &policy, cost, on_error)
-                .await
-        })
+        Box::pin(async move { self.0.verdict(&key, &policy, cost, on_error).await })
     }
 
     fn acquire_permit_owned(
@@ -83,17 +72,14 @@ impl<S: Store> DynStore for HotStore<S> {
         limit: ConcurrencyLimit,
         on_error: Option<OnStoreError>,
     ) -> BoxFuture<Result<Acquired, Error>> {
-        Box::pin(async move { permit(&*self.store, &key, &limit, on_error).await })
+        Box::pin(async move { permit(self.0.store(), &key, &limit, on_error).await })
     }
 }
 
-/// A store the layer guards itself: as [`HotStore`], with a check of a
-/// policy without a hot-key mode sent to the guard directly, its future
-/// stored in the one box of the call.
-struct LayerGuarded<S> {
-    guarded: Arc<Guarded<S>>,
-    hot: HotKeys,
-}
+/// A store the layer guards itself, honouring the policies' hot-key modes
+/// in front of the guard; a check of a policy without a mode goes to the
+/// guard directly, its future stored in the one box of the call.
+struct LayerGuarded<S>(HotKeys<Guarded<S>>);
 
 impl<S: Store> DynStore for LayerGuarded<S> {
     fn check_owned(
@@ -104,13 +90,10 @@ impl<S: Store> DynStore for LayerGuarded<S> {
         on_error: Option<OnStoreError>,
     ) -> BoxFuture<Result<Verdict, Error>> {
         Box::pin(async move {
-            let guarded = &self.guarded;
             if policy.hot_key().is_some() {
-                return self
-                    .hot
-                    .check_verdict(guarded, &key, &policy, cost, on_error)
-                    .await;
+                return self.0.verdict(&key, &policy, cost, on_error).await;
             }
+            let guarded = self.0.store();
             let on_error = on_error.unwrap_or(guarded.config().on_store_error);
             guarded.check_with(&key, &policy, cost, on_error).await
         })
@@ -122,7 +105,7 @@ impl<S: Store> DynStore for LayerGuarded<S> {
         limit: ConcurrencyLimit,
         on_error: Option<OnStoreError>,
     ) -> BoxFuture<Result<Acquired, Error>> {
-        Box::pin(async move { permit(&*self.guarded, &key, &limit, on_error).await })
+        Box::pin(async move { permit(self.0.store(), &key, &limit, on_error).await })
     }
 }
 
@@ -146,17 +129,16 @@ pub(crate) type StoreBuilder = Arc<dyn Fn(GuardConfig) -> Arc<dyn DynStore> + Se
 /// Guards a remote store with the layer's configuration, unless it guards
 /// itself: one owner guards a store (a second guard would add a deadline, a
 /// breaker and a deny cache, and replace the owner's failure policy). Every
-/// store built shares one [`HotKeys`].
+/// store built shares the state of one [`HotKeys`].
 pub(crate) fn store_builder<S: Store + Clone>(store: S) -> StoreBuilder {
-    let hot = HotKeys::new();
+    let hot = HotKeys::new(store);
     Arc::new(move |config| -> Arc<dyn DynStore> {
-        let hot = hot.clone();
+        let store = hot.store().clone();
         if S::CAPABILITIES.is_remote() && !S::CAPABILITIES.is_guarded() {
-            let guarded = Arc::new(Guarded::new(store.clone(), config));
-            Arc::new(LayerGuarded { guarded, hot })
+            let guarded = Guarded::new(store, config);
+            Arc::new(LayerGuarded(HotKeys::sharing(guarded, &hot)))
         } else {
-            let store = Arc::new(store.clone());
-            Arc::new(HotStore { store, hot })
+            Arc::new(AsGiven(HotKeys::sharing(store, &hot)))
         }
     })
 }

@@ -32,7 +32,7 @@ fn leased_log(limits: &[(u64, u64)], max: u64, ttl_ms: u64) -> Policy {
 }
 
 fn instance<S: Store>(store: S, clock: &ManualClock) -> Limiter<S> {
-    Limiter::new(store).with_hot_keys(HotKeys::with_store_time(clock.clone()))
+    Limiter::from_hot_keys(HotKeys::with_store_time(store, clock.clone()))
 }
 
 /// The most admissions any window `(t - w, t]` holds, over the log's times.

@@ -90,8 +90,8 @@ const WINDOW: Duration = Duration::from_secs(1);
 #[tokio::test]
 async fn sampling_admits_at_most_every_minus_one_extra_per_window() {
     let clock = ManualClock::new(Duration::from_secs(1_000));
-    let limiter = Limiter::new(MemoryStore::with_clock(clock.clone()))
-        .with_hot_keys(HotKeys::with_clock(clock.clone()));
+    let store = MemoryStore::with_clock(clock.clone());
+    let limiter = Limiter::from_hot_keys(HotKeys::with_clock(store, clock.clone()));
     sampling_admits_exactly_its_bound(limiter, async || clock.advance(WINDOW)).await;
 }
 

@@ -7,10 +7,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::clock::{Clock, ManualClock, SystemClock};
+use crate::concurrency::{Acquired, ConcurrencyLimit};
 use crate::decision::Decision;
 use crate::error::Error;
 use crate::policy::Policy;
-use crate::store::{Store, ask};
+use crate::store::{Boxed, Capabilities, GuardOps, Permits, Store, ask};
 use crate::verdict::{OnStoreError, Verdict};
 
 use super::HotKey;
@@ -56,30 +57,9 @@ impl SweepGate {
 
 /// The state one instance keeps for the hot-key modes of its policies
 /// ([`HotKey`]): its leases, its sampling counters, its turn among shards.
-///
-/// A [`Limiter`](crate::Limiter) and the Tower layer each hold one; clones
-/// share it. A policy without a mode goes to the store as it would without
-/// it.
-///
-/// ```
-/// use std::sync::Arc;
-/// use std::time::Duration;
-/// use limiter_core::{HotKeys, Lease, MemoryStore, Policy, Rule};
-///
-/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-/// let hot = HotKeys::new();
-/// let store = Arc::new(MemoryStore::new());
-/// let policy = Policy::sliding_log([Rule::new(2, Duration::from_secs(1))?])?
-///     .with_lease(Lease::up_to(50)?)?;
-/// // The memory store decides in process: a lease would gain nothing.
-/// assert!(hot.check(&store, "trending", &policy, 1).await?.allowed());
-/// assert!(hot.check(&store, "trending", &policy, 1).await?.allowed());
-/// assert!(!hot.check(&store, "trending", &policy, 1).await?.allowed());
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// # }).unwrap();
-/// ```
+/// Clones share it.
 #[derive(Clone)]
-pub struct HotKeys {
+pub(crate) struct HotState {
     pub(crate) shared: Arc<Shared>,
 }
 
@@ -117,31 +97,7 @@ impl HotClock {
     }
 }
 
-impl Default for HotKeys {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl HotKeys {
-    /// State on the system clock.
-    pub fn new() -> Self {
-        Self::with(HotClock::System, false)
-    }
-
-    /// State on `clock`: when leases end, when a rate is measured.
-    pub fn with_clock(clock: ManualClock) -> Self {
-        Self::with(HotClock::Manual(clock), false)
-    }
-
-    /// State on `clock` whose leases the Redis store also takes at that
-    /// clock's time instead of its own. For tests that count admissions per
-    /// window exactly, only.
-    #[cfg(feature = "test-util")]
-    pub fn with_store_time(clock: ManualClock) -> Self {
-        Self::with(HotClock::Manual(clock), true)
-    }
-
+impl HotState {
     fn with(clock: HotClock, store_time: bool) -> Self {
         // A random start: instances must not share lease ids.
         let seed = foldhash::fast::RandomState::default().hash_one(SystemClock.now_micros());
@@ -160,60 +116,248 @@ impl HotKeys {
     pub(crate) fn next_id(&self) -> u64 {
         self.shared.next_id.fetch_add(1, Ordering::Relaxed)
     }
+}
 
-    /// Checks a request of `cost` on `key` as [`ask::verdict`](crate::ask::verdict)
-    /// does, honouring the policy's hot-key mode. `on_error` is the failure
-    /// policy a guarded store applies when a lease cannot be taken.
-    pub async fn check_verdict<S: Store>(
+/// A store that honours the policies' hot-key modes ([`HotKey`]:
+/// [`Policy::with_lease`], [`with_shards`](Policy::with_shards),
+/// [`with_sampling`](Policy::with_sampling)) in front of the store it
+/// wraps, keeping the state they need in this instance (leases, sampling
+/// counters, the turn among shards). A policy without a mode goes to the
+/// wrapped store as it would without it.
+///
+/// The [`Limiter`](crate::Limiter) and the Tower layer wrap their store in
+/// one; a program asking a store directly wraps it itself. Clones share
+/// the state; wrapping a `HotKeys` in another changes nothing.
+///
+/// ```
+/// use std::time::Duration;
+/// use limiter_core::{HotKeys, Lease, MemoryStore, Policy, Rule, Store};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// let store = HotKeys::new(MemoryStore::new());
+/// let policy = Policy::sliding_log([Rule::new(2, Duration::from_secs(1))?])?
+///     .with_lease(Lease::up_to(50)?)?;
+/// // The memory store decides in process: a lease would gain nothing.
+/// assert!(store.check("trending", &policy, 1).await?.allowed());
+/// assert!(store.check("trending", &policy, 1).await?.allowed());
+/// assert!(!store.check("trending", &policy, 1).await?.allowed());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+pub struct HotKeys<S> {
+    store: Arc<S>,
+    state: HotState,
+}
+
+impl<S> Clone for HotKeys<S> {
+    fn clone(&self) -> Self {
+        Self {
+            store: Arc::clone(&self.store),
+            state: self.state.clone(),
+        }
+    }
+}
+
+impl<S: Store> HotKeys<S> {
+    /// `store` with the hot-key modes on the system clock.
+    pub fn new(store: S) -> Self {
+        Self::with(store, HotState::with(HotClock::System, false))
+    }
+
+    /// `store` with the hot-key modes on `clock`: when leases end, when a
+    /// rate is measured.
+    pub fn with_clock(store: S, clock: ManualClock) -> Self {
+        Self::with(store, HotState::with(HotClock::Manual(clock), false))
+    }
+
+    /// As [`with_clock`](Self::with_clock), and the Redis store takes the
+    /// leases at that clock's time instead of its own. For tests that
+    /// count admissions per window exactly, only.
+    #[cfg(feature = "test-util")]
+    pub fn with_store_time(store: S, clock: ManualClock) -> Self {
+        Self::with(store, HotState::with(HotClock::Manual(clock), true))
+    }
+
+    /// `store` with the state of `other`: its leases, counters and clock
+    /// (one instance's state, whichever way its store is wrapped).
+    pub fn sharing<T>(store: S, other: &HotKeys<T>) -> Self {
+        Self::with(store, other.state.clone())
+    }
+
+    fn with(store: S, state: HotState) -> Self {
+        Self {
+            store: Arc::new(store),
+            state,
+        }
+    }
+
+    /// The wrapped store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// Checks a request of `cost` on `key` as [`ask::verdict`] does,
+    /// honouring the policy's hot-key mode. `on_error` is the failure
+    /// policy a guarded store applies, also when a lease cannot be taken.
+    pub async fn verdict(
         &self,
-        store: &Arc<S>,
         key: &str,
         policy: &Policy,
         cost: u64,
         on_error: Option<OnStoreError>,
     ) -> Result<Verdict, Error> {
+        let (hot, store) = (&self.state, &self.store);
+        let caps = &S::CAPABILITIES;
         match policy.hot_key() {
+            // A store that honours the modes itself (a `HotKeys`) decides.
+            _ if caps.honours_hot_keys() => {
+                ask::verdict(&**store, key, policy, cost, on_error).await
+            }
             None => ask::verdict(&**store, key, policy, cost, on_error).await,
-            Some(HotKey::Lease(lease))
-                if S::CAPABILITIES.is_remote() && S::CAPABILITIES.has_leases() =>
-            {
-                super::lease::check(self, store, key, policy, lease, cost, on_error).await
+            Some(HotKey::Lease(lease)) if caps.is_remote() && caps.has_leases() => {
+                super::lease::check(hot, store, key, policy, lease, cost, on_error).await
             }
             // In process a lease would gain nothing: the store decides at
             // once; a store that leases nothing decides each check itself.
             Some(HotKey::Lease(_)) => ask::verdict(&**store, key, policy, cost, on_error).await,
             Some(HotKey::Shard { shards }) => {
-                super::shard::check(self, store, key, policy, shards, cost, on_error).await
+                super::shard::check(hot, store, key, policy, shards, cost, on_error).await
             }
             Some(HotKey::Sample { every }) => {
-                super::sample::check(self, store, key, policy, every, cost, on_error).await
+                super::sample::check(hot, store, key, policy, every, cost, on_error).await
             }
         }
     }
+}
 
-    /// Checks like [`check_verdict`](Self::check_verdict), answering a
-    /// decision as [`Store::check`] does: a store that failed open answers an
-    /// allowed decision with every quota remaining, one that failed closed
-    /// [`Error::Unavailable`].
-    pub async fn check<S: Store>(
-        &self,
-        store: &Arc<S>,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-    ) -> Result<Decision, Error> {
-        match self.check_verdict(store, key, policy, cost, None).await? {
+impl<S: Store> Store for HotKeys<S> {
+    const CAPABILITIES: Capabilities<Self> = {
+        let inner = &S::CAPABILITIES;
+        let caps = if inner.is_remote() {
+            Capabilities::REMOTE
+        } else {
+            Capabilities::LOCAL
+        };
+        let caps = caps
+            .honouring_hot_keys()
+            .with_permit_op(if inner.has_permits() {
+                Some(forward_permit::<S>)
+            } else {
+                None
+            });
+        if inner.is_guarded() {
+            caps.guarded_by(GuardOps {
+                check: guarded_verdict::<S>,
+                permit: if inner.has_guarded_permits() {
+                    Some(forward_guarded_permit::<S>)
+                } else {
+                    None
+                },
+            })
+        } else {
+            caps
+        }
+    };
+
+    async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        match self.verdict(key, policy, cost, None).await? {
             Verdict::Store(d) | Verdict::Cached(d) | Verdict::Fallback(d) => Ok(d),
             Verdict::FailedOpen => Ok(Decision::unchecked(policy)),
             Verdict::FailedClosed { retry_after } => Err(Error::Unavailable(retry_after)),
         }
     }
+
+    fn try_check_now(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+    ) -> Option<Result<Decision, Error>> {
+        // A hot-key mode keeps state of its own: it is awaited.
+        if policy.hot_key().is_some() {
+            return None;
+        }
+        self.store.try_check_now(key, policy, cost)
+    }
 }
 
-impl fmt::Debug for HotKeys {
+impl<S: Permits> Permits for HotKeys<S> {
+    async fn acquire_permit(&self, key: &str, limit: &ConcurrencyLimit) -> Result<Acquired, Error> {
+        self.store.acquire_permit(key, limit).await
+    }
+}
+
+// The table's entries: each reached only when the wrapped store has what
+// it forwards to.
+
+fn forward_permit<'a, S: Store>(
+    hot: &'a HotKeys<S>,
+    key: &'a str,
+    limit: &'a ConcurrencyLimit,
+) -> Boxed<'a, Acquired> {
+    match S::CAPABILITIES.permits {
+        Some(permit) => permit(&hot.store, key, limit),
+        None => Box::pin(async { Err(Error::Unsupported("concurrency limits")) }),
+    }
+}
+
+fn forward_guarded_permit<'a, S: Store>(
+    hot: &'a HotKeys<S>,
+    key: &'a str,
+    limit: &'a ConcurrencyLimit,
+    on_error: Option<OnStoreError>,
+) -> Boxed<'a, Acquired> {
+    match ask::permit(&*hot.store, key, limit, on_error) {
+        Some(permit) => permit,
+        None => Box::pin(async { Err(Error::Unsupported("concurrency limits")) }),
+    }
+}
+
+fn guarded_verdict<'a, S: Store>(
+    hot: &'a HotKeys<S>,
+    key: &'a str,
+    policy: &'a Policy,
+    cost: u64,
+    on_error: Option<OnStoreError>,
+) -> Boxed<'a, Verdict> {
+    Box::pin(hot.verdict(key, policy, cost, on_error))
+}
+
+impl<S> fmt::Debug for HotKeys<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HotKeys")
-            .field("leased_keys", &self.shared.leases.len())
+            .field("leased_keys", &self.state.shared.leases.len())
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::{MemoryStore, Rule};
+
+    /// Wrapping a `HotKeys` in another applies the modes once: a sampled
+    /// policy decides the same sequence either way.
+    #[tokio::test]
+    async fn a_wrapped_hot_keys_applies_the_modes_once() {
+        assert!(HotKeys::<HotKeys<MemoryStore>>::CAPABILITIES.honours_hot_keys());
+        let policy = Policy::sliding_log([Rule::new(10, Duration::from_secs(60)).unwrap()])
+            .unwrap()
+            .with_sampling(4)
+            .unwrap();
+        let clock = ManualClock::new(Duration::from_secs(1_000));
+        let once = HotKeys::with_clock(MemoryStore::with_clock(clock.clone()), clock.clone());
+        let inner = HotKeys::with_clock(MemoryStore::with_clock(clock.clone()), clock.clone());
+        let twice = HotKeys::with_clock(inner, clock.clone());
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for _ in 0..40 {
+            a.push(once.check("k", &policy, 1).await.unwrap().allowed());
+            b.push(twice.check("k", &policy, 1).await.unwrap().allowed());
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(a, b);
+        assert!(a.contains(&false), "the limit is reached: {a:?}");
     }
 }

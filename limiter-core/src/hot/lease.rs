@@ -25,7 +25,7 @@ use crate::store::{Boxed, Store, ask};
 use crate::verdict::{OnStoreError, Verdict};
 
 use super::Lease;
-use super::engine::{HotKeys, MAX_TRACKED_KEYS, SweepGate};
+use super::engine::{HotState, MAX_TRACKED_KEYS, SweepGate};
 use super::grant::{LeaseGrant, LeaseRequest};
 
 /// Fetches a request waits for before it asks the store directly.
@@ -136,7 +136,7 @@ enum Step {
 }
 
 pub(super) async fn check<S: Store>(
-    hot: &HotKeys,
+    hot: &HotState,
     store: &Arc<S>,
     key: &str,
     policy: &Policy,
@@ -198,7 +198,7 @@ pub(super) async fn check<S: Store>(
 /// What to do with the key's state as it is; also the lease that ended,
 /// whose unused permits go back.
 fn next_step(
-    hot: &HotKeys,
+    hot: &HotState,
     state: &mut KeyState,
     now: u64,
     lease: Lease,
@@ -249,7 +249,7 @@ fn next_step(
 /// the key's state stays the lease script's; a guarded store applies its
 /// failure policy when the store fails.
 async fn direct<S: Store>(
-    hot: &HotKeys,
+    hot: &HotState,
     store: &Arc<S>,
     key: &str,
     policy: &Policy,
@@ -275,7 +275,7 @@ async fn direct<S: Store>(
 
 #[allow(clippy::too_many_arguments)]
 fn spawn_fetch<S: Store>(
-    hot: &HotKeys,
+    hot: &HotState,
     store: &Arc<S>,
     key: &str,
     policy: &Policy,

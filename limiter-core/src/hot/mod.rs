@@ -10,7 +10,8 @@
 //!
 //! The modes are properties of the [`Policy`](crate::Policy): the
 //! [`Limiter`](crate::Limiter), the Tower layer and `#[rate_limit]` honour
-//! them through [`HotKeys`], the per-instance state they need.
+//! them through [`HotKeys`], a store that wraps theirs and keeps the
+//! per-instance state the modes need.
 
 mod mode;
 pub use mode::{

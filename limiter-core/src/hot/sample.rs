@@ -21,7 +21,7 @@ use crate::policy::Policy;
 use crate::store::{Store, ask};
 use crate::verdict::{OnStoreError, Verdict};
 
-use super::engine::{HotKeys, MAX_TRACKED_KEYS, SweepGate};
+use super::engine::{HotState, MAX_TRACKED_KEYS, SweepGate};
 
 /// Samples a request waits for before it is checked on its own, unsampled.
 const MAX_ROUNDS: usize = 64;
@@ -50,7 +50,7 @@ enum Step {
 }
 
 pub(super) async fn check<S: Store>(
-    hot: &HotKeys,
+    hot: &HotState,
     store: &Arc<S>,
     key: &str,
     policy: &Policy,

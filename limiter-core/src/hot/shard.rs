@@ -12,13 +12,13 @@ use crate::policy::Policy;
 use crate::store::{Store, ask};
 use crate::verdict::{OnStoreError, Verdict};
 
-use super::engine::HotKeys;
+use super::engine::HotState;
 
 /// Redis Cluster's slot count.
 const SLOTS: u32 = 16_384;
 
 pub(super) async fn check<S: Store>(
-    hot: &HotKeys,
+    hot: &HotState,
     store: &Arc<S>,
     key: &str,
     policy: &Policy,

@@ -131,6 +131,7 @@ pub struct Capabilities<S: ?Sized> {
     pub(crate) permits: Option<PermitOp<S>>,
     pub(crate) leases: Option<(LeaseOp<S>, EndLeaseOp<S>)>,
     pub(crate) guard: Option<GuardOps<S>>,
+    hot_keys: bool,
 }
 
 impl<S: ?Sized> Capabilities<S> {
@@ -143,6 +144,7 @@ impl<S: ?Sized> Capabilities<S> {
         permits: None,
         leases: None,
         guard: None,
+        hot_keys: false,
     };
 
     /// Across a network: calls can be slow or fail, so the HTTP layer
@@ -162,6 +164,12 @@ impl<S: ?Sized> Capabilities<S> {
     /// [`Guarded`](crate::Guarded) does: one owner guards a store.
     pub const fn is_guarded(&self) -> bool {
         self.guard.is_some()
+    }
+
+    /// Whether the store honours the policies' hot-key modes itself
+    /// ([`HotKeys`](crate::HotKeys)), so that no one in front of it does.
+    pub const fn honours_hot_keys(&self) -> bool {
+        self.hot_keys
     }
 
     /// Whether the store keeps concurrency permits ([`Permits`]).
@@ -189,6 +197,22 @@ impl<S: ?Sized> Capabilities<S> {
     pub fn failure_domain_name(&self, store: &S, domain: u64) -> String {
         self.domains
             .map_or_else(|| domain.to_string(), |(_, name)| name(store, domain))
+    }
+
+    /// Whether the store guards its permits too.
+    pub(crate) const fn has_guarded_permits(&self) -> bool {
+        matches!(
+            &self.guard,
+            Some(GuardOps {
+                permit: Some(_),
+                ..
+            })
+        )
+    }
+
+    pub(crate) const fn honouring_hot_keys(mut self) -> Self {
+        self.hot_keys = true;
+        self
     }
 
     pub(crate) const fn guarded_by(mut self, guard: GuardOps<S>) -> Self {
@@ -276,6 +300,7 @@ impl<S: ?Sized> fmt::Debug for Capabilities<S> {
             .field("permits", &self.has_permits())
             .field("leases", &self.has_leases())
             .field("guarded", &self.is_guarded())
+            .field("hot_keys", &self.hot_keys)
             .finish()
     }
 }
