@@ -364,6 +364,7 @@ async fn a_cancelled_request_gives_its_permit_back_on_redis() {
 async fn a_cost_from_the_request_is_charged_on_redis() {
     let redis = redis();
     let bucket = Policy::token_bucket(limiter_tower::Rate::per_second(1).unwrap(), 10).unwrap();
+    let name = bucket.names()[0].clone();
     let limit = LimitLayer::new("imports", bucket, KeySource::global()).cost(|parts| {
         let size = parts.headers.get("x-batch").and_then(|v| v.to_str().ok());
         size.and_then(|n| n.parse().ok()).unwrap_or(1)
@@ -393,7 +394,15 @@ async fn a_cost_from_the_request_is_charged_on_redis() {
     let impossible = import("11").await.unwrap();
     assert_eq!(impossible.status(), 429);
     assert!(impossible.headers().get("retry-after").is_none());
-    // 5 is more than the 3 left, and than the 4 a second later.
+    // 5 is more than the 3 left, and than the 4 a second later: the
+    // problem names the rule it violates, measured at its own cost.
     let over = import("5").await.unwrap();
     assert_eq!(over.status(), 429);
+    let body = axum::body::to_bytes(over.into_body(), 4096).await.unwrap();
+    let problem: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        problem["violated-policies"],
+        serde_json::json!([name]),
+        "{problem}"
+    );
 }

@@ -25,6 +25,8 @@ pub(crate) struct Reading {
     pub(crate) shadow: bool,
     /// The request's plan, whose fields and names replace the limit's.
     pub(crate) plan: Option<Box<PlanFields>>,
+    /// The request's cost, when it is not the policy's (a cost resolver).
+    pub(crate) cost: Option<u64>,
 }
 
 impl Reading {
@@ -35,6 +37,7 @@ impl Reading {
             headers,
             shadow: false,
             plan: None,
+            cost: None,
         }
     }
 
@@ -47,13 +50,11 @@ impl Reading {
     }
 }
 
-/// The policy, fields and item names of a request's plan, and the
-/// request's cost.
+/// The policy, fields and item names of a request's plan.
 pub(crate) struct PlanFields {
     pub(crate) policy: Arc<Policy>,
     pub(crate) fields: RouteFields,
     pub(crate) names: Box<[String]>,
-    pub(crate) cost: u64,
 }
 
 /// What a request's answer leads to, before the service below is called.
@@ -212,13 +213,14 @@ impl RouteLimit {
             "rate limited"
         );
         let own_names;
-        let (fields, names, cost) = match &reading.plan {
-            Some(plan) => (&plan.fields, &plan.names[..], plan.cost),
+        let (fields, names, policy) = match &reading.plan {
+            Some(plan) => (&plan.fields, &plan.names[..], &plan.policy),
             None => {
                 own_names = self.policy.names();
-                (&self.fields, &own_names[..], self.policy.cost())
+                (&self.fields, &own_names[..], &self.policy)
             }
         };
+        let cost = reading.cost.unwrap_or_else(|| policy.cost());
         response::too_many_requests(
             Protocol::of(request.headers()),
             decision,

@@ -126,6 +126,7 @@ impl RouteLimit {
                 headers,
                 shadow,
                 plan,
+                cost,
             },
         }))
     }
@@ -165,7 +166,6 @@ impl RouteLimit {
                     plan_fields = Some(Box::new(PlanFields {
                         fields: RouteFields::named(found, &names),
                         names,
-                        cost: found.cost(),
                         policy: Arc::new(found.clone()),
                     }));
                 }
@@ -190,9 +190,6 @@ impl RouteLimit {
                 StatusCode::TOO_MANY_REQUESTS,
                 &detail,
             ));
-        }
-        if let Some(plan) = &mut plan_fields {
-            plan.cost = cost;
         }
         Ok(Some(RateCheck {
             cost,
