@@ -68,6 +68,10 @@ impl Primary {
                 )
             });
         }
+        // The store's deadline bounds each call as a whole; this per-command
+        // timer is the connection's health check: a reply that never came
+        // (a black-holed connection) is an I/O error, and the link is made
+        // again (see `run`) instead of waiting on TCP's retransmissions.
         let options = AsyncConnectionConfig::new()
             .set_response_timeout(Some(config.response_timeout))
             .set_connection_timeout(Some(config.connection_timeout));
