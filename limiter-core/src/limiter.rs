@@ -9,7 +9,7 @@ use crate::hot::HotKeys;
 use crate::key::push_identity;
 use crate::policy::Policy;
 use crate::rule::Rule;
-use crate::store::{Permits, Store};
+use crate::store::{Peek, Permits, Reset, Store};
 use crate::wait::Waiters;
 
 /// The key prefix unless another is set: keys look like `rate_limit:{user}:{action}`.
@@ -167,6 +167,59 @@ impl<S: Store> Limiter<S> {
         let mut full = self.key_with_prefix();
         full.push_str(key);
         self.store.acquire_permit(&full, limit).await
+    }
+
+    /// What [`check`](Self::check) would answer now on `{prefix}:{key}`
+    /// (allowed, remaining per rule, retry after, reset after), recording
+    /// nothing: to show a user their quota without using it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_core::{Limiter, MemoryStore, Policy, Rule};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let limiter = Limiter::new(MemoryStore::new());
+    /// let policy = Policy::sliding_log([Rule::new(5, Duration::from_secs(60))?])?;
+    /// limiter.check("alice:reply", &policy).await?;
+    /// let now = limiter.peek("alice:reply", &policy).await?;
+    /// assert_eq!(now.remaining(), 3); // what the next request would leave
+    /// assert_eq!(limiter.peek("alice:reply", &policy).await?.remaining(), 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn peek(&self, key: &str, policy: &Policy) -> Result<Decision, Error>
+    where
+        S: Peek,
+    {
+        let mut full = self.key_with_prefix();
+        full.push_str(key);
+        self.store.peek(&full, policy, policy.cost()).await
+    }
+
+    /// Forgets the state of `{prefix}:{key}` under `policy`: the next check
+    /// finds the whole quota (after a captcha, an administrator's decision).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_core::{Limiter, MemoryStore, Policy, Rule};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let limiter = Limiter::new(MemoryStore::new());
+    /// let policy = Policy::sliding_log([Rule::new(1, Duration::from_secs(60))?])?;
+    /// assert!(limiter.check("bob:login", &policy).await?.allowed());
+    /// assert!(!limiter.check("bob:login", &policy).await?.allowed());
+    /// limiter.reset("bob:login", &policy).await?;
+    /// assert!(limiter.check("bob:login", &policy).await?.allowed());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn reset(&self, key: &str, policy: &Policy) -> Result<(), Error>
+    where
+        S: Reset,
+    {
+        let mut full = self.key_with_prefix();
+        full.push_str(key);
+        self.store.reset(&full, policy).await
     }
 
     /// The store.

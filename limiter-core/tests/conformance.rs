@@ -26,6 +26,17 @@ impl Harness for Memory {
     ) -> Result<Decision, Error> {
         store.check_at(key, policy, cost, now_us)
     }
+
+    async fn peek_at(
+        &self,
+        store: &Self::Store,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        now_us: u64,
+    ) -> Option<Result<Decision, Error>> {
+        Some(store.peek_at(key, policy, cost, now_us))
+    }
 }
 
 #[tokio::test]
@@ -61,4 +72,14 @@ async fn failure_is_skipped_without_a_backend() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn permits() {
     conformance::permits(&Memory).await;
+}
+
+#[tokio::test]
+async fn peek() {
+    conformance::peek(&Memory).await;
+}
+
+#[tokio::test]
+async fn reset() {
+    conformance::reset(&Memory).await;
 }

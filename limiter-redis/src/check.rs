@@ -67,6 +67,12 @@ impl RedisStore {
     async fn script(&self, lua: &Lua, call: &Cmd, decisions: usize) -> Result<Vec<i64>, Error> {
         metrics::counter!(CALLS).increment(1);
         metrics::histogram!(BATCH_SIZE).record(decisions as f64);
+        self.bounded_call(lua, call).await
+    }
+
+    /// `call` within the response timeout as a whole (see [`script`](Self::script)),
+    /// counted in no check's metrics.
+    pub(super) async fn bounded_call(&self, lua: &Lua, call: &Cmd) -> Result<Vec<i64>, Error> {
         let deadline = self.inner.config.response_timeout;
         let reply = tokio::time::timeout(deadline, self.call(lua, call))
             .await

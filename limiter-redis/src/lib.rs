@@ -36,6 +36,7 @@ mod check;
 mod cluster;
 mod coalesce;
 mod config;
+mod control;
 mod lease;
 mod link;
 pub mod lua;

@@ -38,6 +38,29 @@ static BUCKET: Lua = lua!("helpers.lua", "bucket.lua");
 static CONCURRENCY: Lua = lua!("helpers.lua", "concurrency.lua");
 static LEASE: Lua = lua!("helpers.lua", "lease.lua");
 
+// Peeks: the algorithm's own script after `peek.lua`, which shadows its
+// writes, so a peek cannot drift from the check it reads ahead of.
+static PEEK_SLIDING_LOG: Lua = lua!("peek.lua", "sliding_log.lua");
+static PEEK_FIXED_WINDOW: Lua = lua!("peek.lua", "helpers.lua", "fixed_window.lua");
+static PEEK_SLIDING_WINDOW: Lua = lua!("peek.lua", "helpers.lua", "sliding_window.lua");
+static PEEK_BUCKET: Lua = lua!("peek.lua", "helpers.lua", "bucket.lua");
+static RESET: Lua = Lua::new(&["#!lua\n", include_str!("scripts/reset.lua")]);
+
+/// The peek script of `algorithm`: its arguments and reply are its check's.
+pub(crate) fn peek(algorithm: Algorithm) -> &'static Lua {
+    match algorithm {
+        Algorithm::SlidingLog => &PEEK_SLIDING_LOG,
+        Algorithm::FixedWindow => &PEEK_FIXED_WINDOW,
+        Algorithm::SlidingWindow => &PEEK_SLIDING_WINDOW,
+        Algorithm::TokenBucket | Algorithm::LeakyBucket | Algorithm::Gcra => &PEEK_BUCKET,
+    }
+}
+
+/// The reset script: `DEL` of its key.
+pub(crate) fn reset() -> &'static Lua {
+    &RESET
+}
+
 /// The leases' script (`lease.rs`).
 pub(crate) fn lease() -> &'static Lua {
     &LEASE

@@ -19,7 +19,7 @@ use crate::slots::SlotTable;
 
 use limiter_core::{
     Acquired, Bounded, Capabilities, ConcurrencyLimit, Decision, Error, FailureDomains, Leases,
-    Permits, Policy, Store,
+    Peek, Permits, Policy, Reset, Store,
 };
 
 /// The Redis store: exact and shared across every instance of a service.
@@ -241,6 +241,20 @@ impl RedisStore {
         self.run(key, policy, cost, Some(now)).await
     }
 
+    /// What a check would answer at `now` (microseconds since the Unix
+    /// epoch) given by the caller, recording nothing. For tests that
+    /// compare the stores on the same timestamps only.
+    #[cfg(feature = "test-util")]
+    pub async fn peek_at(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        now: u64,
+    ) -> Result<Decision, Error> {
+        self.peek_at_time(key, policy, cost, Some(now)).await
+    }
+
     /// Takes a permit at `now` (microseconds since the Unix epoch) given by
     /// the caller instead of the Redis server's clock, and does not renew
     /// it. For tests that check when leases end, only.
@@ -286,7 +300,9 @@ impl Store for RedisStore {
         .bounded()
         .failure_domains()
         .permits()
-        .leases();
+        .leases()
+        .peek()
+        .reset();
 
     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.run(key, policy, cost, None).await
@@ -298,6 +314,22 @@ impl Store for RedisStore {
 impl Bounded for RedisStore {
     fn deadline(&self) -> Duration {
         self.inner.config.response_timeout
+    }
+}
+
+/// The algorithm's own script with its writes shadowed (`peek.lua`), on
+/// the Redis server's clock.
+impl Peek for RedisStore {
+    async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        self.peek_at_time(key, policy, cost, None).await
+    }
+}
+
+/// `DEL` of the key: each algorithm keeps a key's state in that one key
+/// (a leased sliding log's entries included).
+impl Reset for RedisStore {
+    async fn reset(&self, key: &str, _policy: &Policy) -> Result<(), Error> {
+        self.reset_key(key).await
     }
 }
 

@@ -63,6 +63,17 @@ impl Harness for Redis {
 
     /// The same deployment, on a port nothing listens on (the store's
     /// default deadlines).
+    async fn peek_at(
+        &self,
+        store: &RedisStore,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        now_us: u64,
+    ) -> Option<Result<Decision, Error>> {
+        Some(store.peek_at(key, policy, cost, now_us).await)
+    }
+
     async fn unreachable(&self) -> Option<RedisStore> {
         let url = unused_url();
         let store = match &self.0 {

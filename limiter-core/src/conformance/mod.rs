@@ -16,6 +16,8 @@
 //! | [`costs`] | costs consume as the model says; a cost no policy can pass, or of zero, is [`Error::Config`], and so is an algorithm the store refuses |
 //! | [`cancellation`] | a check dropped after 0, 1, 2, … polls leaves the store answering and never lets the key pass more than its limit |
 //! | [`failure`] | a store whose backend does not answer answers a store error within 2 s (a bad cost still [`Error::Config`]) |
+//! | [`peek`] | when the harness peeks ([`Harness::peek_at`]): before each check of pseudo-random traces, a peek answers every field the model's check would, and the check after it answers as if no peek had been made |
+//! | [`reset`] | when the store forgets keys ([`Reset`](crate::Reset)): a key used up and reset answers as a fresh key; the key beside it keeps its state |
 //! | [`permits`] | when the store keeps [concurrency permits](crate::Permits) ([`Capabilities::has_permits`](crate::Capabilities::has_permits)): at most the maximum held, racing or not; a dropped permit given back |
 //!
 //! A check that fails panics with a message naming the check, the
@@ -80,7 +82,7 @@ mod traces;
 use std::future::Future;
 
 pub use checks::{
-    cancellation, concurrency, costs, expiry, failure, permits, poll_then_drop, traces,
+    cancellation, concurrency, costs, expiry, failure, peek, permits, poll_then_drop, reset, traces,
 };
 pub use model::{KeyModel, Outcome};
 pub use params::Params;
@@ -144,6 +146,22 @@ pub trait Harness: Send + Sync {
         async { None }
     }
 
+    /// What a check of `cost` on `key` would answer at `now_us`, recording
+    /// nothing (see [`Peek`](crate::Peek)), for the [`peek`] check; `None`
+    /// (the default) for a store that does not peek, and the check is
+    /// skipped.
+    fn peek_at(
+        &self,
+        store: &Self::Store,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        now_us: u64,
+    ) -> impl Future<Output = Option<Result<Decision, Error>>> + Send {
+        let _ = (store, key, policy, cost, now_us);
+        async { None }
+    }
+
     /// How the store runs `algorithm` (the default: [`Support::Exact`]).
     fn support(&self, algorithm: Algorithm) -> Support {
         let _ = algorithm;
@@ -161,4 +179,6 @@ pub async fn run<H: Harness>(harness: &H) {
     cancellation(harness).await;
     failure(harness).await;
     permits(harness).await;
+    peek(harness).await;
+    reset(harness).await;
 }

@@ -89,6 +89,11 @@ impl DenyCache {
         );
     }
 
+    /// Forgets the denial of `key` (its state was reset).
+    pub(crate) fn remove(&self, key: &str) {
+        self.shard(key).remove(key);
+    }
+
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.shards

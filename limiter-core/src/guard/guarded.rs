@@ -12,9 +12,9 @@ use crate::decision::Decision;
 use crate::error::Error;
 use crate::hot::{LeaseGrant, LeaseRequest};
 use crate::policy::Policy;
-use crate::store::capabilities::{LeaseOp, PermitOp, permit_of};
+use crate::store::capabilities::{PeekOp, PermitOp, ResetOp, peek_of, permit_of, reset_of};
 use crate::store::memory::MemoryStore;
-use crate::store::{Boxed, Capabilities, GuardOps, Permits, Store};
+use crate::store::{Boxed, Capabilities, GuardOps, Peek, Permits, Reset, Store};
 use crate::verdict::{OnStoreError, Verdict};
 
 /// How long one store call may take unless configured: tens of
@@ -365,7 +365,19 @@ impl<S: Store, C: Clock + Clone> Store for Guarded<S, C> {
             Some((lease::<S, C>, end_lease::<S, C>))
         } else {
             None
-        });
+        })
+        .with_control_ops(
+            if S::CAPABILITIES.has_peek() {
+                Some(peek_entry::<S, C>)
+            } else {
+                None
+            },
+            if S::CAPABILITIES.has_reset() {
+                Some(reset_entry::<S, C>)
+            } else {
+                None
+            },
+        );
 
     /// Checks with the configured failure policy. Failing open answers an
     /// allowed decision with every rule's whole quota remaining; failing
@@ -393,29 +405,72 @@ impl<S: Permits, C: Clock + Clone> Permits for Guarded<S, C> {
     }
 }
 
+impl<S: Peek, C: Clock + Clone> Peek for Guarded<S, C> {
+    /// Peeks within the deadline, through the key's breaker.
+    async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        self.peek_by(peek_of::<S>, key, policy, cost).await
+    }
+}
+
+impl<S: Reset, C: Clock + Clone> Reset for Guarded<S, C> {
+    /// Resets the store within the deadline, through the key's breaker, and
+    /// forgets the key's denial and fallback state here.
+    async fn reset(&self, key: &str, policy: &Policy) -> Result<(), Error> {
+        self.reset_by(reset_of::<S>, key, policy).await
+    }
+}
+
 impl<S: Store, C: Clock + Clone> Guarded<S, C> {
-    /// Within the deadline, through the key's breaker: an open breaker
-    /// answers [`Error::Unavailable`] at once, and the caller
-    /// ([`HotKeys`](crate::HotKeys)) then checks through
-    /// [`ask::verdict`](crate::ask::verdict), which applies the
-    /// failure policy.
-    async fn lease_by(
+    /// `call` within the deadline, through the key's breaker: an open
+    /// breaker answers [`Error::Unavailable`] at once. For calls without a
+    /// failure policy (a lease's caller, [`HotKeys`](crate::HotKeys), then
+    /// checks through [`ask::verdict`](crate::ask::verdict), which applies
+    /// it; a peek or a reset fails).
+    async fn through_breaker<T, F: Future<Output = Result<T, Error>>>(
         &self,
-        lease: LeaseOp<S>,
         key: &str,
-        policy: &Policy,
-        request: &LeaseRequest,
-    ) -> Result<LeaseGrant, Error> {
+        call: impl FnOnce() -> F,
+    ) -> Result<T, Error> {
         let breaker = self.breaker(key);
-        match self
-            .call(&breaker, || lease(&self.inner.store, key, policy, request))
-            .await
-        {
+        match self.call(&breaker, call).await {
             Called::Answered(answer) => answer,
             Called::Failed(error) => {
                 Err(error.unwrap_or_else(|| Error::Unavailable(breaker.until_probe())))
             }
         }
+    }
+
+    async fn peek_by(
+        &self,
+        peek: PeekOp<S>,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+    ) -> Result<Decision, Error> {
+        self.through_breaker(key, || peek(&self.inner.store, key, policy, cost))
+            .await
+    }
+
+    /// Forgets the key here too, before the store does and again after (a
+    /// denial cached meanwhile came from the state being reset).
+    async fn reset_by(&self, reset: ResetOp<S>, key: &str, policy: &Policy) -> Result<(), Error> {
+        self.forget_local(key, policy);
+        let reset = self
+            .through_breaker(key, || reset(&self.inner.store, key, policy))
+            .await;
+        self.forget_local(key, policy);
+        reset
+    }
+
+    /// Forgets what this instance remembers of `key`: a denial in the
+    /// deny cache, the fallback's state.
+    fn forget_local(&self, key: &str, policy: &Policy) {
+        if let Some(cache) = &self.inner.deny_cache {
+            cache.remove(key);
+        }
+        self.inner
+            .fallback
+            .reset_at(key, policy, self.inner.clock.now_micros());
     }
 }
 
@@ -466,9 +521,11 @@ fn lease<'a, S: Store, C: Clock + Clone>(
     request: &'a LeaseRequest,
 ) -> Boxed<'a, LeaseGrant> {
     match S::CAPABILITIES.leases {
-        Some((lease, _)) => {
-            Box::pin(async move { guarded.lease_by(lease, key, policy, request).await })
-        }
+        Some((lease, _)) => Box::pin(async move {
+            guarded
+                .through_breaker(key, || lease(&guarded.inner.store, key, policy, request))
+                .await
+        }),
         None => Box::pin(async { Err(Error::Unsupported("leases")) }),
     }
 }
@@ -487,6 +544,29 @@ fn end_lease<'a, S: Store, C: Clock + Clone>(
             }))
         }
         None => Box::pin(async { Ok(0) }),
+    }
+}
+
+fn peek_entry<'a, S: Store, C: Clock + Clone>(
+    guarded: &'a Guarded<S, C>,
+    key: &'a str,
+    policy: &'a Policy,
+    cost: u64,
+) -> Boxed<'a, Decision> {
+    match S::CAPABILITIES.peek {
+        Some(peek) => Box::pin(guarded.peek_by(peek, key, policy, cost)),
+        None => Box::pin(async { Err(Error::Unsupported("peek")) }),
+    }
+}
+
+fn reset_entry<'a, S: Store, C: Clock + Clone>(
+    guarded: &'a Guarded<S, C>,
+    key: &'a str,
+    policy: &'a Policy,
+) -> Boxed<'a, ()> {
+    match S::CAPABILITIES.reset {
+        Some(reset) => Box::pin(guarded.reset_by(reset, key, policy)),
+        None => Box::pin(async { Err(Error::Unsupported("reset")) }),
     }
 }
 

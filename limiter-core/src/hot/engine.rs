@@ -11,7 +11,8 @@ use crate::concurrency::{Acquired, ConcurrencyLimit};
 use crate::decision::Decision;
 use crate::error::Error;
 use crate::policy::Policy;
-use crate::store::{Boxed, Capabilities, GuardOps, Permits, Store, ask};
+use crate::store::capabilities::{PeekOp, ResetOp, peek_of, reset_of};
+use crate::store::{Boxed, Capabilities, GuardOps, Peek, Permits, Reset, Store, ask};
 use crate::verdict::{OnStoreError, Verdict};
 
 use super::HotKey;
@@ -230,6 +231,50 @@ impl<S: Store> HotKeys<S> {
     }
 }
 
+impl<S: Store> HotKeys<S> {
+    /// What a check would answer now, recording nothing (see [`Peek`]): a
+    /// sharded policy reads the shard the next request goes to (a share of
+    /// the limit); a leased one reads the store, where permits leased by
+    /// any instance count as used until they come back.
+    async fn peek_by(
+        &self,
+        peek: PeekOp<S>,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+    ) -> Result<Decision, Error> {
+        if let Some(HotKey::Shard { shards }) = policy.hot_key()
+            && !S::CAPABILITIES.honours_hot_keys()
+        {
+            let (sub_key, share) = super::shard::next(&self.state, key, policy, shards);
+            return peek(&self.store, &sub_key, &share, cost).await;
+        }
+        peek(&self.store, key, policy, cost).await
+    }
+
+    /// Forgets `key`'s state in the store and in this instance (see
+    /// [`Reset`]): its lease and its last sample, or every shard.
+    async fn reset_by(&self, reset: ResetOp<S>, key: &str, policy: &Policy) -> Result<(), Error> {
+        let shared = &self.state.shared;
+        shared.leases.forget(key);
+        shared.samples.forget(key);
+        let result = match policy.hot_key() {
+            Some(HotKey::Shard { shards }) if !S::CAPABILITIES.honours_hot_keys() => {
+                let (keys, share) = super::shard::shards_of(key, policy, shards);
+                for sub_key in &keys {
+                    reset(&self.store, sub_key, &share).await?;
+                }
+                Ok(())
+            }
+            _ => reset(&self.store, key, policy).await,
+        };
+        // A lease or sample taken meanwhile came from the state being reset.
+        shared.leases.forget(key);
+        shared.samples.forget(key);
+        result
+    }
+}
+
 impl<S: Store> Store for HotKeys<S> {
     const CAPABILITIES: Capabilities<Self> = {
         let inner = &S::CAPABILITIES;
@@ -244,7 +289,19 @@ impl<S: Store> Store for HotKeys<S> {
                 Some(forward_permit::<S>)
             } else {
                 None
-            });
+            })
+            .with_control_ops(
+                if inner.has_peek() {
+                    Some(forward_peek::<S>)
+                } else {
+                    None
+                },
+                if inner.has_reset() {
+                    Some(forward_reset::<S>)
+                } else {
+                    None
+                },
+            );
         if inner.is_guarded() {
             caps.guarded_by(GuardOps {
                 check: guarded_verdict::<S>,
@@ -281,6 +338,18 @@ impl<S: Store> Store for HotKeys<S> {
     }
 }
 
+impl<S: Peek> Peek for HotKeys<S> {
+    async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        self.peek_by(peek_of::<S>, key, policy, cost).await
+    }
+}
+
+impl<S: Reset> Reset for HotKeys<S> {
+    async fn reset(&self, key: &str, policy: &Policy) -> Result<(), Error> {
+        self.reset_by(reset_of::<S>, key, policy).await
+    }
+}
+
 impl<S: Permits> Permits for HotKeys<S> {
     async fn acquire_permit(&self, key: &str, limit: &ConcurrencyLimit) -> Result<Acquired, Error> {
         self.store.acquire_permit(key, limit).await
@@ -298,6 +367,29 @@ fn forward_permit<'a, S: Store>(
     match S::CAPABILITIES.permits {
         Some(permit) => permit(&hot.store, key, limit),
         None => Box::pin(async { Err(Error::Unsupported("concurrency limits")) }),
+    }
+}
+
+fn forward_peek<'a, S: Store>(
+    hot: &'a HotKeys<S>,
+    key: &'a str,
+    policy: &'a Policy,
+    cost: u64,
+) -> Boxed<'a, Decision> {
+    match S::CAPABILITIES.peek {
+        Some(peek) => Box::pin(hot.peek_by(peek, key, policy, cost)),
+        None => Box::pin(async { Err(Error::Unsupported("peek")) }),
+    }
+}
+
+fn forward_reset<'a, S: Store>(
+    hot: &'a HotKeys<S>,
+    key: &'a str,
+    policy: &'a Policy,
+) -> Boxed<'a, ()> {
+    match S::CAPABILITIES.reset {
+        Some(reset) => Box::pin(hot.reset_by(reset, key, policy)),
+        None => Box::pin(async { Err(Error::Unsupported("reset")) }),
     }
 }
 

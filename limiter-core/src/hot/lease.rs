@@ -43,6 +43,14 @@ impl Leases {
         lock(&self.keys).len()
     }
 
+    /// Forgets the key's lease (its state was reset): the next request
+    /// starts afresh. A fetch under way installs its lease in the state it
+    /// began with, which no request sees any more; the lease's permits go
+    /// back when it ends.
+    pub(crate) fn forget(&self, key: &str) {
+        lock(&self.keys).remove(key);
+    }
+
     /// The key's state; `None` when the table is full of keys in use.
     fn state(&self, key: &str, now: u64, length: u64) -> Option<Arc<Mutex<KeyState>>> {
         let mut keys = lock(&self.keys);

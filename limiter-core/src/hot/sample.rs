@@ -130,6 +130,12 @@ impl Samples {
         Step::Sample(notify)
     }
 
+    /// Forgets the key's last sample (its state was reset): a sample under
+    /// way records nothing, and the next request samples afresh.
+    pub(crate) fn forget(&self, key: &str) {
+        self.lock().remove(key);
+    }
+
     fn is_sampling(&self, key: &str, notify: &Arc<Notify>) -> bool {
         self.lock()
             .get(key)

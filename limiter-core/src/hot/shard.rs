@@ -17,6 +17,21 @@ use super::engine::HotState;
 /// Redis Cluster's slot count.
 const SLOTS: u32 = 16_384;
 
+/// The sub-key and policy of each shard of `key`.
+pub(super) fn shards_of(key: &str, policy: &Policy, shards: u32) -> (Vec<String>, Policy) {
+    let keys = (0..shards)
+        .map(|shard| shard_key(key, shard, shards))
+        .collect();
+    (keys, policy.divided(shards))
+}
+
+/// The shard the next request of `key` goes to, without taking the turn.
+pub(super) fn next(hot: &HotState, key: &str, policy: &Policy, shards: u32) -> (String, Policy) {
+    let turn = hot.shared.turn.load(Ordering::Relaxed);
+    let shard = (turn % u64::from(shards)) as u32;
+    (shard_key(key, shard, shards), policy.divided(shards))
+}
+
 pub(super) async fn check<S: Store>(
     hot: &HotState,
     store: &Arc<S>,

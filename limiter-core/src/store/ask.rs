@@ -7,8 +7,9 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use super::Store;
+use super::{Boxed, Store};
 use crate::concurrency::{Acquired, ConcurrencyLimit};
+use crate::decision::Decision;
 use crate::error::Error;
 use crate::policy::Policy;
 use crate::verdict::{OnStoreError, Verdict};
@@ -50,4 +51,27 @@ pub fn permit<'a, S: Store>(
     S::CAPABILITIES
         .permits
         .map(|permit| permit(store, key, limit))
+}
+
+/// What a check of `cost` on `key` would answer now, recording nothing
+/// (see [`Peek`](super::Peek)); `None` when the store cannot tell.
+pub fn peek<'a, S: Store>(
+    store: &'a S,
+    key: &'a str,
+    policy: &'a Policy,
+    cost: u64,
+) -> Option<Boxed<'a, Decision>> {
+    S::CAPABILITIES
+        .peek
+        .map(|peek| peek(store, key, policy, cost))
+}
+
+/// Forgets `key`'s state under `policy` (see [`Reset`](super::Reset));
+/// `None` when the store cannot.
+pub fn reset<'a, S: Store>(
+    store: &'a S,
+    key: &'a str,
+    policy: &'a Policy,
+) -> Option<Boxed<'a, ()>> {
+    S::CAPABILITIES.reset.map(|reset| reset(store, key, policy))
 }

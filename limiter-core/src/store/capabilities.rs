@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::Store;
 use crate::concurrency::{Acquired, ConcurrencyLimit};
+use crate::decision::Decision;
 use crate::error::Error;
 use crate::hot::{LeaseGrant, LeaseRequest};
 use crate::policy::Policy;
@@ -80,6 +81,27 @@ pub trait Leases: Store {
     ) -> impl Future<Output = Result<u64, Error>> + Send;
 }
 
+/// Reading a key's state without changing it.
+pub trait Peek: Store {
+    /// What a check of `cost` against `policy` on `key` would answer now
+    /// (allowed, remaining per rule, retry after, reset after), recording
+    /// nothing: the next check answers as if this call had not been made.
+    /// Fails with [`Error::Config`] for a cost the check would refuse.
+    fn peek(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+    ) -> impl Future<Output = Result<Decision, Error>> + Send;
+}
+
+/// Forgetting a key's state.
+pub trait Reset: Store {
+    /// Forgets what `key` holds under `policy`: its next check finds the
+    /// whole quota. Resetting a key without state does nothing.
+    fn reset(&self, key: &str, policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send;
+}
+
 type DomainOp<S> = fn(&S, &str) -> u64;
 type DomainNameOp<S> = fn(&S, u64) -> String;
 pub(crate) type PermitOp<S> =
@@ -88,6 +110,8 @@ pub(crate) type LeaseOp<S> =
     for<'a> fn(&'a S, &'a str, &'a Policy, &'a LeaseRequest) -> Boxed<'a, LeaseGrant>;
 pub(crate) type EndLeaseOp<S> =
     for<'a> fn(&'a S, &'a str, &'a Policy, &'a LeaseGrant, u64) -> Boxed<'a, u64>;
+pub(crate) type PeekOp<S> = for<'a> fn(&'a S, &'a str, &'a Policy, u64) -> Boxed<'a, Decision>;
+pub(crate) type ResetOp<S> = for<'a> fn(&'a S, &'a str, &'a Policy) -> Boxed<'a, ()>;
 type GuardCheckOp<S> =
     for<'a> fn(&'a S, &'a str, &'a Policy, u64, Option<OnStoreError>) -> Boxed<'a, Verdict>;
 type GuardPermitOp<S> =
@@ -130,6 +154,8 @@ pub struct Capabilities<S: ?Sized> {
     domains: Option<(DomainOp<S>, DomainNameOp<S>)>,
     pub(crate) permits: Option<PermitOp<S>>,
     pub(crate) leases: Option<(LeaseOp<S>, EndLeaseOp<S>)>,
+    pub(crate) peek: Option<PeekOp<S>>,
+    pub(crate) reset: Option<ResetOp<S>>,
     pub(crate) guard: Option<GuardOps<S>>,
     hot_keys: bool,
 }
@@ -143,6 +169,8 @@ impl<S: ?Sized> Capabilities<S> {
         domains: None,
         permits: None,
         leases: None,
+        peek: None,
+        reset: None,
         guard: None,
         hot_keys: false,
     };
@@ -180,6 +208,16 @@ impl<S: ?Sized> Capabilities<S> {
     /// Whether the store leases quota ([`Leases`]).
     pub const fn has_leases(&self) -> bool {
         self.leases.is_some()
+    }
+
+    /// Whether the store reads a key without changing it ([`Peek`]).
+    pub const fn has_peek(&self) -> bool {
+        self.peek.is_some()
+    }
+
+    /// Whether the store forgets a key's state ([`Reset`]).
+    pub const fn has_reset(&self) -> bool {
+        self.reset.is_some()
     }
 
     /// The bound `store` keeps on each call ([`Bounded`]), if it keeps one.
@@ -225,6 +263,16 @@ impl<S: ?Sized> Capabilities<S> {
         self
     }
 
+    pub(crate) const fn with_control_ops(
+        mut self,
+        peek: Option<PeekOp<S>>,
+        reset: Option<ResetOp<S>>,
+    ) -> Self {
+        self.peek = peek;
+        self.reset = reset;
+        self
+    }
+
     pub(crate) const fn with_lease_ops(mut self, ops: Option<(LeaseOp<S>, EndLeaseOp<S>)>) -> Self {
         self.leases = ops;
         self
@@ -263,6 +311,39 @@ impl<S: Leases> Capabilities<S> {
     }
 }
 
+impl<S: Peek> Capabilities<S> {
+    /// Declares [`Peek`].
+    pub const fn peek(mut self) -> Self {
+        self.peek = Some(peek_of::<S>);
+        self
+    }
+}
+
+impl<S: Reset> Capabilities<S> {
+    /// Declares [`Reset`].
+    pub const fn reset(mut self) -> Self {
+        self.reset = Some(reset_of::<S>);
+        self
+    }
+}
+
+pub(crate) fn peek_of<'a, S: Peek>(
+    store: &'a S,
+    key: &'a str,
+    policy: &'a Policy,
+    cost: u64,
+) -> Boxed<'a, Decision> {
+    Box::pin(async move { store.peek(key, policy, cost).await })
+}
+
+pub(crate) fn reset_of<'a, S: Reset>(
+    store: &'a S,
+    key: &'a str,
+    policy: &'a Policy,
+) -> Boxed<'a, ()> {
+    Box::pin(async move { store.reset(key, policy).await })
+}
+
 /// [`Permits::acquire_permit`] as a table entry.
 pub(crate) fn permit_of<'a, S: Permits>(
     store: &'a S,
@@ -299,6 +380,8 @@ impl<S: ?Sized> fmt::Debug for Capabilities<S> {
             .field("failure_domains", &self.domains.is_some())
             .field("permits", &self.has_permits())
             .field("leases", &self.has_leases())
+            .field("peek", &self.has_peek())
+            .field("reset", &self.has_reset())
             .field("guarded", &self.is_guarded())
             .field("hot_keys", &self.hot_keys)
             .finish()

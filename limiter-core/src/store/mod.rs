@@ -2,7 +2,8 @@
 //! memory store.
 //!
 //! - [`Store`]: rate checks, the one trait every store implements;
-//! - [`FailureDomains`], [`Permits`], [`Leases`]: what only some stores do, each a
+//! - [`FailureDomains`], [`Permits`], [`Leases`], [`Peek`], [`Reset`]: what
+//!   only some stores do, each a
 //!   trait of its own, so that code naming a store's type cannot ask it for
 //!   what it lacks: it does not compile;
 //! - [`Capabilities`]: the same set as a table of the store's type
@@ -22,7 +23,7 @@ pub mod ask;
 pub(crate) mod capabilities;
 pub(crate) mod memory;
 
-pub use capabilities::{Bounded, Capabilities, FailureDomains, Leases, Permits};
+pub use capabilities::{Bounded, Capabilities, FailureDomains, Leases, Peek, Permits, Reset};
 pub(crate) use capabilities::{Boxed, GuardOps};
 
 /// A place that keeps rate-limit state and decides atomically.

@@ -1,6 +1,7 @@
 //! The checks, and what they share: key names, the algorithms a check
 //! runs, and the message of a failure.
 
+mod control;
 mod failure;
 mod own_time;
 mod permits;
@@ -10,6 +11,7 @@ mod traces;
 use std::fmt::{Debug, Display};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+pub use control::{peek, reset};
 pub use failure::failure;
 pub use own_time::{cancellation, concurrency, poll_then_drop};
 pub use permits::permits;

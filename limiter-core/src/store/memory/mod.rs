@@ -40,7 +40,7 @@ use crate::concurrency::{Acquired, ConcurrencyLimit};
 use crate::decision::Decision;
 use crate::error::Error;
 use crate::policy::{Kind, Policy};
-use crate::store::{Capabilities, Store};
+use crate::store::{Capabilities, Peek, Reset, Store};
 use permits::Permits;
 use shard::{Lookup, Shard, Tables};
 
@@ -219,6 +219,51 @@ impl<C: Clock> MemoryStore<C> {
         cost: u64,
         now: u64,
     ) -> Result<Decision, Error> {
+        self.decide_at(key, policy, cost, now, Record::Yes)
+    }
+
+    /// What a check of `cost` at `now` would answer, recording nothing
+    /// (see [`Peek`]).
+    pub fn peek_at(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        now: u64,
+    ) -> Result<Decision, Error> {
+        self.decide_at(key, policy, cost, now, Record::No)
+    }
+
+    /// Forgets `key`'s state at `now` (see [`Reset`]).
+    pub fn reset_at(&self, key: &str, policy: &Policy, now: u64) {
+        let hash = self.inner.hasher.hash_one(key);
+        let at = Lookup {
+            key,
+            hash,
+            now,
+            hasher: &self.inner.hasher,
+        };
+        let mut shard = self.shard(hash);
+        match policy.kind() {
+            Kind::SlidingLog => shard.reset(|t: &mut Tables| &mut t.logs, at),
+            Kind::FixedWindow => shard.reset(|t: &mut Tables| &mut t.windows, at),
+            Kind::SlidingWindow => shard.reset(|t: &mut Tables| &mut t.counters, at),
+            Kind::TokenBucket(_) | Kind::LeakyBucket(_) => {
+                shard.reset(|t: &mut Tables| &mut t.buckets, at)
+            }
+            Kind::Gcra(_) => shard.reset(|t: &mut Tables| &mut t.gcra, at),
+        }
+    }
+
+    #[inline(always)]
+    fn decide_at(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        now: u64,
+        record: Record,
+    ) -> Result<Decision, Error> {
         policy.validate_cost(cost)?;
         let hash = self.inner.hasher.hash_one(key);
         let at = Lookup {
@@ -242,44 +287,54 @@ impl<C: Clock> MemoryStore<C> {
                     ))
                 },
                 |log: &mut Option<Log>| {
-                    let entries = log.get_or_insert_with(Log::new);
-                    let decision = sliding_log::check(entries, policy.rules(), now, cost);
-                    if entries.is_empty() {
-                        *log = None;
-                    }
-                    decision
+                    record.run(log, |log| {
+                        let entries = log.get_or_insert_with(Log::new);
+                        let decision = sliding_log::check(entries, policy.rules(), now, cost);
+                        if entries.is_empty() {
+                            *log = None;
+                        }
+                        decision
+                    })
                 },
             ),
             Kind::FixedWindow => shard.check(
                 |t: &mut Tables| &mut t.windows,
                 at,
                 |merged, _| Some(fixed_window::inherit(merged.count, quota, now)),
-                |w| fixed_window::check(w, quota, now, cost),
+                |w| record.run(w, |w| fixed_window::check(w, quota, now, cost)),
             ),
             Kind::SlidingWindow => shard.check(
                 |t: &mut Tables| &mut t.counters,
                 at,
                 |merged, expires_at| merged.inherit(expires_at, quota, now),
-                |c| sliding_window::check(c, quota, now, cost),
+                |c| record.run(c, |c| sliding_window::check(c, quota, now, cost)),
             ),
             Kind::TokenBucket(params) => shard.check(
                 |t: &mut Tables| &mut t.buckets,
                 at,
                 |_, empty_at| bucket::empty_by(empty_at, &params, now),
-                |l| bucket::check(l, &params, quota, now, cost, Pacing::Off),
+                |l| {
+                    record.run(l, |l| {
+                        bucket::check(l, &params, quota, now, cost, Pacing::Off)
+                    })
+                },
             ),
             Kind::LeakyBucket(params) => shard.check(
                 |t: &mut Tables| &mut t.buckets,
                 at,
                 |_, empty_at| bucket::empty_by(empty_at, &params, now),
-                |l| bucket::check(l, &params, quota, now, cost, Pacing::On),
+                |l| {
+                    record.run(l, |l| {
+                        bucket::check(l, &params, quota, now, cost, Pacing::On)
+                    })
+                },
             ),
             Kind::Gcra(params) => shard.check(
                 |t: &mut Tables| &mut t.gcra,
                 at,
                 // GCRA's state is a bucket's water: merged the same way.
                 |_, empty_at| bucket::empty_by(empty_at, &params, now),
-                |t| gcra::check(t, &params, quota, now, cost),
+                |t| record.run(t, |t| gcra::check(t, &params, quota, now, cost)),
             ),
         };
         drop(shard);
@@ -360,7 +415,7 @@ fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
 
 impl<C: Clock> Store for MemoryStore<C> {
     /// In process, keeping permits.
-    const CAPABILITIES: Capabilities<Self> = Capabilities::LOCAL.permits();
+    const CAPABILITIES: Capabilities<Self> = Capabilities::LOCAL.permits().peek().reset();
 
     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.check_now(key, policy, cost)
@@ -373,6 +428,41 @@ impl<C: Clock> Store for MemoryStore<C> {
         cost: u64,
     ) -> Option<Result<Decision, Error>> {
         Some(self.check_now(key, policy, cost))
+    }
+}
+
+impl<C: Clock> Peek for MemoryStore<C> {
+    async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        self.peek_at(key, policy, cost, self.inner.clock.now_micros())
+    }
+}
+
+impl<C: Clock> Reset for MemoryStore<C> {
+    async fn reset(&self, key: &str, policy: &Policy) -> Result<(), Error> {
+        self.reset_at(key, policy, self.inner.clock.now_micros());
+        Ok(())
+    }
+}
+
+/// Whether a decision is kept (a check) or only read (a peek).
+#[derive(Clone, Copy)]
+enum Record {
+    Yes,
+    No,
+}
+
+impl Record {
+    /// Runs `algorithm` on `state`, or on a copy of it that is dropped.
+    #[inline(always)]
+    fn run<S: Clone>(
+        self,
+        state: &mut Option<S>,
+        algorithm: impl FnOnce(&mut Option<S>) -> Decision,
+    ) -> Decision {
+        match self {
+            Self::Yes => algorithm(state),
+            Self::No => algorithm(&mut state.clone()),
+        }
     }
 }
 

@@ -129,6 +129,31 @@ impl Shard {
         decision
     }
 
+    /// Forgets the key: its state in every table and its exact ghost. A
+    /// merge of evicted keys that may still hold its state is shadowed by
+    /// an empty state of `table` until the merge expires, so the key starts
+    /// afresh.
+    pub(super) fn reset<S: Default + Evictable>(
+        &mut self,
+        table: fn(&mut Tables) -> &mut Table<S>,
+        at: Lookup<'_>,
+    ) {
+        let removed: usize = self
+            .tables
+            .all()
+            .iter_mut()
+            .map(|t| usize::from(t.remove(at.hash, at.key)))
+            .sum();
+        metrics::gauge!(LIVE_KEYS).decrement(removed as f64);
+        let merged_until = match table(&mut self.tables).ghosts.visit(at.hash, at.now) {
+            Haunt::Merged { expires_at, .. } => Some(expires_at),
+            Haunt::Nothing | Haunt::Exact(_) => None,
+        };
+        if let Some(until) = merged_until.filter(|&until| until > at.now) {
+            self.insert(table, at, until - at.now, S::default());
+        }
+    }
+
     #[cold]
     fn insert<S: Evictable>(
         &mut self,
