@@ -10,7 +10,10 @@
 //! | `GET /trending` | 1,000 per second for all clients together, leased (each instance takes up to 50 permits per Redis call) |
 //! | `GET /api/search` | per `x-api-key`, 30 per second across all regions (a request without a key gets 401) |
 //! | `GET /search` | per `x-api-key`, by the key's plan: free 10 per 60 s, pro 100 per 60 s |
+//! | `GET /me/limits` | not limited: the `x-user-id` user's own limits (replies, likes) as a JSON array, one object per rule (`route`, `policy`, `limit`, `allowed`, `remaining`, `reset` in seconds), read without counting |
 //! | `PUT /admin/plans/{key}` | not limited: the body `free` or `pro` changes the key's plan; only with [`Options::admin_token`] (404 without), each request `Authorization: Bearer <token>` (401 otherwise) |
+//! | `GET /admin/limits/{identity}` | as `/me/limits`, for any user id, API key or client address, and the limits by address and key too (admin) |
+//! | `DELETE /admin/limits/{identity}` | 204: every limit of that identity reset, on every instance's next request to the store (admin) |
 //! | `POST /exports` | at most 2 in flight per user (each takes 500 ms) |
 //! | `GET /health` | not limited |
 //! | `GET /metrics` | not limited: the limiter's metrics, Prometheus text |
@@ -27,9 +30,11 @@ use axum::response::IntoResponse;
 use axum::routing::{get, post, put};
 use std::net::IpAddr;
 
+use axum::extract::State;
+use axum::http::StatusCode;
 use limiter_tower::{
-    ClientIpSource, GuardConfig, IpNet, Limiter, RateLimitLayer, Region, RegionalStore, Store,
-    Waiters,
+    ClientIpSource, Control, GuardConfig, IpNet, Limiter, RateLimitLayer, Region, RegionalStore,
+    Store, Waiters,
 };
 
 use crate::admin::AdminToken;
@@ -119,6 +124,26 @@ mod api {
     }
 }
 
+/// The logged-in user's own limits, read without counting: one object per
+/// rule (route, policy, limit, remaining, reset in seconds).
+async fn my_limits(State(control): State<Control>, parts: Parts) -> axum::response::Response {
+    let Some(user) = user_of(&parts) else {
+        return (
+            StatusCode::UNAUTHORIZED,
+            Json(json!({ "error": "no x-user-id" })),
+        )
+            .into_response();
+    };
+    match control.limits(&user).await {
+        Ok(states) => Json(states).into_response(),
+        Err(error) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "error": error.to_string() })),
+        )
+            .into_response(),
+    }
+}
+
 async fn health() -> impl IntoResponse {
     Json(json!({ "status": "ok" }))
 }
@@ -173,6 +198,24 @@ pub fn app<S: Store + Clone>(limiter: Limiter<S>, options: Options) -> Router {
             None => layer,
         }
     };
+    let layer = business(
+        RateLimitLayer::new(limiter)
+            .guard(guard)
+            .trusted_proxies(trusted_proxies.iter().copied())
+            .client_ip_source(client_ip_source)
+            .user(user_of),
+    );
+    // Each user's own limits, which `GET /me/limits` shows them; an
+    // administrator sees those of any identity.
+    let mine = layer
+        .control()
+        .limit("POST /posts/{id}/replies", &posts::create_reply::limit())
+        .limit("POST /posts/{id}/likes", &posts::like::limit());
+    let every = mine
+        .clone()
+        .limit("POST /posts", &posts::create_post::limit())
+        .limit("GET /feed", &feed::feed::limit())
+        .limit("GET /search", &business::search::limit());
     let router = match metrics {
         Some(handle) => {
             Router::new().route("/metrics", get(move || async move { handle.render() }))
@@ -200,21 +243,18 @@ pub fn app<S: Store + Clone>(limiter: Limiter<S>, options: Options) -> Router {
         })
         .route("/search", get(business::search))
         .route("/exports", post(business::export))
+        .route("/me/limits", get(my_limits).with_state(mine))
         .merge(match admin_token {
             Some(token) => admin::protect(
-                Router::new().route("/admin/plans/{key}", put(business::set_plan)),
+                Router::new()
+                    .route("/admin/plans/{key}", put(business::set_plan))
+                    .nest("/admin", every.router()),
                 token,
             ),
             None => Router::new(),
         })
         .route("/health", get(health))
-        .layer(business(
-            RateLimitLayer::new(limiter)
-                .guard(guard)
-                .trusted_proxies(trusted_proxies)
-                .client_ip_source(client_ip_source)
-                .user(user_of),
-        ))
+        .layer(layer)
         .layer(Extension(plans))
 }
 

@@ -140,6 +140,15 @@ pub(crate) fn handler(handler: &Handler, limit: TokenStream) -> TokenStream {
             static __LIMIT: ::std::sync::LazyLock<#private::LimitLayer> =
                 ::std::sync::LazyLock::new(__limit);
 
+            impl #name {
+                /// This handler's limit, the layer in front of it: for
+                /// `Control::limit`, which reads and resets its state.
+                #[allow(dead_code)]
+                #vis fn limit() -> #private::LimitLayer {
+                    ::core::clone::Clone::clone(&*__LIMIT)
+                }
+            }
+
             #unlimited
             #handler_impls
         };

@@ -43,6 +43,36 @@ pub(crate) trait DynStore: Send + Sync + 'static {
         limit: ConcurrencyLimit,
         on_error: Option<OnStoreError>,
     ) -> BoxFuture<Result<Acquired, Error>>;
+
+    /// What a check of `key` would answer now (see [`limiter_core::Peek`]).
+    fn peek_owned(
+        self: Arc<Self>,
+        key: String,
+        policy: Arc<Policy>,
+    ) -> BoxFuture<Result<Decision, Error>>;
+
+    /// Forgets `key`'s state (see [`limiter_core::Reset`]).
+    fn reset_owned(
+        self: Arc<Self>,
+        key: String,
+        policy: Arc<Policy>,
+    ) -> BoxFuture<Result<(), Error>>;
+}
+
+/// Peeks at `key` through `store`, whose type is not named here.
+async fn peek<S: Store>(store: &S, key: &str, policy: &Policy) -> Result<Decision, Error> {
+    match ask::peek(store, key, policy, policy.cost()) {
+        Some(peek) => peek.await,
+        None => Err(Error::Unsupported("reading a key without counting")),
+    }
+}
+
+/// Resets `key` through `store`, whose type is not named here.
+async fn reset<S: Store>(store: &S, key: &str, policy: &Policy) -> Result<(), Error> {
+    match ask::reset(store, key, policy) {
+        Some(reset) => reset.await,
+        None => Err(Error::Unsupported("resetting a key")),
+    }
 }
 
 /// A store used as it is (one that never fails, such as the memory store,
@@ -73,6 +103,22 @@ impl<S: Store> DynStore for AsGiven<S> {
         on_error: Option<OnStoreError>,
     ) -> BoxFuture<Result<Acquired, Error>> {
         Box::pin(async move { permit(self.0.store(), &key, &limit, on_error).await })
+    }
+
+    fn peek_owned(
+        self: Arc<Self>,
+        key: String,
+        policy: Arc<Policy>,
+    ) -> BoxFuture<Result<Decision, Error>> {
+        Box::pin(async move { peek(&self.0, &key, &policy).await })
+    }
+
+    fn reset_owned(
+        self: Arc<Self>,
+        key: String,
+        policy: Arc<Policy>,
+    ) -> BoxFuture<Result<(), Error>> {
+        Box::pin(async move { reset(&self.0, &key, &policy).await })
     }
 }
 
@@ -106,6 +152,22 @@ impl<S: Store> DynStore for LayerGuarded<S> {
         on_error: Option<OnStoreError>,
     ) -> BoxFuture<Result<Acquired, Error>> {
         Box::pin(async move { permit(self.0.store(), &key, &limit, on_error).await })
+    }
+
+    fn peek_owned(
+        self: Arc<Self>,
+        key: String,
+        policy: Arc<Policy>,
+    ) -> BoxFuture<Result<Decision, Error>> {
+        Box::pin(async move { peek(&self.0, &key, &policy).await })
+    }
+
+    fn reset_owned(
+        self: Arc<Self>,
+        key: String,
+        policy: Arc<Policy>,
+    ) -> BoxFuture<Result<(), Error>> {
+        Box::pin(async move { reset(&self.0, &key, &policy).await })
     }
 }
 

@@ -74,6 +74,7 @@
 mod business;
 mod client_ip;
 mod context;
+mod control;
 mod key;
 mod limit;
 mod misconfigured;
@@ -87,6 +88,7 @@ mod setters;
 pub mod __private;
 
 pub use client_ip::{ClientIpSource, DEFAULT_IPV6_PREFIX};
+pub use control::{Control, LimitState};
 pub use ipnet::IpNet;
 pub use key::{KeySource, Resolver};
 pub use limit::{Limit, LimitLayer, ResponseFuture};

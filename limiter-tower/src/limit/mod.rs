@@ -16,4 +16,5 @@ mod service;
 
 pub use future::ResponseFuture;
 pub use layer::LimitLayer;
+pub(crate) use route::RouteLimit;
 pub use service::Limit;

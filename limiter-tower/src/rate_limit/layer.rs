@@ -9,6 +9,7 @@ use super::RateLimit;
 use crate::business::Common;
 use crate::client_ip::{ClientIp, ClientIpSource};
 use crate::context::{Context, HeaderOptions, store_builder};
+use crate::control::Control;
 use crate::scope;
 use crate::setters::{Configure, common_setters};
 use ipnet::IpNet;
@@ -88,6 +89,20 @@ impl RateLimitLayer {
                 waiters: Waiters::new(),
             }),
         }
+    }
+
+    /// Handles on this layer's limits: read an identity's state without
+    /// counting, reset it, serve both to administrators (see [`Control`]).
+    /// Through this layer's store as configured: take it after
+    /// [`guard`](Self::guard), so that it shares the guard, the deny cache
+    /// and the hot-key state of the layer's requests.
+    pub fn control(&self) -> Control {
+        let context = &self.context;
+        Control::new(
+            Arc::clone(&context.store),
+            context.key_start.clone(),
+            context.client_ip.clone(),
+        )
     }
 
     fn context(&mut self) -> &mut Context {

@@ -39,16 +39,20 @@ pub async fn peek<H: Harness>(harness: &H) {
                 let at =
                     || format!("case {case} (seed {seed:#x}, {params:?}), step {i} ({step:?})");
                 let model = &mut models[step.key];
-                let Some(peeked) = harness
-                    .peek_at(&store, &key, &policy, step.cost, now)
-                    .await
+                let Some(peeked) = harness.peek_at(&store, &key, &policy, step.cost, now).await
                 else {
                     return;
                 };
                 let peeked = Outcome::of(&decided(CHECK, algorithm, at(), peeked));
                 let expected = model.clone().check(&params, now, step.cost);
                 if peeked != expected {
-                    fail(CHECK, algorithm, format!("the peek at {}", at()), peeked, expected);
+                    fail(
+                        CHECK,
+                        algorithm,
+                        format!("the peek at {}", at()),
+                        peeked,
+                        expected,
+                    );
                 }
                 let answer = harness
                     .check_at(&store, &key, &policy, step.cost, now)
@@ -56,7 +60,13 @@ pub async fn peek<H: Harness>(harness: &H) {
                 let checked = Outcome::of(&decided(CHECK, algorithm, at(), answer));
                 let expected = model.check(&params, now, step.cost);
                 if checked != expected {
-                    fail(CHECK, algorithm, format!("the check after {}", at()), checked, expected);
+                    fail(
+                        CHECK,
+                        algorithm,
+                        format!("the check after {}", at()),
+                        checked,
+                        expected,
+                    );
                 }
             }
         }
@@ -100,19 +110,37 @@ pub async fn reset<H: Harness>(harness: &H) {
             }
             let reset_call = ask::reset(&store, &reset, &policy).expect("declared");
             if let Err(error) = reset_call.await {
-                fail(CHECK, algorithm, at("the reset"), Err::<(), _>(error), Ok::<(), crate::Error>(()));
+                fail(
+                    CHECK,
+                    algorithm,
+                    at("the reset"),
+                    Err::<(), _>(error),
+                    Ok::<(), crate::Error>(()),
+                );
             }
             let answer = harness.check_at(&store, &reset, &policy, 1, now).await;
             let answered = Outcome::of(&decided(CHECK, algorithm, at("after the reset"), answer));
             let expected = KeyModel::default().check(&params, now, 1);
             if answered != expected {
-                fail(CHECK, algorithm, at("the reset key's next check"), answered, expected);
+                fail(
+                    CHECK,
+                    algorithm,
+                    at("the reset key's next check"),
+                    answered,
+                    expected,
+                );
             }
             let answer = harness.check_at(&store, &kept, &policy, 1, now).await;
             let answered = Outcome::of(&decided(CHECK, algorithm, at("beside the reset"), answer));
             let expected = model.check(&params, now, 1);
             if answered != expected {
-                fail(CHECK, algorithm, at("the key beside it"), answered, expected);
+                fail(
+                    CHECK,
+                    algorithm,
+                    at("the key beside it"),
+                    answered,
+                    expected,
+                );
             }
         }
     }

@@ -1,0 +1,214 @@
+//! Handles on the state the limits keep: what an identity's limits would
+//! answer now, and forgetting them (after a captcha, an administrator's
+//! decision); with an admin router an application mounts behind its own
+//! authentication ([`Control::router`]).
+
+mod router;
+
+use std::fmt;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use limiter_core::{Decision, Error, Policy};
+use serde::Serialize;
+
+use crate::client_ip::ClientIp;
+use crate::context::DynStore;
+use crate::key::Source;
+use crate::limit::LimitLayer;
+use crate::limit::RouteLimit;
+
+/// The limits of a [`RateLimitLayer`](crate::RateLimitLayer), read and
+/// reset per identity through the layer's own store: the same guard, deny
+/// cache and hot-key state as its requests, so a reset is honoured by this
+/// instance at once.
+///
+/// Made by [`RateLimitLayer::control`](crate::RateLimitLayer::control)
+/// once the layer is configured; each limit it answers for is named with
+/// [`limit`](Self::limit) (a `#[rate_limit]` handler's is
+/// `handler::limit()`). Cheap to clone.
+///
+/// ```
+/// use std::time::Duration;
+/// use axum::{Router, routing::post};
+/// use limiter_tower::{KeySource, Limiter, LimitLayer, MemoryStore, Policy, RateLimitLayer, Rule};
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let replies = LimitLayer::new(
+///     "replies",
+///     Policy::sliding_log([Rule::new(5, Duration::from_secs(60))?])?,
+///     KeySource::user(),
+/// );
+/// let layer = RateLimitLayer::new(Limiter::new(MemoryStore::new()))
+///     .user(|parts| parts.headers.get("x-user-id")?.to_str().ok().map(str::to_owned));
+/// let control = layer.control().limit("POST /replies", &replies);
+/// let app: Router = Router::new()
+///     .route("/replies", post(|| async { "sent" }).layer(replies))
+///     .layer(layer);
+///
+/// let limits = control.limits("alice").await?;
+/// assert_eq!(limits[0].route, "POST /replies");
+/// assert_eq!(limits[0].remaining, 5);
+/// assert_eq!(control.reset("alice").await?, 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+#[derive(Clone)]
+pub struct Control {
+    store: Arc<dyn DynStore>,
+    key_start: Box<str>,
+    client_ip: ClientIp,
+    limits: Arc<[Named]>,
+}
+
+/// A limit and the route it guards.
+struct Named {
+    route: Box<str>,
+    limit: Arc<RouteLimit>,
+}
+
+/// What one rule of one limit would answer an identity's next request,
+/// read without counting it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LimitState {
+    /// The route, as given to [`Control::limit`] (`POST /posts/{id}/replies`).
+    pub route: String,
+    /// The rule's name, as `RateLimit-Policy` names it.
+    pub policy: String,
+    /// The rule's limit.
+    pub limit: u64,
+    /// Whether the next request would pass.
+    pub allowed: bool,
+    /// The quota left: how many requests pass now, before the next one.
+    pub remaining: u64,
+    /// Seconds (rounded up) until the rule makes more quota available, as
+    /// the `RateLimit` field's `t` tells the next request.
+    pub reset: u64,
+    /// When the next request would be denied, the seconds (rounded up)
+    /// until it would pass.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_after: Option<u64>,
+}
+
+impl Control {
+    pub(crate) fn new(store: Arc<dyn DynStore>, key_start: Box<str>, client_ip: ClientIp) -> Self {
+        Self {
+            store,
+            key_start,
+            client_ip,
+            limits: Arc::new([]),
+        }
+    }
+
+    /// Answers for `limit` too, on `route` (the label its states carry).
+    /// A global limit is nobody's: it is left out of every identity's.
+    pub fn limit(mut self, route: impl Into<String>, limit: &LimitLayer) -> Self {
+        let mut limits: Vec<Named> = self
+            .limits
+            .iter()
+            .map(|n| Named {
+                route: n.route.clone(),
+                limit: Arc::clone(&n.limit),
+            })
+            .collect();
+        limits.push(Named {
+            route: route.into().into_boxed_str(),
+            limit: Arc::clone(&limit.limit),
+        });
+        self.limits = limits.into();
+        self
+    }
+
+    /// What each limit of `identity` (a user id, an API key, a client
+    /// address) would answer its next request, rule by rule, counting
+    /// nothing. A limit by client address applies when `identity` is an
+    /// address; one by user or header to any identity. A limit with plans
+    /// is read under its own policy.
+    pub async fn limits(&self, identity: &str) -> Result<Vec<LimitState>, Error> {
+        let mut states = Vec::new();
+        for (named, key) in self.keys_of(identity) {
+            let policy = &named.limit.policy;
+            let decision = Arc::clone(&self.store)
+                .peek_owned(key, Arc::clone(policy))
+                .await?;
+            states.extend(states_of(&named.route, policy, &decision));
+        }
+        Ok(states)
+    }
+
+    /// Forgets the state of every limit of `identity` (as
+    /// [`limits`](Self::limits) finds them); answers how many. Each key is
+    /// forgotten by the store and by this instance (its deny cache, leases,
+    /// samples and fallback).
+    pub async fn reset(&self, identity: &str) -> Result<usize, Error> {
+        let keys = self.keys_of(identity);
+        let count = keys.len();
+        for (named, key) in keys {
+            Arc::clone(&self.store)
+                .reset_owned(key, Arc::clone(&named.limit.policy))
+                .await?;
+        }
+        Ok(count)
+    }
+
+    /// The key of each limit that applies to `identity`.
+    fn keys_of(&self, identity: &str) -> Vec<(&Named, String)> {
+        let ip = identity.parse::<IpAddr>().ok();
+        self.limits
+            .iter()
+            .filter_map(|named| {
+                let limit = &named.limit;
+                let start = limit.key_start.as_deref().unwrap_or(&self.key_start);
+                let mut key = String::from(start);
+                match (&limit.source.0, ip) {
+                    (Source::Global, _) | (Source::Ip, None) => return None,
+                    (Source::Ip, Some(ip)) => self.client_ip.push_identity(&mut key, ip),
+                    (Source::User | Source::Header(_) | Source::Custom(_), _) => {
+                        limiter_core::push_identity_bytes(&mut key, identity.as_bytes())
+                    }
+                }
+                key.push(':');
+                key.push_str(&limit.name);
+                Some((named, key))
+            })
+            .collect()
+    }
+}
+
+/// One state per rule of `decision`.
+fn states_of(route: &str, policy: &Policy, decision: &Decision) -> Vec<LimitState> {
+    let seconds = |d: std::time::Duration| d.as_micros().div_ceil(1_000_000) as u64;
+    let cost = policy.cost();
+    policy
+        .names()
+        .into_iter()
+        .zip(policy.rules())
+        .zip(decision.rules())
+        .map(|((name, rule), status)| LimitState {
+            route: route.to_owned(),
+            policy: name,
+            limit: rule.limit(),
+            allowed: decision.allowed(),
+            // An allowed peek answers what would remain after the request.
+            remaining: if decision.allowed() {
+                (status.remaining() + cost).min(rule.limit())
+            } else {
+                status.remaining()
+            },
+            reset: seconds(status.available_after()),
+            retry_after: decision.retry_after().map(seconds),
+        })
+        .collect()
+}
+
+impl fmt::Debug for Control {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Control")
+            .field("key_start", &self.key_start)
+            .field(
+                "limits",
+                &self.limits.iter().map(|n| &*n.route).collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,166 @@
+//! Handles on the limits' state over the UGC server's routes: `GET
+//! /me/limits` reads without counting, the admin routes read and reset any
+//! identity's limits and refuse a missing or wrong token; on the memory
+//! store (time moved by hand) and on Redis, two instances sharing it.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use limiter_examples::admin::AdminToken;
+use limiter_examples::{Options, app};
+use limiter_tests::http::{Response, send};
+use limiter_tower::{GuardConfig, Limiter, ManualClock, MemoryStore};
+use serde_json::{Value, json};
+
+const T0: Duration = Duration::from_secs(1_750_000_000);
+const ADMIN_TOKEN: &str = "control-admin-token";
+
+fn options() -> Options {
+    Options {
+        admin_token: Some(AdminToken::new(ADMIN_TOKEN).unwrap()),
+        guard: GuardConfig {
+            deadline: Duration::from_secs(5),
+            ..GuardConfig::default()
+        },
+        ..Options::default()
+    }
+}
+
+async fn memory_server() -> (SocketAddr, ManualClock) {
+    let clock = ManualClock::new(T0);
+    let limiter = Limiter::new(MemoryStore::with_clock(clock.clone()));
+    (
+        limiter_tests::http::serve(app(limiter, options())).await,
+        clock,
+    )
+}
+
+async fn reply(addr: SocketAddr, user: &str) -> Response {
+    let headers: [(&str, &[u8]); 1] = [("x-user-id", user.as_bytes())];
+    send(addr, "POST", "/posts/1/replies", &headers, b"")
+        .await
+        .unwrap()
+}
+
+async fn my_limits(addr: SocketAddr, user: &str) -> Value {
+    let headers: [(&str, &[u8]); 1] = [("x-user-id", user.as_bytes())];
+    let response = send(addr, "GET", "/me/limits", &headers, b"")
+        .await
+        .unwrap();
+    assert_eq!(response.status, 200, "{response:#?}");
+    serde_json::from_str(&response.body).unwrap()
+}
+
+async fn admin(addr: SocketAddr, method: &str, path: &str, token: Option<&str>) -> Response {
+    let value = token.map(|t| format!("Bearer {t}").into_bytes());
+    let headers: Vec<(&str, &[u8])> = value.iter().map(|v| ("authorization", &v[..])).collect();
+    send(addr, method, path, &headers, b"").await.unwrap()
+}
+
+/// The replies limit's state, as `/me/limits` shows it.
+fn replies(remaining: u64, allowed: bool, reset: u64, retry_after: Option<u64>) -> Value {
+    let mut state = json!({
+        "route": "POST /posts/{id}/replies",
+        "policy": "5-per-60s",
+        "limit": 5,
+        "allowed": allowed,
+        "remaining": remaining,
+        "reset": reset,
+    });
+    if let Some(retry) = retry_after {
+        state["retry_after"] = json!(retry);
+    }
+    state
+}
+
+fn likes() -> Value {
+    json!({
+        "route": "POST /posts/{id}/likes",
+        "policy": "1-per-1s-burst-10",
+        "limit": 10,
+        "allowed": true,
+        "remaining": 10,
+        "reset": 1,
+    })
+}
+
+#[tokio::test]
+async fn my_limits_read_without_counting_and_an_admin_resets_them_on_memory() {
+    let (addr, clock) = memory_server().await;
+    // Unused: the whole quota, and reading it twice changes nothing.
+    let fresh = json!([replies(5, true, 60, None), likes()]);
+    assert_eq!(my_limits(addr, "alice").await, fresh);
+    assert_eq!(my_limits(addr, "alice").await, fresh);
+    for i in 0..5 {
+        assert_eq!(reply(addr, "alice").await.status, 201, "reply {i}");
+        clock.advance(Duration::from_secs(1));
+    }
+    // The first reply leaves in 60 - 5 = 55 s.
+    let used = json!([replies(0, false, 55, Some(55)), likes()]);
+    assert_eq!(my_limits(addr, "alice").await, used);
+    assert_eq!(my_limits(addr, "alice").await, used);
+    assert_eq!(reply(addr, "alice").await.status, 429);
+    // Another user is untouched.
+    assert_eq!(my_limits(addr, "bob").await, fresh);
+
+    // The admin routes: no token, a wrong one, another scheme: 401, and
+    // nothing changed.
+    let path = "/admin/limits/alice";
+    for token in [None, Some("wrong"), Some("control-admin-tokem")] {
+        assert_eq!(admin(addr, "GET", path, token).await.status, 401);
+        assert_eq!(admin(addr, "DELETE", path, token).await.status, 401);
+    }
+    assert_eq!(reply(addr, "alice").await.status, 429);
+    let read = admin(addr, "GET", path, Some(ADMIN_TOKEN)).await;
+    assert_eq!(read.status, 200, "{read:#?}");
+    let listed: Value = serde_json::from_str(&read.body).unwrap();
+    assert_eq!(listed[0], used[0]);
+    assert_eq!(
+        admin(addr, "DELETE", path, Some(ADMIN_TOKEN)).await.status,
+        204
+    );
+    assert_eq!(my_limits(addr, "alice").await, fresh);
+    assert_eq!(reply(addr, "alice").await.status, 201);
+}
+
+#[tokio::test]
+async fn an_identity_by_address_lists_and_resets_the_limits_by_address() {
+    let (addr, _clock) = memory_server().await;
+    let headers: [(&str, &[u8]); 0] = [];
+    let response = send(addr, "POST", "/posts", &headers, b"").await.unwrap();
+    assert_eq!(response.status, 201, "{response:#?}");
+    let read = admin(addr, "GET", "/admin/limits/127.0.0.1", Some(ADMIN_TOKEN)).await;
+    let listed: Value = serde_json::from_str(&read.body).unwrap();
+    let posts: Vec<(&Value, &Value, &Value)> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["route"] == "POST /posts")
+        .map(|s| (&s["policy"], &s["remaining"], &s["allowed"]))
+        .collect();
+    // The next post would be a duplicate within 5 s: denied, so nothing
+    // else would be counted either.
+    assert_eq!(
+        posts,
+        [
+            (&json!("10-per-60s"), &json!(9), &json!(false)),
+            (&json!("20-per-120s"), &json!(19), &json!(false)),
+            (&json!("1-per-5s"), &json!(0), &json!(false)),
+        ],
+        "{listed:#}"
+    );
+    // A user id is not an address: no limit by address is its.
+    let read = admin(addr, "GET", "/admin/limits/alice", Some(ADMIN_TOKEN)).await;
+    assert!(!read.body.contains("POST /posts\""), "{}", read.body);
+    assert_eq!(
+        admin(addr, "DELETE", "/admin/limits/127.0.0.1", Some(ADMIN_TOKEN))
+            .await
+            .status,
+        204
+    );
+    let read = admin(addr, "GET", "/admin/limits/127.0.0.1", Some(ADMIN_TOKEN)).await;
+    let listed: Value = serde_json::from_str(&read.body).unwrap();
+    for state in listed.as_array().unwrap() {
+        assert_eq!(state["remaining"], state["limit"], "{state}");
+    }
+}
