@@ -111,7 +111,10 @@ pub use rule::{MAX_WINDOW, Rate, Rule};
 #[cfg(feature = "runtime")]
 pub use store::memory::{DEFAULT_CAPACITY, MemoryStore};
 #[cfg(feature = "runtime")]
-pub use store::{Bounded, Capabilities, FailureDomains, Leases, Peek, Permits, Reset, Store, ask};
+pub use store::{
+    AnnouncesResets, Bounded, Capabilities, FailureDomains, Forget, Forgetter, Leases, Peek,
+    Permits, Reset, Store, ask,
+};
 pub use verdict::{OnStoreError, Verdict};
 #[cfg(feature = "runtime")]
 pub use wait::{DEFAULT_MAX_WAITERS, Waitable, Waiters};

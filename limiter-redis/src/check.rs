@@ -25,6 +25,7 @@ impl RedisStore {
         now: Option<u64>,
     ) -> Result<Decision, Error> {
         policy.validate_cost(cost)?;
+        self.subscribe();
         if self.inner.config.coalesce {
             return coalesce::check(self, key, policy, cost, now).await;
         }

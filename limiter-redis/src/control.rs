@@ -21,10 +21,4 @@ impl RedisStore {
         let reply = self.bounded_call(lua, &call).await?;
         scripts::parse_reply(&reply, policy, cost)
     }
-
-    /// `DEL` of the key, routed and bounded as a check is.
-    pub(super) async fn reset_key(&self, key: &str) -> Result<(), Error> {
-        let lua = scripts::reset();
-        self.bounded_call(lua, &lua.call(key)).await.map(drop)
-    }
 }

@@ -31,6 +31,7 @@
 //! - `test-util`: lets the store take the timestamp from the caller, so
 //!   tests can compare it with the memory store on the same times.
 
+mod announce;
 mod batch;
 mod check;
 mod cluster;

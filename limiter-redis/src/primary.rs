@@ -94,6 +94,14 @@ impl Primary {
         self.link.get(connect, config.connection_timeout).await
     }
 
+    /// A client for the primary: the URL's, or the one the Sentinels name.
+    pub(crate) async fn client(&self) -> Result<Client, Error> {
+        match &self.locator {
+            Locator::Url(client) => Ok(client.clone()),
+            Locator::Sentinel(sentinels) => sentinels.primary().await.map_err(crate::redis_error),
+        }
+    }
+
     /// Connects, unless connected.
     pub(crate) async fn connect(&self, config: &RedisConfig) -> Result<(), Error> {
         self.connection(config).await.map(drop)

@@ -56,6 +56,14 @@ pub(crate) fn peek(algorithm: Algorithm) -> &'static Lua {
     }
 }
 
+static PUBLISH: Lua = Lua::new(&["#!lua\n", include_str!("scripts/publish.lua")]);
+
+/// `PUBLISH` on the channel given as its key (routed to the node serving
+/// the channel's slot in a Cluster) of `ARGV[1]`.
+pub(crate) fn publish() -> &'static Lua {
+    &PUBLISH
+}
+
 /// The reset script: `DEL` of its key.
 pub(crate) fn reset() -> &'static Lua {
     &RESET

@@ -9,6 +9,7 @@ use redis::Client;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 
+use crate::announce::Announcer;
 use crate::coalesce;
 use crate::config::RedisConfig;
 use crate::link::Link;
@@ -62,6 +63,8 @@ pub(crate) struct Inner {
     pub(crate) config: RedisConfig,
     /// The checks waiting for a call in flight (coalescing).
     pub(crate) pending: coalesce::Pending,
+    /// Resets announced to every instance, and this one's subscription.
+    pub(crate) announcer: Announcer,
 }
 
 pub(crate) enum Backend {
@@ -72,10 +75,30 @@ pub(crate) enum Backend {
 
 pub(crate) struct Cluster {
     client: ClusterClient,
+    /// The seeds as given: how to reach a node (its credentials too).
+    seeds: Vec<redis::ConnectionInfo>,
     /// Made once: the cluster connection follows the cluster's changes itself.
     pub(crate) link: Arc<Link<ClusterConnection>>,
     /// Which node serves which slot: the failure domain of each key.
     pub(crate) slots: Arc<SlotTable>,
+}
+
+impl Cluster {
+    /// A client for the node serving `name`'s slot, as last read; the first
+    /// seed while the slots are not known.
+    pub(crate) fn channel_node(&self, name: &str) -> Result<Client, Error> {
+        let seed = (self.seeds.first().cloned())
+            .ok_or_else(|| Error::Protocol("a Cluster without seeds".into()))?;
+        let node = self
+            .slots
+            .name(self.slots.domain(name))
+            .and_then(|address| crate::announce::tcp(&address));
+        let info = match node {
+            Some(address) => seed.set_addr(address),
+            None => seed,
+        };
+        Client::open(info).map_err(redis_error)
+    }
 }
 
 impl RedisStore {
@@ -164,7 +187,12 @@ impl RedisStore {
         seeds: impl IntoIterator<Item = &'a str>,
         config: RedisConfig,
     ) -> Result<Self, Error> {
-        let client = ClusterClient::builder(seeds.into_iter().collect::<Vec<_>>())
+        let seeds = seeds
+            .into_iter()
+            .map(redis::IntoConnectionInfo::into_connection_info)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(redis_error)?;
+        let client = ClusterClient::builder(seeds.clone())
             // The client's own retries would resend after I/O errors; the
             // store retries only what provably did not run (see cluster.rs).
             .retries(0)
@@ -174,6 +202,7 @@ impl RedisStore {
             .map_err(redis_error)?;
         let cluster = Cluster {
             client,
+            seeds,
             link: Link::new(),
             slots: SlotTable::new(),
         };
@@ -189,6 +218,7 @@ impl RedisStore {
                 backend,
                 config,
                 pending: coalesce::Pending::default(),
+                announcer: Announcer::default(),
             }),
         }
     }
@@ -302,7 +332,8 @@ impl Store for RedisStore {
         .permits()
         .leases()
         .peek()
-        .reset();
+        .reset()
+        .announces_resets();
 
     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.run(key, policy, cost, None).await
@@ -325,11 +356,14 @@ impl Peek for RedisStore {
     }
 }
 
-/// `DEL` of the key: each algorithm keeps a key's state in that one key
-/// (a leased sliding log's entries included).
+/// `DEL` of the key (each algorithm keeps a key's state in that one key, a
+/// leased sliding log's entries included), then announced to every
+/// instance, which forgets what it remembers of the key (see
+/// [`AnnouncesResets`](limiter_core::AnnouncesResets)); answered once they have acknowledged, or after
+/// the response timeout.
 impl Reset for RedisStore {
     async fn reset(&self, key: &str, _policy: &Policy) -> Result<(), Error> {
-        self.reset_key(key).await
+        self.reset_and_announce(key).await
     }
 }
 

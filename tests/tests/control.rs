@@ -9,6 +9,7 @@ use std::time::Duration;
 use limiter_examples::admin::AdminToken;
 use limiter_examples::{Options, app};
 use limiter_tests::http::{Response, send};
+use limiter_tests::{TestRedis, redis};
 use limiter_tower::{GuardConfig, Limiter, ManualClock, MemoryStore};
 use serde_json::{Value, json};
 
@@ -33,6 +34,11 @@ async fn memory_server() -> (SocketAddr, ManualClock) {
         limiter_tests::http::serve(app(limiter, options())).await,
         clock,
     )
+}
+
+async fn redis_server(redis: &TestRedis) -> SocketAddr {
+    let limiter = Limiter::new(redis.store().await).with_prefix(redis.prefix());
+    limiter_tests::http::serve(app(limiter, options())).await
 }
 
 async fn reply(addr: SocketAddr, user: &str) -> Response {
@@ -163,4 +169,28 @@ async fn an_identity_by_address_lists_and_resets_the_limits_by_address() {
     for state in listed.as_array().unwrap() {
         assert_eq!(state["remaining"], state["limit"], "{state}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_reset_on_one_instance_is_honoured_by_the_other_at_its_next_request() {
+    let redis = redis();
+    let (a, b) = (redis_server(&redis).await, redis_server(&redis).await);
+    for i in 0..5 {
+        assert_eq!(reply(b, "carol").await.status, 201, "reply {i}");
+    }
+    // B denies, and remembers the denial in its deny cache.
+    assert_eq!(reply(b, "carol").await.status, 429);
+    assert_eq!(reply(b, "carol").await.status, 429);
+    let before = my_limits(a, "carol").await;
+    assert_eq!(before[0]["remaining"], 0);
+    assert_eq!(before, my_limits(a, "carol").await);
+    let path = "/admin/limits/carol";
+    assert_eq!(admin(a, "DELETE", path, None).await.status, 401);
+    assert_eq!(reply(b, "carol").await.status, 429);
+    assert_eq!(
+        admin(a, "DELETE", path, Some(ADMIN_TOKEN)).await.status,
+        204
+    );
+    assert_eq!(reply(b, "carol").await.status, 201);
+    assert_eq!(my_limits(a, "carol").await[0]["remaining"], 4);
 }

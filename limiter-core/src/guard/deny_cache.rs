@@ -94,6 +94,13 @@ impl DenyCache {
         self.shard(key).remove(key);
     }
 
+    /// Forgets every denial.
+    pub(crate) fn clear(&self) {
+        for shard in &self.shards {
+            shard.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        }
+    }
+
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.shards

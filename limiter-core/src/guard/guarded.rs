@@ -14,7 +14,7 @@ use crate::hot::{LeaseGrant, LeaseRequest};
 use crate::policy::Policy;
 use crate::store::capabilities::{PeekOp, PermitOp, ResetOp, peek_of, permit_of, reset_of};
 use crate::store::memory::MemoryStore;
-use crate::store::{Boxed, Capabilities, GuardOps, Peek, Permits, Reset, Store};
+use crate::store::{Boxed, Capabilities, Forget, Forgetter, GuardOps, Peek, Permits, Reset, Store};
 use crate::verdict::{OnStoreError, Verdict};
 
 /// How long one store call may take unless configured: tens of
@@ -95,7 +95,7 @@ impl<S: Store> Guarded<S, SystemClock> {
 impl<S: Store, C: Clock + Clone> Guarded<S, C> {
     /// Guards `store`, timing the breaker, the deny cache and the fallback by `clock`.
     pub fn with_clock(store: S, config: GuardConfig, clock: C) -> Self {
-        Self {
+        let guarded = Self {
             inner: Arc::new(Inner {
                 // A probe ends within its deadline unless its future stalls.
                 breakers: Breakers::new(
@@ -111,7 +111,25 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
                 config,
                 clock,
             }),
-        }
+        };
+        // A key reset by another instance loses its cached denial here.
+        let inner = Arc::downgrade(&guarded.inner);
+        S::CAPABILITIES.on_reset(
+            &guarded.inner.store,
+            Box::new(move |forget| {
+                let Some(inner) = inner.upgrade() else {
+                    return false;
+                };
+                if let Some(cache) = &inner.deny_cache {
+                    match forget {
+                        Forget::Key(key) => cache.remove(key),
+                        Forget::Everything => cache.clear(),
+                    }
+                }
+                true
+            }),
+        );
+        guarded
     }
 
     /// The guarded store.
@@ -366,6 +384,11 @@ impl<S: Store, C: Clock + Clone> Store for Guarded<S, C> {
         } else {
             None
         })
+        .with_resets(if S::CAPABILITIES.resets.is_some() {
+            Some(forward_on_reset::<S, C>)
+        } else {
+            None
+        })
         .with_control_ops(
             if S::CAPABILITIES.has_peek() {
                 Some(peek_entry::<S, C>)
@@ -545,6 +568,10 @@ fn end_lease<'a, S: Store, C: Clock + Clone>(
         }
         None => Box::pin(async { Ok(0) }),
     }
+}
+
+fn forward_on_reset<S: Store, C>(guarded: &Guarded<S, C>, forget: Forgetter) {
+    S::CAPABILITIES.on_reset(&guarded.inner.store, forget);
 }
 
 fn peek_entry<'a, S: Store, C: Clock + Clone>(

@@ -12,7 +12,9 @@ use crate::decision::Decision;
 use crate::error::Error;
 use crate::policy::Policy;
 use crate::store::capabilities::{PeekOp, ResetOp, peek_of, reset_of};
-use crate::store::{Boxed, Capabilities, GuardOps, Peek, Permits, Reset, Store, ask};
+use crate::store::{
+    Boxed, Capabilities, Forget, Forgetter, GuardOps, Peek, Permits, Reset, Store, ask,
+};
 use crate::verdict::{OnStoreError, Verdict};
 
 use super::HotKey;
@@ -186,6 +188,27 @@ impl<S: Store> HotKeys<S> {
     }
 
     fn with(store: S, state: HotState) -> Self {
+        // A key reset by another instance loses its lease and sample here.
+        let shared = Arc::downgrade(&state.shared);
+        S::CAPABILITIES.on_reset(
+            &store,
+            Box::new(move |forget| {
+                let Some(shared) = shared.upgrade() else {
+                    return false;
+                };
+                match forget {
+                    Forget::Key(key) => {
+                        shared.leases.forget(key);
+                        shared.samples.forget(key);
+                    }
+                    Forget::Everything => {
+                        shared.leases.clear();
+                        shared.samples.clear();
+                    }
+                }
+                true
+            }),
+        );
         Self {
             store: Arc::new(store),
             state,
@@ -290,6 +313,11 @@ impl<S: Store> Store for HotKeys<S> {
             } else {
                 None
             })
+            .with_resets(if inner.resets.is_some() {
+                Some(forward_on_reset::<S>)
+            } else {
+                None
+            })
             .with_control_ops(
                 if inner.has_peek() {
                     Some(forward_peek::<S>)
@@ -368,6 +396,10 @@ fn forward_permit<'a, S: Store>(
         Some(permit) => permit(&hot.store, key, limit),
         None => Box::pin(async { Err(Error::Unsupported("concurrency limits")) }),
     }
+}
+
+fn forward_on_reset<S: Store>(hot: &HotKeys<S>, forget: Forgetter) {
+    S::CAPABILITIES.on_reset(&hot.store, forget);
 }
 
 fn forward_peek<'a, S: Store>(

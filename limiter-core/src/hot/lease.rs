@@ -47,6 +47,11 @@ impl Leases {
     /// starts afresh. A fetch under way installs its lease in the state it
     /// began with, which no request sees any more; the lease's permits go
     /// back when it ends.
+    /// Forgets every key (notices of resets may have been missed).
+    pub(crate) fn clear(&self) {
+        lock(&self.keys).clear();
+    }
+
     pub(crate) fn forget(&self, key: &str) {
         lock(&self.keys).remove(key);
     }

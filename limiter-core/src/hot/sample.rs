@@ -132,6 +132,11 @@ impl Samples {
 
     /// Forgets the key's last sample (its state was reset): a sample under
     /// way records nothing, and the next request samples afresh.
+    /// Forgets every key (notices of resets may have been missed).
+    pub(crate) fn clear(&self) {
+        self.lock().clear();
+    }
+
     pub(crate) fn forget(&self, key: &str) {
         self.lock().remove(key);
     }

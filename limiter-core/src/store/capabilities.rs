@@ -102,6 +102,34 @@ pub trait Reset: Store {
     fn reset(&self, key: &str, policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send;
 }
 
+/// What an instance forgets because a key was reset through a store it
+/// shares with other instances ([`AnnouncesResets`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Forget {
+    /// What it remembers of this key.
+    Key(std::sync::Arc<str>),
+    /// Everything it remembers of any key: notices may have been missed
+    /// (the store's subscription was lost and is back).
+    Everything,
+}
+
+/// Forgets what [`Forget`] says; answers `false` once its owner is gone,
+/// and is then dropped.
+pub type Forgetter = Box<dyn Fn(&Forget) -> bool + Send + Sync>;
+
+/// A store shared by several instances that tells each instance of every
+/// key reset through it, so that what the instance remembers of the key
+/// (its deny cache, leases and samples) goes too: the
+/// [`Guarded`](crate::Guarded) store and [`HotKeys`](crate::HotKeys)
+/// register here when they are made.
+pub trait AnnouncesResets: Store {
+    /// Calls `forget` with each key reset through the store, by any
+    /// instance, and with [`Forget::Everything`] when notices may have
+    /// been missed.
+    fn on_reset(&self, forget: Forgetter);
+}
+
 type DomainOp<S> = fn(&S, &str) -> u64;
 type DomainNameOp<S> = fn(&S, u64) -> String;
 pub(crate) type PermitOp<S> =
@@ -157,6 +185,7 @@ pub struct Capabilities<S: ?Sized> {
     pub(crate) peek: Option<PeekOp<S>>,
     pub(crate) reset: Option<ResetOp<S>>,
     pub(crate) guard: Option<GuardOps<S>>,
+    pub(crate) resets: Option<fn(&S, Forgetter)>,
     hot_keys: bool,
 }
 
@@ -172,6 +201,7 @@ impl<S: ?Sized> Capabilities<S> {
         peek: None,
         reset: None,
         guard: None,
+        resets: None,
         hot_keys: false,
     };
 
@@ -218,6 +248,14 @@ impl<S: ?Sized> Capabilities<S> {
     /// Whether the store forgets a key's state ([`Reset`]).
     pub const fn has_reset(&self) -> bool {
         self.reset.is_some()
+    }
+
+    /// Registers `forget` with `store` when it announces resets
+    /// ([`AnnouncesResets`]); answers whether it does.
+    pub fn on_reset(&self, store: &S, forget: Forgetter) -> bool {
+        self.resets
+            .map(|on_reset| on_reset(store, forget))
+            .is_some()
     }
 
     /// The bound `store` keeps on each call ([`Bounded`]), if it keeps one.
@@ -273,6 +311,11 @@ impl<S: ?Sized> Capabilities<S> {
         self
     }
 
+    pub(crate) const fn with_resets(mut self, resets: Option<fn(&S, Forgetter)>) -> Self {
+        self.resets = resets;
+        self
+    }
+
     pub(crate) const fn with_lease_ops(mut self, ops: Option<(LeaseOp<S>, EndLeaseOp<S>)>) -> Self {
         self.leases = ops;
         self
@@ -307,6 +350,14 @@ impl<S: Leases> Capabilities<S> {
     /// Declares [`Leases`].
     pub const fn leases(mut self) -> Self {
         self.leases = Some((lease::<S>, end_lease::<S>));
+        self
+    }
+}
+
+impl<S: AnnouncesResets> Capabilities<S> {
+    /// Declares [`AnnouncesResets`].
+    pub const fn announces_resets(mut self) -> Self {
+        self.resets = Some(S::on_reset);
         self
     }
 }
@@ -382,6 +433,7 @@ impl<S: ?Sized> fmt::Debug for Capabilities<S> {
             .field("leases", &self.has_leases())
             .field("peek", &self.has_peek())
             .field("reset", &self.has_reset())
+            .field("announces_resets", &self.resets.is_some())
             .field("guarded", &self.is_guarded())
             .field("hot_keys", &self.hot_keys)
             .finish()

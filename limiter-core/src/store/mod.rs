@@ -23,7 +23,10 @@ pub mod ask;
 pub(crate) mod capabilities;
 pub(crate) mod memory;
 
-pub use capabilities::{Bounded, Capabilities, FailureDomains, Leases, Peek, Permits, Reset};
+pub use capabilities::{
+    AnnouncesResets, Bounded, Capabilities, FailureDomains, Forget, Forgetter, Leases, Peek,
+    Permits, Reset,
+};
 pub(crate) use capabilities::{Boxed, GuardOps};
 
 /// A place that keeps rate-limit state and decides atomically.
