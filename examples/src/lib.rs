@@ -14,6 +14,8 @@
 //! | `PUT /admin/plans/{key}` | not limited: the body `free` or `pro` changes the key's plan; only with [`Options::admin_token`] (404 without), each request `Authorization: Bearer <token>` (401 otherwise) |
 //! | `GET /admin/limits/{identity}` | as `/me/limits`, for any user id, API key or client address, and the limits by address and key too (admin) |
 //! | `DELETE /admin/limits/{identity}` | 204: every limit of that identity reset, on every instance's next request to the store (admin) |
+//! | `PUT /admin/blocks/{identity}` | body `{"seconds": N}`: 204, that identity blocked on every instance: each request it makes to a limited route gets 429 with the block's remaining time (admin) |
+//! | `DELETE /admin/blocks/{identity}` | 204: the block lifted (admin) |
 //! | `POST /exports` | at most 2 in flight per user (each takes 500 ms) |
 //! | `GET /health` | not limited |
 //! | `GET /metrics` | not limited: the limiter's metrics, Prometheus text |

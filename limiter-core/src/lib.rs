@@ -112,8 +112,8 @@ pub use rule::{MAX_WINDOW, Rate, Rule};
 pub use store::memory::{DEFAULT_CAPACITY, MemoryStore};
 #[cfg(feature = "runtime")]
 pub use store::{
-    AnnouncesResets, Bounded, Capabilities, FailureDomains, Forget, Forgetter, Leases, Peek,
-    Permits, Reset, Store, ask,
+    AnnouncesResets, BlockList, Blocks, Bounded, Capabilities, FailureDomains, Forget, Forgetter,
+    Leases, MAX_BLOCKS, Peek, Permits, Reset, Store, ask,
 };
 pub use verdict::{OnStoreError, Verdict};
 #[cfg(feature = "runtime")]

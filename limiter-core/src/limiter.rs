@@ -9,7 +9,7 @@ use crate::hot::HotKeys;
 use crate::key::push_identity;
 use crate::policy::Policy;
 use crate::rule::Rule;
-use crate::store::{Peek, Permits, Reset, Store};
+use crate::store::{Blocks, Peek, Permits, Reset, Store};
 use crate::wait::Waiters;
 
 /// The key prefix unless another is set: keys look like `rate_limit:{user}:{action}`.
@@ -220,6 +220,53 @@ impl<S: Store> Limiter<S> {
         let mut full = self.key_with_prefix();
         full.push_str(key);
         self.store.reset(&full, policy).await
+    }
+
+    /// Blocks `identity` (escaped, under the prefix: the key
+    /// `{prefix}:{identity}`) for `duration`, on every instance sharing the
+    /// store; the HTTP layers deny every request of a blocked identity with
+    /// 429 until the block ends.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_core::{Limiter, MemoryStore};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let limiter = Limiter::new(MemoryStore::new());
+    /// limiter.block("mallory", Duration::from_secs(900)).await?;
+    /// assert!(limiter.blocked("mallory").is_some());
+    /// limiter.unblock("mallory").await?;
+    /// assert_eq!(limiter.blocked("mallory"), None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn block(&self, identity: &str, duration: Duration) -> Result<(), Error>
+    where
+        S: Blocks,
+    {
+        self.store.block(&self.block_key(identity), duration).await
+    }
+
+    /// Lifts `identity`'s block, on every instance sharing the store.
+    pub async fn unblock(&self, identity: &str) -> Result<(), Error>
+    where
+        S: Blocks,
+    {
+        self.store.unblock(&self.block_key(identity)).await
+    }
+
+    /// How long `identity` stays blocked, as this instance knows it now.
+    pub fn blocked(&self, identity: &str) -> Option<Duration>
+    where
+        S: Blocks,
+    {
+        self.store.blocked(&self.block_key(identity))
+    }
+
+    fn block_key(&self, identity: &str) -> String {
+        let mut key = self.key_with_prefix();
+        push_identity(&mut key, identity);
+        key
     }
 
     /// The store.

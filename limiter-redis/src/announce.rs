@@ -5,8 +5,13 @@
 //! published has acknowledged (or its deadline has passed), so the next
 //! request anywhere is decided on the reset state.
 //!
+//! Blocks travel the same way: kept in the hash [`BLOCKS`], applied to
+//! each instance's local list (which every request reads without a call)
+//! by their notices, and read whole at every subscription.
+//!
 //! An instance whose subscription broke forgets everything it remembers
-//! when it is back: notices may have been missed meanwhile.
+//! when it is back, and reads the blocks again: notices may have been
+//! missed meanwhile.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -15,7 +20,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use limiter_core::{AnnouncesResets, Error, Forget, Forgetter};
+use limiter_core::{AnnouncesResets, Clock, Error, Forget, Forgetter, SystemClock};
 use redis::{Client, ConnectionAddr, Msg};
 use tokio::sync::Notify;
 
@@ -25,6 +30,10 @@ use super::{RedisStore, scripts};
 
 /// The channel of the notices: `r {id} {key}` (reset), `a {id}` (acknowledged).
 pub(crate) const CHANNEL: &str = "limiter:resets";
+/// The hash of blocked keys and when each block ends (µs, Redis's clock),
+/// in the channel's slot (its hash tag), so the subscriber reads it where
+/// it subscribes.
+pub(crate) const BLOCKS: &str = "{limiter:resets}:blocks";
 /// The longest pause between two attempts to subscribe again.
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
@@ -70,17 +79,52 @@ impl RedisStore {
     /// Deletes `key`, then announces it and waits for every subscribed
     /// instance to acknowledge, within the response timeout.
     pub(super) async fn reset_and_announce(&self, key: &str) -> Result<(), Error> {
-        self.subscribe();
         let reset = scripts::reset();
         self.bounded_call(reset, &reset.call(key)).await?;
-        let id = foldhash::fast::RandomState::default().hash_one(key);
+        self.announce("r", key).await
+    }
+
+    /// Blocks `key` for `duration` in the blocks' hash (by the Redis
+    /// server's clock), here, then on every instance.
+    pub(super) async fn block_and_announce(
+        &self,
+        key: &str,
+        duration: Duration,
+    ) -> Result<(), Error> {
+        let left = u64::try_from(duration.as_micros()).unwrap_or(u64::MAX);
+        let block = scripts::block();
+        let mut call = block.call(BLOCKS);
+        call.arg(key).arg(left);
+        self.bounded_call(block, &call).await?;
+        self.inner
+            .blocks
+            .block(key, duration, SystemClock.now_micros())?;
+        self.announce("b", &format!("{left} {key}")).await
+    }
+
+    /// Lifts `key`'s block in the blocks' hash, here, then on every instance.
+    pub(super) async fn unblock_and_announce(&self, key: &str) -> Result<(), Error> {
+        let unblock = scripts::unblock();
+        let mut call = unblock.call(BLOCKS);
+        call.arg(key);
+        self.bounded_call(unblock, &call).await?;
+        self.inner.blocks.unblock(key);
+        self.announce("u", key).await
+    }
+
+    /// Publishes `{kind} {id} {rest}` and waits for every instance
+    /// subscribed when it was published to acknowledge it, within the
+    /// response timeout.
+    async fn announce(&self, kind: &str, rest: &str) -> Result<(), Error> {
+        self.subscribe();
+        let id = foldhash::fast::RandomState::default().hash_one(rest);
         let pending = Arc::new(Pending::default());
         let announcer = &self.inner.announcer;
         lock(&announcer.pending).insert(id, Arc::clone(&pending));
         let _unregister = Unregister(announcer, id);
         let publish = scripts::publish();
         let mut call = publish.call(CHANNEL);
-        call.arg(format!("r {id} {key}"));
+        call.arg(format!("{kind} {id} {rest}"));
         let receivers = self.bounded_call(publish, &call).await?;
         let receivers = usize::try_from(receivers.first().copied().unwrap_or(0)).unwrap_or(0);
         let acknowledged = async {
@@ -95,11 +139,11 @@ impl RedisStore {
         let deadline = self.inner.config.response_timeout;
         if tokio::time::timeout(deadline, acknowledged).await.is_err() {
             tracing::warn!(
-                key,
+                notice = rest,
                 receivers,
                 acknowledged = pending.acks.load(Ordering::Relaxed),
-                "not every instance acknowledged a reset within the deadline: \
-                 those forget the key when its notice reaches them"
+                "not every instance acknowledged a notice within the deadline: \
+                 those apply it when it reaches them"
             );
         }
         Ok(())
@@ -128,8 +172,9 @@ async fn listen(inner: Weak<Inner>) {
             .await
             .unwrap_or(Err(Error::Timeout(timeout)));
         match subscribed {
-            Ok(pubsub) => {
+            Ok((pubsub, blocks)) => {
                 backoff = Duration::from_millis(50);
+                store.inner.blocks.replace(blocks, SystemClock.now_micros());
                 if !first {
                     forget(&store, &Forget::Everything);
                 }
@@ -153,8 +198,12 @@ async fn listen(inner: Weak<Inner>) {
     }
 }
 
-/// A subscription to [`CHANNEL`] on the node the notices go through.
-async fn subscribe_at(store: &RedisStore) -> Result<redis::aio::PubSub, Error> {
+/// A subscription to [`CHANNEL`] on the node the notices go through, and
+/// the blocks (key, time left) that node holds once subscribed: a notice
+/// published after the reading is received, one before is in it.
+async fn subscribe_at(
+    store: &RedisStore,
+) -> Result<(redis::aio::PubSub, Vec<(String, Duration)>), Error> {
     let client = subscriber(store).await?;
     let mut pubsub = client
         .get_async_pubsub()
@@ -164,7 +213,24 @@ async fn subscribe_at(store: &RedisStore) -> Result<redis::aio::PubSub, Error> {
         .subscribe(CHANNEL)
         .await
         .map_err(crate::redis_error)?;
-    Ok(pubsub)
+    let mut connection = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(crate::redis_error)?;
+    let load = scripts::blocks();
+    let flat: Vec<String> = redis::Script::new(load.source())
+        .key(BLOCKS)
+        .invoke_async(&mut connection)
+        .await
+        .map_err(crate::redis_error)?;
+    let blocks = flat
+        .chunks_exact(2)
+        .filter_map(|pair| {
+            let left = pair[1].parse::<u64>().ok()?;
+            Some((pair[0].clone(), Duration::from_micros(left)))
+        })
+        .collect();
+    Ok((pubsub, blocks))
 }
 
 /// A notice: a reset is forgotten here, then acknowledged; an
@@ -174,15 +240,28 @@ async fn on_message(store: &RedisStore, message: &Msg) {
         return;
     };
     let mut parts = payload.splitn(3, ' ');
-    match (parts.next(), parts.next(), parts.next()) {
+    let blocks = &store.inner.blocks;
+    let applied = match (parts.next(), parts.next(), parts.next()) {
         (Some("r"), Some(id), Some(key)) => {
             forget(store, &Forget::Key(key.into()));
-            let publish = scripts::publish();
-            let mut call = publish.call(CHANNEL);
-            call.arg(format!("a {id}"));
-            if let Err(error) = store.bounded_call(publish, &call).await {
-                tracing::warn!(%error, "a reset could not be acknowledged");
+            id
+        }
+        (Some("b"), Some(id), Some(rest)) => {
+            let Some((left, key)) = rest.split_once(' ') else {
+                return;
+            };
+            let Ok(left) = left.parse::<u64>() else {
+                return;
+            };
+            let blocked = blocks.block(key, Duration::from_micros(left), SystemClock.now_micros());
+            if let Err(error) = blocked {
+                tracing::warn!(%error, "a block could not be kept here");
             }
+            id
+        }
+        (Some("u"), Some(id), Some(key)) => {
+            blocks.unblock(key);
+            id
         }
         (Some("a"), Some(id), None) => {
             let Ok(id) = id.parse::<u64>() else { return };
@@ -191,8 +270,15 @@ async fn on_message(store: &RedisStore, message: &Msg) {
                 pending.acks.fetch_add(1, Ordering::AcqRel);
                 pending.notify.notify_waiters();
             }
+            return;
         }
-        _ => {}
+        _ => return,
+    };
+    let publish = scripts::publish();
+    let mut call = publish.call(CHANNEL);
+    call.arg(format!("a {applied}"));
+    if let Err(error) = store.bounded_call(publish, &call).await {
+        tracing::warn!(%error, "a notice could not be acknowledged");
     }
 }
 

@@ -64,6 +64,25 @@ pub(crate) fn publish() -> &'static Lua {
     &PUBLISH
 }
 
+static BLOCK: Lua = Lua::new(&["#!lua\n", include_str!("scripts/block.lua")]);
+static UNBLOCK: Lua = Lua::new(&["#!lua\n", include_str!("scripts/unblock.lua")]);
+static BLOCKS: Lua = Lua::new(&["#!lua\n", include_str!("scripts/blocks.lua")]);
+
+/// Blocks `ARGV[1]` for `ARGV[2]` µs in the blocks' hash (its key).
+pub(crate) fn block() -> &'static Lua {
+    &BLOCK
+}
+
+/// Lifts `ARGV[1]`'s block.
+pub(crate) fn unblock() -> &'static Lua {
+    &UNBLOCK
+}
+
+/// The live blocks, `key, µs left` flat; the ended ones deleted.
+pub(crate) fn blocks() -> &'static Lua {
+    &BLOCKS
+}
+
 /// The reset script: `DEL` of its key.
 pub(crate) fn reset() -> &'static Lua {
     &RESET

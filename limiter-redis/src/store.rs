@@ -65,6 +65,8 @@ pub(crate) struct Inner {
     pub(crate) pending: coalesce::Pending,
     /// Resets announced to every instance, and this one's subscription.
     pub(crate) announcer: Announcer,
+    /// The blocks, as this instance knows them (see `announce.rs`).
+    pub(crate) blocks: limiter_core::BlockList,
 }
 
 pub(crate) enum Backend {
@@ -219,6 +221,7 @@ impl RedisStore {
                 config,
                 pending: coalesce::Pending::default(),
                 announcer: Announcer::default(),
+                blocks: limiter_core::BlockList::new(),
             }),
         }
     }
@@ -333,7 +336,8 @@ impl Store for RedisStore {
         .leases()
         .peek()
         .reset()
-        .announces_resets();
+        .announces_resets()
+        .blocks();
 
     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.run(key, policy, cost, None).await
@@ -364,6 +368,27 @@ impl Peek for RedisStore {
 impl Reset for RedisStore {
     async fn reset(&self, key: &str, _policy: &Policy) -> Result<(), Error> {
         self.reset_and_announce(key).await
+    }
+}
+
+/// Kept in a hash of Redis and in each instance's list, which every
+/// request reads without a call; a block or an unblock is answered once
+/// every subscribed instance has applied it (see `announce.rs`).
+impl limiter_core::Blocks for RedisStore {
+    async fn block(&self, key: &str, duration: Duration) -> Result<(), Error> {
+        self.block_and_announce(key, duration).await
+    }
+
+    async fn unblock(&self, key: &str) -> Result<(), Error> {
+        self.unblock_and_announce(key).await
+    }
+
+    #[inline]
+    fn blocked(&self, key: &str) -> Option<Duration> {
+        use limiter_core::Clock;
+        self.inner
+            .blocks
+            .blocked(key, || limiter_core::SystemClock.now_micros())
     }
 }
 

@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::StatusCode;
 use limiter_core::{
@@ -43,6 +44,20 @@ pub(crate) trait DynStore: Send + Sync + 'static {
         limit: ConcurrencyLimit,
         on_error: Option<OnStoreError>,
     ) -> BoxFuture<Result<Acquired, Error>>;
+
+    /// How long `key` stays blocked, as this instance knows it (see
+    /// [`limiter_core::Blocks`]); asked before each rate check.
+    fn blocked(&self, key: &str) -> Option<Duration>;
+
+    /// Blocks `key` for `duration`.
+    fn block_owned(
+        self: Arc<Self>,
+        key: String,
+        duration: Duration,
+    ) -> BoxFuture<Result<(), Error>>;
+
+    /// Lifts `key`'s block.
+    fn unblock_owned(self: Arc<Self>, key: String) -> BoxFuture<Result<(), Error>>;
 
     /// What a check of `key` would answer now (see [`limiter_core::Peek`]).
     fn peek_owned(
@@ -120,6 +135,33 @@ impl<S: Store> DynStore for AsGiven<S> {
     ) -> BoxFuture<Result<(), Error>> {
         Box::pin(async move { reset(&self.0, &key, &policy).await })
     }
+
+    #[inline]
+    fn blocked(&self, key: &str) -> Option<Duration> {
+        <HotKeys<S> as Store>::CAPABILITIES.blocked(&self.0, key)
+    }
+
+    fn block_owned(
+        self: Arc<Self>,
+        key: String,
+        duration: Duration,
+    ) -> BoxFuture<Result<(), Error>> {
+        Box::pin(async move {
+            match ask::block(&self.0, &key, duration) {
+                Some(block) => block.await,
+                None => Err(Error::Unsupported("blocks")),
+            }
+        })
+    }
+
+    fn unblock_owned(self: Arc<Self>, key: String) -> BoxFuture<Result<(), Error>> {
+        Box::pin(async move {
+            match ask::unblock(&self.0, &key) {
+                Some(unblock) => unblock.await,
+                None => Err(Error::Unsupported("blocks")),
+            }
+        })
+    }
 }
 
 /// A store the layer guards itself, honouring the policies' hot-key modes
@@ -168,6 +210,33 @@ impl<S: Store> DynStore for LayerGuarded<S> {
         policy: Arc<Policy>,
     ) -> BoxFuture<Result<(), Error>> {
         Box::pin(async move { reset(&self.0, &key, &policy).await })
+    }
+
+    #[inline]
+    fn blocked(&self, key: &str) -> Option<Duration> {
+        <HotKeys<Guarded<S>> as Store>::CAPABILITIES.blocked(&self.0, key)
+    }
+
+    fn block_owned(
+        self: Arc<Self>,
+        key: String,
+        duration: Duration,
+    ) -> BoxFuture<Result<(), Error>> {
+        Box::pin(async move {
+            match ask::block(&self.0, &key, duration) {
+                Some(block) => block.await,
+                None => Err(Error::Unsupported("blocks")),
+            }
+        })
+    }
+
+    fn unblock_owned(self: Arc<Self>, key: String) -> BoxFuture<Result<(), Error>> {
+        Box::pin(async move {
+            match ask::unblock(&self.0, &key) {
+                Some(unblock) => unblock.await,
+                None => Err(Error::Unsupported("blocks")),
+            }
+        })
     }
 }
 

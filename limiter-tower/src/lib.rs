@@ -106,4 +106,4 @@ pub use limiter_regional::{
     Region, RegionError, RegionStats, RegionalConfig, RegionalStore, TierSize,
 };
 pub use rate_limit::{RateLimit, RateLimitFuture, RateLimitLayer};
-pub use response::{QUOTA_EXCEEDED, RATELIMIT, RATELIMIT_POLICY};
+pub use response::{BLOCKED, QUOTA_EXCEEDED, RATELIMIT, RATELIMIT_POLICY};

@@ -194,3 +194,130 @@ async fn a_reset_on_one_instance_is_honoured_by_the_other_at_its_next_request() 
     assert_eq!(reply(b, "carol").await.status, 201);
     assert_eq!(my_limits(a, "carol").await[0]["remaining"], 4);
 }
+
+async fn like(addr: SocketAddr, user: &str) -> Response {
+    let headers: [(&str, &[u8]); 1] = [("x-user-id", user.as_bytes())];
+    send(addr, "POST", "/posts/1/likes", &headers, b"")
+        .await
+        .unwrap()
+}
+
+async fn block(addr: SocketAddr, identity: &str, body: &str, token: Option<&str>) -> Response {
+    let value = token.map(|t| format!("Bearer {t}").into_bytes());
+    let headers: Vec<(&str, &[u8])> = value.iter().map(|v| ("authorization", &v[..])).collect();
+    let path = format!("/admin/blocks/{identity}");
+    send(addr, "PUT", &path, &headers, body.as_bytes())
+        .await
+        .unwrap()
+}
+
+/// A 429 of a block: `Retry-After` the block's time left, a problem of
+/// type blocked, no RateLimit fields.
+fn assert_blocked(response: &Response, retry_after: &str) {
+    assert_eq!(response.status, 429, "{response:#?}");
+    assert_eq!(response.header("retry-after"), retry_after);
+    assert!(!response.headers.contains_key("ratelimit"), "{response:#?}");
+    let problem: Value = serde_json::from_str(&response.body).unwrap();
+    assert_eq!(problem["type"], limiter_tower::BLOCKED);
+    assert_eq!(problem["status"], 429);
+}
+
+#[tokio::test]
+async fn a_blocked_user_is_denied_everywhere_until_the_block_ends_on_memory() {
+    let (addr, clock) = memory_server().await;
+    // Refused without the token, or with a body that is not {"seconds": N}:
+    // nothing is blocked.
+    assert_eq!(
+        block(addr, "mallory", r#"{"seconds": 900}"#, None)
+            .await
+            .status,
+        401
+    );
+    for body in [
+        "",
+        "900",
+        r#"{"seconds": 0}"#,
+        r#"{"seconds": -1}"#,
+        r#"{"secs": 9}"#,
+    ] {
+        let refused = block(addr, "mallory", body, Some(ADMIN_TOKEN)).await;
+        assert_eq!(refused.status, 400, "{body}: {refused:#?}");
+    }
+    assert_eq!(reply(addr, "mallory").await.status, 201);
+    let blocked = block(addr, "mallory", r#"{"seconds": 900}"#, Some(ADMIN_TOKEN)).await;
+    assert_eq!(blocked.status, 204, "{blocked:#?}");
+    assert_blocked(&reply(addr, "mallory").await, "900");
+    assert_blocked(&like(addr, "mallory").await, "900");
+    assert_eq!(reply(addr, "bob").await.status, 201);
+    // Blocked requests count nowhere: the replies used stay at one.
+    clock.advance(Duration::from_millis(899_001));
+    assert_blocked(&reply(addr, "mallory").await, "1");
+    clock.advance(Duration::from_millis(999));
+    assert_eq!(reply(addr, "mallory").await.status, 201);
+    assert_eq!(my_limits(addr, "mallory").await[0]["remaining"], 4);
+    // Lifted before its end.
+    assert_eq!(
+        block(addr, "mallory", r#"{"seconds": 60}"#, Some(ADMIN_TOKEN))
+            .await
+            .status,
+        204
+    );
+    assert_blocked(&reply(addr, "mallory").await, "60");
+    let path = "/admin/blocks/mallory";
+    assert_eq!(admin(addr, "DELETE", path, None).await.status, 401);
+    assert_blocked(&reply(addr, "mallory").await, "60");
+    assert_eq!(
+        admin(addr, "DELETE", path, Some(ADMIN_TOKEN)).await.status,
+        204
+    );
+    assert_eq!(reply(addr, "mallory").await.status, 201);
+}
+
+#[tokio::test]
+async fn a_blocked_address_is_denied_on_its_limits_by_address() {
+    let (addr, _clock) = memory_server().await;
+    let blocked = block(addr, "127.0.0.1", r#"{"seconds": 30}"#, Some(ADMIN_TOKEN)).await;
+    assert_eq!(blocked.status, 204);
+    let headers: [(&str, &[u8]); 0] = [];
+    let post = send(addr, "POST", "/posts", &headers, b"").await.unwrap();
+    assert_blocked(&post, "30");
+    // Not limited: still served.
+    let health = send(addr, "GET", "/health", &headers, b"").await.unwrap();
+    assert_eq!(health.status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_block_on_one_instance_is_honoured_by_the_other_at_its_next_request() {
+    let redis = redis();
+    let (a, b) = (redis_server(&redis).await, redis_server(&redis).await);
+    let user = format!("dave-{}", redis.prefix());
+    assert_eq!(reply(b, &user).await.status, 201);
+    let blocked = block(a, &user, r#"{"seconds": 900}"#, Some(ADMIN_TOKEN)).await;
+    assert_eq!(blocked.status, 204, "{blocked:#?}");
+    assert_blocked(&reply(b, &user).await, "900");
+    assert_blocked(&reply(a, &user).await, "900");
+    let path = format!("/admin/blocks/{user}");
+    assert_eq!(
+        admin(a, "DELETE", &path, Some(ADMIN_TOKEN)).await.status,
+        204
+    );
+    assert_eq!(reply(b, &user).await.status, 201);
+    // A third instance reads the blocks when it subscribes.
+    assert_eq!(
+        block(a, &user, r#"{"seconds": 600}"#, Some(ADMIN_TOKEN))
+            .await
+            .status,
+        204
+    );
+    let c = redis_server(&redis).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let answer = reply(c, &user).await;
+        if answer.status == 429 {
+            assert_blocked(&answer, "600");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{answer:#?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

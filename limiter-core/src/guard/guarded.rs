@@ -12,9 +12,14 @@ use crate::decision::Decision;
 use crate::error::Error;
 use crate::hot::{LeaseGrant, LeaseRequest};
 use crate::policy::Policy;
-use crate::store::capabilities::{PeekOp, PermitOp, ResetOp, peek_of, permit_of, reset_of};
+use crate::store::ask;
+use crate::store::capabilities::{
+    BlockOps, PeekOp, PermitOp, ResetOp, peek_of, permit_of, reset_of,
+};
 use crate::store::memory::MemoryStore;
-use crate::store::{Boxed, Capabilities, Forget, Forgetter, GuardOps, Peek, Permits, Reset, Store};
+use crate::store::{
+    Blocks, Boxed, Capabilities, Forget, Forgetter, GuardOps, Peek, Permits, Reset, Store,
+};
 use crate::verdict::{OnStoreError, Verdict};
 
 /// How long one store call may take unless configured: tens of
@@ -389,6 +394,15 @@ impl<S: Store, C: Clock + Clone> Store for Guarded<S, C> {
         } else {
             None
         })
+        .with_block_ops(if S::CAPABILITIES.has_blocks() {
+            Some(BlockOps {
+                block: block_entry::<S, C>,
+                unblock: unblock_entry::<S, C>,
+                blocked: blocked_entry::<S, C>,
+            })
+        } else {
+            None
+        })
         .with_control_ops(
             if S::CAPABILITIES.has_peek() {
                 Some(peek_entry::<S, C>)
@@ -432,6 +446,21 @@ impl<S: Peek, C: Clock + Clone> Peek for Guarded<S, C> {
     /// Peeks within the deadline, through the key's breaker.
     async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.peek_by(peek_of::<S>, key, policy, cost).await
+    }
+}
+
+impl<S: Blocks, C: Clock + Clone> Blocks for Guarded<S, C> {
+    /// Blocks within the deadline, through the key's breaker.
+    async fn block(&self, key: &str, duration: Duration) -> Result<(), Error> {
+        block_entry(self, key, duration).await
+    }
+
+    async fn unblock(&self, key: &str) -> Result<(), Error> {
+        unblock_entry(self, key).await
+    }
+
+    fn blocked(&self, key: &str) -> Option<Duration> {
+        self.inner.store.blocked(key)
     }
 }
 
@@ -568,6 +597,35 @@ fn end_lease<'a, S: Store, C: Clock + Clone>(
         }
         None => Box::pin(async { Ok(0) }),
     }
+}
+
+fn block_entry<'a, S: Store, C: Clock + Clone>(
+    guarded: &'a Guarded<S, C>,
+    key: &'a str,
+    duration: Duration,
+) -> Boxed<'a, ()> {
+    Box::pin(async move {
+        match ask::block(&guarded.inner.store, key, duration) {
+            Some(block) => guarded.through_breaker(key, || block).await,
+            None => Err(Error::Unsupported("blocks")),
+        }
+    })
+}
+
+fn unblock_entry<'a, S: Store, C: Clock + Clone>(
+    guarded: &'a Guarded<S, C>,
+    key: &'a str,
+) -> Boxed<'a, ()> {
+    Box::pin(async move {
+        match ask::unblock(&guarded.inner.store, key) {
+            Some(unblock) => guarded.through_breaker(key, || unblock).await,
+            None => Err(Error::Unsupported("blocks")),
+        }
+    })
+}
+
+fn blocked_entry<S: Store, C>(guarded: &Guarded<S, C>, key: &str) -> Option<Duration> {
+    S::CAPABILITIES.blocked(&guarded.inner.store, key)
 }
 
 fn forward_on_reset<S: Store, C>(guarded: &Guarded<S, C>, forget: Forgetter) {

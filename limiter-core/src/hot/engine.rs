@@ -11,9 +11,9 @@ use crate::concurrency::{Acquired, ConcurrencyLimit};
 use crate::decision::Decision;
 use crate::error::Error;
 use crate::policy::Policy;
-use crate::store::capabilities::{PeekOp, ResetOp, peek_of, reset_of};
+use crate::store::capabilities::{BlockOps, PeekOp, ResetOp, peek_of, reset_of};
 use crate::store::{
-    Boxed, Capabilities, Forget, Forgetter, GuardOps, Peek, Permits, Reset, Store, ask,
+    Blocks, Boxed, Capabilities, Forget, Forgetter, GuardOps, Peek, Permits, Reset, Store, ask,
 };
 use crate::verdict::{OnStoreError, Verdict};
 
@@ -318,6 +318,15 @@ impl<S: Store> Store for HotKeys<S> {
             } else {
                 None
             })
+            .with_block_ops(if inner.has_blocks() {
+                Some(BlockOps {
+                    block: forward_block::<S>,
+                    unblock: forward_unblock::<S>,
+                    blocked: forward_blocked::<S>,
+                })
+            } else {
+                None
+            })
             .with_control_ops(
                 if inner.has_peek() {
                     Some(forward_peek::<S>)
@@ -372,6 +381,20 @@ impl<S: Peek> Peek for HotKeys<S> {
     }
 }
 
+impl<S: Blocks> Blocks for HotKeys<S> {
+    async fn block(&self, key: &str, duration: std::time::Duration) -> Result<(), Error> {
+        self.store.block(key, duration).await
+    }
+
+    async fn unblock(&self, key: &str) -> Result<(), Error> {
+        self.store.unblock(key).await
+    }
+
+    fn blocked(&self, key: &str) -> Option<std::time::Duration> {
+        self.store.blocked(key)
+    }
+}
+
 impl<S: Reset> Reset for HotKeys<S> {
     async fn reset(&self, key: &str, policy: &Policy) -> Result<(), Error> {
         self.reset_by(reset_of::<S>, key, policy).await
@@ -396,6 +419,28 @@ fn forward_permit<'a, S: Store>(
         Some(permit) => permit(&hot.store, key, limit),
         None => Box::pin(async { Err(Error::Unsupported("concurrency limits")) }),
     }
+}
+
+fn forward_block<'a, S: Store>(
+    hot: &'a HotKeys<S>,
+    key: &'a str,
+    duration: std::time::Duration,
+) -> Boxed<'a, ()> {
+    match ask::block(&*hot.store, key, duration) {
+        Some(block) => block,
+        None => Box::pin(async { Err(Error::Unsupported("blocks")) }),
+    }
+}
+
+fn forward_unblock<'a, S: Store>(hot: &'a HotKeys<S>, key: &'a str) -> Boxed<'a, ()> {
+    match ask::unblock(&*hot.store, key) {
+        Some(unblock) => unblock,
+        None => Box::pin(async { Err(Error::Unsupported("blocks")) }),
+    }
+}
+
+fn forward_blocked<S: Store>(hot: &HotKeys<S>, key: &str) -> Option<std::time::Duration> {
+    S::CAPABILITIES.blocked(&hot.store, key)
 }
 
 fn forward_on_reset<S: Store>(hot: &HotKeys<S>, forget: Forgetter) {

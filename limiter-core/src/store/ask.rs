@@ -75,3 +75,25 @@ pub fn reset<'a, S: Store>(
 ) -> Option<Boxed<'a, ()>> {
     S::CAPABILITIES.reset.map(|reset| reset(store, key, policy))
 }
+
+/// Blocks `key` for `duration` (see [`Blocks`](super::Blocks)); `None`
+/// when the store blocks nothing.
+pub fn block<'a, S: Store>(
+    store: &'a S,
+    key: &'a str,
+    duration: std::time::Duration,
+) -> Option<Boxed<'a, ()>> {
+    S::CAPABILITIES
+        .blocks
+        .as_ref()
+        .map(|ops| (ops.block)(store, key, duration))
+}
+
+/// Lifts `key`'s block (see [`Blocks`](super::Blocks)); `None` when the
+/// store blocks nothing.
+pub fn unblock<'a, S: Store>(store: &'a S, key: &'a str) -> Option<Boxed<'a, ()>> {
+    S::CAPABILITIES
+        .blocks
+        .as_ref()
+        .map(|ops| (ops.unblock)(store, key))
+}

@@ -130,6 +130,26 @@ pub trait AnnouncesResets: Store {
     fn on_reset(&self, forget: Forgetter);
 }
 
+/// Blocking a key (an identity's, under a prefix) for a while, shared by
+/// every instance using the store.
+pub trait Blocks: Store {
+    /// Blocks `key` for `duration`, replacing a block it has; every
+    /// instance answers it blocked once this returns.
+    fn block(
+        &self,
+        key: &str,
+        duration: Duration,
+    ) -> impl Future<Output = Result<(), Error>> + Send;
+
+    /// Lifts `key`'s block; every instance answers it unblocked once this
+    /// returns.
+    fn unblock(&self, key: &str) -> impl Future<Output = Result<(), Error>> + Send;
+
+    /// How long `key` stays blocked, as this instance knows it now, without
+    /// a call (each request asks); `None` when it is not blocked.
+    fn blocked(&self, key: &str) -> Option<Duration>;
+}
+
 type DomainOp<S> = fn(&S, &str) -> u64;
 type DomainNameOp<S> = fn(&S, u64) -> String;
 pub(crate) type PermitOp<S> =
@@ -140,6 +160,17 @@ pub(crate) type EndLeaseOp<S> =
     for<'a> fn(&'a S, &'a str, &'a Policy, &'a LeaseGrant, u64) -> Boxed<'a, u64>;
 pub(crate) type PeekOp<S> = for<'a> fn(&'a S, &'a str, &'a Policy, u64) -> Boxed<'a, Decision>;
 pub(crate) type ResetOp<S> = for<'a> fn(&'a S, &'a str, &'a Policy) -> Boxed<'a, ()>;
+pub(crate) type BlockOp<S> = for<'a> fn(&'a S, &'a str, Duration) -> Boxed<'a, ()>;
+pub(crate) type UnblockOp<S> = for<'a> fn(&'a S, &'a str) -> Boxed<'a, ()>;
+pub(crate) type BlockedOp<S> = fn(&S, &str) -> Option<Duration>;
+
+/// The table's entries of [`Blocks`].
+pub(crate) struct BlockOps<S: ?Sized> {
+    pub(crate) block: BlockOp<S>,
+    pub(crate) unblock: UnblockOp<S>,
+    pub(crate) blocked: BlockedOp<S>,
+}
+
 type GuardCheckOp<S> =
     for<'a> fn(&'a S, &'a str, &'a Policy, u64, Option<OnStoreError>) -> Boxed<'a, Verdict>;
 type GuardPermitOp<S> =
@@ -186,6 +217,7 @@ pub struct Capabilities<S: ?Sized> {
     pub(crate) reset: Option<ResetOp<S>>,
     pub(crate) guard: Option<GuardOps<S>>,
     pub(crate) resets: Option<fn(&S, Forgetter)>,
+    pub(crate) blocks: Option<BlockOps<S>>,
     hot_keys: bool,
 }
 
@@ -202,6 +234,7 @@ impl<S: ?Sized> Capabilities<S> {
         reset: None,
         guard: None,
         resets: None,
+        blocks: None,
         hot_keys: false,
     };
 
@@ -248,6 +281,18 @@ impl<S: ?Sized> Capabilities<S> {
     /// Whether the store forgets a key's state ([`Reset`]).
     pub const fn has_reset(&self) -> bool {
         self.reset.is_some()
+    }
+
+    /// Whether the store blocks keys ([`Blocks`]).
+    pub const fn has_blocks(&self) -> bool {
+        self.blocks.is_some()
+    }
+
+    /// How long `key` stays blocked in `store` ([`Blocks::blocked`]);
+    /// `None` when it is not, or the store blocks nothing.
+    #[inline]
+    pub fn blocked(&self, store: &S, key: &str) -> Option<Duration> {
+        (self.blocks.as_ref()?.blocked)(store, key)
     }
 
     /// Registers `forget` with `store` when it announces resets
@@ -311,6 +356,11 @@ impl<S: ?Sized> Capabilities<S> {
         self
     }
 
+    pub(crate) const fn with_block_ops(mut self, ops: Option<BlockOps<S>>) -> Self {
+        self.blocks = ops;
+        self
+    }
+
     pub(crate) const fn with_resets(mut self, resets: Option<fn(&S, Forgetter)>) -> Self {
         self.resets = resets;
         self
@@ -352,6 +402,30 @@ impl<S: Leases> Capabilities<S> {
         self.leases = Some((lease::<S>, end_lease::<S>));
         self
     }
+}
+
+impl<S: Blocks> Capabilities<S> {
+    /// Declares [`Blocks`].
+    pub const fn blocks(mut self) -> Self {
+        self.blocks = Some(BlockOps {
+            block: block_of::<S>,
+            unblock: unblock_of::<S>,
+            blocked: S::blocked,
+        });
+        self
+    }
+}
+
+pub(crate) fn block_of<'a, S: Blocks>(
+    store: &'a S,
+    key: &'a str,
+    duration: Duration,
+) -> Boxed<'a, ()> {
+    Box::pin(async move { store.block(key, duration).await })
+}
+
+pub(crate) fn unblock_of<'a, S: Blocks>(store: &'a S, key: &'a str) -> Boxed<'a, ()> {
+    Box::pin(async move { store.unblock(key).await })
 }
 
 impl<S: AnnouncesResets> Capabilities<S> {
@@ -434,6 +508,7 @@ impl<S: ?Sized> fmt::Debug for Capabilities<S> {
             .field("peek", &self.has_peek())
             .field("reset", &self.has_reset())
             .field("announces_resets", &self.resets.is_some())
+            .field("blocks", &self.has_blocks())
             .field("guarded", &self.is_guarded())
             .field("hot_keys", &self.hot_keys)
             .finish()

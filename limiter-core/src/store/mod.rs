@@ -20,12 +20,14 @@ use crate::error::Error;
 use crate::policy::Policy;
 
 pub mod ask;
+pub(crate) mod blocks;
 pub(crate) mod capabilities;
 pub(crate) mod memory;
 
+pub use blocks::{BlockList, MAX_BLOCKS};
 pub use capabilities::{
-    AnnouncesResets, Bounded, Capabilities, FailureDomains, Forget, Forgetter, Leases, Peek,
-    Permits, Reset,
+    AnnouncesResets, Blocks, Bounded, Capabilities, FailureDomains, Forget, Forgetter, Leases,
+    Peek, Permits, Reset,
 };
 pub(crate) use capabilities::{Boxed, GuardOps};
 

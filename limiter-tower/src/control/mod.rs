@@ -151,6 +151,51 @@ impl Control {
         Ok(count)
     }
 
+    /// Blocks `identity` for `duration` on every instance sharing the
+    /// store: each request it makes to any limit of this layer with an
+    /// identity (by user, header, or address when `identity` is one) is
+    /// answered 429 with `Retry-After` the block's remaining time and a
+    /// problem of type [`BLOCKED`](crate::BLOCKED), until the block ends or
+    /// [`unblock`](Self::unblock).
+    pub async fn block(&self, identity: &str, duration: std::time::Duration) -> Result<(), Error> {
+        for key in self.block_keys(identity) {
+            Arc::clone(&self.store).block_owned(key, duration).await?;
+        }
+        Ok(())
+    }
+
+    /// Lifts `identity`'s block on every instance sharing the store.
+    pub async fn unblock(&self, identity: &str) -> Result<(), Error> {
+        for key in self.block_keys(identity) {
+            Arc::clone(&self.store).unblock_owned(key).await?;
+        }
+        Ok(())
+    }
+
+    /// How long `identity` stays blocked, as this instance knows it.
+    pub fn blocked(&self, identity: &str) -> Option<std::time::Duration> {
+        self.block_keys(identity)
+            .iter()
+            .filter_map(|key| self.store.blocked(key))
+            .max()
+    }
+
+    /// `{prefix}:{identity}` as a key by user or header writes the
+    /// identity, and as one by address does when it is an address.
+    fn block_keys(&self, identity: &str) -> Vec<String> {
+        let mut escaped = String::from(&*self.key_start);
+        limiter_core::push_identity_bytes(&mut escaped, identity.as_bytes());
+        let mut keys = vec![escaped];
+        if let Ok(ip) = identity.parse::<IpAddr>() {
+            let mut address = String::from(&*self.key_start);
+            self.client_ip.push_identity(&mut address, ip);
+            if address != keys[0] {
+                keys.push(address);
+            }
+        }
+        keys
+    }
+
     /// The key of each limit that applies to `identity`.
     fn keys_of(&self, identity: &str) -> Vec<(&Named, String)> {
         let ip = identity.parse::<IpAddr>().ok();

@@ -5,7 +5,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, put};
 use limiter_core::Error;
 
 use super::Control;
@@ -20,6 +20,8 @@ impl Control {
     /// |---|---|
     /// | `GET /limits/{identity}` | 200, a JSON array of [`LimitState`](super::LimitState)s ([`limits`](Self::limits)) |
     /// | `DELETE /limits/{identity}` | 204 once every limit of the identity is reset ([`reset`](Self::reset)) |
+    /// | `PUT /blocks/{identity}` | body `{"seconds": N}` (1 to 31,536,000): 204 once blocked on every instance ([`block`](Self::block)); 400 for another body |
+    /// | `DELETE /blocks/{identity}` | 204 once unblocked ([`unblock`](Self::unblock)) |
     ///
     /// A store that cannot answer gives 503 (problem+json), one that cannot
     /// peek or reset (the regional store) 501.
@@ -33,6 +35,7 @@ impl Control {
     pub fn router<S>(&self) -> Router<S> {
         Router::new()
             .route("/limits/{identity}", get(limits).delete(reset))
+            .route("/blocks/{identity}", put(block).delete(unblock))
             .with_state(self.clone())
     }
 }
@@ -50,6 +53,44 @@ async fn limits(State(control): State<Control>, Path(identity): Path<String>) ->
 async fn reset(State(control): State<Control>, Path(identity): Path<String>) -> Response {
     match control.reset(&identity).await {
         Ok(_) => StatusCode::NO_CONTENT.into_response(),
+        Err(error) => failed(&error),
+    }
+}
+
+/// The longest block the router sets: a year.
+const MAX_BLOCK_SECONDS: u64 = 365 * 24 * 3600;
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BlockBody {
+    seconds: u64,
+}
+
+async fn block(
+    State(control): State<Control>,
+    Path(identity): Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    let seconds = match serde_json::from_slice::<BlockBody>(&body) {
+        Ok(BlockBody { seconds }) if (1..=MAX_BLOCK_SECONDS).contains(&seconds) => seconds,
+        _ => {
+            return problem(
+                Protocol::Http,
+                StatusCode::BAD_REQUEST,
+                &format!("The body must be {{\"seconds\": N}}, N from 1 to {MAX_BLOCK_SECONDS}."),
+            );
+        }
+    };
+    let duration = std::time::Duration::from_secs(seconds);
+    match control.block(&identity, duration).await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(error) => failed(&error),
+    }
+}
+
+async fn unblock(State(control): State<Control>, Path(identity): Path<String>) -> Response {
+    match control.unblock(&identity).await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(error) => failed(&error),
     }
 }

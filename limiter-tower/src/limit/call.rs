@@ -60,6 +60,10 @@ impl RouteLimit {
         if tracing::enabled!(tracing::Level::DEBUG) {
             tracing::debug!(limit = %self.name, %key, "checking");
         }
+        if let Some(left) = self.block_of(&key, context) {
+            KEY_BUFFER.set(key);
+            return self.blocked(left, &request);
+        }
         let (cost, reading) = if business {
             let checks = match self.business_checks(context, &mut request) {
                 Ok(Some(checks)) => checks,

@@ -22,10 +22,12 @@ pub(crate) enum Counted {
     UnlimitedPlan,
     /// A cost no request could ever pay.
     CostRefused,
+    /// The identity is blocked.
+    Blocked,
 }
 
 /// The labels of each [`Counted`], in its order.
-const LABELS: [(&str, &str); 12] = [
+const LABELS: [(&str, &str); 13] = [
     ("allowed", "store"),
     ("denied", "store"),
     ("denied", "deny_cache"),
@@ -38,6 +40,7 @@ const LABELS: [(&str, &str); 12] = [
     ("bypassed", "allow_list"),
     ("allowed", "unlimited_plan"),
     ("denied", "cost"),
+    ("denied", "blocked"),
 ];
 
 impl Counted {

@@ -2,6 +2,7 @@
 //! identity allow lists are matched against.
 
 use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
 
 use axum::extract::ConnectInfo;
 use http::Request;
@@ -76,6 +77,25 @@ impl RouteLimit {
         key.push(':');
         key.push_str(&self.name);
         Ok(())
+    }
+
+    /// How long the identity of `key` (this limit's key for a request)
+    /// stays blocked: the block of `{prefix}:{identity}` under the router
+    /// layer's prefix. A global limit has no identity to block.
+    #[inline]
+    pub(crate) fn block_of(&self, key: &str, context: &Context) -> Option<Duration> {
+        if matches!(self.source.0, Source::Global) {
+            return None;
+        }
+        let end = key.len() - self.name.len() - 1;
+        match &self.key_start {
+            None => context.store.blocked(&key[..end]),
+            Some(start) => {
+                let mut block_key = String::from(&*context.key_start);
+                block_key.push_str(&key[start.len()..end]);
+                context.store.blocked(&block_key)
+            }
+        }
     }
 
     /// The request's identity for this limit, as its key source finds it

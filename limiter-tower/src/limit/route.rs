@@ -4,6 +4,7 @@
 //! admission path ([`call`](RouteLimit::call)).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::Request;
 use limiter_core::{OnStoreError, Policy};
@@ -87,6 +88,18 @@ impl RouteLimit {
             )),
             NoKey::NotSetUp(missing) => self.misconfigured(missing, request),
         }
+    }
+
+    /// The answer to a request whose identity is blocked.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn blocked<S, B>(&self, left: Duration, request: &Request<B>) -> ResponseFuture<S, B>
+    where
+        S: Service<Request<B>>,
+    {
+        self.record(Counted::Blocked);
+        tracing::debug!(limit = %self.name, ?left, "blocked");
+        ResponseFuture::respond(response::blocked(Protocol::of(request.headers()), left))
     }
 
     pub(crate) fn misconfigured<S, B>(

@@ -114,6 +114,39 @@ pub(crate) fn problem(protocol: Protocol, status: StatusCode, detail: &str) -> R
     }
 }
 
+/// The problem type of a 429 answered because the identity is blocked
+/// (by an administrator or a penalty), not because a rate was exceeded.
+pub const BLOCKED: &str = "urn:limiter:problem:blocked";
+
+/// A blocked identity: 429 with `Retry-After` (the block's remaining time,
+/// whole seconds rounded up) and a problem of type [`BLOCKED`]; for gRPC,
+/// `RESOURCE_EXHAUSTED` with the retry information.
+pub(crate) fn blocked(protocol: Protocol, left: Duration) -> Response {
+    let retry_seconds = seconds(left).max(1);
+    let detail = format!("This client is blocked; retry after {retry_seconds} s.");
+    match protocol {
+        Protocol::Grpc => {
+            grpc::trailers_only(grpc::Code::ResourceExhausted, &detail, Some(left), &[])
+        }
+        Protocol::Http => {
+            let mut response = problem_json(
+                StatusCode::TOO_MANY_REQUESTS,
+                &Problem {
+                    kind: BLOCKED,
+                    title: "Blocked",
+                    status: 429,
+                    detail: &detail,
+                    violated_policies: None,
+                },
+            );
+            response
+                .headers_mut()
+                .insert(RETRY_AFTER, retry_seconds.into());
+            response
+        }
+    }
+}
+
 /// The store could not decide: 503 with `Retry-After`, or gRPC `UNAVAILABLE`
 /// with the retry information.
 pub(crate) fn unavailable(protocol: Protocol, retry_after: Duration) -> Response {

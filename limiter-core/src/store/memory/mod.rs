@@ -40,9 +40,10 @@ use crate::concurrency::{Acquired, ConcurrencyLimit};
 use crate::decision::Decision;
 use crate::error::Error;
 use crate::policy::{Kind, Policy};
-use crate::store::{Capabilities, Peek, Reset, Store};
+use crate::store::{BlockList, Blocks, Capabilities, Peek, Reset, Store};
 use permits::Permits;
 use shard::{Lookup, Shard, Tables};
+use std::time::Duration;
 
 /// Shards when none are asked for: enough that 2–64 cores rarely meet on one lock.
 const DEFAULT_SHARDS: usize = 64;
@@ -82,6 +83,8 @@ struct Inner<C> {
     shards: Box<[Mutex<Shard>]>,
     /// The permits of concurrency limits, apart: none may be evicted.
     permits: Arc<Permits>,
+    /// Blocked keys, apart: none may be evicted.
+    blocks: BlockList,
 }
 
 impl MemoryStore<SystemClock> {
@@ -115,6 +118,7 @@ impl<C: Clock> MemoryStore<C> {
                     .map(|_| Mutex::new(Shard::new(capacity)))
                     .collect(),
                 permits: Permits::new(),
+                blocks: BlockList::new(),
             }),
         }
     }
@@ -415,7 +419,7 @@ fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
 
 impl<C: Clock> Store for MemoryStore<C> {
     /// In process, keeping permits.
-    const CAPABILITIES: Capabilities<Self> = Capabilities::LOCAL.permits().peek().reset();
+    const CAPABILITIES: Capabilities<Self> = Capabilities::LOCAL.permits().peek().reset().blocks();
 
     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.check_now(key, policy, cost)
@@ -434,6 +438,25 @@ impl<C: Clock> Store for MemoryStore<C> {
 impl<C: Clock> Peek for MemoryStore<C> {
     async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.peek_at(key, policy, cost, self.inner.clock.now_micros())
+    }
+}
+
+impl<C: Clock> Blocks for MemoryStore<C> {
+    async fn block(&self, key: &str, duration: Duration) -> Result<(), Error> {
+        let now = self.inner.clock.now_micros();
+        self.inner.blocks.block(key, duration, now)
+    }
+
+    async fn unblock(&self, key: &str) -> Result<(), Error> {
+        self.inner.blocks.unblock(key);
+        Ok(())
+    }
+
+    #[inline]
+    fn blocked(&self, key: &str) -> Option<Duration> {
+        self.inner
+            .blocks
+            .blocked(key, || self.inner.clock.now_micros())
     }
 }
 
