@@ -3,7 +3,7 @@
 //!
 //! | route | limit |
 //! |---|---|
-//! | `POST /posts/{id}/replies` | 5 per 60 s per user (a request without a user gets 401); with `?wait=1`, waits up to 2 s instead of answering 429 |
+//! | `POST /posts/{id}/replies` | 5 per 60 s per user (a request without a user gets 401); with `?wait=1`, waits up to 2 s instead of answering 429; 3 denials within 10 min block the user for 15 min (then 1 h on the next offence) |
 //! | `POST /posts` | 10 per 60 s and 20 per 120 s per client IP, no duplicate within 5 s |
 //! | `POST /posts/{id}/likes` | token bucket per user: 1 token/s, burst 10 |
 //! | `GET /feed` | GCRA per client IP: 100 per 60 s, 20 at once |
@@ -74,8 +74,16 @@ mod posts {
     use crate::business::wants_to_wait;
 
     /// Replies: 5 per minute per user; a request with `?wait=1` waits up
-    /// to 2 s for its retry time instead of being answered 429.
-    #[rate_limit(rules = [(5, 60s)], by = user, wait = 2s, wait_when = wants_to_wait)]
+    /// to 2 s for its retry time instead of being answered 429. Three
+    /// denials within 10 minutes block the user for 15 minutes, then an
+    /// hour on the next offence.
+    #[rate_limit(
+        rules = [(5, 60s)],
+        by = user,
+        wait = 2s,
+        wait_when = wants_to_wait,
+        penalty(after = 3, within = 10m, block = [15m, 1h])
+    )]
     pub(crate) async fn create_reply(Path(post): Path<u64>) -> impl IntoResponse {
         (
             StatusCode::CREATED,

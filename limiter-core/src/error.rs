@@ -154,6 +154,12 @@ pub enum ConfigError {
         /// The bound that was given.
         wait: Duration,
     },
+    /// A penalty that cannot work with these parameters.
+    #[error("invalid penalty: {reason}")]
+    InvalidPenalty {
+        /// What is wrong, with the values involved.
+        reason: String,
+    },
     /// A store that runs only some algorithms was given a policy of another.
     #[error("the {store} runs {supported} only, not {algorithm}")]
     AlgorithmNotSupported {

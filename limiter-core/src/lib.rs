@@ -74,6 +74,7 @@ mod key;
 #[cfg(feature = "runtime")]
 mod limiter;
 mod max_wait;
+mod penalty;
 #[cfg(feature = "runtime")]
 mod plans;
 mod policy;
@@ -104,6 +105,7 @@ pub use key::{HASHED_IDENTITY_PREFIX, MAX_IDENTITY_LEN, push_identity, push_iden
 #[cfg(feature = "runtime")]
 pub use limiter::{DEFAULT_PREFIX, Limiter};
 pub use max_wait::MaxWait;
+pub use penalty::{MAX_PENALTY_DENIALS, MAX_PENALTY_STEPS, Penalty, PenaltyState};
 #[cfg(feature = "runtime")]
 pub use plans::{Plan, Plans};
 pub use policy::{Algorithm, DEFAULT_DUPLICATE_WINDOW, Policy};
@@ -113,7 +115,7 @@ pub use store::memory::{DEFAULT_CAPACITY, MemoryStore};
 #[cfg(feature = "runtime")]
 pub use store::{
     AnnouncesResets, BlockList, Blocks, Bounded, Capabilities, FailureDomains, Forget, Forgetter,
-    Leases, MAX_BLOCKS, Peek, Permits, Reset, Store, ask,
+    Leases, MAX_BLOCKS, Peek, Penalties, Permits, Reset, Store, ask,
 };
 pub use verdict::{OnStoreError, Verdict};
 #[cfg(feature = "runtime")]

@@ -44,6 +44,7 @@ pub(crate) struct BusinessArgs {
     concurrency: Option<Arg<kw::concurrency, Int>>,
     /// `cost = path::to::fn` (a constant cost is the policy's).
     cost: Option<Arg<kw::cost, Path>>,
+    penalty: Option<Arg<crate::penalty::kw::penalty, crate::penalty::PenaltyLit>>,
 }
 
 impl BusinessArgs {
@@ -87,6 +88,13 @@ impl BusinessArgs {
             parse_assignment(input, &mut self.concurrency, |input| {
                 Int::parse(input, "the number of requests in flight")
             })?;
+        } else if lookahead.peek(crate::penalty::kw::penalty) {
+            let keyword: crate::penalty::kw::penalty = input.parse()?;
+            if self.penalty.is_some() {
+                return Err(Error::new_spanned(keyword, "duplicate argument `penalty`"));
+            }
+            let value = crate::penalty::PenaltyLit::parse(input)?;
+            self.penalty = Some(Arg { keyword, value });
         } else {
             return Ok(false);
         }
@@ -164,6 +172,28 @@ pub(crate) fn build(args: &Args) -> syn::Result<Business> {
     }
     if business.shadow.is_some() {
         calls.extend(quote!(.shadow(true)));
+    }
+    if let Some(penalty) = &business.penalty {
+        let global = matches!(
+            args.by.as_ref().map(|b| &b.value),
+            Some(crate::args::By::Global)
+        );
+        if global {
+            errors.push(Error::new_spanned(
+                penalty.keyword,
+                "a penalty blocks an identity, and `by = global` has none",
+            ));
+        } else if BusinessArgs::concurrency_only(args) {
+            errors.push(Error::new_spanned(
+                penalty.keyword,
+                "a penalty counts a rate limit's denials: add `rules = [...]`",
+            ));
+        } else {
+            match penalty.value.call() {
+                Ok(call) => calls.extend(call),
+                Err(error) => errors.push(error),
+            }
+        }
     }
     match (&business.wait, &business.wait_when) {
         (Some(wait), _) => match MaxWait::new(wait.value.value) {

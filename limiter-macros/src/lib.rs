@@ -40,6 +40,7 @@ mod expand;
 mod generate;
 mod handler;
 mod hot;
+mod penalty;
 mod policy;
 #[cfg(test)]
 mod tests;

@@ -21,4 +21,29 @@ impl RedisStore {
         let reply = self.bounded_call(lua, &call).await?;
         scripts::parse_reply(&reply, policy, cost)
     }
+
+    /// Records a denial of `key` by `penalty` at `now` (the server's time
+    /// when `None`); the block it earns, if any.
+    pub(super) async fn penalize_at_time(
+        &self,
+        key: &str,
+        penalty: &limiter_core::Penalty,
+        now: Option<u64>,
+    ) -> Result<Option<std::time::Duration>, Error> {
+        let lua = scripts::penalty();
+        let mut call = lua.call(key);
+        match now {
+            Some(now) => call.arg(now),
+            None => call.arg(""),
+        };
+        call.arg(penalty.after()).arg(penalty.within_us());
+        for &block in penalty.blocks_us() {
+            call.arg(block);
+        }
+        let reply = self.bounded_call(lua, &call).await?;
+        Ok(match reply.first() {
+            Some(&block) if block > 0 => Some(std::time::Duration::from_micros(block as u64)),
+            _ => None,
+        })
+    }
 }

@@ -83,6 +83,13 @@ pub(crate) fn blocks() -> &'static Lua {
     &BLOCKS
 }
 
+static PENALTY: Lua = Lua::new(&["#!lua\n", include_str!("scripts/penalty.lua")]);
+
+/// A denial counted by a penalty (`penalty.lua`).
+pub(crate) fn penalty() -> &'static Lua {
+    &PENALTY
+}
+
 /// The reset script: `DEL` of its key.
 pub(crate) fn reset() -> &'static Lua {
     &RESET

@@ -288,6 +288,19 @@ impl RedisStore {
         self.peek_at_time(key, policy, cost, Some(now)).await
     }
 
+    /// Records a denial of `key` by `penalty` at `now` (microseconds since
+    /// the Unix epoch) given by the caller. For tests that compare the
+    /// stores on the same timestamps only.
+    #[cfg(feature = "test-util")]
+    pub async fn penalize_at(
+        &self,
+        key: &str,
+        penalty: &limiter_core::Penalty,
+        now: u64,
+    ) -> Result<Option<Duration>, Error> {
+        self.penalize_at_time(key, penalty, Some(now)).await
+    }
+
     /// Takes a permit at `now` (microseconds since the Unix epoch) given by
     /// the caller instead of the Redis server's clock, and does not renew
     /// it. For tests that check when leases end, only.
@@ -337,7 +350,8 @@ impl Store for RedisStore {
         .peek()
         .reset()
         .announces_resets()
-        .blocks();
+        .blocks()
+        .penalties();
 
     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.run(key, policy, cost, None).await
@@ -389,6 +403,17 @@ impl limiter_core::Blocks for RedisStore {
         self.inner
             .blocks
             .blocked(key, || limiter_core::SystemClock.now_micros())
+    }
+}
+
+/// One call of `penalty.lua` on the key, by the Redis server's clock.
+impl limiter_core::Penalties for RedisStore {
+    async fn penalize(
+        &self,
+        key: &str,
+        penalty: &limiter_core::Penalty,
+    ) -> Result<Option<Duration>, Error> {
+        self.penalize_at_time(key, penalty, None).await
     }
 }
 

@@ -49,6 +49,13 @@ pub(crate) trait DynStore: Send + Sync + 'static {
     /// [`limiter_core::Blocks`]); asked before each rate check.
     fn blocked(&self, key: &str) -> Option<Duration>;
 
+    /// Counts a denial under `key` by `penalty`; the block it earns.
+    fn penalize_owned(
+        self: Arc<Self>,
+        key: String,
+        penalty: Arc<limiter_core::Penalty>,
+    ) -> BoxFuture<Result<Option<Duration>, Error>>;
+
     /// Blocks `key` for `duration`.
     fn block_owned(
         self: Arc<Self>,
@@ -162,6 +169,19 @@ impl<S: Store> DynStore for AsGiven<S> {
             }
         })
     }
+
+    fn penalize_owned(
+        self: Arc<Self>,
+        key: String,
+        penalty: Arc<limiter_core::Penalty>,
+    ) -> BoxFuture<Result<Option<Duration>, Error>> {
+        Box::pin(async move {
+            match ask::penalize(&self.0, &key, &penalty) {
+                Some(penalize) => penalize.await,
+                None => Err(Error::Unsupported("penalties")),
+            }
+        })
+    }
 }
 
 /// A store the layer guards itself, honouring the policies' hot-key modes
@@ -235,6 +255,19 @@ impl<S: Store> DynStore for LayerGuarded<S> {
             match ask::unblock(&self.0, &key) {
                 Some(unblock) => unblock.await,
                 None => Err(Error::Unsupported("blocks")),
+            }
+        })
+    }
+
+    fn penalize_owned(
+        self: Arc<Self>,
+        key: String,
+        penalty: Arc<limiter_core::Penalty>,
+    ) -> BoxFuture<Result<Option<Duration>, Error>> {
+        Box::pin(async move {
+            match ask::penalize(&self.0, &key, &penalty) {
+                Some(penalize) => penalize.await,
+                None => Err(Error::Unsupported("penalties")),
             }
         })
     }

@@ -95,7 +95,8 @@ pub use limit::{Limit, LimitLayer, ResponseFuture};
 pub use limiter_core::{
     BreakerConfig, Clock, ConcurrencyLimit, ConfigError, DEFAULT_DEADLINE, DEFAULT_MAX_WAITERS,
     Decision, Error, GuardConfig, Guarded, Limiter, ManualClock, MaxWait, MemoryStore,
-    OnStoreError, Plan, Plans, Policy, Rate, Rule, RuleStatus, Store, SystemClock, Waiters,
+    OnStoreError, Penalty, Plan, Plans, Policy, Rate, Rule, RuleStatus, Store, SystemClock,
+    Waiters,
 };
 #[cfg(feature = "macros")]
 pub use limiter_macros::rate_limit;

@@ -21,6 +21,7 @@ pub use limiter_macros::__handler_items as handler_items;
 
 pub use crate::key::KeySource;
 pub use crate::limit::LimitLayer;
+pub use limiter_core::Penalty;
 
 use axum::body::Body;
 use axum::extract::Request;

@@ -186,7 +186,6 @@ async fn a_reset_on_one_instance_is_honoured_by_the_other_at_its_next_request() 
     assert_eq!(before, my_limits(a, "carol").await);
     let path = "/admin/limits/carol";
     assert_eq!(admin(a, "DELETE", path, None).await.status, 401);
-    assert_eq!(reply(b, "carol").await.status, 429);
     assert_eq!(
         admin(a, "DELETE", path, Some(ADMIN_TOKEN)).await.status,
         204

@@ -46,11 +46,18 @@ async fn decisions_store_calls_and_the_deny_cache_are_counted() {
             ],
         )
     };
+    // Replies block a user after 3 denials: the first by Redis, the next
+    // two by the deny cache, then 12 blocked without a store call.
     assert_eq!(decisions("allowed", "store"), 5.0);
     assert_eq!(decisions("denied", "store"), 1.0);
-    assert_eq!(decisions("denied", "deny_cache"), 14.0);
-    assert_eq!(sample(&metrics, &["limiter_deny_cache_hits_total"]), 14.0);
-    assert_eq!(sample(&metrics, &["limiter_store_call_seconds_count"]), 6.0);
+    assert_eq!(decisions("denied", "deny_cache"), 2.0);
+    assert_eq!(decisions("denied", "blocked"), 12.0);
+    assert_eq!(sample(&metrics, &["limiter_deny_cache_hits_total"]), 2.0);
+    // 6 checks, 3 denials counted by the penalty, 1 block.
+    assert_eq!(
+        sample(&metrics, &["limiter_store_call_seconds_count"]),
+        10.0
+    );
     assert_eq!(sample(&metrics, &["limiter_breaker_state"]), 0.0);
 }
 

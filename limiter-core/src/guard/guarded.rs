@@ -394,6 +394,11 @@ impl<S: Store, C: Clock + Clone> Store for Guarded<S, C> {
         } else {
             None
         })
+        .with_penalize_op(if S::CAPABILITIES.has_penalties() {
+            Some(penalize_entry::<S, C>)
+        } else {
+            None
+        })
         .with_block_ops(if S::CAPABILITIES.has_blocks() {
             Some(BlockOps {
                 block: block_entry::<S, C>,
@@ -597,6 +602,19 @@ fn end_lease<'a, S: Store, C: Clock + Clone>(
         }
         None => Box::pin(async { Ok(0) }),
     }
+}
+
+fn penalize_entry<'a, S: Store, C: Clock + Clone>(
+    guarded: &'a Guarded<S, C>,
+    key: &'a str,
+    penalty: &'a crate::Penalty,
+) -> Boxed<'a, Option<Duration>> {
+    Box::pin(async move {
+        match ask::penalize(&guarded.inner.store, key, penalty) {
+            Some(penalize) => guarded.through_breaker(key, || penalize).await,
+            None => Err(Error::Unsupported("penalties")),
+        }
+    })
 }
 
 fn block_entry<'a, S: Store, C: Clock + Clone>(

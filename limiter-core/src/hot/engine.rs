@@ -318,6 +318,11 @@ impl<S: Store> Store for HotKeys<S> {
             } else {
                 None
             })
+            .with_penalize_op(if inner.has_penalties() {
+                Some(forward_penalize::<S>)
+            } else {
+                None
+            })
             .with_block_ops(if inner.has_blocks() {
                 Some(BlockOps {
                     block: forward_block::<S>,
@@ -418,6 +423,17 @@ fn forward_permit<'a, S: Store>(
     match S::CAPABILITIES.permits {
         Some(permit) => permit(&hot.store, key, limit),
         None => Box::pin(async { Err(Error::Unsupported("concurrency limits")) }),
+    }
+}
+
+fn forward_penalize<'a, S: Store>(
+    hot: &'a HotKeys<S>,
+    key: &'a str,
+    penalty: &'a crate::Penalty,
+) -> Boxed<'a, Option<std::time::Duration>> {
+    match ask::penalize(&*hot.store, key, penalty) {
+        Some(penalize) => penalize,
+        None => Box::pin(async { Err(Error::Unsupported("penalties")) }),
     }
 }
 

@@ -97,3 +97,15 @@ pub fn unblock<'a, S: Store>(store: &'a S, key: &'a str) -> Option<Boxed<'a, ()>
         .as_ref()
         .map(|ops| (ops.unblock)(store, key))
 }
+
+/// Records a denial under `key` by `penalty` (see
+/// [`Penalties`](super::Penalties)); `None` when the store counts none.
+pub fn penalize<'a, S: Store>(
+    store: &'a S,
+    key: &'a str,
+    penalty: &'a crate::Penalty,
+) -> Option<Boxed<'a, Option<std::time::Duration>>> {
+    S::CAPABILITIES
+        .penalize
+        .map(|penalize| penalize(store, key, penalty))
+}

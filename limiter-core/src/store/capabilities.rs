@@ -150,6 +150,18 @@ pub trait Blocks: Store {
     fn blocked(&self, key: &str) -> Option<Duration>;
 }
 
+/// Penalties: denials counted per identity and limit, earning blocks.
+pub trait Penalties: Store {
+    /// Records a denial under `key` (an identity's under one limit) by
+    /// `penalty`, in one atomic step; answers the block it earns, if any
+    /// (the caller blocks the identity through [`Blocks`]).
+    fn penalize(
+        &self,
+        key: &str,
+        penalty: &crate::Penalty,
+    ) -> impl Future<Output = Result<Option<Duration>, Error>> + Send;
+}
+
 type DomainOp<S> = fn(&S, &str) -> u64;
 type DomainNameOp<S> = fn(&S, u64) -> String;
 pub(crate) type PermitOp<S> =
@@ -160,6 +172,8 @@ pub(crate) type EndLeaseOp<S> =
     for<'a> fn(&'a S, &'a str, &'a Policy, &'a LeaseGrant, u64) -> Boxed<'a, u64>;
 pub(crate) type PeekOp<S> = for<'a> fn(&'a S, &'a str, &'a Policy, u64) -> Boxed<'a, Decision>;
 pub(crate) type ResetOp<S> = for<'a> fn(&'a S, &'a str, &'a Policy) -> Boxed<'a, ()>;
+pub(crate) type PenalizeOp<S> =
+    for<'a> fn(&'a S, &'a str, &'a crate::Penalty) -> Boxed<'a, Option<Duration>>;
 pub(crate) type BlockOp<S> = for<'a> fn(&'a S, &'a str, Duration) -> Boxed<'a, ()>;
 pub(crate) type UnblockOp<S> = for<'a> fn(&'a S, &'a str) -> Boxed<'a, ()>;
 pub(crate) type BlockedOp<S> = fn(&S, &str) -> Option<Duration>;
@@ -218,6 +232,7 @@ pub struct Capabilities<S: ?Sized> {
     pub(crate) guard: Option<GuardOps<S>>,
     pub(crate) resets: Option<fn(&S, Forgetter)>,
     pub(crate) blocks: Option<BlockOps<S>>,
+    pub(crate) penalize: Option<PenalizeOp<S>>,
     hot_keys: bool,
 }
 
@@ -235,6 +250,7 @@ impl<S: ?Sized> Capabilities<S> {
         guard: None,
         resets: None,
         blocks: None,
+        penalize: None,
         hot_keys: false,
     };
 
@@ -356,6 +372,16 @@ impl<S: ?Sized> Capabilities<S> {
         self
     }
 
+    pub(crate) const fn with_penalize_op(mut self, op: Option<PenalizeOp<S>>) -> Self {
+        self.penalize = op;
+        self
+    }
+
+    /// Whether the store counts penalties ([`Penalties`]).
+    pub const fn has_penalties(&self) -> bool {
+        self.penalize.is_some()
+    }
+
     pub(crate) const fn with_block_ops(mut self, ops: Option<BlockOps<S>>) -> Self {
         self.blocks = ops;
         self
@@ -402,6 +428,22 @@ impl<S: Leases> Capabilities<S> {
         self.leases = Some((lease::<S>, end_lease::<S>));
         self
     }
+}
+
+impl<S: Penalties> Capabilities<S> {
+    /// Declares [`Penalties`].
+    pub const fn penalties(mut self) -> Self {
+        self.penalize = Some(penalize_of::<S>);
+        self
+    }
+}
+
+pub(crate) fn penalize_of<'a, S: Penalties>(
+    store: &'a S,
+    key: &'a str,
+    penalty: &'a crate::Penalty,
+) -> Boxed<'a, Option<Duration>> {
+    Box::pin(async move { store.penalize(key, penalty).await })
 }
 
 impl<S: Blocks> Capabilities<S> {
@@ -509,6 +551,7 @@ impl<S: ?Sized> fmt::Debug for Capabilities<S> {
             .field("reset", &self.has_reset())
             .field("announces_resets", &self.resets.is_some())
             .field("blocks", &self.has_blocks())
+            .field("penalties", &self.has_penalties())
             .field("guarded", &self.is_guarded())
             .field("hot_keys", &self.hot_keys)
             .finish()

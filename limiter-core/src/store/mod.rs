@@ -27,7 +27,7 @@ pub(crate) mod memory;
 pub use blocks::{BlockList, MAX_BLOCKS};
 pub use capabilities::{
     AnnouncesResets, Blocks, Bounded, Capabilities, FailureDomains, Forget, Forgetter, Leases,
-    Peek, Permits, Reset,
+    Peek, Penalties, Permits, Reset,
 };
 pub(crate) use capabilities::{Boxed, GuardOps};
 

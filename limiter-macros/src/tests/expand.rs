@@ -58,6 +58,15 @@ fn generates_the_handler_type() {
                     ::std::sync::LazyLock::new(__limit);
 
                 impl ping {
+                    /// This handler's limit, the layer in front of it: for
+                    /// `Control::limit`, which reads and resets its state.
+                    #[allow(dead_code)]
+                    pub fn limit() -> ::limiter_tower::__private::LimitLayer {
+                        ::core::clone::Clone::clone(&*__LIMIT)
+                    }
+                }
+
+                impl ping {
                     #[doc = " Runs `ping` as written, without its rate limit (for unit tests)."]
                     #[allow(dead_code, clippy::too_many_arguments)]
                     pub async fn unlimited(body: String) -> String {

@@ -42,6 +42,8 @@ pub(crate) struct RouteBusiness {
     pub(crate) wait_when: Option<WaitWhen>,
     pub(crate) cost: Option<CostResolver>,
     pub(crate) concurrency: Option<Concurrency>,
+    /// Denials of an identity earn it a block.
+    pub(crate) penalty: Option<Arc<limiter_core::Penalty>>,
 }
 
 impl Default for RouteBusiness {
@@ -53,6 +55,7 @@ impl Default for RouteBusiness {
             wait_when: None,
             cost: None,
             concurrency: None,
+            penalty: None,
         }
     }
 }

@@ -137,15 +137,28 @@ impl Control {
     }
 
     /// Forgets the state of every limit of `identity` (as
-    /// [`limits`](Self::limits) finds them); answers how many. Each key is
-    /// forgotten by the store and by this instance (its deny cache, leases,
-    /// samples and fallback).
+    /// [`limits`](Self::limits) finds them), the denials its penalties
+    /// counted too; answers how many limits. Each key is forgotten by the
+    /// store and by every instance (deny caches, leases, samples). A block
+    /// stays until [`unblock`](Self::unblock).
     pub async fn reset(&self, identity: &str) -> Result<usize, Error> {
         let keys = self.keys_of(identity);
         let count = keys.len();
         for (named, key) in keys {
+            let policy = &named.limit.policy;
+            let penalized = named
+                .limit
+                .business
+                .as_ref()
+                .is_some_and(|b| b.penalty.is_some());
+            if penalized {
+                let penalty_key = format!("{key}:penalty");
+                Arc::clone(&self.store)
+                    .reset_owned(penalty_key, Arc::clone(policy))
+                    .await?;
+            }
             Arc::clone(&self.store)
-                .reset_owned(key, Arc::clone(&named.limit.policy))
+                .reset_owned(key, Arc::clone(policy))
                 .await?;
         }
         Ok(count)

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use limiter_core::{Acquired, ConcurrencyLimit, Error, OnStoreError, Policy, Verdict, Waiters};
+use limiter_core::{
+    Acquired, ConcurrencyLimit, Error, OnStoreError, Penalty, Policy, Verdict, Waiters,
+};
 
 use crate::context::{BoxFuture, DynStore};
 
@@ -39,6 +41,8 @@ pub(crate) struct Checks {
     pub(crate) on_error: Option<OnStoreError>,
     pub(crate) waiters: Option<(Waiters, Duration)>,
     pub(crate) shadow: bool,
+    /// A penalty counting this limit's denials, and the identity's block key.
+    pub(crate) penalty: Option<(Arc<Penalty>, String)>,
 }
 
 /// An admission under way.
@@ -69,6 +73,7 @@ pub(crate) fn admit(checks: Checks) -> Pending {
         concurrency: None,
         on_error,
         waiters: None,
+        penalty: None,
         ..
     } = checks
     {
@@ -86,6 +91,7 @@ async fn steps(checks: Checks) -> Admission {
         on_error,
         waiters,
         shadow,
+        penalty,
     } = checks;
     let mut admission = Admission::default();
     if let Some(limit) = concurrency {
@@ -109,5 +115,27 @@ async fn steps(checks: Checks) -> Admission {
             None => check().await,
         });
     }
+    if let (Some((penalty, block_key)), Some(Ok(verdict))) = (penalty, &admission.verdict) {
+        let denied = verdict.decision().is_some_and(|d| !d.allowed());
+        if denied && !shadow {
+            penalize(&store, &key, penalty, block_key).await;
+        }
+    }
     admission
+}
+
+/// Counts a denial of `key` by `penalty`, and blocks `block_key` when it
+/// earns a block. A store that fails here leaves the denial as it is.
+async fn penalize(store: &Arc<dyn DynStore>, key: &str, penalty: Arc<Penalty>, block_key: String) {
+    let counted = Arc::clone(store)
+        .penalize_owned(format!("{key}:penalty"), penalty)
+        .await;
+    let blocked = match counted {
+        Ok(Some(block)) => Arc::clone(store).block_owned(block_key, block).await,
+        Ok(None) => Ok(()),
+        Err(error) => Err(error),
+    };
+    if let Err(error) = blocked {
+        tracing::warn!(%error, key, "a penalty could not be counted or applied");
+    }
 }

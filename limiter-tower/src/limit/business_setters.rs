@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use http::request::Parts;
-use limiter_core::{ConcurrencyLimit, Plan, Policy, Rule};
+use limiter_core::{ConcurrencyLimit, Penalty, Plan, Policy, Rule};
 
 use super::LimitLayer;
 use super::route::RouteLimit;
@@ -131,6 +131,32 @@ impl LimitLayer {
     /// ```
     pub fn cost(mut self, cost: impl Fn(&Parts) -> u64 + Send + Sync + 'static) -> Self {
         self.business().cost = Some(Arc::new(cost));
+        self
+    }
+
+    /// Denials earn blocks: after [`penalty.after()`](Penalty::after)
+    /// denials of an identity by this limit within its period, the identity
+    /// is blocked (see [`Control::block`](crate::Control::block)) for the
+    /// penalty's first block, then longer on repeat offences. Each denial is
+    /// counted in the store (one call), so the limit's denials are awaited,
+    /// not answered at once; once blocked, the identity's requests are
+    /// answered without a call.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_tower::{KeySource, LimitLayer, Penalty, Policy, Rule};
+    ///
+    /// let minute = Duration::from_secs(60);
+    /// let replies = LimitLayer::new(
+    ///     "replies",
+    ///     Policy::sliding_log([Rule::new(5, minute)?])?,
+    ///     KeySource::user(),
+    /// )
+    /// .penalty(Penalty::new(3, 10 * minute, [15 * minute, 60 * minute])?);
+    /// # Ok::<(), limiter_tower::ConfigError>(())
+    /// ```
+    pub fn penalty(mut self, penalty: Penalty) -> Self {
+        self.business().penalty = Some(Arc::new(penalty));
         self
     }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use axum::response::Response;
 use http::{Request, StatusCode};
-use limiter_core::{ConcurrencyLimit, MaxWait};
+use limiter_core::{ConcurrencyLimit, MaxWait, Penalty};
 
 use super::answer::{PlanFields, Reading};
 use super::counters::Counted;
@@ -25,6 +25,8 @@ pub(crate) struct RequestChecks {
     pub(crate) concurrency: Option<ConcurrencyLimit>,
     /// How long the request may wait for its retry time.
     pub(crate) wait: Option<MaxWait>,
+    /// Denials earn blocks: counted after the check.
+    pub(crate) penalty: Option<Arc<Penalty>>,
     pub(crate) reading: Reading,
 }
 
@@ -41,15 +43,16 @@ impl RequestChecks {
             cost: Some(cost),
             concurrency: None,
             wait: None,
+            penalty: None,
             reading,
         }
     }
 
     /// The cost of a rate check that a store may decide at once: one with
-    /// no permit to take and no waiting.
+    /// no permit to take, no waiting and no penalty to count.
     pub(crate) fn at_once(&self) -> Option<u64> {
-        match (self.concurrency, self.wait) {
-            (None, None) => self.cost,
+        match (self.concurrency, self.wait, &self.penalty) {
+            (None, None, None) => self.cost,
             _ => None,
         }
     }
@@ -118,10 +121,14 @@ impl RouteLimit {
             None => (None, None),
         };
         let headers = context.headers;
+        let penalty = route
+            .and_then(|r| r.penalty.clone())
+            .filter(|_| cost.is_some());
         Ok(Some(RequestChecks {
             cost,
             concurrency,
             wait,
+            penalty,
             reading: Reading {
                 headers,
                 shadow,

@@ -98,6 +98,15 @@ impl RouteLimit {
         }
     }
 
+    /// The key of the block of `key`'s identity (see [`block_of`](Self::block_of)).
+    pub(crate) fn block_key(&self, key: &str, context: &Context) -> String {
+        let start = self.key_start.as_deref().unwrap_or(&context.key_start);
+        let end = key.len() - self.name.len() - 1;
+        let mut block_key = String::from(&*context.key_start);
+        block_key.push_str(&key[start.len()..end]);
+        block_key
+    }
+
     /// The request's identity for this limit, as its key source finds it
     /// (before escaping); `None` for a global limit.
     pub(crate) fn identity<B>(

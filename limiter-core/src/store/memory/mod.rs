@@ -19,6 +19,7 @@ mod ghost;
 mod ghost_props;
 #[cfg(test)]
 mod ghost_tests;
+mod penalties;
 mod permits;
 #[cfg(test)]
 mod remembered_tests;
@@ -39,8 +40,10 @@ use crate::clock::{Clock, SystemClock};
 use crate::concurrency::{Acquired, ConcurrencyLimit};
 use crate::decision::Decision;
 use crate::error::Error;
+use crate::penalty::Penalty;
 use crate::policy::{Kind, Policy};
-use crate::store::{BlockList, Blocks, Capabilities, Peek, Reset, Store};
+use crate::store::{BlockList, Blocks, Capabilities, Peek, Penalties, Reset, Store};
+use penalties::Penalized;
 use permits::Permits;
 use shard::{Lookup, Shard, Tables};
 use std::time::Duration;
@@ -85,6 +88,8 @@ struct Inner<C> {
     permits: Arc<Permits>,
     /// Blocked keys, apart: none may be evicted.
     blocks: BlockList,
+    /// Penalty states (see `penalties`).
+    penalties: Penalized,
 }
 
 impl MemoryStore<SystemClock> {
@@ -119,6 +124,7 @@ impl<C: Clock> MemoryStore<C> {
                     .collect(),
                 permits: Permits::new(),
                 blocks: BlockList::new(),
+                penalties: Penalized::default(),
             }),
         }
     }
@@ -240,6 +246,7 @@ impl<C: Clock> MemoryStore<C> {
 
     /// Forgets `key`'s state at `now` (see [`Reset`]).
     pub fn reset_at(&self, key: &str, policy: &Policy, now: u64) {
+        self.inner.penalties.forget(key);
         let hash = self.inner.hasher.hash_one(key);
         let at = Lookup {
             key,
@@ -419,7 +426,12 @@ fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
 
 impl<C: Clock> Store for MemoryStore<C> {
     /// In process, keeping permits.
-    const CAPABILITIES: Capabilities<Self> = Capabilities::LOCAL.permits().peek().reset().blocks();
+    const CAPABILITIES: Capabilities<Self> = Capabilities::LOCAL
+        .permits()
+        .peek()
+        .reset()
+        .blocks()
+        .penalties();
 
     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.check_now(key, policy, cost)
@@ -457,6 +469,15 @@ impl<C: Clock> Blocks for MemoryStore<C> {
         self.inner
             .blocks
             .blocked(key, || self.inner.clock.now_micros())
+    }
+}
+
+impl<C: Clock> Penalties for MemoryStore<C> {
+    async fn penalize(&self, key: &str, penalty: &Penalty) -> Result<Option<Duration>, Error> {
+        Ok(self
+            .inner
+            .penalties
+            .record(key, penalty, self.inner.clock.now_micros()))
     }
 }
 

@@ -1,5 +1,5 @@
 //! Every business argument: plans, allow lists, shadow mode, waiting, a
-//! concurrency limit and costs from the request.
+//! concurrency limit, costs from the request and penalties.
 #![deny(warnings)]
 
 use std::sync::LazyLock;
@@ -47,6 +47,16 @@ async fn reply() -> &'static str {
     "replied"
 }
 
+#[rate_limit(rules = [(5, 60s)], by = user, penalty(after = 3, within = 10m, block = [15m, 1h, 1d]))]
+async fn comment() -> &'static str {
+    "commented"
+}
+
+#[rate_limit(rules = [(5, 60s)], by = ip, penalty(block = 30s, within = 1m, after = 1))]
+async fn login() -> &'static str {
+    "welcome"
+}
+
 #[rate_limit(algorithm = token_bucket(rate = 10/s, burst = 100), cost = batch_size)]
 async fn import() -> &'static str {
     "imported"
@@ -58,5 +68,7 @@ fn main() {
         .route("/exports", post(export))
         .route("/replies", post(reply))
         .route("/imports", post(import))
+        .route("/comments", post(comment))
+        .route("/login", post(login))
         .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())));
 }

@@ -1,0 +1,140 @@
+//! Penalties: denials that earn blocks, escalating on repeat offences. The
+//! Redis script against the model (`PenaltyState`) on the same timestamps,
+//! and the UGC server's replies (3 denials within 10 min: 15 min, then
+//! 1 h) over HTTP on the memory store (time moved by hand) and on Redis
+//! with two instances.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use limiter_core::PenaltyState;
+use limiter_examples::admin::AdminToken;
+use limiter_examples::{Options, app};
+use limiter_tests::http::{Response, send, serve};
+use limiter_tests::redis;
+use limiter_tower::{GuardConfig, Limiter, ManualClock, MemoryStore, Penalty};
+use serde_json::Value;
+
+const T0: Duration = Duration::from_secs(1_750_000_000);
+const ADMIN_TOKEN: &str = "penalties-admin-token";
+
+fn options() -> Options {
+    Options {
+        admin_token: Some(AdminToken::new(ADMIN_TOKEN).unwrap()),
+        guard: GuardConfig {
+            deadline: Duration::from_secs(5),
+            ..GuardConfig::default()
+        },
+        ..Options::default()
+    }
+}
+
+async fn reply(addr: SocketAddr, user: &str) -> Response {
+    let headers: [(&str, &[u8]); 1] = [("x-user-id", user.as_bytes())];
+    send(addr, "POST", "/posts/1/replies", &headers, b"")
+        .await
+        .unwrap()
+}
+
+fn assert_rate_denied(response: &Response) {
+    assert_eq!(response.status, 429, "{response:#?}");
+    assert!(response.headers.contains_key("ratelimit"), "{response:#?}");
+}
+
+fn assert_blocked(response: &Response, retry_after: &str) {
+    assert_eq!(response.status, 429, "{response:#?}");
+    assert_eq!(response.header("retry-after"), retry_after, "{response:#?}");
+    let problem: Value = serde_json::from_str(&response.body).unwrap();
+    assert_eq!(problem["type"], limiter_tower::BLOCKED);
+}
+
+/// Uses up the 5 replies a minute, then is denied 3 times: the third denial
+/// earns the block.
+async fn offend(addr: SocketAddr, user: &str) {
+    for i in 0..5 {
+        assert_eq!(reply(addr, user).await.status, 201, "reply {i}");
+    }
+    for _ in 0..3 {
+        assert_rate_denied(&reply(addr, user).await);
+    }
+}
+
+#[tokio::test]
+async fn three_denials_block_for_15_minutes_then_an_hour_on_memory() {
+    let clock = ManualClock::new(T0);
+    let limiter = Limiter::new(MemoryStore::with_clock(clock.clone()));
+    let addr = serve(app(limiter, options())).await;
+    // Two denials are not enough.
+    for _ in 0..5 {
+        assert_eq!(reply(addr, "erin").await.status, 201);
+    }
+    for _ in 0..2 {
+        assert_rate_denied(&reply(addr, "erin").await);
+    }
+    clock.advance(Duration::from_secs(601));
+    // The two left the 10 minutes: three more are needed.
+    offend(addr, "frank").await;
+    assert_blocked(&reply(addr, "frank").await, "900");
+    assert_eq!(reply(addr, "erin").await.status, 201);
+    assert_eq!(reply(addr, "erin").await.status, 201);
+    clock.advance(Duration::from_millis(899_500));
+    assert_blocked(&reply(addr, "frank").await, "1");
+    clock.advance(Duration::from_millis(500));
+    // Free again; offending within 10 minutes of the block's end: an hour.
+    offend(addr, "frank").await;
+    assert_blocked(&reply(addr, "frank").await, "3600");
+    clock.advance(Duration::from_secs(3_600 + 601));
+    // Clean for more than 10 minutes after: 15 minutes again.
+    offend(addr, "frank").await;
+    assert_blocked(&reply(addr, "frank").await, "900");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_penalty_earned_on_one_instance_blocks_on_the_other() {
+    let redis = redis();
+    let instance = || async {
+        let limiter = Limiter::new(redis.store().await).with_prefix(redis.prefix());
+        serve(app(limiter, options())).await
+    };
+    let (a, b) = (instance().await, instance().await);
+    for i in 0..5 {
+        assert_eq!(reply(a, "gina").await.status, 201, "reply {i}");
+    }
+    // Denials on both instances count together.
+    assert_rate_denied(&reply(a, "gina").await);
+    assert_rate_denied(&reply(b, "gina").await);
+    assert_rate_denied(&reply(a, "gina").await);
+    assert_blocked(&reply(b, "gina").await, "900");
+    assert_blocked(&reply(a, "gina").await, "900");
+}
+
+/// The Redis script decides as the model does, denial by denial.
+#[tokio::test]
+async fn the_redis_script_equals_the_model() {
+    let redis = redis();
+    let store = redis.store().await;
+    let s = |secs| Duration::from_secs(secs);
+    let penalties = [
+        Penalty::new(3, s(600), [s(900), s(3_600)]).unwrap(),
+        Penalty::new(1, s(5), [s(1), s(2), s(3)]).unwrap(),
+        Penalty::new(4, Duration::from_millis(1), [s(10)]).unwrap(),
+    ];
+    let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = |bound: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % bound
+    };
+    for (case, penalty) in penalties.iter().enumerate() {
+        let key = redis.key(&format!("penalty:{case}"));
+        let mut model = PenaltyState::default();
+        let mut now = T0.as_micros() as u64;
+        for step in 0..300 {
+            now += [0, 1, 1_000, 300_000_000, 1_000_000_000][next(5) as usize] + next(1_000);
+            let expected = model.record(penalty, now);
+            let answered = store.penalize_at(&key, penalty, now).await.unwrap();
+            assert_eq!(answered, expected, "case {case} step {step} at {now}");
+        }
+    }
+}
