@@ -25,6 +25,8 @@ mod kw {
     syn::custom_keyword!(plans);
     syn::custom_keyword!(allow);
     syn::custom_keyword!(allow_identities);
+    syn::custom_keyword!(deny);
+    syn::custom_keyword!(deny_identities);
     syn::custom_keyword!(shadow);
     syn::custom_keyword!(wait);
     syn::custom_keyword!(wait_when);
@@ -38,6 +40,8 @@ pub(crate) struct BusinessArgs {
     plans: Option<Arg<kw::plans, Path>>,
     allow: Option<Arg<kw::allow, Vec<LitStr>>>,
     allow_identities: Option<Arg<kw::allow_identities, Vec<LitStr>>>,
+    deny: Option<Arg<kw::deny, Vec<LitStr>>>,
+    deny_identities: Option<Arg<kw::deny_identities, Vec<LitStr>>>,
     shadow: Option<kw::shadow>,
     wait: Option<Arg<kw::wait, DurationLit>>,
     wait_when: Option<Arg<kw::wait_when, Path>>,
@@ -72,6 +76,10 @@ impl BusinessArgs {
             parse_assignment(input, &mut self.allow_identities, parse_strings)?;
         } else if lookahead.peek(kw::allow) {
             parse_assignment(input, &mut self.allow, parse_strings)?;
+        } else if lookahead.peek(kw::deny_identities) {
+            parse_assignment(input, &mut self.deny_identities, parse_strings)?;
+        } else if lookahead.peek(kw::deny) {
+            parse_assignment(input, &mut self.deny, parse_strings)?;
         } else if lookahead.peek(kw::shadow) {
             let keyword: kw::shadow = input.parse()?;
             if self.shadow.is_some() {
@@ -157,7 +165,7 @@ pub(crate) fn build(args: &Args) -> syn::Result<Business> {
             .value
             .iter()
             .filter_map(|text| match parse_net(&text.value()) {
-                Ok(_) => Some(quote!(#core::allowed_net(#text))),
+                Ok(_) => Some(quote!(#core::listed_net(#text))),
                 Err(why) => {
                     errors.push(Error::new_spanned(text, why));
                     None
@@ -169,6 +177,24 @@ pub(crate) fn build(args: &Args) -> syn::Result<Business> {
     if let Some(identities) = &business.allow_identities {
         let identities = &identities.value;
         calls.extend(quote!(.allow_identities([#(#identities),*])));
+    }
+    if let Some(deny) = &business.deny {
+        let nets = deny
+            .value
+            .iter()
+            .filter_map(|text| match parse_net(&text.value()) {
+                Ok(_) => Some(quote!(#core::listed_net(#text))),
+                Err(why) => {
+                    errors.push(Error::new_spanned(text, why));
+                    None
+                }
+            });
+        let nets: Vec<_> = nets.collect();
+        calls.extend(quote!(.deny_ips([#(#nets),*])));
+    }
+    if let Some(identities) = &business.deny_identities {
+        let identities = &identities.value;
+        calls.extend(quote!(.deny_identities([#(#identities),*])));
     }
     if business.shadow.is_some() {
         calls.extend(quote!(.shadow(true)));

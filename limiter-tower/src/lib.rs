@@ -107,4 +107,4 @@ pub use limiter_regional::{
     Region, RegionError, RegionStats, RegionalConfig, RegionalStore, TierSize,
 };
 pub use rate_limit::{RateLimit, RateLimitFuture, RateLimitLayer};
-pub use response::{BLOCKED, QUOTA_EXCEEDED, RATELIMIT, RATELIMIT_POLICY};
+pub use response::{BLOCKED, DENIED, QUOTA_EXCEEDED, RATELIMIT, RATELIMIT_POLICY};

@@ -54,13 +54,14 @@ pub fn proven<T>(value: Result<T, ConfigError>) -> T {
     })
 }
 
-/// An allow-listed network as `#[rate_limit(allow = [...])]` writes it: in
+/// A network of an allow or a deny list as `#[rate_limit(allow = [...])]`
+/// or `deny = [...]` writes it: in
 /// CIDR notation or a single address.
 ///
 /// # Panics
 ///
 /// Never from `#[rate_limit]`: the macro refuses to compile any other text.
-pub fn allowed_net(text: &str) -> ipnet::IpNet {
+pub fn listed_net(text: &str) -> ipnet::IpNet {
     text.parse()
         .or_else(|_| text.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
         .unwrap_or_else(|_| unreachable!("#[rate_limit] parsed {text:?} when it compiled"))

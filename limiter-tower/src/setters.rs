@@ -33,6 +33,10 @@ pub(crate) trait Configure {
 ///     /// docs
 ///     fn allow_identities;
 ///     /// docs
+///     fn deny_ips;
+///     /// docs
+///     fn deny_identities;
+///     /// docs
 ///     fn shadow;
 ///     /// docs
 ///     fn wait;
@@ -44,6 +48,8 @@ macro_rules! common_setters {
         $(#[$on_store_error:meta])* fn on_store_error;
         $(#[$allow_ips:meta])* fn allow_ips;
         $(#[$allow_identities:meta])* fn allow_identities;
+        $(#[$deny_ips:meta])* fn deny_ips;
+        $(#[$deny_identities:meta])* fn deny_identities;
         $(#[$shadow:meta])* fn shadow;
         $(#[$wait:meta])* fn wait;
     ) => {
@@ -67,6 +73,23 @@ macro_rules! common_setters {
             ) -> Self {
                 $crate::setters::Configure::common(&mut self)
                     .allow
+                    .add_identities(identities);
+                self
+            }
+
+            $(#[$deny_ips])*
+            pub fn deny_ips(mut self, nets: impl IntoIterator<Item = ::ipnet::IpNet>) -> Self {
+                $crate::setters::Configure::common(&mut self).deny.add_nets(nets);
+                self
+            }
+
+            $(#[$deny_identities])*
+            pub fn deny_identities<I: Into<String>>(
+                mut self,
+                identities: impl IntoIterator<Item = I>,
+            ) -> Self {
+                $crate::setters::Configure::common(&mut self)
+                    .deny
                     .add_identities(identities);
                 self
             }

@@ -21,7 +21,7 @@ fn every_business_argument_becomes_a_setter_call() {
     for call in [
         ". plans (",
         ". cost (",
-        ". allow_ips ([:: limiter_tower :: __private :: allowed_net (\"10.0.0.0/8\") , :: limiter_tower :: __private :: allowed_net (\"::1\")])",
+        ". allow_ips ([:: limiter_tower :: __private :: listed_net (\"10.0.0.0/8\") , :: limiter_tower :: __private :: listed_net (\"::1\")])",
         ". allow_identities ([\"partner\"])",
         ". shadow (true)",
         "MaxWait :: new (:: core :: time :: Duration :: from_millis (1500))",

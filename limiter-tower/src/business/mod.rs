@@ -3,7 +3,7 @@
 //! limit and a cost computed from the request. Configured on the layers;
 //! none of it costs a request anything when it is not configured.
 
-mod allow;
+mod clients;
 
 use std::fmt;
 use std::sync::Arc;
@@ -11,7 +11,7 @@ use std::sync::Arc;
 use http::request::Parts;
 use limiter_core::{ConcurrencyLimit, MaxWait, Plan};
 
-pub(crate) use allow::AllowList;
+pub(crate) use clients::ClientList;
 
 use crate::limit::counters::{DecisionCounters, ShadowCounter};
 use crate::response::RouteFields;
@@ -27,7 +27,8 @@ pub(crate) type WaitWhen = Arc<dyn Fn(&Parts) -> bool + Send + Sync>;
 /// limit for itself (see [`common_setters`](crate::setters::common_setters)).
 #[derive(Clone, Default)]
 pub(crate) struct Common {
-    pub(crate) allow: AllowList,
+    pub(crate) allow: ClientList,
+    pub(crate) deny: ClientList,
     pub(crate) shadow: bool,
     pub(crate) wait: Option<MaxWait>,
 }

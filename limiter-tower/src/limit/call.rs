@@ -46,6 +46,10 @@ impl RouteLimit {
             return self.misconfigured(Missing::RouterLayer, &request);
         };
         let business = self.business.is_some() || context.business.is_some();
+        if business && self.is_denied(context, &mut request) {
+            drop(current);
+            return self.deny_listed(&request);
+        }
         // An allowed client needs no identity for this limit.
         if business && self.bypasses(context, &mut request) {
             self.record(Counted::Bypassed);

@@ -14,7 +14,7 @@ use super::answer::{PlanFields, Reading};
 use super::counters::Counted;
 use super::identity::{client_ip, with_parts};
 use super::route::RouteLimit;
-use crate::business::{AllowList, RouteBusiness};
+use crate::business::{ClientList, Common, RouteBusiness};
 use crate::context::Context;
 use crate::response::{self, Protocol, RouteFields};
 
@@ -65,21 +65,38 @@ impl RouteLimit {
     #[cold]
     #[inline(never)]
     pub(crate) fn bypasses<B>(&self, context: &Context, request: &mut Request<B>) -> bool {
+        self.on_list(context, request, |common| &common.allow)
+    }
+
+    /// Whether a deny list, the limit's or the router layer's, refuses the
+    /// request, found as for [`bypasses`](Self::bypasses).
+    pub(crate) fn is_denied<B>(&self, context: &Context, request: &mut Request<B>) -> bool {
+        self.on_list(context, request, |common| &common.deny)
+    }
+
+    /// Whether the request's client or identity is on the list `list`
+    /// picks, of the limit's or the router layer's settings.
+    fn on_list<B>(
+        &self,
+        context: &Context,
+        request: &mut Request<B>,
+        list: impl Fn(&Common) -> &ClientList,
+    ) -> bool {
         let lists = [
-            self.business.as_deref().map(|r| &r.common.allow),
-            context.business.as_deref().map(|l| &l.allow),
+            self.business.as_deref().map(|r| list(&r.common)),
+            context.business.as_deref().map(&list),
         ];
         let lists = || lists.into_iter().flatten().filter(|l| !l.is_empty());
-        if lists().any(AllowList::has_nets)
+        if lists().any(ClientList::has_nets)
             && let Some(ip) = client_ip(context, request)
-            && lists().any(|l| l.allows_ip(ip))
+            && lists().any(|l| l.holds_ip(ip))
         {
             return true;
         }
-        if lists().any(AllowList::has_identities)
+        if lists().any(ClientList::has_identities)
             && let Some(identity) = self.identity(context, request)
         {
-            return lists().any(|l| l.allows_identity(&identity));
+            return lists().any(|l| l.holds_identity(&identity));
         }
         false
     }

@@ -24,10 +24,12 @@ pub(crate) enum Counted {
     CostRefused,
     /// The identity is blocked.
     Blocked,
+    /// The client or identity is on a deny list.
+    DenyListed,
 }
 
 /// The labels of each [`Counted`], in its order.
-const LABELS: [(&str, &str); 13] = [
+const LABELS: [(&str, &str); 14] = [
     ("allowed", "store"),
     ("denied", "store"),
     ("denied", "deny_cache"),
@@ -41,6 +43,7 @@ const LABELS: [(&str, &str); 13] = [
     ("allowed", "unlimited_plan"),
     ("denied", "cost"),
     ("denied", "blocked"),
+    ("denied", "deny_list"),
 ];
 
 impl Counted {

@@ -115,6 +115,16 @@ common_setters! {
     /// describes.
     fn allow_identities;
 
+    /// Clients this limit refuses (403), as
+    /// [`RateLimitLayer::deny_ips`](crate::RateLimitLayer::deny_ips)
+    /// describes for every limit.
+    fn deny_ips;
+
+    /// Identities this limit refuses (403), as
+    /// [`RateLimitLayer::deny_identities`](crate::RateLimitLayer::deny_identities)
+    /// describes for every limit.
+    fn deny_identities;
+
     /// Shadow mode for this limit: checked and counted as usual, never
     /// denied; see [`RateLimitLayer::shadow`](crate::RateLimitLayer::shadow).
     fn shadow;

@@ -102,6 +102,17 @@ impl RouteLimit {
         ResponseFuture::respond(response::blocked(Protocol::of(request.headers()), left))
     }
 
+    /// The answer to a request on a deny list.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn deny_listed<S, B>(&self, request: &Request<B>) -> ResponseFuture<S, B>
+    where
+        S: Service<Request<B>>,
+    {
+        self.record(Counted::DenyListed);
+        ResponseFuture::respond(response::deny_listed(Protocol::of(request.headers())))
+    }
+
     pub(crate) fn misconfigured<S, B>(
         &self,
         missing: Missing,

@@ -234,6 +234,29 @@ common_setters! {
     /// [`allow_ips`](Self::allow_ips) describes.
     fn allow_identities;
 
+    /// Clients every limit below refuses: requests from these networks get
+    /// `403 Forbidden` with a problem of type
+    /// [`DENIED`](crate::DENIED), are not counted by any limit, and reach
+    /// no handler. The client is found as for `by = ip`, as
+    /// [`allow_ips`](Self::allow_ips) finds it; a deny list is checked
+    /// before the allow list. Counted in
+    /// `limiter_decisions_total{outcome="denied",source="deny_list"}`.
+    ///
+    /// ```
+    /// use limiter_tower::{Limiter, MemoryStore, RateLimitLayer};
+    ///
+    /// let layer = RateLimitLayer::new(Limiter::new(MemoryStore::new()))
+    ///     .deny_ips(["198.51.100.0/24".parse()?])
+    ///     .deny_identities(["spammer-42"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn deny_ips;
+
+    /// Identities every limit below refuses (a limit's identity: its user,
+    /// its header's value, what a custom key source returns), as
+    /// [`deny_ips`](Self::deny_ips) describes.
+    fn deny_identities;
+
     /// Shadow mode for every limit below: requests are checked and counted
     /// as usual, but never denied. A request a limit would have denied is
     /// counted in `limiter_shadow_denied_total` and logged at `info`, and

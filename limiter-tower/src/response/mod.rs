@@ -147,6 +147,31 @@ pub(crate) fn blocked(protocol: Protocol, left: Duration) -> Response {
     }
 }
 
+/// The problem type of a 403 answered because the client or identity is
+/// on a deny list.
+pub const DENIED: &str = "urn:limiter:problem:denied";
+
+/// A client or identity on a deny list: 403 with a problem of type
+/// [`DENIED`]; for gRPC, `PERMISSION_DENIED`.
+pub(crate) fn deny_listed(protocol: Protocol) -> Response {
+    const DETAIL: &str = "This client may not use this service.";
+    match protocol {
+        Protocol::Grpc => {
+            grpc::trailers_only(grpc::Code::of(StatusCode::FORBIDDEN), DETAIL, None, &[])
+        }
+        Protocol::Http => problem_json(
+            StatusCode::FORBIDDEN,
+            &Problem {
+                kind: DENIED,
+                title: "Forbidden",
+                status: 403,
+                detail: DETAIL,
+                violated_policies: None,
+            },
+        ),
+    }
+}
+
 /// The store could not decide: 503 with `Retry-After`, or gRPC `UNAVAILABLE`
 /// with the retry information.
 pub(crate) fn unavailable(protocol: Protocol, retry_after: Duration) -> Response {

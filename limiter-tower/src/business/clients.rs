@@ -1,4 +1,5 @@
-//! Allow lists: clients and identities that no limit holds.
+//! Client lists: the clients and identities of an allow list (no limit
+//! holds them) or a deny list (every limit refuses them).
 
 use std::net::IpAddr;
 
@@ -6,16 +7,17 @@ use ipnet::IpNet;
 
 use crate::client_ip::canonical_net;
 
-/// Networks and identities whose requests bypass a limit: neither checked
-/// nor counted, and answered without RateLimit fields.
+/// Networks and identities: an allow list's requests bypass a limit
+/// (neither checked nor counted, answered without RateLimit fields); a
+/// deny list's are refused.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct AllowList {
+pub(crate) struct ClientList {
     /// Canonical, as trusted proxies are: IPv4-mapped networks are IPv4.
     nets: Vec<IpNet>,
     identities: Vec<Box<str>>,
 }
 
-impl AllowList {
+impl ClientList {
     pub(crate) fn add_nets(&mut self, nets: impl IntoIterator<Item = IpNet>) {
         self.nets.extend(nets.into_iter().map(canonical_net));
     }
@@ -41,12 +43,12 @@ impl AllowList {
     }
 
     /// Whether the client at `ip` (resolved as for `by = ip`, so canonical)
-    /// is allowed.
-    pub(crate) fn allows_ip(&self, ip: IpAddr) -> bool {
+    /// is on the list.
+    pub(crate) fn holds_ip(&self, ip: IpAddr) -> bool {
         self.nets.iter().any(|net| net.contains(&ip))
     }
 
-    pub(crate) fn allows_identity(&self, identity: &str) -> bool {
+    pub(crate) fn holds_identity(&self, identity: &str) -> bool {
         self.identities.iter().any(|allowed| **allowed == *identity)
     }
 }
@@ -57,13 +59,13 @@ mod tests {
 
     #[test]
     fn networks_match_mapped_addresses_as_ipv4() {
-        let mut allow = AllowList::default();
+        let mut allow = ClientList::default();
         allow.add_nets(["::ffff:10.0.0.0/104".parse().unwrap()]);
         allow.add_identities(["partner"]);
-        assert!(allow.allows_ip("10.1.2.3".parse().unwrap()));
-        assert!(!allow.allows_ip("11.0.0.1".parse().unwrap()));
-        assert!(allow.allows_identity("partner"));
-        assert!(!allow.allows_identity("partner2"));
-        assert!(!allow.allows_identity(""));
+        assert!(allow.holds_ip("10.1.2.3".parse().unwrap()));
+        assert!(!allow.holds_ip("11.0.0.1".parse().unwrap()));
+        assert!(allow.holds_identity("partner"));
+        assert!(!allow.holds_identity("partner2"));
+        assert!(!allow.holds_identity(""));
     }
 }
