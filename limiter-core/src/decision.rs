@@ -233,7 +233,7 @@ impl Decision {
 
     /// An allowed decision made without the store (failing open): every rule's
     /// whole quota remains.
-    pub(crate) fn unchecked(policy: &crate::Policy) -> Self {
+    pub fn unchecked(policy: &crate::Policy) -> Self {
         let rules = policy.rules();
         let mut statuses = [RuleStatus::EMPTY; MAX_RULES];
         for (status, rule) in statuses.iter_mut().zip(rules) {

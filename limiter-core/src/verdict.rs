@@ -61,6 +61,18 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// The verdict as [`Store::check`](crate::Store::check) answers: a
+    /// store that failed open an allowed decision with every quota of
+    /// `policy` remaining ([`Decision::unchecked`]), one that failed
+    /// closed [`Error::Unavailable`](crate::Error::Unavailable).
+    pub fn into_decision(self, policy: &crate::Policy) -> Result<Decision, crate::Error> {
+        match self {
+            Self::Store(d) | Self::Cached(d) | Self::Fallback(d) => Ok(d),
+            Self::FailedOpen => Ok(Decision::unchecked(policy)),
+            Self::FailedClosed { retry_after } => Err(crate::Error::Unavailable(retry_after)),
+        }
+    }
+
     /// The decision, when there is one.
     pub fn decision(&self) -> Option<&Decision> {
         match self {

@@ -93,6 +93,9 @@ pub use ipnet::IpNet;
 pub use key::{KeySource, Resolver};
 pub use limit::{Limit, LimitLayer, ResponseFuture};
 pub use limiter_core::{
+    Algorithm, Blocks, HotKeys, Lease, Peek, Penalties, Permits, Reset, Verdict,
+};
+pub use limiter_core::{
     BreakerConfig, Clock, ConcurrencyLimit, ConfigError, DEFAULT_DEADLINE, DEFAULT_MAX_WAITERS,
     Decision, Error, GuardConfig, Guarded, Limiter, ManualClock, MaxWait, MemoryStore,
     OnStoreError, Penalty, Plan, Plans, Policy, Rate, Rule, RuleStatus, Store, SystemClock,
@@ -107,4 +110,6 @@ pub use limiter_regional::{
     Region, RegionError, RegionStats, RegionalConfig, RegionalStore, TierSize,
 };
 pub use rate_limit::{RateLimit, RateLimitFuture, RateLimitLayer};
-pub use response::{BLOCKED, DENIED, QUOTA_EXCEEDED, RATELIMIT, RATELIMIT_POLICY};
+pub use response::{
+    BLOCKED, DENIED, QUOTA_EXCEEDED, RATELIMIT, RATELIMIT_POLICY, too_many_requests,
+};

@@ -320,3 +320,64 @@ async fn a_block_on_one_instance_is_honoured_by_the_other_at_its_next_request() 
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// A store chosen at run time, with no type named at the call site; a
+/// handler that checks through the layer's store, and turns its denial
+/// into the very 429 a limited route answers.
+#[tokio::test]
+async fn a_programmatic_denial_is_the_layers_own_429() {
+    use axum::Router;
+    use axum::extract::State;
+    use axum::response::IntoResponse;
+    use axum::routing::post;
+    use limiter_tower::{
+        Control, KeySource, LimitLayer, Policy, RateLimitLayer, Rule, too_many_requests,
+    };
+
+    let clock = ManualClock::new(T0);
+    let redis_url = std::env::var("LIMITER_TEST_NO_SUCH_VARIABLE").ok();
+    let layer = match redis_url {
+        Some(url) => {
+            RateLimitLayer::new(Limiter::new(limiter_tower::RedisStore::open(&url).unwrap()))
+        }
+        None => RateLimitLayer::new(Limiter::new(MemoryStore::with_clock(clock.clone()))),
+    };
+    let policy = Policy::sliding_log([Rule::new(1, Duration::from_secs(60)).unwrap()]).unwrap();
+    async fn login(State((control, policy)): State<(Control, Policy)>) -> axum::response::Response {
+        match control.check("login", &policy).await {
+            Ok(decision) if decision.allowed() => "welcome".into_response(),
+            Ok(decision) => too_many_requests(&decision, &policy),
+            Err(error) => (
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                error.to_string(),
+            )
+                .into_response(),
+        }
+    }
+    let limited = LimitLayer::new("limited", policy.clone(), KeySource::global());
+    let router = Router::new()
+        .route("/login", post(login).with_state((layer.control(), policy)))
+        .route("/limited", post(|| async { "ok" }).layer(limited))
+        .layer(layer);
+    let addr = limiter_tests::http::serve(router).await;
+    for path in ["/login", "/limited"] {
+        assert_eq!(
+            send(addr, "POST", path, &[], b"").await.unwrap().status,
+            200
+        );
+    }
+    clock.advance(Duration::from_secs(15));
+    let ours = send(addr, "POST", "/login", &[], b"").await.unwrap();
+    let layers = send(addr, "POST", "/limited", &[], b"").await.unwrap();
+    assert_eq!(ours.status, 429);
+    for header in [
+        "retry-after",
+        "ratelimit-policy",
+        "ratelimit",
+        "content-type",
+    ] {
+        assert_eq!(ours.header(header), layers.header(header), "{header}");
+    }
+    assert_eq!(ours.header("retry-after"), "45");
+    assert_eq!(ours.body, layers.body);
+}

@@ -425,14 +425,10 @@ impl<S: Store, C: Clock + Clone> Store for Guarded<S, C> {
     /// allowed decision with every rule's whole quota remaining; failing
     /// closed answers [`Error::Unavailable`].
     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
-        match self
+        (self
             .check_with(key, policy, cost, self.inner.config.on_store_error)
-            .await?
-        {
-            Verdict::Store(d) | Verdict::Cached(d) | Verdict::Fallback(d) => Ok(d),
-            Verdict::FailedOpen => Ok(Decision::unchecked(policy)),
-            Verdict::FailedClosed { retry_after } => Err(Error::Unavailable(retry_after)),
-        }
+            .await?)
+            .into_decision(policy)
     }
 }
 

@@ -359,11 +359,7 @@ impl<S: Store> Store for HotKeys<S> {
     };
 
     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
-        match self.verdict(key, policy, cost, None).await? {
-            Verdict::Store(d) | Verdict::Cached(d) | Verdict::Fallback(d) => Ok(d),
-            Verdict::FailedOpen => Ok(Decision::unchecked(policy)),
-            Verdict::FailedClosed { retry_after } => Err(Error::Unavailable(retry_after)),
-        }
+        (self.verdict(key, policy, cost, None).await?).into_decision(policy)
     }
 
     fn try_check_now(

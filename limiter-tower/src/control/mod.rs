@@ -119,6 +119,38 @@ impl Control {
         self
     }
 
+    /// Checks a request on `{prefix}:{key}` against `policy` and records
+    /// it if allowed, through the layer's store (its guard and failure
+    /// policy, its hot-key state): the programmatic API of an application
+    /// whose store was chosen at run time, with no store type to name. A
+    /// denial becomes the layers' own 429 with
+    /// [`too_many_requests`](crate::too_many_requests).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_tower::{Limiter, MemoryStore, Policy, RateLimitLayer, Rule, too_many_requests};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// // Memory or Redis, as the environment says: the layer hides which.
+    /// let layer = RateLimitLayer::new(Limiter::new(MemoryStore::new()));
+    /// let control = layer.control();
+    /// let policy = Policy::sliding_log([Rule::new(1, Duration::from_secs(900))?])?;
+    /// assert!(control.check("login:alice", &policy).await?.allowed());
+    /// let denied = control.check("login:alice", &policy).await?;
+    /// assert_eq!(too_many_requests(&denied, &policy).status(), 429);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn check(&self, key: &str, policy: &Policy) -> Result<Decision, Error> {
+        let mut full = String::from(&*self.key_start);
+        full.push_str(key);
+        let policy = Arc::new(policy.clone());
+        let verdict = Arc::clone(&self.store)
+            .check_owned(full, Arc::clone(&policy), policy.cost(), None)
+            .await?;
+        (verdict).into_decision(&policy)
+    }
+
     /// What each limit of `identity` (a user id, an API key, a client
     /// address) would answer its next request, rule by rule, counting
     /// nothing. A limit by client address applies when `identity` is an

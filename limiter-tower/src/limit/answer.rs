@@ -221,7 +221,7 @@ impl RouteLimit {
             }
         };
         let cost = reading.cost.unwrap_or_else(|| policy.cost());
-        response::too_many_requests(
+        response::too_many_requests_of(
             Protocol::of(request.headers()),
             decision,
             names,
@@ -265,7 +265,7 @@ impl RouteLimit {
         } else {
             record(Counted::StoreDenied);
             if !reading.shadow {
-                return Permitted::Denied(response::too_many_requests(
+                return Permitted::Denied(response::too_many_requests_of(
                     Protocol::of(request),
                     &decision,
                     &concurrency.names,

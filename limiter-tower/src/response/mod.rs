@@ -43,7 +43,7 @@ impl Protocol {
 /// least 1), the RateLimit fields, and the route's message or a
 /// problem+json body naming the violated rules; for gRPC,
 /// `RESOURCE_EXHAUSTED` with the retry information and the fields.
-pub(crate) fn too_many_requests(
+pub(crate) fn too_many_requests_of(
     protocol: Protocol,
     decision: &Decision,
     names: &[String],
@@ -112,6 +112,44 @@ pub(crate) fn problem(protocol: Protocol, status: StatusCode, detail: &str) -> R
             },
         ),
     }
+}
+
+/// The response the layers give a request `decision` denied under
+/// `policy`, for a decision of the programmatic API: `429 Too Many
+/// Requests` with `Retry-After`, the `RateLimit-Policy` and `RateLimit`
+/// fields, and a problem+json body naming the violated rules (for a
+/// request of the policy's cost).
+///
+/// ```
+/// use std::time::Duration;
+/// use limiter_tower::{Limiter, MemoryStore, Policy, Rule, too_many_requests};
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let limiter = Limiter::new(MemoryStore::new());
+/// let policy = Policy::sliding_log([Rule::new(1, Duration::from_secs(60))?])?;
+/// limiter.check("bob:login", &policy).await?;
+/// let decision = limiter.check("bob:login", &policy).await?;
+/// let response = too_many_requests(&decision, &policy);
+/// assert_eq!(response.status(), 429);
+/// assert_eq!(response.headers()["retry-after"], "60");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+pub fn too_many_requests(decision: &Decision, policy: &limiter_core::Policy) -> Response {
+    let names = policy.names();
+    let options = crate::context::HeaderOptions {
+        on_allowed: true,
+        legacy: false,
+    };
+    let fields = RouteFields::named(policy, &names).of(decision, options);
+    self::too_many_requests_of(
+        Protocol::Http,
+        decision,
+        &names,
+        policy.cost(),
+        fields,
+        None,
+    )
 }
 
 /// The problem type of a 429 answered because the identity is blocked
