@@ -23,7 +23,7 @@ pub const MAX_PENALTY_DENIALS: u32 = 1_000;
 /// use std::time::Duration;
 /// use limiter_core::Penalty;
 ///
-/// let minutes = |m| Duration::from_secs(60 * m);
+/// let minutes = |m: u64| Duration::from_secs(60 * m);
 /// // After 3 denials in 10 minutes: 15 minutes, then 1 hour, then 24 hours.
 /// let penalty = Penalty::new(3, minutes(10), [minutes(15), minutes(60), minutes(1440)])?;
 /// assert_eq!(penalty.after(), 3);
