@@ -3,7 +3,7 @@
 //! the server runs.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 use axum::Json;
@@ -11,7 +11,7 @@ use axum::extract::Path;
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::IntoResponse;
-use limiter_tower::{Plan, Plans, Policy, Rule, rate_limit};
+use limiter_tower::{Control, Plan, Plans, Policy, Rule, rate_limit};
 use serde_json::json;
 
 /// The header that carries an API key.
@@ -45,10 +45,14 @@ pub struct PlanTable {
     plans: Plans,
     keys: Arc<RwLock<HashMap<String, String>>>,
     max_keys: usize,
+    /// Where the assignments live once shared through the store (see
+    /// [`PlanTable::share_through`]; clones share it); the table above is
+    /// unused then.
+    shared: Arc<OnceLock<Control>>,
 }
 
 /// Why [`PlanTable::set`] refused a plan.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SetPlanError {
     /// No plan has that name.
     UnknownPlan,
@@ -58,6 +62,8 @@ pub enum SetPlanError {
         /// How many keys the table holds (its bound).
         held: usize,
     },
+    /// The store that shares the table could not keep the plan.
+    Store(String),
 }
 
 impl PlanTable {
@@ -83,14 +89,49 @@ impl PlanTable {
             plans,
             keys: Arc::default(),
             max_keys,
+            shared: Arc::default(),
         }
+    }
+
+    /// Keeps each key's plan in `control`'s store instead of this process,
+    /// for this table and its clones: every instance sharing the store
+    /// answers a key's new plan once [`assign`](Self::assign) returns. The
+    /// first store given stays.
+    pub fn share_through(&self, control: Control) -> &Self {
+        let _ = self.shared.set(control);
+        self
     }
 
     /// The plan of `key`.
     pub fn plan_of_key(&self, key: &str) -> Option<Plan> {
+        if let Some(control) = self.shared.get() {
+            let plan = control.assigned_plan(key);
+            return self.plans.get(plan.as_deref().unwrap_or(DEFAULT_PLAN));
+        }
         let keys = self.keys.read().unwrap_or_else(|p| p.into_inner());
         self.plans
             .get(keys.get(key).map_or(DEFAULT_PLAN, String::as_str))
+    }
+
+    /// Gives `key` the plan named `plan`, as [`set`](Self::set) does, or
+    /// through the store when the table is
+    /// [shared](Self::share_through).
+    pub async fn assign(&self, key: &str, plan: &str) -> Result<(), SetPlanError> {
+        let Some(control) = self.shared.get() else {
+            return self.set(key, plan);
+        };
+        if self.plans.get(plan).is_none() {
+            return Err(SetPlanError::UnknownPlan);
+        }
+        let plan = (plan != DEFAULT_PLAN).then_some(plan);
+        let held = control.assigned_plans();
+        if plan.is_some() && control.assigned_plan(key).is_none() && held >= self.max_keys {
+            return Err(SetPlanError::Full { held });
+        }
+        control
+            .assign_plan(key, plan)
+            .await
+            .map_err(|error| SetPlanError::Store(error.to_string()))
     }
 
     /// Gives `key` the plan named `plan`. `free` removes the key from the
@@ -116,7 +157,10 @@ impl PlanTable {
 
     /// How many keys the table holds: those with a plan other than `free`.
     pub fn len(&self) -> usize {
-        self.keys.read().unwrap_or_else(|p| p.into_inner()).len()
+        match self.shared.get() {
+            Some(control) => control.assigned_plans(),
+            None => self.keys.read().unwrap_or_else(|p| p.into_inner()).len(),
+        }
     }
 
     /// Whether every key has the plan `free`.
@@ -187,12 +231,16 @@ pub(crate) async fn set_plan(
         return (StatusCode::BAD_REQUEST, Json(json!({ "error": error })));
     }
     let plan = body.trim();
-    match table.set(&key, plan) {
+    match table.assign(&key, plan).await {
         Ok(()) => (StatusCode::OK, Json(json!({ "key": key, "plan": plan }))),
         Err(SetPlanError::UnknownPlan) => {
             let error = "the plan is `free` or `pro`";
             (StatusCode::BAD_REQUEST, Json(json!({ "error": error })))
         }
+        Err(SetPlanError::Store(error)) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "error": error })),
+        ),
         Err(SetPlanError::Full { held }) => {
             let error = format!(
                 "the plan table is full: it holds {held} keys with a plan other than \

@@ -265,7 +265,8 @@ pub fn app<S: Store + Clone>(limiter: Limiter<S>, options: Options) -> Router {
         })
         .route("/health", get(health))
         .layer(layer)
-        .layer(Extension(plans))
+        // Each key's plan lives in the store: with Redis, every instance's.
+        .layer(Extension(plans.share_through(every.clone()).clone()))
 }
 
 /// Parses `LIMITER_TRUSTED_PROXIES`: comma-separated networks in CIDR

@@ -114,8 +114,9 @@ pub use rule::{MAX_WINDOW, Rate, Rule};
 pub use store::memory::{DEFAULT_CAPACITY, MemoryStore};
 #[cfg(feature = "runtime")]
 pub use store::{
-    AnnouncesResets, BlockList, Blocks, Bounded, Capabilities, FailureDomains, Forget, Forgetter,
-    Leases, MAX_BLOCKS, Peek, Penalties, Permits, Reset, Store, ask,
+    AnnouncesResets, AssignedPlans, BlockList, Blocks, Bounded, Capabilities, FailureDomains,
+    Forget, Forgetter, Leases, MAX_ASSIGNED_PLANS, MAX_BLOCKS, Peek, Penalties, Permits,
+    PlanAssignments, Reset, Store, ask,
 };
 pub use verdict::{OnStoreError, Verdict};
 #[cfg(feature = "runtime")]

@@ -5,7 +5,7 @@
 //! published has acknowledged (or its deadline has passed), so the next
 //! request anywhere is decided on the reset state.
 //!
-//! Blocks travel the same way: kept in the hash [`BLOCKS`], applied to
+//! Blocks and plan assignments travel the same way: kept in the hash [`BLOCKS`], applied to
 //! each instance's local list (which every request reads without a call)
 //! by their notices, and read whole at every subscription.
 //!
@@ -34,6 +34,8 @@ pub(crate) const CHANNEL: &str = "limiter:resets";
 /// in the channel's slot (its hash tag), so the subscriber reads it where
 /// it subscribes.
 pub(crate) const BLOCKS: &str = "{limiter:resets}:blocks";
+/// The hash of keys and the plan each has, in the same slot.
+pub(crate) const PLANS: &str = "{limiter:resets}:plans";
 /// The longest pause between two attempts to subscribe again.
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
@@ -112,6 +114,29 @@ impl RedisStore {
         self.announce("u", key).await
     }
 
+    /// Gives `key` the plan `plan` (`None`: the default) in the plans'
+    /// hash, here, then on every instance.
+    pub(super) async fn assign_and_announce(
+        &self,
+        key: &str,
+        plan: Option<&str>,
+    ) -> Result<(), Error> {
+        let plans = &self.inner.plans;
+        if plan.is_some()
+            && plans.get(key).is_none()
+            && plans.len() >= limiter_core::MAX_ASSIGNED_PLANS
+        {
+            return plans.assign(key, plan);
+        }
+        let assign = scripts::assign();
+        let mut call = assign.call(PLANS);
+        call.arg(key).arg(plan.unwrap_or(""));
+        self.bounded_call(assign, &call).await?;
+        plans.assign(key, plan)?;
+        self.announce("p", &format!("={} {key}", plan.unwrap_or("")))
+            .await
+    }
+
     /// Publishes `{kind} {id} {rest}` and waits for every instance
     /// subscribed when it was published to acknowledge it, within the
     /// response timeout.
@@ -172,9 +197,10 @@ async fn listen(inner: Weak<Inner>) {
             .await
             .unwrap_or(Err(Error::Timeout(timeout)));
         match subscribed {
-            Ok((pubsub, blocks)) => {
+            Ok((pubsub, blocks, plans)) => {
                 backoff = Duration::from_millis(50);
                 store.inner.blocks.replace(blocks, SystemClock.now_micros());
+                store.inner.plans.replace(plans);
                 if !first {
                     forget(&store, &Forget::Everything);
                 }
@@ -201,9 +227,17 @@ async fn listen(inner: Weak<Inner>) {
 /// A subscription to [`CHANNEL`] on the node the notices go through, and
 /// the blocks (key, time left) that node holds once subscribed: a notice
 /// published after the reading is received, one before is in it.
+#[allow(clippy::type_complexity)]
 async fn subscribe_at(
     store: &RedisStore,
-) -> Result<(redis::aio::PubSub, Vec<(String, Duration)>), Error> {
+) -> Result<
+    (
+        redis::aio::PubSub,
+        Vec<(String, Duration)>,
+        Vec<(String, String)>,
+    ),
+    Error,
+> {
     let client = subscriber(store).await?;
     let mut pubsub = client
         .get_async_pubsub()
@@ -230,7 +264,12 @@ async fn subscribe_at(
             Some((pair[0].clone(), Duration::from_micros(left)))
         })
         .collect();
-    Ok((pubsub, blocks))
+    let plans: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
+        .arg(PLANS)
+        .query_async(&mut connection)
+        .await
+        .map_err(crate::redis_error)?;
+    Ok((pubsub, blocks, plans.into_iter().collect()))
 }
 
 /// A notice: a reset is forgotten here, then acknowledged; an
@@ -261,6 +300,16 @@ async fn on_message(store: &RedisStore, message: &Msg) {
         }
         (Some("u"), Some(id), Some(key)) => {
             blocks.unblock(key);
+            id
+        }
+        (Some("p"), Some(id), Some(rest)) => {
+            let Some((plan, key)) = rest.split_once(' ') else {
+                return;
+            };
+            let plan = plan.strip_prefix('=').filter(|p| !p.is_empty());
+            if let Err(error) = store.inner.plans.assign(key, plan) {
+                tracing::warn!(%error, "a plan could not be kept here");
+            }
             id
         }
         (Some("a"), Some(id), None) => {

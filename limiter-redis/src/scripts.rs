@@ -90,6 +90,13 @@ pub(crate) fn penalty() -> &'static Lua {
     &PENALTY
 }
 
+static ASSIGN: Lua = Lua::new(&["#!lua\n", include_str!("scripts/assign.lua")]);
+
+/// Gives `ARGV[1]` the plan `ARGV[2]` in the plans' hash (its key).
+pub(crate) fn assign() -> &'static Lua {
+    &ASSIGN
+}
+
 /// The reset script: `DEL` of its key.
 pub(crate) fn reset() -> &'static Lua {
     &RESET

@@ -67,6 +67,8 @@ pub(crate) struct Inner {
     pub(crate) announcer: Announcer,
     /// The blocks, as this instance knows them (see `announce.rs`).
     pub(crate) blocks: limiter_core::BlockList,
+    /// The plan assignments, as this instance knows them.
+    pub(crate) plans: limiter_core::AssignedPlans,
 }
 
 pub(crate) enum Backend {
@@ -222,6 +224,7 @@ impl RedisStore {
                 pending: coalesce::Pending::default(),
                 announcer: Announcer::default(),
                 blocks: limiter_core::BlockList::new(),
+                plans: limiter_core::AssignedPlans::new(),
             }),
         }
     }
@@ -351,7 +354,8 @@ impl Store for RedisStore {
         .reset()
         .announces_resets()
         .blocks()
-        .penalties();
+        .penalties()
+        .plan_assignments();
 
     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.run(key, policy, cost, None).await
@@ -403,6 +407,23 @@ impl limiter_core::Blocks for RedisStore {
         self.inner
             .blocks
             .blocked(key, || limiter_core::SystemClock.now_micros())
+    }
+}
+
+/// Kept in a hash of Redis and in each instance's table, which a request
+/// reads without a call; an assignment is answered once every subscribed
+/// instance has applied it (see `announce.rs`).
+impl limiter_core::PlanAssignments for RedisStore {
+    async fn assign_plan(&self, key: &str, plan: Option<&str>) -> Result<(), Error> {
+        self.assign_and_announce(key, plan).await
+    }
+
+    fn assigned_plan(&self, key: &str) -> Option<Arc<str>> {
+        self.inner.plans.get(key)
+    }
+
+    fn assigned_plans(&self) -> usize {
+        self.inner.plans.len()
     }
 }
 

@@ -56,6 +56,20 @@ pub(crate) trait DynStore: Send + Sync + 'static {
         penalty: Arc<limiter_core::Penalty>,
     ) -> BoxFuture<Result<Option<Duration>, Error>>;
 
+    /// Gives `key` the plan `plan` (`None`: the default), on every
+    /// instance (see [`limiter_core::PlanAssignments`]).
+    fn assign_owned(
+        self: Arc<Self>,
+        key: String,
+        plan: Option<String>,
+    ) -> BoxFuture<Result<(), Error>>;
+
+    /// The plan `key` has, as this instance knows it.
+    fn assigned(&self, key: &str) -> Option<Arc<str>>;
+
+    /// How many keys have a plan.
+    fn assigned_count(&self) -> usize;
+
     /// Blocks `key` for `duration`.
     fn block_owned(
         self: Arc<Self>,
@@ -182,6 +196,27 @@ impl<S: Store> DynStore for AsGiven<S> {
             }
         })
     }
+
+    fn assign_owned(
+        self: Arc<Self>,
+        key: String,
+        plan: Option<String>,
+    ) -> BoxFuture<Result<(), Error>> {
+        Box::pin(async move {
+            match ask::assign_plan(&self.0, &key, plan.as_deref()) {
+                Some(assign) => assign.await,
+                None => Err(Error::Unsupported("plan assignments")),
+            }
+        })
+    }
+
+    fn assigned(&self, key: &str) -> Option<Arc<str>> {
+        <HotKeys<S> as Store>::CAPABILITIES.assigned_plan(&self.0, key)
+    }
+
+    fn assigned_count(&self) -> usize {
+        <HotKeys<S> as Store>::CAPABILITIES.assigned_plans(&self.0)
+    }
 }
 
 /// A store the layer guards itself, honouring the policies' hot-key modes
@@ -270,6 +305,27 @@ impl<S: Store> DynStore for LayerGuarded<S> {
                 None => Err(Error::Unsupported("penalties")),
             }
         })
+    }
+
+    fn assign_owned(
+        self: Arc<Self>,
+        key: String,
+        plan: Option<String>,
+    ) -> BoxFuture<Result<(), Error>> {
+        Box::pin(async move {
+            match ask::assign_plan(&self.0, &key, plan.as_deref()) {
+                Some(assign) => assign.await,
+                None => Err(Error::Unsupported("plan assignments")),
+            }
+        })
+    }
+
+    fn assigned(&self, key: &str) -> Option<Arc<str>> {
+        <HotKeys<Guarded<S>> as Store>::CAPABILITIES.assigned_plan(&self.0, key)
+    }
+
+    fn assigned_count(&self) -> usize {
+        <HotKeys<Guarded<S>> as Store>::CAPABILITIES.assigned_plans(&self.0)
     }
 }
 

@@ -381,3 +381,54 @@ async fn a_programmatic_denial_is_the_layers_own_429() {
     assert_eq!(ours.header("retry-after"), "45");
     assert_eq!(ours.body, layers.body);
 }
+
+async fn search(addr: SocketAddr, key: &str) -> u16 {
+    let headers: [(&str, &[u8]); 1] = [("x-api-key", key.as_bytes())];
+    send(addr, "GET", "/search", &headers, b"")
+        .await
+        .unwrap()
+        .status
+}
+
+async fn set_plan(addr: SocketAddr, key: &str, plan: &str) -> Response {
+    let value = format!("Bearer {ADMIN_TOKEN}").into_bytes();
+    let path = format!("/admin/plans/{key}");
+    send(
+        addr,
+        "PUT",
+        &path,
+        &[("authorization", &value)],
+        plan.as_bytes(),
+    )
+    .await
+    .unwrap()
+}
+
+/// A key's plan set on one instance applies on the other at its next
+/// request: the assignment is answered once every instance has it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_plan_set_on_one_instance_applies_on_the_other_at_once() {
+    let redis = redis();
+    let (a, b) = (redis_server(&redis).await, redis_server(&redis).await);
+    let key = format!("key-{}", redis.prefix());
+    assert_eq!(set_plan(a, &key, "pro").await.status, 200);
+    // Pro: 100 a minute; free would have stopped at 10.
+    for i in 0..11 {
+        assert_eq!(search(b, &key).await, 200, "search {i}");
+    }
+    assert_eq!(set_plan(a, &key, "free").await.status, 200);
+    // Back on free, with 11 used: denied on either instance.
+    assert_eq!(search(b, &key).await, 429);
+    assert_eq!(search(a, &key).await, 429);
+    // A third instance reads the assignments when it subscribes.
+    assert_eq!(set_plan(a, &key, "pro").await.status, 200);
+    let c = redis_server(&redis).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while search(c, &key).await != 200 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the third instance never read the plan"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

@@ -14,7 +14,7 @@ use crate::hot::{LeaseGrant, LeaseRequest};
 use crate::policy::Policy;
 use crate::store::ask;
 use crate::store::capabilities::{
-    BlockOps, PeekOp, PermitOp, ResetOp, peek_of, permit_of, reset_of,
+    BlockOps, PeekOp, PermitOp, PlanOps, ResetOp, peek_of, permit_of, reset_of,
 };
 use crate::store::memory::MemoryStore;
 use crate::store::{
@@ -394,6 +394,15 @@ impl<S: Store, C: Clock + Clone> Store for Guarded<S, C> {
         } else {
             None
         })
+        .with_plan_ops(if S::CAPABILITIES.has_plan_assignments() {
+            Some(PlanOps {
+                assign: assign_entry::<S, C>,
+                assigned: assigned_entry::<S, C>,
+                count: count_entry::<S, C>,
+            })
+        } else {
+            None
+        })
         .with_penalize_op(if S::CAPABILITIES.has_penalties() {
             Some(penalize_entry::<S, C>)
         } else {
@@ -598,6 +607,27 @@ fn end_lease<'a, S: Store, C: Clock + Clone>(
         }
         None => Box::pin(async { Ok(0) }),
     }
+}
+
+fn assign_entry<'a, S: Store, C: Clock + Clone>(
+    guarded: &'a Guarded<S, C>,
+    key: &'a str,
+    plan: Option<&'a str>,
+) -> Boxed<'a, ()> {
+    Box::pin(async move {
+        match ask::assign_plan(&guarded.inner.store, key, plan) {
+            Some(assign) => guarded.through_breaker(key, || assign).await,
+            None => Err(Error::Unsupported("plan assignments")),
+        }
+    })
+}
+
+fn assigned_entry<S: Store, C>(guarded: &Guarded<S, C>, key: &str) -> Option<Arc<str>> {
+    S::CAPABILITIES.assigned_plan(&guarded.inner.store, key)
+}
+
+fn count_entry<S: Store, C>(guarded: &Guarded<S, C>) -> usize {
+    S::CAPABILITIES.assigned_plans(&guarded.inner.store)
 }
 
 fn penalize_entry<'a, S: Store, C: Clock + Clone>(

@@ -11,7 +11,7 @@ use crate::concurrency::{Acquired, ConcurrencyLimit};
 use crate::decision::Decision;
 use crate::error::Error;
 use crate::policy::Policy;
-use crate::store::capabilities::{BlockOps, PeekOp, ResetOp, peek_of, reset_of};
+use crate::store::capabilities::{BlockOps, PeekOp, PlanOps, ResetOp, peek_of, reset_of};
 use crate::store::{
     Blocks, Boxed, Capabilities, Forget, Forgetter, GuardOps, Peek, Permits, Reset, Store, ask,
 };
@@ -318,6 +318,15 @@ impl<S: Store> Store for HotKeys<S> {
             } else {
                 None
             })
+            .with_plan_ops(if inner.has_plan_assignments() {
+                Some(PlanOps {
+                    assign: forward_assign::<S>,
+                    assigned: forward_assigned::<S>,
+                    count: forward_count::<S>,
+                })
+            } else {
+                None
+            })
             .with_penalize_op(if inner.has_penalties() {
                 Some(forward_penalize::<S>)
             } else {
@@ -420,6 +429,25 @@ fn forward_permit<'a, S: Store>(
         Some(permit) => permit(&hot.store, key, limit),
         None => Box::pin(async { Err(Error::Unsupported("concurrency limits")) }),
     }
+}
+
+fn forward_assign<'a, S: Store>(
+    hot: &'a HotKeys<S>,
+    key: &'a str,
+    plan: Option<&'a str>,
+) -> Boxed<'a, ()> {
+    match ask::assign_plan(&*hot.store, key, plan) {
+        Some(assign) => assign,
+        None => Box::pin(async { Err(Error::Unsupported("plan assignments")) }),
+    }
+}
+
+fn forward_assigned<S: Store>(hot: &HotKeys<S>, key: &str) -> Option<Arc<str>> {
+    S::CAPABILITIES.assigned_plan(&hot.store, key)
+}
+
+fn forward_count<S: Store>(hot: &HotKeys<S>) -> usize {
+    S::CAPABILITIES.assigned_plans(&hot.store)
 }
 
 fn forward_penalize<'a, S: Store>(

@@ -109,3 +109,17 @@ pub fn penalize<'a, S: Store>(
         .penalize
         .map(|penalize| penalize(store, key, penalty))
 }
+
+/// Gives `key` the plan named `plan` (see
+/// [`PlanAssignments`](super::PlanAssignments)); `None` when the store
+/// keeps no assignments.
+pub fn assign_plan<'a, S: Store>(
+    store: &'a S,
+    key: &'a str,
+    plan: Option<&'a str>,
+) -> Option<Boxed<'a, ()>> {
+    S::CAPABILITIES
+        .plans
+        .as_ref()
+        .map(|ops| (ops.assign)(store, key, plan))
+}

@@ -162,6 +162,26 @@ pub trait Penalties: Store {
     ) -> impl Future<Output = Result<Option<Duration>, Error>> + Send;
 }
 
+/// Which plan each key has, kept by the store so that every instance using
+/// it answers the same (the per-process [`Plans`](crate::Plans) resolver of
+/// an application being the embedded default).
+pub trait PlanAssignments: Store {
+    /// Gives `key` the plan named `plan` (`None`: the default); every
+    /// instance answers it once this returns.
+    fn assign_plan(
+        &self,
+        key: &str,
+        plan: Option<&str>,
+    ) -> impl Future<Output = Result<(), Error>> + Send;
+
+    /// The plan `key` has, as this instance knows it now, without a call;
+    /// `None` for the default.
+    fn assigned_plan(&self, key: &str) -> Option<std::sync::Arc<str>>;
+
+    /// How many keys have a plan other than the default.
+    fn assigned_plans(&self) -> usize;
+}
+
 type DomainOp<S> = fn(&S, &str) -> u64;
 type DomainNameOp<S> = fn(&S, u64) -> String;
 pub(crate) type PermitOp<S> =
@@ -172,6 +192,15 @@ pub(crate) type EndLeaseOp<S> =
     for<'a> fn(&'a S, &'a str, &'a Policy, &'a LeaseGrant, u64) -> Boxed<'a, u64>;
 pub(crate) type PeekOp<S> = for<'a> fn(&'a S, &'a str, &'a Policy, u64) -> Boxed<'a, Decision>;
 pub(crate) type ResetOp<S> = for<'a> fn(&'a S, &'a str, &'a Policy) -> Boxed<'a, ()>;
+pub(crate) type AssignOp<S> = for<'a> fn(&'a S, &'a str, Option<&'a str>) -> Boxed<'a, ()>;
+
+/// The table's entries of [`PlanAssignments`].
+pub(crate) struct PlanOps<S: ?Sized> {
+    pub(crate) assign: AssignOp<S>,
+    pub(crate) assigned: fn(&S, &str) -> Option<std::sync::Arc<str>>,
+    pub(crate) count: fn(&S) -> usize,
+}
+
 pub(crate) type PenalizeOp<S> =
     for<'a> fn(&'a S, &'a str, &'a crate::Penalty) -> Boxed<'a, Option<Duration>>;
 pub(crate) type BlockOp<S> = for<'a> fn(&'a S, &'a str, Duration) -> Boxed<'a, ()>;
@@ -233,6 +262,7 @@ pub struct Capabilities<S: ?Sized> {
     pub(crate) resets: Option<fn(&S, Forgetter)>,
     pub(crate) blocks: Option<BlockOps<S>>,
     pub(crate) penalize: Option<PenalizeOp<S>>,
+    pub(crate) plans: Option<PlanOps<S>>,
     hot_keys: bool,
 }
 
@@ -251,6 +281,7 @@ impl<S: ?Sized> Capabilities<S> {
         resets: None,
         blocks: None,
         penalize: None,
+        plans: None,
         hot_keys: false,
     };
 
@@ -372,6 +403,27 @@ impl<S: ?Sized> Capabilities<S> {
         self
     }
 
+    pub(crate) const fn with_plan_ops(mut self, ops: Option<PlanOps<S>>) -> Self {
+        self.plans = ops;
+        self
+    }
+
+    /// Whether the store keeps plan assignments ([`PlanAssignments`]).
+    pub const fn has_plan_assignments(&self) -> bool {
+        self.plans.is_some()
+    }
+
+    /// The plan `key` has in `store` ([`PlanAssignments::assigned_plan`]);
+    /// `None` for the default, or when the store keeps no assignments.
+    pub fn assigned_plan(&self, store: &S, key: &str) -> Option<std::sync::Arc<str>> {
+        (self.plans.as_ref()?.assigned)(store, key)
+    }
+
+    /// How many keys have a plan in `store` (0 when it keeps none).
+    pub fn assigned_plans(&self, store: &S) -> usize {
+        self.plans.as_ref().map_or(0, |ops| (ops.count)(store))
+    }
+
     pub(crate) const fn with_penalize_op(mut self, op: Option<PenalizeOp<S>>) -> Self {
         self.penalize = op;
         self
@@ -428,6 +480,26 @@ impl<S: Leases> Capabilities<S> {
         self.leases = Some((lease::<S>, end_lease::<S>));
         self
     }
+}
+
+impl<S: PlanAssignments> Capabilities<S> {
+    /// Declares [`PlanAssignments`].
+    pub const fn plan_assignments(mut self) -> Self {
+        self.plans = Some(PlanOps {
+            assign: assign_of::<S>,
+            assigned: S::assigned_plan,
+            count: S::assigned_plans,
+        });
+        self
+    }
+}
+
+pub(crate) fn assign_of<'a, S: PlanAssignments>(
+    store: &'a S,
+    key: &'a str,
+    plan: Option<&'a str>,
+) -> Boxed<'a, ()> {
+    Box::pin(async move { store.assign_plan(key, plan).await })
 }
 
 impl<S: Penalties> Capabilities<S> {
@@ -552,6 +624,7 @@ impl<S: ?Sized> fmt::Debug for Capabilities<S> {
             .field("announces_resets", &self.resets.is_some())
             .field("blocks", &self.has_blocks())
             .field("penalties", &self.has_penalties())
+            .field("plan_assignments", &self.has_plan_assignments())
             .field("guarded", &self.is_guarded())
             .field("hot_keys", &self.hot_keys)
             .finish()

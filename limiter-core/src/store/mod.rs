@@ -20,14 +20,16 @@ use crate::error::Error;
 use crate::policy::Policy;
 
 pub mod ask;
+pub(crate) mod assigned;
 pub(crate) mod blocks;
 pub(crate) mod capabilities;
 pub(crate) mod memory;
 
+pub use assigned::{AssignedPlans, MAX_ASSIGNED_PLANS};
 pub use blocks::{BlockList, MAX_BLOCKS};
 pub use capabilities::{
     AnnouncesResets, Blocks, Bounded, Capabilities, FailureDomains, Forget, Forgetter, Leases,
-    Peek, Penalties, Permits, Reset,
+    Peek, Penalties, Permits, PlanAssignments, Reset,
 };
 pub(crate) use capabilities::{Boxed, GuardOps};
 

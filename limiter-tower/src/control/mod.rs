@@ -225,12 +225,42 @@ impl Control {
             .max()
     }
 
+    /// Gives `key` (an API key, a user: any identity) the plan named `plan`
+    /// (`None`: the application's default), kept by the store so that every
+    /// instance sharing it answers the same once this returns; read back
+    /// with [`assigned_plan`](Self::assigned_plan), typically by a plan
+    /// resolver ([`LimitLayer::plans`](crate::LimitLayer::plans)). At most
+    /// [`MAX_ASSIGNED_PLANS`](limiter_core::MAX_ASSIGNED_PLANS) keys have a
+    /// plan: past it, a plan for a new key is refused.
+    pub async fn assign_plan(&self, key: &str, plan: Option<&str>) -> Result<(), Error> {
+        let key = self.identity_key(key);
+        Arc::clone(&self.store)
+            .assign_owned(key, plan.map(str::to_owned))
+            .await
+    }
+
+    /// The plan `key` has, as this instance knows it now (without a call);
+    /// `None` for the default.
+    pub fn assigned_plan(&self, key: &str) -> Option<Arc<str>> {
+        self.store.assigned(&self.identity_key(key))
+    }
+
+    /// How many keys have a plan other than the default.
+    pub fn assigned_plans(&self) -> usize {
+        self.store.assigned_count()
+    }
+
+    /// `{prefix}:{identity}`, the identity escaped.
+    fn identity_key(&self, identity: &str) -> String {
+        let mut key = String::from(&*self.key_start);
+        limiter_core::push_identity_bytes(&mut key, identity.as_bytes());
+        key
+    }
+
     /// `{prefix}:{identity}` as a key by user or header writes the
     /// identity, and as one by address does when it is an address.
     fn block_keys(&self, identity: &str) -> Vec<String> {
-        let mut escaped = String::from(&*self.key_start);
-        limiter_core::push_identity_bytes(&mut escaped, identity.as_bytes());
-        let mut keys = vec![escaped];
+        let mut keys = vec![self.identity_key(identity)];
         if let Ok(ip) = identity.parse::<IpAddr>() {
             let mut address = String::from(&*self.key_start);
             self.client_ip.push_identity(&mut address, ip);

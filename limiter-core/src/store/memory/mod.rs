@@ -42,7 +42,9 @@ use crate::decision::Decision;
 use crate::error::Error;
 use crate::penalty::Penalty;
 use crate::policy::{Kind, Policy};
-use crate::store::{BlockList, Blocks, Capabilities, Peek, Penalties, Reset, Store};
+use crate::store::{
+    AssignedPlans, BlockList, Blocks, Capabilities, Peek, Penalties, PlanAssignments, Reset, Store,
+};
 use penalties::Penalized;
 use permits::Permits;
 use shard::{Lookup, Shard, Tables};
@@ -90,6 +92,8 @@ struct Inner<C> {
     blocks: BlockList,
     /// Penalty states (see `penalties`).
     penalties: Penalized,
+    /// Which plan each key has.
+    plans: AssignedPlans,
 }
 
 impl MemoryStore<SystemClock> {
@@ -125,6 +129,7 @@ impl<C: Clock> MemoryStore<C> {
                 permits: Permits::new(),
                 blocks: BlockList::new(),
                 penalties: Penalized::default(),
+                plans: AssignedPlans::new(),
             }),
         }
     }
@@ -431,7 +436,8 @@ impl<C: Clock> Store for MemoryStore<C> {
         .peek()
         .reset()
         .blocks()
-        .penalties();
+        .penalties()
+        .plan_assignments();
 
     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.check_now(key, policy, cost)
@@ -478,6 +484,20 @@ impl<C: Clock> Penalties for MemoryStore<C> {
             .inner
             .penalties
             .record(key, penalty, self.inner.clock.now_micros()))
+    }
+}
+
+impl<C: Clock> PlanAssignments for MemoryStore<C> {
+    async fn assign_plan(&self, key: &str, plan: Option<&str>) -> Result<(), Error> {
+        self.inner.plans.assign(key, plan)
+    }
+
+    fn assigned_plan(&self, key: &str) -> Option<Arc<str>> {
+        self.inner.plans.get(key)
+    }
+
+    fn assigned_plans(&self) -> usize {
+        self.inner.plans.len()
     }
 }
 
