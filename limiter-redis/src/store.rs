@@ -66,7 +66,7 @@ pub(crate) struct Inner {
     /// Resets announced to every instance, and this one's subscription.
     pub(crate) announcer: Announcer,
     /// The blocks, as this instance knows them (see `announce.rs`).
-    pub(crate) blocks: limiter_core::BlockList,
+    pub(crate) blocks: Arc<limiter_core::BlockList>,
     /// The plan assignments, as this instance knows them.
     pub(crate) plans: limiter_core::AssignedPlans,
 }
@@ -223,7 +223,7 @@ impl RedisStore {
                 config,
                 pending: coalesce::Pending::default(),
                 announcer: Announcer::default(),
-                blocks: limiter_core::BlockList::new(),
+                blocks: Arc::new(limiter_core::BlockList::new()),
                 plans: limiter_core::AssignedPlans::new(),
             }),
         }
@@ -407,6 +407,10 @@ impl limiter_core::Blocks for RedisStore {
         self.inner
             .blocks
             .blocked(key, || limiter_core::SystemClock.now_micros())
+    }
+
+    fn block_list(&self) -> Option<Arc<limiter_core::BlockList>> {
+        Some(Arc::clone(&self.inner.blocks))
     }
 }
 

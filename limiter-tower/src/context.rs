@@ -70,6 +70,12 @@ pub(crate) trait DynStore: Send + Sync + 'static {
     /// How many keys have a plan.
     fn assigned_count(&self) -> usize;
 
+    /// The list [`blocked`](Self::blocked) reads, when the store keeps one.
+    fn block_list(&self) -> Option<Arc<limiter_core::BlockList>>;
+
+    /// Whether the store blocks keys at all.
+    fn has_blocks(&self) -> bool;
+
     /// Blocks `key` for `duration`.
     fn block_owned(
         self: Arc<Self>,
@@ -217,6 +223,14 @@ impl<S: Store> DynStore for AsGiven<S> {
     fn assigned_count(&self) -> usize {
         <HotKeys<S> as Store>::CAPABILITIES.assigned_plans(&self.0)
     }
+
+    fn block_list(&self) -> Option<Arc<limiter_core::BlockList>> {
+        <HotKeys<S> as Store>::CAPABILITIES.block_list(&self.0)
+    }
+
+    fn has_blocks(&self) -> bool {
+        <HotKeys<S> as Store>::CAPABILITIES.has_blocks()
+    }
 }
 
 /// A store the layer guards itself, honouring the policies' hot-key modes
@@ -327,6 +341,14 @@ impl<S: Store> DynStore for LayerGuarded<S> {
     fn assigned_count(&self) -> usize {
         <HotKeys<Guarded<S>> as Store>::CAPABILITIES.assigned_plans(&self.0)
     }
+
+    fn block_list(&self) -> Option<Arc<limiter_core::BlockList>> {
+        <HotKeys<Guarded<S>> as Store>::CAPABILITIES.block_list(&self.0)
+    }
+
+    fn has_blocks(&self) -> bool {
+        <HotKeys<Guarded<S>> as Store>::CAPABILITIES.has_blocks()
+    }
 }
 
 /// A permit of `store`, whose type is not named here: a store that keeps
@@ -363,6 +385,26 @@ pub(crate) fn store_builder<S: Store + Clone>(store: S) -> StoreBuilder {
     })
 }
 
+/// How a request's block is looked up: not at all (the store blocks
+/// nothing), in the store's list once it holds blocks (an empty list costs
+/// one load), or by asking the store each time (it keeps no list).
+#[derive(Clone)]
+pub(crate) enum BlockCheck {
+    None,
+    List(Arc<limiter_core::BlockList>),
+    Ask,
+}
+
+impl BlockCheck {
+    pub(crate) fn of(store: &dyn DynStore) -> Self {
+        match store.block_list() {
+            Some(list) => Self::List(list),
+            None if store.has_blocks() => Self::Ask,
+            None => Self::None,
+        }
+    }
+}
+
 /// Which headers responses carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct HeaderOptions {
@@ -376,6 +418,8 @@ pub(crate) struct HeaderOptions {
 #[derive(Clone)]
 pub(crate) struct Context {
     pub(crate) store: Arc<dyn DynStore>,
+    /// How a request's block is looked up.
+    pub(crate) blocks: BlockCheck,
     pub(crate) build_store: StoreBuilder,
     pub(crate) guard: GuardConfig,
     /// The failure policy set on the layer, for routes that set none.

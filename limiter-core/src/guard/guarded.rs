@@ -413,6 +413,7 @@ impl<S: Store, C: Clock + Clone> Store for Guarded<S, C> {
                 block: block_entry::<S, C>,
                 unblock: unblock_entry::<S, C>,
                 blocked: blocked_entry::<S, C>,
+                list: list_entry::<S, C>,
             })
         } else {
             None
@@ -471,6 +472,10 @@ impl<S: Blocks, C: Clock + Clone> Blocks for Guarded<S, C> {
 
     fn blocked(&self, key: &str) -> Option<Duration> {
         self.inner.store.blocked(key)
+    }
+
+    fn block_list(&self) -> Option<Arc<crate::BlockList>> {
+        self.inner.store.block_list()
     }
 }
 
@@ -666,6 +671,10 @@ fn unblock_entry<'a, S: Store, C: Clock + Clone>(
             None => Err(Error::Unsupported("blocks")),
         }
     })
+}
+
+fn list_entry<S: Store, C>(guarded: &Guarded<S, C>) -> Option<Arc<crate::BlockList>> {
+    S::CAPABILITIES.block_list(&guarded.inner.store)
 }
 
 fn blocked_entry<S: Store, C>(guarded: &Guarded<S, C>, key: &str) -> Option<Duration> {

@@ -337,6 +337,7 @@ impl<S: Store> Store for HotKeys<S> {
                     block: forward_block::<S>,
                     unblock: forward_unblock::<S>,
                     blocked: forward_blocked::<S>,
+                    list: forward_list::<S>,
                 })
             } else {
                 None
@@ -402,6 +403,10 @@ impl<S: Blocks> Blocks for HotKeys<S> {
 
     fn blocked(&self, key: &str) -> Option<std::time::Duration> {
         self.store.blocked(key)
+    }
+
+    fn block_list(&self) -> Option<Arc<crate::BlockList>> {
+        self.store.block_list()
     }
 }
 
@@ -477,6 +482,10 @@ fn forward_unblock<'a, S: Store>(hot: &'a HotKeys<S>, key: &'a str) -> Boxed<'a,
         Some(unblock) => unblock,
         None => Box::pin(async { Err(Error::Unsupported("blocks")) }),
     }
+}
+
+fn forward_list<S: Store>(hot: &HotKeys<S>) -> Option<Arc<crate::BlockList>> {
+    S::CAPABILITIES.block_list(&hot.store)
 }
 
 fn forward_blocked<S: Store>(hot: &HotKeys<S>, key: &str) -> Option<std::time::Duration> {

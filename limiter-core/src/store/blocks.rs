@@ -64,6 +64,13 @@ impl BlockList {
         self.len.store(map.len(), Ordering::Release);
     }
 
+    /// Whether no key is blocked (expired blocks not yet swept count as
+    /// blocked): one atomic load, for callers that skip the lookup.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len.load(Ordering::Acquire) == 0
+    }
+
     /// How long `key` stays blocked at `now` (read only when the list
     /// holds blocks); `None` when it is not.
     #[inline]

@@ -148,6 +148,13 @@ pub trait Blocks: Store {
     /// How long `key` stays blocked, as this instance knows it now, without
     /// a call (each request asks); `None` when it is not blocked.
     fn blocked(&self, key: &str) -> Option<Duration>;
+
+    /// The list [`blocked`](Self::blocked) reads, when the store keeps one:
+    /// a caller that finds it [empty](crate::BlockList::is_empty) skips the
+    /// lookup (the HTTP layer, on every request).
+    fn block_list(&self) -> Option<std::sync::Arc<crate::BlockList>> {
+        None
+    }
 }
 
 /// Penalties: denials counted per identity and limit, earning blocks.
@@ -212,6 +219,7 @@ pub(crate) struct BlockOps<S: ?Sized> {
     pub(crate) block: BlockOp<S>,
     pub(crate) unblock: UnblockOp<S>,
     pub(crate) blocked: BlockedOp<S>,
+    pub(crate) list: fn(&S) -> Option<std::sync::Arc<crate::BlockList>>,
 }
 
 type GuardCheckOp<S> =
@@ -340,6 +348,11 @@ impl<S: ?Sized> Capabilities<S> {
     #[inline]
     pub fn blocked(&self, store: &S, key: &str) -> Option<Duration> {
         (self.blocks.as_ref()?.blocked)(store, key)
+    }
+
+    /// The list of blocks `store` answers from ([`Blocks::block_list`]).
+    pub fn block_list(&self, store: &S) -> Option<std::sync::Arc<crate::BlockList>> {
+        (self.blocks.as_ref()?.list)(store)
     }
 
     /// Registers `forget` with `store` when it announces resets
@@ -525,6 +538,7 @@ impl<S: Blocks> Capabilities<S> {
             block: block_of::<S>,
             unblock: unblock_of::<S>,
             blocked: S::blocked,
+            list: S::block_list,
         });
         self
     }

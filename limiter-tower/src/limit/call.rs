@@ -127,7 +127,9 @@ impl RouteLimit {
     {
         let policy = checks.reading.policy(self);
         let rate = checks.cost.map(|cost| (Arc::clone(policy), cost));
-        let key_for_block = key.clone();
+        let penalty = checks
+            .penalty
+            .map(|penalty| (penalty, self.block_key(&key, context)));
         let pending = admit(Checks {
             store: Arc::clone(&context.store),
             key,
@@ -137,9 +139,7 @@ impl RouteLimit {
             on_error: self.on_store_error.or(context.on_store_error),
             waiters: checks.wait.map(|max| (context.waiters.clone(), max.get())),
             shadow: checks.reading.shadow,
-            penalty: checks
-                .penalty
-                .map(|penalty| (penalty, self.block_key(&key_for_block, context))),
+            penalty,
         });
         // The clone is not ready; keep it and use the one that is.
         let clone = inner.clone();

@@ -11,7 +11,7 @@ use limiter_core::push_identity_bytes;
 
 use super::route::RouteLimit;
 use crate::client_ip::push_ipv4;
-use crate::context::Context;
+use crate::context::{BlockCheck, Context};
 use crate::key::Source;
 use crate::misconfigured::Missing;
 
@@ -82,8 +82,19 @@ impl RouteLimit {
     /// How long the identity of `key` (this limit's key for a request)
     /// stays blocked: the block of `{prefix}:{identity}` under the router
     /// layer's prefix. A global limit has no identity to block.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn block_of(&self, key: &str, context: &Context) -> Option<Duration> {
+        match &context.blocks {
+            BlockCheck::List(list) if list.is_empty() => None,
+            BlockCheck::None => None,
+            _ => self.block_in_list(key, context),
+        }
+    }
+
+    /// [`block_of`](Self::block_of) when the store holds blocks.
+    #[cold]
+    #[inline(never)]
+    fn block_in_list(&self, key: &str, context: &Context) -> Option<Duration> {
         if matches!(self.source.0, Source::Global) {
             return None;
         }

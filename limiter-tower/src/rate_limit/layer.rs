@@ -8,6 +8,7 @@ use tower_layer::Layer;
 use super::RateLimit;
 use crate::business::Common;
 use crate::client_ip::{ClientIp, ClientIpSource};
+use crate::context::BlockCheck;
 use crate::context::{Context, HeaderOptions, store_builder};
 use crate::control::Control;
 use crate::scope;
@@ -71,9 +72,11 @@ impl RateLimitLayer {
     pub fn new<S: Store + Clone>(limiter: Limiter<S>) -> Self {
         scope::note_layer_exists();
         let build_store = store_builder(limiter.store().clone());
+        let store = build_store(GuardConfig::default());
         Self {
             context: Arc::new(Context {
-                store: build_store(GuardConfig::default()),
+                blocks: BlockCheck::of(&*store),
+                store,
                 build_store,
                 guard: GuardConfig::default(),
                 on_store_error: None,
@@ -120,6 +123,7 @@ impl RateLimitLayer {
         let context = self.context();
         context.guard = config;
         context.store = (context.build_store)(config);
+        context.blocks = BlockCheck::of(&*context.store);
     }
 
     /// The proxies whose forwarding header is believed (none by default:

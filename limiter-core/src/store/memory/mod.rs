@@ -89,7 +89,7 @@ struct Inner<C> {
     /// The permits of concurrency limits, apart: none may be evicted.
     permits: Arc<Permits>,
     /// Blocked keys, apart: none may be evicted.
-    blocks: BlockList,
+    blocks: Arc<BlockList>,
     /// Penalty states (see `penalties`).
     penalties: Penalized,
     /// Which plan each key has.
@@ -127,7 +127,7 @@ impl<C: Clock> MemoryStore<C> {
                     .map(|_| Mutex::new(Shard::new(capacity)))
                     .collect(),
                 permits: Permits::new(),
-                blocks: BlockList::new(),
+                blocks: Arc::new(BlockList::new()),
                 penalties: Penalized::default(),
                 plans: AssignedPlans::new(),
             }),
@@ -475,6 +475,10 @@ impl<C: Clock> Blocks for MemoryStore<C> {
         self.inner
             .blocks
             .blocked(key, || self.inner.clock.now_micros())
+    }
+
+    fn block_list(&self) -> Option<Arc<BlockList>> {
+        Some(Arc::clone(&self.inner.blocks))
     }
 }
 
