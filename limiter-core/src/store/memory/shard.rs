@@ -95,7 +95,7 @@ impl Shard {
     /// (with the merge's expiry) under the key's policy, or none. It loses
     /// any state it held in another table: a key reused with another
     /// algorithm starts afresh.
-    #[inline]
+    #[inline(always)]
     pub(super) fn check<S: Default + Evictable>(
         &mut self,
         table: fn(&mut Tables) -> &mut Table<S>,
