@@ -5,17 +5,18 @@
 //! published has acknowledged (or its deadline has passed), so the next
 //! request anywhere is decided on the reset state.
 //!
-//! Blocks and plan assignments travel the same way: kept in the hash [`BLOCKS`], applied to
-//! each instance's local list (which every request reads without a call)
-//! by their notices, and read whole at every subscription.
+//! Blocks and plan assignments travel the same way: kept in the hashes
+//! [`BLOCKS`] and [`PLANS`], applied to each instance's local copy (which a
+//! request reads without a call) by their notices, and read whole at every
+//! subscription.
 //!
 //! An instance whose subscription broke forgets everything it remembers
-//! when it is back, and reads the blocks again: notices may have been
-//! missed meanwhile.
+//! when it is back, and reads the blocks and plans again: notices may have
+//! been missed meanwhile.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -28,7 +29,9 @@ use super::link::lock;
 use super::store::{Backend, Inner};
 use super::{RedisStore, scripts};
 
-/// The channel of the notices: `r {id} {key}` (reset), `a {id}` (acknowledged).
+/// The channel of the notices: `r {id} {key}` (reset), `b {id} {µs} {key}`
+/// (blocked), `u {id} {key}` (unblocked), `p {id} ={plan} {key}` (a plan,
+/// empty for the default), and `a {id}` (acknowledged).
 pub(crate) const CHANNEL: &str = "limiter:resets";
 /// The hash of blocked keys and when each block ends (µs, Redis's clock),
 /// in the channel's slot (its hash tag), so the subscriber reads it where
@@ -40,12 +43,26 @@ pub(crate) const PLANS: &str = "{limiter:resets}:plans";
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 /// What one store (and its clones) does for announced resets.
-#[derive(Default)]
 pub(crate) struct Announcer {
     forgetters: Mutex<Vec<Forgetter>>,
     subscribed: AtomicBool,
+    /// The ids of this instance's notices: a random start, then counted up,
+    /// so no two notices in flight share one.
+    next_id: AtomicU64,
     /// The resets this instance published, by id: the acknowledgements seen.
     pending: Mutex<HashMap<u64, Arc<Pending>>>,
+}
+
+impl Default for Announcer {
+    fn default() -> Self {
+        let seed = foldhash::fast::RandomState::default().hash_one(SystemClock.now_micros());
+        Self {
+            forgetters: Mutex::default(),
+            subscribed: AtomicBool::new(false),
+            next_id: AtomicU64::new(seed),
+            pending: Mutex::default(),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -142,7 +159,7 @@ impl RedisStore {
     /// response timeout.
     async fn announce(&self, kind: &str, rest: &str) -> Result<(), Error> {
         self.subscribe();
-        let id = foldhash::fast::RandomState::default().hash_one(rest);
+        let id = self.inner.announcer.next_id.fetch_add(1, Ordering::Relaxed);
         let pending = Arc::new(Pending::default());
         let announcer = &self.inner.announcer;
         lock(&announcer.pending).insert(id, Arc::clone(&pending));
