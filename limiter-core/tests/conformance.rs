@@ -37,6 +37,16 @@ impl Harness for Memory {
     ) -> Option<Result<Decision, Error>> {
         Some(store.peek_at(key, policy, cost, now_us))
     }
+
+    async fn penalize_at(
+        &self,
+        store: &Self::Store,
+        key: &str,
+        penalty: &limiter_core::Penalty,
+        now_us: u64,
+    ) -> Option<Result<Option<Duration>, Error>> {
+        Some(Ok(store.penalize_at(key, penalty, now_us)))
+    }
 }
 
 #[tokio::test]
@@ -82,4 +92,9 @@ async fn peek() {
 #[tokio::test]
 async fn reset() {
     conformance::reset(&Memory).await;
+}
+
+#[tokio::test]
+async fn penalties() {
+    conformance::penalties(&Memory).await;
 }

@@ -74,6 +74,16 @@ impl Harness for Redis {
         Some(store.peek_at(key, policy, cost, now_us).await)
     }
 
+    async fn penalize_at(
+        &self,
+        store: &RedisStore,
+        key: &str,
+        penalty: &limiter_core::Penalty,
+        now_us: u64,
+    ) -> Option<Result<Option<Duration>, Error>> {
+        Some(store.penalize_at(key, penalty, now_us).await)
+    }
+
     async fn unreachable(&self) -> Option<RedisStore> {
         let url = unused_url();
         let store = match &self.0 {

@@ -1,18 +1,17 @@
-//! Penalties: denials that earn blocks, escalating on repeat offences. The
-//! Redis script against the model (`PenaltyState`) on the same timestamps,
-//! and the UGC server's replies (3 denials within 10 min: 15 min, then
+//! Penalties: denials that earn blocks, escalating on repeat offences (the
+//! stores against the model, `PenaltyState`, are in the conformance suite's
+//! `penalties` check). The UGC server's replies (3 denials within 10 min: 15 min, then
 //! 1 h) over HTTP on the memory store (time moved by hand) and on Redis
 //! with two instances.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use limiter_core::PenaltyState;
 use limiter_examples::admin::AdminToken;
 use limiter_examples::{Options, app};
 use limiter_tests::http::{Response, send, serve};
 use limiter_tests::redis;
-use limiter_tower::{GuardConfig, Limiter, ManualClock, MemoryStore, Penalty};
+use limiter_tower::{GuardConfig, Limiter, ManualClock, MemoryStore};
 use serde_json::Value;
 
 const T0: Duration = Duration::from_secs(1_750_000_000);
@@ -106,35 +105,4 @@ async fn a_penalty_earned_on_one_instance_blocks_on_the_other() {
     assert_rate_denied(&reply(a, "gina").await);
     assert_blocked(&reply(b, "gina").await, "900");
     assert_blocked(&reply(a, "gina").await, "900");
-}
-
-/// The Redis script decides as the model does, denial by denial.
-#[tokio::test]
-async fn the_redis_script_equals_the_model() {
-    let redis = redis();
-    let store = redis.store().await;
-    let s = |secs| Duration::from_secs(secs);
-    let penalties = [
-        Penalty::new(3, s(600), [s(900), s(3_600)]).unwrap(),
-        Penalty::new(1, s(5), [s(1), s(2), s(3)]).unwrap(),
-        Penalty::new(4, Duration::from_millis(1), [s(10)]).unwrap(),
-    ];
-    let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut next = |bound: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % bound
-    };
-    for (case, penalty) in penalties.iter().enumerate() {
-        let key = redis.key(&format!("penalty:{case}"));
-        let mut model = PenaltyState::default();
-        let mut now = T0.as_micros() as u64;
-        for step in 0..300 {
-            now += [0, 1, 1_000, 300_000_000, 1_000_000_000][next(5) as usize] + next(1_000);
-            let expected = model.record(penalty, now);
-            let answered = store.penalize_at(&key, penalty, now).await.unwrap();
-            assert_eq!(answered, expected, "case {case} step {step} at {now}");
-        }
-    }
 }

@@ -17,6 +17,7 @@
 //! | [`cancellation`] | a check dropped after 0, 1, 2, … polls leaves the store answering and never lets the key pass more than its limit |
 //! | [`failure`] | a store whose backend does not answer answers a store error within 2 s (a bad cost still [`Error::Config`]) |
 //! | [`peek`] | when the harness peeks ([`Harness::peek_at`]): before each check of pseudo-random traces, a peek answers every field the model's check would, and the check after it answers as if no peek had been made |
+//! | [`penalties`] | when the harness counts penalties ([`Harness::penalize_at`]): every denial of pseudo-random sequences earns the block the model ([`PenaltyState`](crate::PenaltyState)) does |
 //! | [`reset`] | when the store forgets keys ([`Reset`](crate::Reset)): a key used up and reset answers as a fresh key; the key beside it keeps its state |
 //! | [`permits`] | when the store keeps [concurrency permits](crate::Permits) ([`Capabilities::has_permits`](crate::Capabilities::has_permits)): at most the maximum held, racing or not; a dropped permit given back |
 //!
@@ -82,7 +83,8 @@ mod traces;
 use std::future::Future;
 
 pub use checks::{
-    cancellation, concurrency, costs, expiry, failure, peek, permits, poll_then_drop, reset, traces,
+    cancellation, concurrency, costs, expiry, failure, peek, penalties, permits, poll_then_drop,
+    reset, traces,
 };
 pub use model::{KeyModel, Outcome};
 pub use params::Params;
@@ -162,6 +164,21 @@ pub trait Harness: Send + Sync {
         async { None }
     }
 
+    /// Counts a denial of `key` by `penalty` at `now_us`, as
+    /// [`Penalties::penalize`](crate::Penalties::penalize) would at that
+    /// time, for the [`penalties`] check; `None` (the default) for a store
+    /// that counts none, and the check is skipped.
+    fn penalize_at(
+        &self,
+        store: &Self::Store,
+        key: &str,
+        penalty: &crate::Penalty,
+        now_us: u64,
+    ) -> impl Future<Output = Option<Result<Option<std::time::Duration>, Error>>> + Send {
+        let _ = (store, key, penalty, now_us);
+        async { None }
+    }
+
     /// How the store runs `algorithm` (the default: [`Support::Exact`]).
     fn support(&self, algorithm: Algorithm) -> Support {
         let _ = algorithm;
@@ -181,4 +198,5 @@ pub async fn run<H: Harness>(harness: &H) {
     permits(harness).await;
     peek(harness).await;
     reset(harness).await;
+    penalties(harness).await;
 }

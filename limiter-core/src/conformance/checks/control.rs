@@ -145,3 +145,62 @@ pub async fn reset<H: Harness>(harness: &H) {
         }
     }
 }
+
+/// When the harness counts penalties ([`Harness::penalize_at`]): on
+/// pseudo-random sequences of denials (several at one instant, some within
+/// a period, some long after), the store answers each the block the model
+/// ([`PenaltyState`](crate::PenaltyState)) earns, for penalties of one and
+/// of several steps.
+///
+/// # Panics
+/// At the first answer that differs.
+pub async fn penalties<H: Harness>(harness: &H) {
+    use std::time::Duration;
+    const CHECK: &str = "penalties";
+    let store = harness.store().await;
+    let keys = Keys::new(CHECK);
+    let s = Duration::from_secs;
+    let cases = [
+        crate::Penalty::new(3, s(600), [s(900), s(3_600)]),
+        crate::Penalty::new(1, s(5), [s(1), s(2), s(3)]),
+        crate::Penalty::new(4, Duration::from_millis(1), [s(10)]),
+    ];
+    for (case, penalty) in cases.into_iter().enumerate() {
+        let penalty = penalty.expect("a valid penalty");
+        let key = keys.key(crate::Algorithm::SlidingLog, case as u64, 0);
+        let mut rng = Rng::new(traces::seed(
+            CHECK,
+            crate::Algorithm::SlidingLog,
+            case as u64,
+        ));
+        let mut model = crate::PenaltyState::default();
+        let mut now = T0;
+        for step in 0..200 {
+            now += [0, 1, 1_000, 300_000_000, 1_000_000_000][rng.range(0, 4) as usize]
+                + rng.range(0, 999);
+            let Some(answered) = harness.penalize_at(&store, &key, &penalty, now).await else {
+                return;
+            };
+            let answered = match answered {
+                Ok(block) => block,
+                Err(error) => fail(
+                    CHECK,
+                    crate::Algorithm::SlidingLog,
+                    format!("case {case} step {step}"),
+                    Err::<(), _>(error),
+                    Ok::<(), crate::Error>(()),
+                ),
+            };
+            let expected = model.record(&penalty, now);
+            if answered != expected {
+                fail(
+                    CHECK,
+                    crate::Algorithm::SlidingLog,
+                    format!("case {case} ({penalty:?}) step {step} at {now}"),
+                    answered,
+                    expected,
+                );
+            }
+        }
+    }
+}

@@ -11,7 +11,7 @@ mod traces;
 use std::fmt::{Debug, Display};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub use control::{peek, reset};
+pub use control::{peek, penalties, reset};
 pub use failure::failure;
 pub use own_time::{cancellation, concurrency, poll_then_drop};
 pub use permits::permits;

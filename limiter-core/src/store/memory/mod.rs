@@ -249,6 +249,12 @@ impl<C: Clock> MemoryStore<C> {
         self.decide_at(key, policy, cost, now, Record::No)
     }
 
+    /// Counts a denial of `key` by `penalty` at `now` (see [`Penalties`]);
+    /// the block it earns.
+    pub fn penalize_at(&self, key: &str, penalty: &Penalty, now: u64) -> Option<Duration> {
+        self.inner.penalties.record(key, penalty, now)
+    }
+
     /// Forgets `key`'s state at `now` (see [`Reset`]).
     pub fn reset_at(&self, key: &str, policy: &Policy, now: u64) {
         self.inner.penalties.forget(key);
@@ -484,10 +490,7 @@ impl<C: Clock> Blocks for MemoryStore<C> {
 
 impl<C: Clock> Penalties for MemoryStore<C> {
     async fn penalize(&self, key: &str, penalty: &Penalty) -> Result<Option<Duration>, Error> {
-        Ok(self
-            .inner
-            .penalties
-            .record(key, penalty, self.inner.clock.now_micros()))
+        Ok(self.penalize_at(key, penalty, self.inner.clock.now_micros()))
     }
 }
 
