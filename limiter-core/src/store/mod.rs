@@ -24,14 +24,16 @@ pub(crate) mod assigned;
 pub(crate) mod blocks;
 pub(crate) mod capabilities;
 pub(crate) mod memory;
+pub(crate) mod traits;
 
 pub use assigned::{AssignedPlans, MAX_ASSIGNED_PLANS};
 pub use blocks::{BlockList, MAX_BLOCKS};
-pub use capabilities::{
-    AnnouncesResets, Blocks, Bounded, Capabilities, FailureDomains, Forget, Forgetter, Leases,
-    Peek, Penalties, Permits, PlanAssignments, Reset,
-};
+pub use capabilities::Capabilities;
 pub(crate) use capabilities::{Boxed, GuardOps};
+pub use traits::{
+    AnnouncesResets, Blocks, Bounded, FailureDomains, Forget, Forgetter, Leases, Peek, Penalties,
+    Permits, PlanAssignments, Reset,
+};
 
 /// A place that keeps rate-limit state and decides atomically.
 ///

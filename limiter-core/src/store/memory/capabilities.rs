@@ -1,0 +1,109 @@
+//! What the memory store does besides rate checks: read a key ahead
+//! (peek), forget it (reset), block keys, count penalties, keep plan
+//! assignments and concurrency permits, all in this process.
+
+use super::*;
+
+impl<C: Clock> MemoryStore<C> {
+    /// What a check of `cost` at `now` would answer, recording nothing
+    /// (see [`Peek`]).
+    pub fn peek_at(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        now: u64,
+    ) -> Result<Decision, Error> {
+        self.decide_at(key, policy, cost, now, Record::No)
+    }
+
+    /// Counts a denial of `key` by `penalty` at `now` (see [`Penalties`]);
+    /// the block it earns.
+    pub fn penalize_at(&self, key: &str, penalty: &Penalty, now: u64) -> Option<Duration> {
+        self.inner.penalties.record(key, penalty, now)
+    }
+
+    /// Forgets `key`'s state at `now` (see [`Reset`]).
+    pub fn reset_at(&self, key: &str, policy: &Policy, now: u64) {
+        self.inner.penalties.forget(key);
+        let hash = self.inner.hasher.hash_one(key);
+        let at = Lookup {
+            key,
+            hash,
+            now,
+            hasher: &self.inner.hasher,
+        };
+        let mut shard = self.shard(hash);
+        match policy.kind() {
+            Kind::SlidingLog => shard.reset(|t: &mut Tables| &mut t.logs, at),
+            Kind::FixedWindow => shard.reset(|t: &mut Tables| &mut t.windows, at),
+            Kind::SlidingWindow => shard.reset(|t: &mut Tables| &mut t.counters, at),
+            Kind::TokenBucket(_) | Kind::LeakyBucket(_) => {
+                shard.reset(|t: &mut Tables| &mut t.buckets, at)
+            }
+            Kind::Gcra(_) => shard.reset(|t: &mut Tables| &mut t.gcra, at),
+        }
+    }
+}
+
+impl<C: Clock> Peek for MemoryStore<C> {
+    async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        self.peek_at(key, policy, cost, self.inner.clock.now_micros())
+    }
+}
+
+impl<C: Clock> Blocks for MemoryStore<C> {
+    async fn block(&self, key: &str, duration: Duration) -> Result<(), Error> {
+        let now = self.inner.clock.now_micros();
+        self.inner.blocks.block(key, duration, now)
+    }
+
+    async fn unblock(&self, key: &str) -> Result<(), Error> {
+        self.inner.blocks.unblock(key);
+        Ok(())
+    }
+
+    #[inline]
+    fn blocked(&self, key: &str) -> Option<Duration> {
+        self.inner
+            .blocks
+            .blocked(key, || self.inner.clock.now_micros())
+    }
+
+    fn block_list(&self) -> Option<Arc<BlockList>> {
+        Some(Arc::clone(&self.inner.blocks))
+    }
+}
+
+impl<C: Clock> Penalties for MemoryStore<C> {
+    async fn penalize(&self, key: &str, penalty: &Penalty) -> Result<Option<Duration>, Error> {
+        Ok(self.penalize_at(key, penalty, self.inner.clock.now_micros()))
+    }
+}
+
+impl<C: Clock> PlanAssignments for MemoryStore<C> {
+    async fn assign_plan(&self, key: &str, plan: Option<&str>) -> Result<(), Error> {
+        self.inner.plans.assign(key, plan)
+    }
+
+    fn assigned_plan(&self, key: &str) -> Option<Arc<str>> {
+        self.inner.plans.get(key)
+    }
+
+    fn assigned_plans(&self) -> usize {
+        self.inner.plans.len()
+    }
+}
+
+impl<C: Clock> Reset for MemoryStore<C> {
+    async fn reset(&self, key: &str, policy: &Policy) -> Result<(), Error> {
+        self.reset_at(key, policy, self.inner.clock.now_micros());
+        Ok(())
+    }
+}
+
+impl<C: Clock> crate::store::Permits for MemoryStore<C> {
+    async fn acquire_permit(&self, key: &str, limit: &ConcurrencyLimit) -> Result<Acquired, Error> {
+        Ok(self.acquire_permit_now(key, limit))
+    }
+}
