@@ -45,76 +45,9 @@ pub(crate) trait DynStore: Send + Sync + 'static {
         on_error: Option<OnStoreError>,
     ) -> BoxFuture<Result<Acquired, Error>>;
 
-    /// How long `key` stays blocked, as this instance knows it (see
-    /// [`limiter_core::Blocks`]); asked before each rate check.
-    fn blocked(&self, key: &str) -> Option<Duration>;
-
-    /// Counts a denial under `key` by `penalty`; the block it earns.
-    fn penalize_owned(
-        self: Arc<Self>,
-        key: String,
-        penalty: Arc<limiter_core::Penalty>,
-    ) -> BoxFuture<Result<Option<Duration>, Error>>;
-
-    /// Gives `key` the plan `plan` (`None`: the default), on every
-    /// instance (see [`limiter_core::PlanAssignments`]).
-    fn assign_owned(
-        self: Arc<Self>,
-        key: String,
-        plan: Option<String>,
-    ) -> BoxFuture<Result<(), Error>>;
-
-    /// The plan `key` has, as this instance knows it.
-    fn assigned(&self, key: &str) -> Option<Arc<str>>;
-
-    /// How many keys have a plan.
-    fn assigned_count(&self) -> usize;
-
-    /// The list [`blocked`](Self::blocked) reads, when the store keeps one.
-    fn block_list(&self) -> Option<Arc<limiter_core::BlockList>>;
-
-    /// Whether the store blocks keys at all.
-    fn has_blocks(&self) -> bool;
-
-    /// Blocks `key` for `duration`.
-    fn block_owned(
-        self: Arc<Self>,
-        key: String,
-        duration: Duration,
-    ) -> BoxFuture<Result<(), Error>>;
-
-    /// Lifts `key`'s block.
-    fn unblock_owned(self: Arc<Self>, key: String) -> BoxFuture<Result<(), Error>>;
-
-    /// What a check of `key` would answer now (see [`limiter_core::Peek`]).
-    fn peek_owned(
-        self: Arc<Self>,
-        key: String,
-        policy: Arc<Policy>,
-    ) -> BoxFuture<Result<Decision, Error>>;
-
-    /// Forgets `key`'s state (see [`limiter_core::Reset`]).
-    fn reset_owned(
-        self: Arc<Self>,
-        key: String,
-        policy: Arc<Policy>,
-    ) -> BoxFuture<Result<(), Error>>;
-}
-
-/// Peeks at `key` through `store`, whose type is not named here.
-async fn peek<S: Store>(store: &S, key: &str, policy: &Policy) -> Result<Decision, Error> {
-    match ask::peek(store, key, policy, policy.cost()) {
-        Some(peek) => peek.await,
-        None => Err(Error::Unsupported("reading a key without counting")),
-    }
-}
-
-/// Resets `key` through `store`, whose type is not named here.
-async fn reset<S: Store>(store: &S, key: &str, policy: &Policy) -> Result<(), Error> {
-    match ask::reset(store, key, policy) {
-        Some(reset) => reset.await,
-        None => Err(Error::Unsupported("resetting a key")),
-    }
+    /// The store's handles on its state, for the layer's blocks and
+    /// penalties and for [`Control`](crate::Control).
+    fn control(&self) -> &dyn DynControl;
 }
 
 /// A store used as it is (one that never fails, such as the memory store,
@@ -147,89 +80,8 @@ impl<S: Store> DynStore for AsGiven<S> {
         Box::pin(async move { permit(self.0.store(), &key, &limit, on_error).await })
     }
 
-    fn peek_owned(
-        self: Arc<Self>,
-        key: String,
-        policy: Arc<Policy>,
-    ) -> BoxFuture<Result<Decision, Error>> {
-        Box::pin(async move { peek(&self.0, &key, &policy).await })
-    }
-
-    fn reset_owned(
-        self: Arc<Self>,
-        key: String,
-        policy: Arc<Policy>,
-    ) -> BoxFuture<Result<(), Error>> {
-        Box::pin(async move { reset(&self.0, &key, &policy).await })
-    }
-
-    #[inline]
-    fn blocked(&self, key: &str) -> Option<Duration> {
-        <HotKeys<S> as Store>::CAPABILITIES.blocked(&self.0, key)
-    }
-
-    fn block_owned(
-        self: Arc<Self>,
-        key: String,
-        duration: Duration,
-    ) -> BoxFuture<Result<(), Error>> {
-        Box::pin(async move {
-            match ask::block(&self.0, &key, duration) {
-                Some(block) => block.await,
-                None => Err(Error::Unsupported("blocks")),
-            }
-        })
-    }
-
-    fn unblock_owned(self: Arc<Self>, key: String) -> BoxFuture<Result<(), Error>> {
-        Box::pin(async move {
-            match ask::unblock(&self.0, &key) {
-                Some(unblock) => unblock.await,
-                None => Err(Error::Unsupported("blocks")),
-            }
-        })
-    }
-
-    fn penalize_owned(
-        self: Arc<Self>,
-        key: String,
-        penalty: Arc<limiter_core::Penalty>,
-    ) -> BoxFuture<Result<Option<Duration>, Error>> {
-        Box::pin(async move {
-            match ask::penalize(&self.0, &key, &penalty) {
-                Some(penalize) => penalize.await,
-                None => Err(Error::Unsupported("penalties")),
-            }
-        })
-    }
-
-    fn assign_owned(
-        self: Arc<Self>,
-        key: String,
-        plan: Option<String>,
-    ) -> BoxFuture<Result<(), Error>> {
-        Box::pin(async move {
-            match ask::assign_plan(&self.0, &key, plan.as_deref()) {
-                Some(assign) => assign.await,
-                None => Err(Error::Unsupported("plan assignments")),
-            }
-        })
-    }
-
-    fn assigned(&self, key: &str) -> Option<Arc<str>> {
-        <HotKeys<S> as Store>::CAPABILITIES.assigned_plan(&self.0, key)
-    }
-
-    fn assigned_count(&self) -> usize {
-        <HotKeys<S> as Store>::CAPABILITIES.assigned_plans(&self.0)
-    }
-
-    fn block_list(&self) -> Option<Arc<limiter_core::BlockList>> {
-        <HotKeys<S> as Store>::CAPABILITIES.block_list(&self.0)
-    }
-
-    fn has_blocks(&self) -> bool {
-        <HotKeys<S> as Store>::CAPABILITIES.has_blocks()
+    fn control(&self) -> &dyn DynControl {
+        &self.0
     }
 }
 
@@ -265,89 +117,101 @@ impl<S: Store> DynStore for LayerGuarded<S> {
         Box::pin(async move { permit(self.0.store(), &key, &limit, on_error).await })
     }
 
-    fn peek_owned(
-        self: Arc<Self>,
-        key: String,
-        policy: Arc<Policy>,
-    ) -> BoxFuture<Result<Decision, Error>> {
-        Box::pin(async move { peek(&self.0, &key, &policy).await })
+    fn control(&self) -> &dyn DynControl {
+        &self.0
+    }
+}
+
+/// A boxed, sendable future borrowing its store.
+pub(crate) type BoxRef<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// What a store does besides checks, with its type not named: read a key,
+/// reset it, block, count penalties, keep plans. Implemented once, for the
+/// store the layer holds (a [`HotKeys`], guarded or not); a store without
+/// a capability answers [`Error::Unsupported`].
+pub(crate) trait DynControl: Send + Sync {
+    /// What a check of `key` would answer now (see [`limiter_core::Peek`]).
+    fn peek<'a>(&'a self, key: &'a str, policy: &'a Policy) -> BoxRef<'a, Result<Decision, Error>>;
+    /// Forgets `key`'s state (see [`limiter_core::Reset`]).
+    fn reset<'a>(&'a self, key: &'a str, policy: &'a Policy) -> BoxRef<'a, Result<(), Error>>;
+    /// How long `key` stays blocked, as this instance knows it.
+    fn blocked(&self, key: &str) -> Option<Duration>;
+    /// The list [`blocked`](Self::blocked) reads, when the store keeps one.
+    fn block_list(&self) -> Option<Arc<limiter_core::BlockList>>;
+    /// Whether the store blocks keys at all.
+    fn has_blocks(&self) -> bool;
+    /// Blocks `key` for `duration`, on every instance.
+    fn block<'a>(&'a self, key: &'a str, duration: Duration) -> BoxRef<'a, Result<(), Error>>;
+    /// Lifts `key`'s block, on every instance.
+    fn unblock<'a>(&'a self, key: &'a str) -> BoxRef<'a, Result<(), Error>>;
+    /// Counts a denial under `key` by `penalty`; the block it earns.
+    fn penalize<'a>(
+        &'a self,
+        key: &'a str,
+        penalty: &'a limiter_core::Penalty,
+    ) -> BoxRef<'a, Result<Option<Duration>, Error>>;
+    /// Gives `key` the plan `plan` (`None`: the default), on every instance.
+    fn assign<'a>(&'a self, key: &'a str, plan: Option<&'a str>) -> BoxRef<'a, Result<(), Error>>;
+    /// The plan `key` has, as this instance knows it.
+    fn assigned(&self, key: &str) -> Option<Arc<str>>;
+    /// How many keys have a plan.
+    fn assigned_count(&self) -> usize;
+}
+
+/// A capability the store lacks, as an answer.
+fn unsupported<'a, T: Send + 'a>(what: &'static str) -> BoxRef<'a, Result<T, Error>> {
+    Box::pin(async move { Err(Error::Unsupported(what)) })
+}
+
+impl<T: Store> DynControl for HotKeys<T> {
+    fn peek<'a>(&'a self, key: &'a str, policy: &'a Policy) -> BoxRef<'a, Result<Decision, Error>> {
+        ask::peek(self, key, policy, policy.cost())
+            .unwrap_or_else(|| unsupported("reading a key without counting"))
     }
 
-    fn reset_owned(
-        self: Arc<Self>,
-        key: String,
-        policy: Arc<Policy>,
-    ) -> BoxFuture<Result<(), Error>> {
-        Box::pin(async move { reset(&self.0, &key, &policy).await })
+    fn reset<'a>(&'a self, key: &'a str, policy: &'a Policy) -> BoxRef<'a, Result<(), Error>> {
+        ask::reset(self, key, policy).unwrap_or_else(|| unsupported("resetting a key"))
     }
 
     #[inline]
     fn blocked(&self, key: &str) -> Option<Duration> {
-        <HotKeys<Guarded<S>> as Store>::CAPABILITIES.blocked(&self.0, key)
-    }
-
-    fn block_owned(
-        self: Arc<Self>,
-        key: String,
-        duration: Duration,
-    ) -> BoxFuture<Result<(), Error>> {
-        Box::pin(async move {
-            match ask::block(&self.0, &key, duration) {
-                Some(block) => block.await,
-                None => Err(Error::Unsupported("blocks")),
-            }
-        })
-    }
-
-    fn unblock_owned(self: Arc<Self>, key: String) -> BoxFuture<Result<(), Error>> {
-        Box::pin(async move {
-            match ask::unblock(&self.0, &key) {
-                Some(unblock) => unblock.await,
-                None => Err(Error::Unsupported("blocks")),
-            }
-        })
-    }
-
-    fn penalize_owned(
-        self: Arc<Self>,
-        key: String,
-        penalty: Arc<limiter_core::Penalty>,
-    ) -> BoxFuture<Result<Option<Duration>, Error>> {
-        Box::pin(async move {
-            match ask::penalize(&self.0, &key, &penalty) {
-                Some(penalize) => penalize.await,
-                None => Err(Error::Unsupported("penalties")),
-            }
-        })
-    }
-
-    fn assign_owned(
-        self: Arc<Self>,
-        key: String,
-        plan: Option<String>,
-    ) -> BoxFuture<Result<(), Error>> {
-        Box::pin(async move {
-            match ask::assign_plan(&self.0, &key, plan.as_deref()) {
-                Some(assign) => assign.await,
-                None => Err(Error::Unsupported("plan assignments")),
-            }
-        })
-    }
-
-    fn assigned(&self, key: &str) -> Option<Arc<str>> {
-        <HotKeys<Guarded<S>> as Store>::CAPABILITIES.assigned_plan(&self.0, key)
-    }
-
-    fn assigned_count(&self) -> usize {
-        <HotKeys<Guarded<S>> as Store>::CAPABILITIES.assigned_plans(&self.0)
+        Self::CAPABILITIES.blocked(self, key)
     }
 
     fn block_list(&self) -> Option<Arc<limiter_core::BlockList>> {
-        <HotKeys<Guarded<S>> as Store>::CAPABILITIES.block_list(&self.0)
+        Self::CAPABILITIES.block_list(self)
     }
 
     fn has_blocks(&self) -> bool {
-        <HotKeys<Guarded<S>> as Store>::CAPABILITIES.has_blocks()
+        Self::CAPABILITIES.has_blocks()
+    }
+
+    fn block<'a>(&'a self, key: &'a str, duration: Duration) -> BoxRef<'a, Result<(), Error>> {
+        ask::block(self, key, duration).unwrap_or_else(|| unsupported("blocks"))
+    }
+
+    fn unblock<'a>(&'a self, key: &'a str) -> BoxRef<'a, Result<(), Error>> {
+        ask::unblock(self, key).unwrap_or_else(|| unsupported("blocks"))
+    }
+
+    fn penalize<'a>(
+        &'a self,
+        key: &'a str,
+        penalty: &'a limiter_core::Penalty,
+    ) -> BoxRef<'a, Result<Option<Duration>, Error>> {
+        ask::penalize(self, key, penalty).unwrap_or_else(|| unsupported("penalties"))
+    }
+
+    fn assign<'a>(&'a self, key: &'a str, plan: Option<&'a str>) -> BoxRef<'a, Result<(), Error>> {
+        ask::assign_plan(self, key, plan).unwrap_or_else(|| unsupported("plan assignments"))
+    }
+
+    fn assigned(&self, key: &str) -> Option<Arc<str>> {
+        Self::CAPABILITIES.assigned_plan(self, key)
+    }
+
+    fn assigned_count(&self) -> usize {
+        Self::CAPABILITIES.assigned_plans(self)
     }
 }
 
@@ -397,9 +261,10 @@ pub(crate) enum BlockCheck {
 
 impl BlockCheck {
     pub(crate) fn of(store: &dyn DynStore) -> Self {
-        match store.block_list() {
+        let control = store.control();
+        match control.block_list() {
             Some(list) => Self::List(list),
-            None if store.has_blocks() => Self::Ask,
+            None if control.has_blocks() => Self::Ask,
             None => Self::None,
         }
     }

@@ -160,9 +160,7 @@ impl Control {
         let mut states = Vec::new();
         for (named, key) in self.keys_of(identity) {
             let policy = &named.limit.policy;
-            let decision = Arc::clone(&self.store)
-                .peek_owned(key, Arc::clone(policy))
-                .await?;
+            let decision = self.store.control().peek(&key, policy).await?;
             states.extend(states_of(&named.route, policy, &decision));
         }
         Ok(states)
@@ -185,13 +183,9 @@ impl Control {
                 .is_some_and(|b| b.penalty.is_some());
             if penalized {
                 let penalty_key = format!("{key}:penalty");
-                Arc::clone(&self.store)
-                    .reset_owned(penalty_key, Arc::clone(policy))
-                    .await?;
+                self.store.control().reset(&penalty_key, policy).await?;
             }
-            Arc::clone(&self.store)
-                .reset_owned(key, Arc::clone(policy))
-                .await?;
+            self.store.control().reset(&key, policy).await?;
         }
         Ok(count)
     }
@@ -204,7 +198,7 @@ impl Control {
     /// [`unblock`](Self::unblock).
     pub async fn block(&self, identity: &str, duration: std::time::Duration) -> Result<(), Error> {
         for key in self.block_keys(identity) {
-            Arc::clone(&self.store).block_owned(key, duration).await?;
+            self.store.control().block(&key, duration).await?;
         }
         Ok(())
     }
@@ -212,7 +206,7 @@ impl Control {
     /// Lifts `identity`'s block on every instance sharing the store.
     pub async fn unblock(&self, identity: &str) -> Result<(), Error> {
         for key in self.block_keys(identity) {
-            Arc::clone(&self.store).unblock_owned(key).await?;
+            self.store.control().unblock(&key).await?;
         }
         Ok(())
     }
@@ -221,7 +215,7 @@ impl Control {
     pub fn blocked(&self, identity: &str) -> Option<std::time::Duration> {
         self.block_keys(identity)
             .iter()
-            .filter_map(|key| self.store.blocked(key))
+            .filter_map(|key| self.store.control().blocked(key))
             .max()
     }
 
@@ -234,20 +228,18 @@ impl Control {
     /// plan: past it, a plan for a new key is refused.
     pub async fn assign_plan(&self, key: &str, plan: Option<&str>) -> Result<(), Error> {
         let key = self.identity_key(key);
-        Arc::clone(&self.store)
-            .assign_owned(key, plan.map(str::to_owned))
-            .await
+        self.store.control().assign(&key, plan).await
     }
 
     /// The plan `key` has, as this instance knows it now (without a call);
     /// `None` for the default.
     pub fn assigned_plan(&self, key: &str) -> Option<Arc<str>> {
-        self.store.assigned(&self.identity_key(key))
+        self.store.control().assigned(&self.identity_key(key))
     }
 
     /// How many keys have a plan other than the default.
     pub fn assigned_plans(&self) -> usize {
-        self.store.assigned_count()
+        self.store.control().assigned_count()
     }
 
     /// `{prefix}:{identity}`, the identity escaped.

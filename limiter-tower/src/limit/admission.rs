@@ -127,11 +127,10 @@ async fn steps(checks: Checks) -> Admission {
 /// Counts a denial of `key` by `penalty`, and blocks `block_key` when it
 /// earns a block. A store that fails here leaves the denial as it is.
 async fn penalize(store: &Arc<dyn DynStore>, key: &str, penalty: Arc<Penalty>, block_key: String) {
-    let counted = Arc::clone(store)
-        .penalize_owned(format!("{key}:penalty"), penalty)
-        .await;
+    let control = store.control();
+    let counted = control.penalize(&format!("{key}:penalty"), &penalty).await;
     let blocked = match counted {
-        Ok(Some(block)) => Arc::clone(store).block_owned(block_key, block).await,
+        Ok(Some(block)) => control.block(&block_key, block).await,
         Ok(None) => Ok(()),
         Err(error) => Err(error),
     };

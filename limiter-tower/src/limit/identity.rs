@@ -100,11 +100,11 @@ impl RouteLimit {
         }
         let end = key.len() - self.name.len() - 1;
         match &self.key_start {
-            None => context.store.blocked(&key[..end]),
+            None => context.store.control().blocked(&key[..end]),
             Some(start) => {
                 let mut block_key = String::from(&*context.key_start);
                 block_key.push_str(&key[start.len()..end]);
-                context.store.blocked(&block_key)
+                context.store.control().blocked(&block_key)
             }
         }
     }
