@@ -95,6 +95,17 @@ pub enum ConfigError {
         /// The algorithm of the policy.
         algorithm: &'static str,
     },
+    /// Counting by outcome asks for refunds the algorithm cannot make
+    /// exactly (see [`Refunds`](crate::Refunds)).
+    #[error(
+        "requests counted by outcome need an algorithm that gives a request back exactly \
+         (sliding_log, fixed_window or sliding_window), not {algorithm}: a bucket's state \
+         is clamped at its capacity, so a refund could let more pass than the rules allow"
+    )]
+    NotRefundable {
+        /// The algorithm of the policy.
+        algorithm: &'static str,
+    },
     /// A plan name that is empty, too long, or holds a character other than
     /// ASCII letters, digits, `-`, `_` and `.` (it names `RateLimit` items).
     #[error("a plan name is 1 to 64 ASCII letters, digits, '-', '_' or '.', got {name:?}")]

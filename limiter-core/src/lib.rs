@@ -78,6 +78,7 @@ mod penalty;
 #[cfg(feature = "runtime")]
 mod plans;
 mod policy;
+pub mod refund;
 mod rule;
 #[cfg(feature = "runtime")]
 mod store;
@@ -103,12 +104,13 @@ pub use hot::{DEFAULT_LEASE_TTL, HotKey, Lease};
 #[cfg(feature = "runtime")]
 pub use key::{HASHED_IDENTITY_PREFIX, MAX_IDENTITY_LEN, push_identity, push_identity_bytes};
 #[cfg(feature = "runtime")]
-pub use limiter::{DEFAULT_PREFIX, Limiter};
+pub use limiter::{Attempt, DEFAULT_PREFIX, Limiter};
 pub use max_wait::MaxWait;
 pub use penalty::{MAX_PENALTY_DENIALS, MAX_PENALTY_STEPS, Penalty, PenaltyState};
 #[cfg(feature = "runtime")]
 pub use plans::{Plan, Plans};
 pub use policy::{Algorithm, DEFAULT_DUPLICATE_WINDOW, Policy};
+pub use refund::Receipt;
 pub use rule::{MAX_WINDOW, Rate, Rule};
 #[cfg(feature = "runtime")]
 pub use store::memory::{DEFAULT_CAPACITY, MemoryStore};
@@ -116,7 +118,7 @@ pub use store::memory::{DEFAULT_CAPACITY, MemoryStore};
 pub use store::{
     AnnouncesResets, AssignedPlans, BlockList, Blocks, Bounded, Capabilities, FailureDomains,
     Forget, Forgetter, Leases, MAX_ASSIGNED_PLANS, MAX_BLOCKS, Peek, Penalties, Permits,
-    PlanAssignments, Reset, Store, ask,
+    PlanAssignments, Refunds, Reset, Store, ask,
 };
 pub use verdict::{OnStoreError, Verdict};
 #[cfg(feature = "runtime")]

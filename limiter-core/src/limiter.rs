@@ -8,8 +8,9 @@ use crate::error::Error;
 use crate::hot::HotKeys;
 use crate::key::push_identity;
 use crate::policy::Policy;
+use crate::refund::Receipt;
 use crate::rule::Rule;
-use crate::store::{Blocks, Peek, Permits, Reset, Store};
+use crate::store::{Blocks, Peek, Permits, Refunds, Reset, Store};
 use crate::wait::Waiters;
 
 /// The key prefix unless another is set: keys look like `rate_limit:{user}:{action}`.
@@ -222,6 +223,53 @@ impl<S: Store> Limiter<S> {
         self.store.reset(&full, policy).await
     }
 
+    /// Checks a request on `{prefix}:{key}` that counts only if its outcome
+    /// says so: it is recorded now (so requests in flight count, and no
+    /// more pass than `policy` allows), and given back by
+    /// [`Attempt::refund`] when it turns out not to count. An attempt
+    /// dropped without a refund stays counted.
+    ///
+    /// Fails with [`Error::Config`] for a policy whose algorithm cannot
+    /// give a request back exactly ([`Policy::counts_by_outcome`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_core::{Limiter, MemoryStore, Policy, Rule};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let limiter = Limiter::new(MemoryStore::new());
+    /// // At most 5 failed logins per user in 15 minutes.
+    /// let failures = Policy::sliding_log([Rule::new(5, Duration::from_secs(900))?])?;
+    /// for _ in 0..100 {
+    ///     let attempt = limiter.attempt("login:ada", &failures).await?;
+    ///     assert!(attempt.decision().allowed());
+    ///     let password_ok = true;
+    ///     if password_ok {
+    ///         attempt.refund().await?; // a success never counts
+    ///     }
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn attempt(&self, key: &str, policy: &Policy) -> Result<Attempt<'_, S>, Error>
+    where
+        S: Refunds,
+    {
+        let mut full = self.key_with_prefix();
+        full.push_str(key);
+        let (decision, receipt) = self
+            .store
+            .check_refundable(&full, policy, policy.cost())
+            .await?;
+        Ok(Attempt {
+            limiter: self,
+            key: full,
+            policy: policy.clone(),
+            decision,
+            receipt,
+        })
+    }
+
     /// Blocks `identity` (escaped, under the prefix: the key
     /// `{prefix}:{identity}`) for `duration`, on every instance sharing the
     /// store; the HTTP layers deny every request of a blocked identity with
@@ -284,5 +332,44 @@ impl<S: Store> Limiter<S> {
         key.push_str(&self.prefix);
         key.push(':');
         key
+    }
+}
+
+/// A request checked by [`Limiter::attempt`]: counted unless
+/// [refunded](Self::refund).
+#[derive(Debug)]
+#[must_use = "an attempt counts unless it is refunded"]
+pub struct Attempt<'a, S> {
+    limiter: &'a Limiter<S>,
+    key: String,
+    policy: Policy,
+    decision: Decision,
+    receipt: Option<Receipt>,
+}
+
+impl<S: Refunds> Attempt<'_, S> {
+    /// The check's decision.
+    pub fn decision(&self) -> &Decision {
+        &self.decision
+    }
+
+    /// What the store recorded (`None`: the request was denied, or decided
+    /// without the store, and nothing can be given back).
+    pub fn receipt(&self) -> Option<&Receipt> {
+        self.receipt.as_ref()
+    }
+
+    /// Gives the request back: it no longer counts. Does nothing for a
+    /// request that was not recorded.
+    pub async fn refund(self) -> Result<(), Error> {
+        match &self.receipt {
+            Some(receipt) => {
+                self.limiter
+                    .store
+                    .refund(&self.key, &self.policy, receipt)
+                    .await
+            }
+            None => Ok(()),
+        }
     }
 }

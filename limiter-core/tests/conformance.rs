@@ -38,6 +38,17 @@ impl Harness for Memory {
         Some(store.peek_at(key, policy, cost, now_us))
     }
 
+    async fn check_refundable_at(
+        &self,
+        store: &Self::Store,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        now_us: u64,
+    ) -> Option<Result<(Decision, Option<limiter_core::Receipt>), Error>> {
+        Some(store.check_refundable_at(key, policy, cost, now_us))
+    }
+
     async fn penalize_at(
         &self,
         store: &Self::Store,
@@ -97,4 +108,9 @@ async fn reset() {
 #[tokio::test]
 async fn penalties() {
     conformance::penalties(&Memory).await;
+}
+
+#[tokio::test]
+async fn refunds() {
+    conformance::refunds(&Memory).await;
 }

@@ -65,7 +65,12 @@ impl RedisStore {
     /// timeout as a whole: connecting, loading the script and following
     /// redirections included. Past it the call is abandoned (the connection
     /// attempt goes on for the next call) and never replayed.
-    async fn script(&self, lua: &Lua, call: &Cmd, decisions: usize) -> Result<Vec<i64>, Error> {
+    pub(super) async fn script(
+        &self,
+        lua: &Lua,
+        call: &Cmd,
+        decisions: usize,
+    ) -> Result<Vec<i64>, Error> {
         metrics::counter!(CALLS).increment(1);
         metrics::histogram!(BATCH_SIZE).record(decisions as f64);
         self.bounded_call(lua, call).await

@@ -44,6 +44,7 @@ pub mod lua;
 mod multiplexed;
 mod permits;
 mod primary;
+mod refund;
 mod scripts;
 mod sentinel;
 mod slots;

@@ -291,6 +291,22 @@ impl RedisStore {
         self.peek_at_time(key, policy, cost, Some(now)).await
     }
 
+    /// Checks a request counted by outcome at `now` (microseconds since the
+    /// Unix epoch) given by the caller (see
+    /// [`Refunds`](limiter_core::Refunds)). For tests that compare the
+    /// stores on the same timestamps only.
+    #[cfg(feature = "test-util")]
+    pub async fn check_refundable_at(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        now: u64,
+    ) -> Result<(Decision, Option<limiter_core::Receipt>), Error> {
+        self.check_refundable_at_time(key, policy, cost, Some(now))
+            .await
+    }
+
     /// Records a denial of `key` by `penalty` at `now` (microseconds since
     /// the Unix epoch) given by the caller. For tests that compare the
     /// stores on the same timestamps only.
@@ -355,7 +371,8 @@ impl Store for RedisStore {
         .announces_resets()
         .blocks()
         .penalties()
-        .plan_assignments();
+        .plan_assignments()
+        .refunds();
 
     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.run(key, policy, cost, None).await

@@ -74,6 +74,17 @@ impl Harness for Redis {
         Some(store.peek_at(key, policy, cost, now_us).await)
     }
 
+    async fn check_refundable_at(
+        &self,
+        store: &Self::Store,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        now_us: u64,
+    ) -> Option<Result<(Decision, Option<limiter_core::Receipt>), Error>> {
+        Some(store.check_refundable_at(key, policy, cost, now_us).await)
+    }
+
     async fn penalize_at(
         &self,
         store: &RedisStore,

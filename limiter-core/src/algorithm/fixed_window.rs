@@ -44,6 +44,17 @@ pub fn check(state: &mut Option<Window>, rule: &Rule, now: Micros, cost: u64) ->
     Decision::single(*rule, status, (!allowed).then_some(ends_in), 0, ends_in)
 }
 
+/// Takes `cost` recorded at `at` off the count, when the window that
+/// counted it is still the key's; a window that has ended took it along.
+pub(crate) fn refund(state: &mut Option<Window>, rule: &Rule, at: Micros, cost: u64) {
+    if let Some(w) = state
+        .as_mut()
+        .filter(|w| w.start <= at && at < w.start + rule.window_us())
+    {
+        w.count = w.count.saturating_sub(cost);
+    }
+}
+
 /// The window a key checked against `rule` inherits at `now` from a merged
 /// summary of evicted windows, the largest of whose counts is `count`.
 ///

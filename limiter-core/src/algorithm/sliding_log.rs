@@ -89,6 +89,17 @@ pub(crate) fn check(log: &mut Log, rules: &[Rule], now: Micros, cost: u64) -> De
     )
 }
 
+/// Gives back `cost` entries recorded at `at` (entries at one time are
+/// alike, so any of them are that request's): the log then holds what it
+/// would hold had the request not been recorded. Entries that have left
+/// already are not given back twice.
+pub(crate) fn refund(log: &mut Log, at: Micros, cost: u64) {
+    let start = log.partition_point(|&t| t < at);
+    let end = log.partition_point(|&t| t <= at);
+    let gone = (end - start).min(cost as usize);
+    log.drain(start..start + gone);
+}
+
 /// The decision from what the log held before the request: each rule's
 /// count and when it makes more quota available, the longest wait over the
 /// violated rules with its rule (`None`: allowed), and the newest entry's

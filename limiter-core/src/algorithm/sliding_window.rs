@@ -84,6 +84,20 @@ pub fn check(state: &mut Option<Counters>, rule: &Rule, now: Micros, cost: u64) 
     Decision::single(*rule, status, retry_after, 0, reset_after_us)
 }
 
+/// Takes `cost` recorded at `at` off the window that counted it, the
+/// current or the previous one; an older window has left the estimate.
+pub(crate) fn refund(state: &mut Option<Counters>, rule: &Rule, at: Micros, cost: u64) {
+    let w = rule.window_us();
+    let counted_in = at - at % w;
+    if let Some(c) = state.as_mut() {
+        if c.start == counted_in {
+            c.current = c.current.saturating_sub(cost);
+        } else if c.start == counted_in + w {
+            c.previous = c.previous.saturating_sub(cost);
+        }
+    }
+}
+
 /// Counters evicted from the memory store, with the length of the windows
 /// they count in: the one the key was checked with, or 0 once counters of
 /// windows of different lengths were merged (their counts cannot be added up

@@ -18,6 +18,7 @@
 //! | [`failure`] | a store whose backend does not answer answers a store error within 2 s (a bad cost still [`Error::Config`]) |
 //! | [`peek`] | when the harness peeks ([`Harness::peek_at`]): before each check of pseudo-random traces, a peek answers every field the model's check would, and the check after it answers as if no peek had been made |
 //! | [`penalties`] | when the harness counts penalties ([`Harness::penalize_at`]): every denial of pseudo-random sequences earns the block the model ([`PenaltyState`](crate::PenaltyState)) does |
+//! | [`refunds`] | when the harness counts by outcome ([`Harness::check_refundable_at`]): on pseudo-random traces of the algorithms that refund exactly, with requests given back at random later steps, every decision equals the model's ([`KeyModel::refund`]); the others refuse with [`Error::Config`] |
 //! | [`reset`] | when the store forgets keys ([`Reset`](crate::Reset)): a key used up and reset answers as a fresh key; the key beside it keeps its state |
 //! | [`permits`] | when the store keeps [concurrency permits](crate::Permits) ([`Capabilities::has_permits`](crate::Capabilities::has_permits)): at most the maximum held, racing or not; a dropped permit given back |
 //!
@@ -84,7 +85,7 @@ use std::future::Future;
 
 pub use checks::{
     cancellation, concurrency, costs, expiry, failure, peek, penalties, permits, poll_then_drop,
-    reset, traces,
+    refunds, reset, traces,
 };
 pub use model::{KeyModel, Outcome};
 pub use params::Params;
@@ -179,6 +180,24 @@ pub trait Harness: Send + Sync {
         async { None }
     }
 
+    /// Checks a request counted by outcome at `now_us`, as
+    /// [`Refunds::check_refundable`](crate::Refunds::check_refundable)
+    /// would at that time, for the [`refunds`] check; `None` (the default)
+    /// for a store that gives nothing back, and the check is skipped.
+    #[allow(clippy::type_complexity)]
+    fn check_refundable_at(
+        &self,
+        store: &Self::Store,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        now_us: u64,
+    ) -> impl Future<Output = Option<Result<(Decision, Option<crate::Receipt>), Error>>> + Send
+    {
+        let _ = (store, key, policy, cost, now_us);
+        async { None }
+    }
+
     /// How the store runs `algorithm` (the default: [`Support::Exact`]).
     fn support(&self, algorithm: Algorithm) -> Support {
         let _ = algorithm;
@@ -199,4 +218,5 @@ pub async fn run<H: Harness>(harness: &H) {
     peek(harness).await;
     reset(harness).await;
     penalties(harness).await;
+    refunds(harness).await;
 }

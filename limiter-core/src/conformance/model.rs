@@ -216,6 +216,45 @@ impl KeyModel {
         Some(moved as u128 * amount as u128 + water)
     }
 
+    /// Gives back a request of `cost` recorded at `at` (see
+    /// [`Refunds`](crate::Refunds)), as the definition of counting by
+    /// outcome says: the log loses `cost` of its entries at `at`; a window
+    /// counter loses `cost` from the window that counted the request, if
+    /// that window is still the current one (fixed) or one of the two it
+    /// weighs (sliding), its start unchanged. The buckets and GCRA give
+    /// nothing back.
+    pub fn refund(&mut self, params: &Params, at: u64, cost: u64) {
+        match *params {
+            Params::SlidingLog(_) => {
+                let mut left = cost;
+                self.log.retain(|&e| {
+                    let give_back = e == at && left > 0;
+                    left -= u64::from(give_back);
+                    !give_back
+                });
+            }
+            Params::FixedWindow(_, window) => {
+                if let Some((start, count)) = self.window.as_mut()
+                    && *start <= at
+                    && at < *start + window
+                {
+                    *count = count.saturating_sub(cost);
+                }
+            }
+            Params::SlidingWindow(_, window) => {
+                if let Some((start, previous, current)) = self.counters.as_mut() {
+                    let counted_in = at / window * window;
+                    if *start == counted_in {
+                        *current = current.saturating_sub(cost);
+                    } else if *start == counted_in + window {
+                        *previous = previous.saturating_sub(cost);
+                    }
+                }
+            }
+            Params::Bucket(..) | Params::Gcra(..) => {}
+        }
+    }
+
     /// Entries after `t - window`, later ones included (they exist only when
     /// clocks disagree, and count so the limit stays exact).
     fn in_window(&self, t: u64, window: u64) -> u64 {

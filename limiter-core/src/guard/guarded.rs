@@ -18,7 +18,8 @@ use crate::store::capabilities::{
 };
 use crate::store::memory::MemoryStore;
 use crate::store::{
-    Blocks, Boxed, Capabilities, Forget, Forgetter, GuardOps, Peek, Permits, Reset, Store,
+    Blocks, Boxed, Capabilities, Forget, Forgetter, GuardOps, Peek, Permits, RefundOps, Refunds,
+    Reset, Store,
 };
 use crate::verdict::{OnStoreError, Verdict};
 
@@ -177,6 +178,25 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
         cost: u64,
         on_error: OnStoreError,
     ) -> Result<Verdict, Error> {
+        let store = &self.inner.store;
+        let check = || async move { Ok((store.check(key, policy, cost).await?, ())) };
+        Ok(self
+            .decide_with(key, policy, cost, on_error, check)
+            .await?
+            .0)
+    }
+
+    /// The guarded check of `check`, which answers a decision and what the
+    /// store says of it besides (a refund's receipt): `None` when the deny
+    /// cache or the failure policy decided.
+    async fn decide_with<T, F: Future<Output = Result<(Decision, T), Error>>>(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        on_error: OnStoreError,
+        check: impl FnOnce() -> F,
+    ) -> Result<(Verdict, Option<T>), Error> {
         // A caller's mistake is refused before the breaker admits the call:
         // a probe must end in a success or a failure.
         policy.validate_cost(cost)?;
@@ -189,23 +209,23 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
             .filter(|d| denied_by_rule_of(d, policy))
         {
             metrics::counter!("limiter_deny_cache_hits_total").increment(1);
-            return Ok(Verdict::Cached(decision));
+            return Ok((Verdict::Cached(decision), None));
         }
         let breaker = self.breaker(key);
-        match self
-            .call(&breaker, || inner.store.check(key, policy, cost))
-            .await
-        {
-            Called::Answered(decision) => {
-                let decision = decision?;
+        match self.call(&breaker, check).await {
+            Called::Answered(answer) => {
+                let (decision, besides) = answer?;
                 if let Some(cache) = inner.deny_cache.as_ref().filter(|_| !decision.allowed()) {
                     cache.insert(key, cost, now, decision);
                 }
-                Ok(Verdict::Store(decision))
+                Ok((Verdict::Store(decision), Some(besides)))
             }
             Called::Failed(error) => {
                 warn_failed(error.as_ref(), on_error);
-                self.on_failure(&breaker, key, policy, cost, on_error)
+                Ok((
+                    self.on_failure(&breaker, key, policy, cost, on_error)?,
+                    None,
+                ))
             }
         }
     }

@@ -15,6 +15,19 @@ impl<S: Store, C: Clock + Clone> Store for Guarded<S, C> {
             } else {
                 None
             },
+            check_refundable: if S::CAPABILITIES.has_refunds() {
+                Some(refundable_verdict::<S, C>)
+            } else {
+                None
+            },
+        })
+        .with_refund_ops(if S::CAPABILITIES.has_refunds() {
+            Some(RefundOps {
+                check: check_refundable_entry::<S, C>,
+                refund: refund_entry::<S, C>,
+            })
+        } else {
+            None
         })
         .with_permit_op(if S::CAPABILITIES.has_permits() {
             Some(permit::<S, C>)
@@ -94,6 +107,30 @@ impl<S: Peek, C: Clock + Clone> Peek for Guarded<S, C> {
     /// Peeks within the deadline, through the key's breaker.
     async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.peek_by(peek_of::<S>, key, policy, cost).await
+    }
+}
+
+impl<S: Refunds, C: Clock + Clone> Refunds for Guarded<S, C> {
+    /// Checks with the configured failure policy; a request the failure
+    /// policy decided has no receipt (it stays counted where it was).
+    async fn check_refundable(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+    ) -> Result<(Decision, Option<crate::Receipt>), Error> {
+        check_refundable_entry(self, key, policy, cost).await
+    }
+
+    /// Refunds within the deadline, through the key's breaker, and forgets
+    /// the key's cached denial here (the refund may end it).
+    async fn refund(
+        &self,
+        key: &str,
+        policy: &Policy,
+        receipt: &crate::Receipt,
+    ) -> Result<(), Error> {
+        refund_entry(self, key, policy, receipt).await
     }
 }
 
@@ -191,6 +228,57 @@ fn check_verdict<'a, S: Store, C: Clock + Clone>(
     let on_error = on_error.unwrap_or(guarded.inner.config.on_store_error);
     // An async block, so the future is made in its box, not copied there.
     Box::pin(async move { guarded.check_with(key, policy, cost, on_error).await })
+}
+
+fn refundable_verdict<'a, S: Store, C: Clock + Clone>(
+    guarded: &'a Guarded<S, C>,
+    key: &'a str,
+    policy: &'a Policy,
+    cost: u64,
+    on_error: Option<OnStoreError>,
+) -> Boxed<'a, (Verdict, Option<crate::Receipt>)> {
+    let on_error = on_error.unwrap_or(guarded.inner.config.on_store_error);
+    Box::pin(async move {
+        let Some(ops) = S::CAPABILITIES.refunds.as_ref() else {
+            return Err(Error::Unsupported("refunds"));
+        };
+        let store = &guarded.inner.store;
+        let check = || (ops.check)(store, key, policy, cost);
+        let (verdict, receipt) = guarded
+            .decide_with(key, policy, cost, on_error, check)
+            .await?;
+        Ok((verdict, receipt.flatten()))
+    })
+}
+
+fn check_refundable_entry<'a, S: Store, C: Clock + Clone>(
+    guarded: &'a Guarded<S, C>,
+    key: &'a str,
+    policy: &'a Policy,
+    cost: u64,
+) -> Boxed<'a, (Decision, Option<crate::Receipt>)> {
+    Box::pin(async move {
+        let (verdict, receipt) = refundable_verdict(guarded, key, policy, cost, None).await?;
+        Ok((verdict.into_decision(policy)?, receipt))
+    })
+}
+
+fn refund_entry<'a, S: Store, C: Clock + Clone>(
+    guarded: &'a Guarded<S, C>,
+    key: &'a str,
+    policy: &'a Policy,
+    receipt: &'a crate::Receipt,
+) -> Boxed<'a, ()> {
+    Box::pin(async move {
+        let Some(refund) = ask::refund(&guarded.inner.store, key, policy, receipt) else {
+            return Err(Error::Unsupported("refunds"));
+        };
+        let refunded = guarded.through_breaker(key, || refund).await;
+        if let Some(cache) = &guarded.inner.deny_cache {
+            cache.remove(key);
+        }
+        refunded
+    })
 }
 
 fn permit_verdict<'a, S: Store, C: Clock + Clone>(

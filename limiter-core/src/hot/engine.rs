@@ -13,7 +13,8 @@ use crate::error::Error;
 use crate::policy::Policy;
 use crate::store::capabilities::{BlockOps, PeekOp, PlanOps, ResetOp, peek_of, reset_of};
 use crate::store::{
-    Blocks, Boxed, Capabilities, Forget, Forgetter, GuardOps, Peek, Permits, Reset, Store, ask,
+    Blocks, Boxed, Capabilities, Forget, Forgetter, GuardOps, Peek, Permits, RefundOps, Refunds,
+    Reset, Store, ask,
 };
 use crate::verdict::{OnStoreError, Verdict};
 

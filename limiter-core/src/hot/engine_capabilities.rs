@@ -33,6 +33,14 @@ impl<S: Store> Store for HotKeys<S> {
             } else {
                 None
             })
+            .with_refund_ops(if inner.has_refunds() {
+                Some(RefundOps {
+                    check: forward_check_refundable::<S>,
+                    refund: forward_refund::<S>,
+                })
+            } else {
+                None
+            })
             .with_penalize_op(if inner.has_penalties() {
                 Some(forward_penalize::<S>)
             } else {
@@ -68,6 +76,11 @@ impl<S: Store> Store for HotKeys<S> {
                 } else {
                     None
                 },
+                check_refundable: if inner.has_refunds() {
+                    Some(forward_guarded_refundable::<S>)
+                } else {
+                    None
+                },
             })
         } else {
             caps
@@ -95,6 +108,28 @@ impl<S: Store> Store for HotKeys<S> {
 impl<S: Peek> Peek for HotKeys<S> {
     async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.peek_by(peek_of::<S>, key, policy, cost).await
+    }
+}
+
+/// Requests counted by outcome go to the store directly: a hot-key mode's
+/// local state (a lease, a sample) could not give one back.
+impl<S: Refunds> Refunds for HotKeys<S> {
+    async fn check_refundable(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+    ) -> Result<(Decision, Option<crate::Receipt>), Error> {
+        self.store.check_refundable(key, policy, cost).await
+    }
+
+    async fn refund(
+        &self,
+        key: &str,
+        policy: &Policy,
+        receipt: &crate::Receipt,
+    ) -> Result<(), Error> {
+        self.store.refund(key, policy, receipt).await
     }
 }
 
@@ -245,4 +280,41 @@ fn guarded_verdict<'a, S: Store>(
     on_error: Option<OnStoreError>,
 ) -> Boxed<'a, Verdict> {
     Box::pin(hot.verdict(key, policy, cost, on_error))
+}
+
+fn forward_check_refundable<'a, S: Store>(
+    hot: &'a HotKeys<S>,
+    key: &'a str,
+    policy: &'a Policy,
+    cost: u64,
+) -> Boxed<'a, (Decision, Option<crate::Receipt>)> {
+    match S::CAPABILITIES.refunds.as_ref() {
+        Some(ops) => (ops.check)(&*hot.store, key, policy, cost),
+        None => Box::pin(async { Err(Error::Unsupported("refunds")) }),
+    }
+}
+
+fn forward_refund<'a, S: Store>(
+    hot: &'a HotKeys<S>,
+    key: &'a str,
+    policy: &'a Policy,
+    receipt: &'a crate::Receipt,
+) -> Boxed<'a, ()> {
+    match ask::refund(&*hot.store, key, policy, receipt) {
+        Some(refund) => refund,
+        None => Box::pin(async { Err(Error::Unsupported("refunds")) }),
+    }
+}
+
+fn forward_guarded_refundable<'a, S: Store>(
+    hot: &'a HotKeys<S>,
+    key: &'a str,
+    policy: &'a Policy,
+    cost: u64,
+    on_error: Option<OnStoreError>,
+) -> Boxed<'a, (Verdict, Option<crate::Receipt>)> {
+    match ask::check_refundable(&*hot.store, key, policy, cost, on_error) {
+        Some(check) => check,
+        None => Box::pin(async { Err(Error::Unsupported("refunds")) }),
+    }
 }

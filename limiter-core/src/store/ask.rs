@@ -53,6 +53,45 @@ pub fn permit<'a, S: Store>(
         .map(|permit| permit(store, key, limit))
 }
 
+/// Checks like [`verdict`], and answers what the store recorded when the
+/// request is allowed (see [`Refunds`](super::Refunds)): a guarded store
+/// applies `on_error` when it fails, recording nothing it could give back.
+/// `None` when the store cannot give requests back.
+#[allow(clippy::type_complexity)]
+pub fn check_refundable<'a, S: Store>(
+    store: &'a S,
+    key: &'a str,
+    policy: &'a Policy,
+    cost: u64,
+    on_error: Option<OnStoreError>,
+) -> Option<Boxed<'a, (Verdict, Option<crate::Receipt>)>> {
+    if let Some(guard) = &S::CAPABILITIES.guard {
+        return guard
+            .check_refundable
+            .map(|check| check(store, key, policy, cost, on_error));
+    }
+    let check = S::CAPABILITIES.refunds.as_ref()?.check;
+    Some(Box::pin(async move {
+        let (decision, receipt) = check(store, key, policy, cost).await?;
+        Ok((Verdict::Store(decision), receipt))
+    }))
+}
+
+/// Gives back what `receipt` recorded on `key` (see
+/// [`Refunds::refund`](super::Refunds::refund)); `None` when the store
+/// cannot give requests back.
+pub fn refund<'a, S: Store>(
+    store: &'a S,
+    key: &'a str,
+    policy: &'a Policy,
+    receipt: &'a crate::Receipt,
+) -> Option<Boxed<'a, ()>> {
+    S::CAPABILITIES
+        .refunds
+        .as_ref()
+        .map(|ops| (ops.refund)(store, key, policy, receipt))
+}
+
 /// What a check of `cost` on `key` would answer now, recording nothing
 /// (see [`Peek`](super::Peek)); `None` when the store cannot tell.
 pub fn peek<'a, S: Store>(

@@ -9,13 +9,14 @@ use std::time::Duration;
 
 use super::traits::{
     AnnouncesResets, Blocks, Bounded, FailureDomains, Forgetter, Leases, Peek, Penalties, Permits,
-    PlanAssignments, Reset,
+    PlanAssignments, Refunds, Reset,
 };
 use crate::concurrency::{Acquired, ConcurrencyLimit};
 use crate::decision::Decision;
 use crate::error::Error;
 use crate::hot::{LeaseGrant, LeaseRequest};
 use crate::policy::Policy;
+use crate::refund::Receipt;
 use crate::verdict::{OnStoreError, Verdict};
 
 /// A store call as a boxed future, for calls through the table.
@@ -31,6 +32,16 @@ pub(crate) type EndLeaseOp<S> =
     for<'a> fn(&'a S, &'a str, &'a Policy, &'a LeaseGrant, u64) -> Boxed<'a, u64>;
 pub(crate) type PeekOp<S> = for<'a> fn(&'a S, &'a str, &'a Policy, u64) -> Boxed<'a, Decision>;
 pub(crate) type ResetOp<S> = for<'a> fn(&'a S, &'a str, &'a Policy) -> Boxed<'a, ()>;
+pub(crate) type CheckRefundableOp<S> =
+    for<'a> fn(&'a S, &'a str, &'a Policy, u64) -> Boxed<'a, (Decision, Option<Receipt>)>;
+pub(crate) type RefundOp<S> = for<'a> fn(&'a S, &'a str, &'a Policy, &'a Receipt) -> Boxed<'a, ()>;
+
+/// The table's entries of [`Refunds`].
+pub(crate) struct RefundOps<S: ?Sized> {
+    pub(crate) check: CheckRefundableOp<S>,
+    pub(crate) refund: RefundOp<S>,
+}
+
 pub(crate) type AssignOp<S> = for<'a> fn(&'a S, &'a str, Option<&'a str>) -> Boxed<'a, ()>;
 
 /// The table's entries of [`PlanAssignments`].
@@ -56,6 +67,13 @@ pub(crate) struct BlockOps<S: ?Sized> {
 
 type GuardCheckOp<S> =
     for<'a> fn(&'a S, &'a str, &'a Policy, u64, Option<OnStoreError>) -> Boxed<'a, Verdict>;
+type GuardRefundableOp<S> = for<'a> fn(
+    &'a S,
+    &'a str,
+    &'a Policy,
+    u64,
+    Option<OnStoreError>,
+) -> Boxed<'a, (Verdict, Option<Receipt>)>;
 type GuardPermitOp<S> =
     for<'a> fn(&'a S, &'a str, &'a ConcurrencyLimit, Option<OnStoreError>) -> Boxed<'a, Acquired>;
 
@@ -63,6 +81,7 @@ type GuardPermitOp<S> =
 pub(crate) struct GuardOps<S: ?Sized> {
     pub(crate) check: GuardCheckOp<S>,
     pub(crate) permit: Option<GuardPermitOp<S>>,
+    pub(crate) check_refundable: Option<GuardRefundableOp<S>>,
 }
 
 /// A store type's capabilities, for code that holds a store without
@@ -103,6 +122,7 @@ pub struct Capabilities<S: ?Sized> {
     pub(crate) blocks: Option<BlockOps<S>>,
     pub(crate) penalize: Option<PenalizeOp<S>>,
     pub(crate) plans: Option<PlanOps<S>>,
+    pub(crate) refunds: Option<RefundOps<S>>,
     hot_keys: bool,
 }
 
@@ -122,6 +142,7 @@ impl<S: ?Sized> Capabilities<S> {
         blocks: None,
         penalize: None,
         plans: None,
+        refunds: None,
         hot_keys: false,
     };
 
@@ -269,6 +290,16 @@ impl<S: ?Sized> Capabilities<S> {
         self.plans.as_ref().map_or(0, |ops| (ops.count)(store))
     }
 
+    pub(crate) const fn with_refund_ops(mut self, ops: Option<RefundOps<S>>) -> Self {
+        self.refunds = ops;
+        self
+    }
+
+    /// Whether the store counts requests by outcome ([`Refunds`]).
+    pub const fn has_refunds(&self) -> bool {
+        self.refunds.is_some()
+    }
+
     pub(crate) const fn with_penalize_op(mut self, op: Option<PenalizeOp<S>>) -> Self {
         self.penalize = op;
         self
@@ -313,6 +344,7 @@ impl<S: ?Sized> fmt::Debug for Capabilities<S> {
             .field("blocks", &self.has_blocks())
             .field("penalties", &self.has_penalties())
             .field("plan_assignments", &self.has_plan_assignments())
+            .field("refunds", &self.has_refunds())
             .field("guarded", &self.is_guarded())
             .field("hot_keys", &self.hot_keys)
             .finish()

@@ -57,6 +57,35 @@ pub(crate) fn assign_of<'a, S: PlanAssignments>(
     Box::pin(async move { store.assign_plan(key, plan).await })
 }
 
+impl<S: Refunds> Capabilities<S> {
+    /// Declares [`Refunds`].
+    pub const fn refunds(mut self) -> Self {
+        self.refunds = Some(RefundOps {
+            check: check_refundable_of::<S>,
+            refund: refund_of::<S>,
+        });
+        self
+    }
+}
+
+pub(crate) fn check_refundable_of<'a, S: Refunds>(
+    store: &'a S,
+    key: &'a str,
+    policy: &'a Policy,
+    cost: u64,
+) -> Boxed<'a, (Decision, Option<Receipt>)> {
+    Box::pin(async move { store.check_refundable(key, policy, cost).await })
+}
+
+pub(crate) fn refund_of<'a, S: Refunds>(
+    store: &'a S,
+    key: &'a str,
+    policy: &'a Policy,
+    receipt: &'a Receipt,
+) -> Boxed<'a, ()> {
+    Box::pin(async move { store.refund(key, policy, receipt).await })
+}
+
 impl<S: Penalties> Capabilities<S> {
     /// Declares [`Penalties`].
     pub const fn penalties(mut self) -> Self {

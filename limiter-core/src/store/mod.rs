@@ -29,10 +29,10 @@ pub(crate) mod traits;
 pub use assigned::{AssignedPlans, MAX_ASSIGNED_PLANS};
 pub use blocks::{BlockList, MAX_BLOCKS};
 pub use capabilities::Capabilities;
-pub(crate) use capabilities::{Boxed, GuardOps};
+pub(crate) use capabilities::{Boxed, GuardOps, RefundOps};
 pub use traits::{
     AnnouncesResets, Blocks, Bounded, FailureDomains, Forget, Forgetter, Leases, Peek, Penalties,
-    Permits, PlanAssignments, Reset,
+    Permits, PlanAssignments, Refunds, Reset,
 };
 
 /// A place that keeps rate-limit state and decides atomically.

@@ -89,6 +89,55 @@ pub trait Peek: Store {
     ) -> impl Future<Output = Result<Decision, Error>> + Send;
 }
 
+/// Counting requests by their outcome: a check that says what it recorded,
+/// and the refund of it once the request's outcome says it does not count
+/// (see [`refund`](crate::refund) for what a refund means for each
+/// algorithm; the buckets and GCRA refuse it).
+///
+/// Concurrent requests count while they are in flight, so no more than the
+/// rules allow pass however many race; a request never refunded (its
+/// outcome never came) stays counted.
+///
+/// ```
+/// use std::time::Duration;
+/// use limiter_core::{MemoryStore, Policy, Refunds, Rule};
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let store = MemoryStore::new();
+/// let failures = Policy::sliding_log([Rule::new(1, Duration::from_secs(60))?])?;
+/// let (decision, receipt) = store.check_refundable("login:ada", &failures, 1).await?;
+/// assert!(decision.allowed());
+/// // The login succeeded: it does not count.
+/// store.refund("login:ada", &failures, &receipt.unwrap()).await?;
+/// let (again, _) = store.check_refundable("login:ada", &failures, 1).await?;
+/// assert!(again.allowed());
+/// # Ok::<(), limiter_core::Error>(())
+/// # }).unwrap();
+/// ```
+pub trait Refunds: Store {
+    /// Checks like [`Store::check`], and answers what it recorded when the
+    /// request is allowed (`None` when denied). Fails with
+    /// [`Error::Config`] for a policy whose algorithm cannot refund
+    /// exactly ([`Policy::counts_by_outcome`]).
+    fn check_refundable(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+    ) -> impl Future<Output = Result<(Decision, Option<crate::Receipt>), Error>> + Send;
+
+    /// Gives back what `receipt` recorded on `key` under `policy`: the
+    /// state becomes what it would be had that request never been
+    /// recorded. What has left the rules' windows already, or was reset,
+    /// is not given back.
+    fn refund(
+        &self,
+        key: &str,
+        policy: &Policy,
+        receipt: &crate::Receipt,
+    ) -> impl Future<Output = Result<(), Error>> + Send;
+}
+
 /// Forgetting a key's state.
 pub trait Reset: Store {
     /// Forgets what `key` holds under `policy`: its next check finds the

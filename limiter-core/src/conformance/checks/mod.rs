@@ -5,6 +5,7 @@ mod control;
 mod failure;
 mod own_time;
 mod permits;
+mod refunds;
 mod timed;
 mod traces;
 
@@ -15,6 +16,7 @@ pub use control::{peek, penalties, reset};
 pub use failure::failure;
 pub use own_time::{cancellation, concurrency, poll_then_drop};
 pub use permits::permits;
+pub use refunds::refunds;
 pub use timed::{costs, expiry};
 pub use traces::traces;
 

@@ -17,6 +17,61 @@ impl<C: Clock> MemoryStore<C> {
         self.decide_at(key, policy, cost, now, Record::No)
     }
 
+    /// Checks a request of `cost` at `now` like [`check_at`](Self::check_at),
+    /// and answers what it recorded when allowed (see [`Refunds`]).
+    pub fn check_refundable_at(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        now: u64,
+    ) -> Result<(Decision, Option<Receipt>), Error> {
+        policy.counts_by_outcome()?;
+        let decision = self.check_at(key, policy, cost, now)?;
+        let receipt = decision.allowed().then(|| Receipt::new(now, cost));
+        Ok((decision, receipt))
+    }
+
+    /// Gives back what `receipt` recorded on `key` (see [`Refunds`]).
+    pub fn refund_now(&self, key: &str, policy: &Policy, receipt: &Receipt) -> Result<(), Error> {
+        policy.counts_by_outcome()?;
+        let (at_us, cost) = (receipt.at_us(), receipt.cost());
+        let hash = self.inner.hasher.hash_one(key);
+        let at = Lookup {
+            key,
+            hash,
+            now: at_us,
+            hasher: &self.inner.hasher,
+        };
+        let rule = policy.rules()[0];
+        let mut shard = self.shard(hash);
+        match policy.kind() {
+            Kind::SlidingLog => shard.change(
+                |t: &mut Tables| &mut t.logs,
+                at,
+                |log: &mut Option<Log>| {
+                    if let Some(log) = log {
+                        sliding_log::refund(log, at_us, cost);
+                    }
+                },
+            ),
+            Kind::FixedWindow => shard.change(
+                |t: &mut Tables| &mut t.windows,
+                at,
+                |w| fixed_window::refund(w, &rule, at_us, cost),
+            ),
+            Kind::SlidingWindow => shard.change(
+                |t: &mut Tables| &mut t.counters,
+                at,
+                |c| sliding_window::refund(c, &rule, at_us, cost),
+            ),
+            Kind::TokenBucket(_) | Kind::LeakyBucket(_) | Kind::Gcra(_) => {
+                unreachable!("refused by counts_by_outcome")
+            }
+        }
+        Ok(())
+    }
+
     /// Counts a denial of `key` by `penalty` at `now` (see [`Penalties`]);
     /// the block it earns.
     pub fn penalize_at(&self, key: &str, penalty: &Penalty, now: u64) -> Option<Duration> {
@@ -43,6 +98,21 @@ impl<C: Clock> MemoryStore<C> {
             }
             Kind::Gcra(_) => shard.reset(|t: &mut Tables| &mut t.gcra, at),
         }
+    }
+}
+
+impl<C: Clock> Refunds for MemoryStore<C> {
+    async fn check_refundable(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+    ) -> Result<(Decision, Option<Receipt>), Error> {
+        self.check_refundable_at(key, policy, cost, self.inner.clock.now_micros())
+    }
+
+    async fn refund(&self, key: &str, policy: &Policy, receipt: &Receipt) -> Result<(), Error> {
+        self.refund_now(key, policy, receipt)
     }
 }
 

@@ -43,8 +43,10 @@ use crate::decision::Decision;
 use crate::error::Error;
 use crate::penalty::Penalty;
 use crate::policy::{Kind, Policy};
+use crate::refund::Receipt;
 use crate::store::{
-    AssignedPlans, BlockList, Blocks, Capabilities, Peek, Penalties, PlanAssignments, Reset, Store,
+    AssignedPlans, BlockList, Blocks, Capabilities, Peek, Penalties, PlanAssignments, Refunds,
+    Reset, Store,
 };
 use penalties::Penalized;
 use permits::Permits;
@@ -404,7 +406,8 @@ impl<C: Clock> Store for MemoryStore<C> {
         .reset()
         .blocks()
         .penalties()
-        .plan_assignments();
+        .plan_assignments()
+        .refunds();
 
     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.check_now(key, policy, cost)

@@ -129,6 +129,22 @@ impl Shard {
         decision
     }
 
+    /// Changes the key's live state in `table` by `change` (a refund). A
+    /// key that is not live (never checked, expired, or evicted) is left
+    /// as it is: what it recorded stays counted where it went.
+    pub(super) fn change<S: Default + Evictable>(
+        &mut self,
+        table: fn(&mut Tables) -> &mut Table<S>,
+        at: Lookup<'_>,
+        change: impl FnOnce(&mut Option<S>),
+    ) {
+        if let Some(entry) = table(&mut self.tables).find(at) {
+            let mut state = Some(mem::take(&mut entry.state));
+            change(&mut state);
+            entry.state = state.unwrap_or_default();
+        }
+    }
+
     /// Forgets the key: its state in every table and its exact ghost. A
     /// merge of evicted keys that may still hold its state is shadowed by
     /// an empty state of `table` until the merge expires, so the key starts

@@ -1,0 +1,96 @@
+//! Counting by outcome on Redis: a check that answers the server's time it
+//! recorded at (the algorithm's own script as the body of a function whose
+//! reply gets the time appended, so it cannot drift from the check), and
+//! the refund (`scripts/refund.lua`), one call each, never coalesced.
+
+use limiter_core::{Decision, Error, Policy, Receipt, Refunds};
+use redis::Cmd;
+
+use super::RedisStore;
+use super::scripts::{self, Lua};
+use limiter_core::Algorithm;
+
+/// The shebang, the prelude and helpers, the algorithm's file as the body
+/// of `decide(cost)`, then its reply with `now` appended.
+macro_rules! receipted {
+    ([$($helper:literal),*], $body:literal) => {
+        Lua::new(&[concat!(
+            "#!lua\n",
+            include_str!("scripts/prelude.lua"),
+            $(include_str!(concat!("scripts/", $helper)),)*
+            "local function decide(cost)\n",
+            include_str!(concat!("scripts/", $body)),
+            "\nend\n",
+            "local reply = decide(cost)\n",
+            "reply[#reply + 1] = now\n",
+            "return reply\n"
+        )])
+    };
+}
+
+static SLIDING_LOG: Lua = receipted!([], "sliding_log.lua");
+static FIXED_WINDOW: Lua = receipted!(["helpers.lua"], "fixed_window.lua");
+static SLIDING_WINDOW: Lua = receipted!(["helpers.lua"], "sliding_window.lua");
+static REFUND: Lua = Lua::new(&["#!lua\n", include_str!("scripts/refund.lua")]);
+
+impl RedisStore {
+    /// A check at `now` (the server's time when `None`) that answers when
+    /// it recorded the request.
+    pub(super) async fn check_refundable_at_time(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        now: Option<u64>,
+    ) -> Result<(Decision, Option<Receipt>), Error> {
+        policy.counts_by_outcome()?;
+        policy.validate_cost(cost)?;
+        self.subscribe();
+        let lua = match policy.algorithm() {
+            Algorithm::SlidingLog => &SLIDING_LOG,
+            Algorithm::FixedWindow => &FIXED_WINDOW,
+            Algorithm::SlidingWindow => &SLIDING_WINDOW,
+            _ => unreachable!("refused by counts_by_outcome"),
+        };
+        let call = scripts::evalsha_of(lua, key, policy, cost, now);
+        let reply = self.script(lua, &call, 1).await?;
+        let Some((&at, reply)) = reply.split_last() else {
+            return Err(Error::Protocol("an empty script reply".into()));
+        };
+        let decision = scripts::parse_reply(reply, policy, cost)?;
+        let at = u64::try_from(at).map_err(|_| Error::Protocol(format!("time {at}")))?;
+        let receipt = decision.allowed().then(|| Receipt::new(at, cost));
+        Ok((decision, receipt))
+    }
+
+    /// `refund.lua` of `receipt` on `key`.
+    fn refund_call(key: &str, policy: &Policy, receipt: &Receipt) -> Cmd {
+        let mut call = REFUND.call(key);
+        call.arg(receipt.at_us())
+            .arg(receipt.cost())
+            .arg(policy.algorithm().name())
+            .arg(policy.rules()[0].window_us());
+        call
+    }
+}
+
+/// The algorithm's own check, replying with the server's time too; the
+/// refund gives back the entries recorded at that time (the sliding log)
+/// or the cost counted in that window (the window counters), in one script.
+impl Refunds for RedisStore {
+    async fn check_refundable(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+    ) -> Result<(Decision, Option<Receipt>), Error> {
+        self.check_refundable_at_time(key, policy, cost, None).await
+    }
+
+    async fn refund(&self, key: &str, policy: &Policy, receipt: &Receipt) -> Result<(), Error> {
+        policy.counts_by_outcome()?;
+        let call = Self::refund_call(key, policy, receipt);
+        self.bounded_call(&REFUND, &call).await?;
+        Ok(())
+    }
+}
