@@ -99,8 +99,7 @@ pub enum ConfigError {
     /// exactly (see [`Refunds`](crate::Refunds)).
     #[error(
         "requests counted by outcome need an algorithm that gives a request back exactly \
-         (sliding_log, fixed_window or sliding_window), not {algorithm}: a bucket's state \
-         is clamped at its capacity, so a refund could let more pass than the rules allow"
+         (sliding_log, fixed_window or sliding_window), not {algorithm}"
     )]
     NotRefundable {
         /// The algorithm of the policy.

@@ -1,6 +1,7 @@
 //! The arguments that make a handler's limit follow the business: `plans`,
-//! `allow`, `allow_identities`, `shadow`, `wait`, `wait_when`,
-//! `concurrency` and `cost = path`. Parsed beside the others, checked
+//! `allow`, `allow_identities`, `deny`, `deny_identities`, `shadow`,
+//! `wait`, `wait_when`, `concurrency`, `cost = path`, `penalty(..)`,
+//! `count_when = path` and `count_failures`. Parsed beside the others, checked
 //! through limiter-core (`ConcurrencyLimit::new`, `MaxWait::new`), and
 //! generated as `LimitLayer` setter calls.
 
@@ -32,6 +33,8 @@ mod kw {
     syn::custom_keyword!(wait_when);
     syn::custom_keyword!(concurrency);
     syn::custom_keyword!(cost);
+    syn::custom_keyword!(count_when);
+    syn::custom_keyword!(count_failures);
 }
 
 /// The business arguments as written, each at most once.
@@ -49,6 +52,10 @@ pub(crate) struct BusinessArgs {
     /// `cost = path::to::fn` (a constant cost is the policy's).
     cost: Option<Arg<kw::cost, Path>>,
     penalty: Option<Arg<crate::penalty::kw::penalty, crate::penalty::PenaltyLit>>,
+    /// `count_when = path::to::fn`: which responses count.
+    count_when: Option<Arg<kw::count_when, Path>>,
+    /// `count_failures`: only responses of status 400 or more count.
+    count_failures: Option<kw::count_failures>,
 }
 
 impl BusinessArgs {
@@ -96,6 +103,14 @@ impl BusinessArgs {
             parse_assignment(input, &mut self.concurrency, |input| {
                 Int::parse(input, "the number of requests in flight")
             })?;
+        } else if lookahead.peek(kw::count_when) {
+            parse_assignment(input, &mut self.count_when, |input| input.parse())?;
+        } else if lookahead.peek(kw::count_failures) {
+            let keyword: kw::count_failures = input.parse()?;
+            if self.count_failures.is_some() {
+                return Err(Error::new_spanned(keyword, "duplicate argument `count_failures`"));
+            }
+            self.count_failures = Some(keyword);
         } else if lookahead.peek(crate::penalty::kw::penalty) {
             let keyword: crate::penalty::kw::penalty = input.parse()?;
             if self.penalty.is_some() {
@@ -127,6 +142,24 @@ pub(crate) struct Business {
     pub(crate) calls: TokenStream,
     /// `LimitLayer::concurrent(..)`'s limit, when there is no rate limit.
     pub(crate) concurrency_only: Option<TokenStream>,
+    /// Which responses count, as the argument of
+    /// `LimitLayer::count_when`, when only some do.
+    pub(crate) count_when: Option<TokenStream>,
+}
+
+/// Refuses counting by outcome (`count_when`, `count_failures`) with a
+/// policy whose algorithm cannot give a request back, through
+/// limiter-core's own check.
+pub(crate) fn check_counting(args: &Args, policy: &limiter_core::Policy) -> syn::Result<()> {
+    let business = &args.business;
+    let keyword = match (&business.count_when, &business.count_failures) {
+        (Some(when), _) => when.keyword.span(),
+        (None, Some(failures)) => failures.span(),
+        (None, None) => return Ok(()),
+    };
+    policy
+        .counts_by_outcome()
+        .map_err(|error| Error::new(keyword, error))
 }
 
 /// Checks `args`' business arguments through limiter-core, reporting every
@@ -244,6 +277,41 @@ pub(crate) fn build(args: &Args) -> syn::Result<Business> {
             })
         });
     }
+    let count_when = match (&business.count_when, &business.count_failures) {
+        (Some(when), Some(failures)) => {
+            errors.push(Error::new_spanned(
+                failures,
+                "`count_failures` is a `count_when`: give one of them",
+            ));
+            let _ = when;
+            None
+        }
+        _ if (business.count_when.is_some() || business.count_failures.is_some())
+            && BusinessArgs::concurrency_only(args) =>
+        {
+            let span = business
+                .count_when
+                .as_ref()
+                .map(|w| w.keyword.span())
+                .or(business.count_failures.map(|f| f.span()));
+            errors.push(Error::new(
+                span.unwrap_or_else(proc_macro2::Span::call_site),
+                "counting by outcome gives back a rate limit's requests: add `rules = [...]`",
+            ));
+            None
+        }
+        (Some(when), None) => {
+            let path = &when.value;
+            Some(quote_spanned! {path.span()=>
+                {
+                    let counts: fn(#core::http::StatusCode, &#core::http::HeaderMap) -> bool = #path;
+                    counts
+                }
+            })
+        }
+        (None, Some(_)) => Some(quote!(#core::counts_failures)),
+        (None, None) => None,
+    };
     let mut concurrency_only = None;
     if let Some(concurrency) = &business.concurrency {
         let max = &concurrency.value;
@@ -267,6 +335,7 @@ pub(crate) fn build(args: &Args) -> syn::Result<Business> {
         None => Ok(Business {
             calls,
             concurrency_only,
+            count_when,
         }),
     }
 }

@@ -19,7 +19,10 @@ pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenS
         let policy = if BusinessArgs::concurrency_only(&args) {
             Ok(None)
         } else {
-            policy(&args).map(|policy| Some(policy.tokens))
+            policy(&args).and_then(|policy| {
+                business::check_counting(&args, &policy.value)?;
+                Ok(Some(policy.tokens))
+            })
         };
         match (business, policy) {
             (Ok(business), Ok(policy)) => Ok((args, policy, business)),

@@ -72,6 +72,7 @@ pub(crate) fn limit(
     let Business {
         calls,
         concurrency_only,
+        count_when,
     } = business;
     let (items, layer) = match (policy, concurrency_only) {
         (Some(policy), _) => (
@@ -100,14 +101,22 @@ pub(crate) fn limit(
             },
         ),
     };
-    quote! {
-        #items
+    let layer = quote! {
         #layer
         .decision_extension(#decision)
         #key_prefix
         #message
         #on_store_error
         #calls
+    };
+    // Checked through limiter-core when the attribute expanded.
+    let layer = match count_when {
+        Some(counts) => quote!(#private::proven((#layer).count_when(#counts))),
+        None => layer,
+    };
+    quote! {
+        #items
+        #layer
     }
 }
 

@@ -281,6 +281,16 @@ mod values;
 /// | `wait = 2s` | waits up to 2 s for the retry time instead of answering 429 |
 /// | `wait_when = path::to::fn` | `fn(&http::request::Parts) -> bool`: only these requests wait |
 /// | `concurrency = 2` | at most 2 requests of one identity in flight (alone: no `rules` needed) |
+/// | `deny = ["203.0.113.0/24"]`, `deny_identities = ["spammer"]` | refused with 403 |
+/// | `penalty(after = 3, within = 10m, block = [15m, 1h])` | after 3 denials within 10 min the identity is blocked 15 min, then 1 h on the next offence |
+/// | `count_when = path::to::fn` | `fn(http::StatusCode, &http::HeaderMap) -> bool`: only the responses it answers `true` for count; the others are given back |
+/// | `count_failures` | only responses of status 400 or more count (a failed login) |
+///
+/// Counting by outcome records each request when it is admitted (so
+/// concurrent requests count while in flight) and gives it back once its
+/// response says it does not count; it needs an algorithm that gives a
+/// request back exactly (the sliding log, the default, or a window
+/// counter): with a bucket or GCRA it is a compile error.
 ///
 /// ```
 /// use axum::http::request::Parts;
@@ -302,6 +312,12 @@ mod values;
 ///
 /// #[rate_limit(concurrency = 2, by = user)]
 /// async fn export() {}
+///
+/// // At most 5 failed logins a minute per client; a correct password never counts.
+/// #[rate_limit(rules = [(5, 60s)], by = ip, count_failures)]
+/// async fn login() -> axum::http::StatusCode {
+///     axum::http::StatusCode::UNAUTHORIZED
+/// }
 /// ```
 ///
 /// # The decision in the handler
@@ -333,7 +349,8 @@ mod values;
 /// - The numbers, with limiter-core's message: a zero limit, window, rate,
 ///   capacity, burst or cost; a window or period over 366 days; more rules
 ///   than a policy holds; `prevent_duplicate` with another algorithm; a cost
-///   no request could pay; a bucket or burst too large to compute exactly.
+///   no request could pay; a bucket or burst too large to compute exactly;
+///   `count_when` or `count_failures` with a bucket or GCRA.
 /// - The syntax: a missing or unknown unit; an unknown or repeated argument;
 ///   missing `rules`, `rules` given to a bucket or GCRA, or more than one
 ///   rule for the windows; an invalid or uppercase header name; an unknown

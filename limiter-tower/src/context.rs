@@ -8,7 +8,7 @@ use std::time::Duration;
 use http::StatusCode;
 use limiter_core::{
     Acquired, ConcurrencyLimit, Decision, Error, GuardConfig, Guarded, HotKeys, OnStoreError,
-    Policy, Store, Verdict, Waiters, ask,
+    Policy, Receipt, Store, Verdict, Waiters, ask,
 };
 
 use crate::business::Common;
@@ -150,6 +150,22 @@ pub(crate) trait DynControl: Send + Sync {
         key: &'a str,
         penalty: &'a limiter_core::Penalty,
     ) -> BoxRef<'a, Result<Option<Duration>, Error>>;
+    /// Checks a request counted by outcome (see [`limiter_core::Refunds`]);
+    /// a guarded store decides by `on_error` when it fails.
+    fn check_refundable<'a>(
+        &'a self,
+        key: &'a str,
+        policy: &'a Policy,
+        cost: u64,
+        on_error: Option<OnStoreError>,
+    ) -> BoxRef<'a, Result<(Verdict, Option<Receipt>), Error>>;
+    /// Gives back what `receipt` recorded on `key`.
+    fn refund<'a>(
+        &'a self,
+        key: &'a str,
+        policy: &'a Policy,
+        receipt: &'a Receipt,
+    ) -> BoxRef<'a, Result<(), Error>>;
     /// Gives `key` the plan `plan` (`None`: the default), on every instance.
     fn assign<'a>(&'a self, key: &'a str, plan: Option<&'a str>) -> BoxRef<'a, Result<(), Error>>;
     /// The plan `key` has, as this instance knows it.
@@ -200,6 +216,27 @@ impl<T: Store> DynControl for HotKeys<T> {
         penalty: &'a limiter_core::Penalty,
     ) -> BoxRef<'a, Result<Option<Duration>, Error>> {
         ask::penalize(self, key, penalty).unwrap_or_else(|| unsupported("penalties"))
+    }
+
+    fn check_refundable<'a>(
+        &'a self,
+        key: &'a str,
+        policy: &'a Policy,
+        cost: u64,
+        on_error: Option<OnStoreError>,
+    ) -> BoxRef<'a, Result<(Verdict, Option<Receipt>), Error>> {
+        ask::check_refundable(self, key, policy, cost, on_error)
+            .unwrap_or_else(|| unsupported("counting by outcome"))
+    }
+
+    fn refund<'a>(
+        &'a self,
+        key: &'a str,
+        policy: &'a Policy,
+        receipt: &'a Receipt,
+    ) -> BoxRef<'a, Result<(), Error>> {
+        ask::refund(self, key, policy, receipt)
+            .unwrap_or_else(|| unsupported("counting by outcome"))
     }
 
     fn assign<'a>(&'a self, key: &'a str, plan: Option<&'a str>) -> BoxRef<'a, Result<(), Error>> {

@@ -54,6 +54,12 @@ pub fn proven<T>(value: Result<T, ConfigError>) -> T {
     })
 }
 
+/// `#[rate_limit(count_failures)]`'s `count_when`: responses of status 400
+/// or more count.
+pub fn counts_failures(status: http::StatusCode, _headers: &http::HeaderMap) -> bool {
+    status.as_u16() >= 400
+}
+
 /// A network of an allow or a deny list as `#[rate_limit(allow = [...])]`
 /// or `deny = [...]` writes it: in
 /// CIDR notation or a single address.

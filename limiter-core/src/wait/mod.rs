@@ -54,6 +54,18 @@ impl Waitable for Verdict {
     }
 }
 
+/// A check counted by outcome ([`Refunds`](crate::Refunds)): a denial
+/// records nothing, so it has no receipt.
+impl Waitable for (Verdict, Option<crate::Receipt>) {
+    fn denial(&self) -> Option<&Decision> {
+        self.0.denial()
+    }
+
+    fn denied(denial: Decision) -> Self {
+        (Verdict::denied(denial), None)
+    }
+}
+
 impl Waitable for Acquired {
     fn denial(&self) -> Option<&Decision> {
         match self {

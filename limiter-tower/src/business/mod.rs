@@ -23,6 +23,10 @@ pub(crate) type CostResolver = Arc<dyn Fn(&Parts) -> u64 + Send + Sync>;
 /// Whether a request asks to wait instead of being denied.
 pub(crate) type WaitWhen = Arc<dyn Fn(&Parts) -> bool + Send + Sync>;
 
+/// Whether a response counts against its limit (see
+/// [`LimitLayer::count_when`](crate::LimitLayer::count_when)).
+pub(crate) type CountWhen = Arc<dyn Fn(http::StatusCode, &http::HeaderMap) -> bool + Send + Sync>;
+
 /// What both layers can set: the router layer for every limit below it, a
 /// limit for itself (see [`common_setters`](crate::setters::common_setters)).
 #[derive(Clone, Default)]
@@ -45,6 +49,8 @@ pub(crate) struct RouteBusiness {
     pub(crate) concurrency: Option<Concurrency>,
     /// Denials of an identity earn it a block.
     pub(crate) penalty: Option<Arc<limiter_core::Penalty>>,
+    /// Requests count only when their response says so.
+    pub(crate) count_when: Option<CountWhen>,
 }
 
 impl Default for RouteBusiness {
@@ -57,6 +63,7 @@ impl Default for RouteBusiness {
             cost: None,
             concurrency: None,
             penalty: None,
+            count_when: None,
         }
     }
 }

@@ -10,6 +10,8 @@ use limiter_core::{
     Acquired, ConcurrencyLimit, Error, OnStoreError, Penalty, Policy, Verdict, Waiters,
 };
 
+use super::refund::Refund;
+use crate::business::CountWhen;
 use crate::context::{BoxFuture, DynStore};
 
 /// What the store answered a request: the permit (when the limit has a
@@ -19,6 +21,9 @@ use crate::context::{BoxFuture, DynStore};
 pub(crate) struct Admission {
     pub(crate) permit: Option<Result<Acquired, Error>>,
     pub(crate) verdict: Option<Result<Verdict, Error>>,
+    /// What gives the request back, when the limit counts by outcome and
+    /// the store recorded it.
+    pub(crate) refund: Option<Box<Refund>>,
 }
 
 impl Admission {
@@ -28,6 +33,7 @@ impl Admission {
         Self {
             permit: None,
             verdict: Some(verdict),
+            refund: None,
         }
     }
 }
@@ -43,6 +49,8 @@ pub(crate) struct Checks {
     pub(crate) shadow: bool,
     /// A penalty counting this limit's denials, and the identity's block key.
     pub(crate) penalty: Option<(Arc<Penalty>, String)>,
+    /// Requests count only when their response says so.
+    pub(crate) count_when: Option<CountWhen>,
 }
 
 /// An admission under way.
@@ -74,6 +82,7 @@ pub(crate) fn admit(checks: Checks) -> Pending {
         on_error,
         waiters: None,
         penalty: None,
+        count_when: None,
         ..
     } = checks
     {
@@ -92,6 +101,7 @@ async fn steps(checks: Checks) -> Admission {
         waiters,
         shadow,
         penalty,
+        count_when,
     } = checks;
     let mut admission = Admission::default();
     if let Some(limit) = concurrency {
@@ -108,12 +118,37 @@ async fn steps(checks: Checks) -> Admission {
         }
     }
     if let Some((policy, cost)) = rate {
-        let check =
-            || Arc::clone(&store).check_owned(key.clone(), Arc::clone(&policy), cost, on_error);
-        admission.verdict = Some(match &waiters {
-            Some((waiters, max)) => waiters.acquire(&key, *max, check).await,
-            None => check().await,
-        });
+        match count_when {
+            None => {
+                let check = || {
+                    Arc::clone(&store).check_owned(key.clone(), Arc::clone(&policy), cost, on_error)
+                };
+                admission.verdict = Some(match &waiters {
+                    Some((waiters, max)) => waiters.acquire(&key, *max, check).await,
+                    None => check().await,
+                });
+            }
+            Some(counts) => {
+                let control = store.control();
+                let check = || control.check_refundable(&key, &policy, cost, on_error);
+                let checked = match &waiters {
+                    Some((waiters, max)) => waiters.acquire(&key, *max, check).await,
+                    None => check().await,
+                };
+                admission.verdict = Some(checked.map(|(verdict, receipt)| {
+                    admission.refund = receipt.map(|receipt| {
+                        Box::new(Refund {
+                            store: Arc::clone(&store),
+                            key: key.clone(),
+                            policy: Arc::clone(&policy),
+                            receipt,
+                            counts,
+                        })
+                    });
+                    verdict
+                }));
+            }
+        }
     }
     if let (Some((penalty, block_key)), Some(Ok(verdict))) = (penalty, &admission.verdict) {
         let denied = verdict.decision().is_some_and(|d| !d.allowed());

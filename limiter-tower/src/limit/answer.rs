@@ -119,13 +119,14 @@ impl RouteLimit {
             Some(verdict) => self.on_verdict(verdict, &reading, &mut request),
             None => Next::UNCHECKED,
         };
+        let refund = admission.refund;
         match next {
             Next::Proceed { fields, delay } => {
                 let fields = match (fields, held.fields) {
                     (Some(rate), Some(concurrency)) => Some(rate.join(concurrency)),
                     (rate, concurrency) => rate.or(concurrency),
                 };
-                ResponseFuture::proceed_holding(inner, request, fields, delay, held.permit)
+                ResponseFuture::proceed_counting(inner, request, fields, delay, held.permit, refund)
             }
             Next::Respond(response) => ResponseFuture::respond(response),
         }

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use http::request::Parts;
-use limiter_core::{ConcurrencyLimit, Penalty, Plan, Policy, Rule};
+use limiter_core::{ConcurrencyLimit, ConfigError, Penalty, Plan, Policy, Rule};
 
 use super::LimitLayer;
 use super::route::RouteLimit;
@@ -158,6 +158,65 @@ impl LimitLayer {
     pub fn penalty(mut self, penalty: Penalty) -> Self {
         self.business().penalty = Some(Arc::new(penalty));
         self
+    }
+
+    /// Counts only the requests whose response `counts` says count (given
+    /// the response's status and headers): each request is recorded when
+    /// it is admitted, so concurrent requests count while in flight and no
+    /// more pass than the policy allows, and is given back once its
+    /// response says it does not count. A request whose response never
+    /// comes (dropped, timed out) stays counted. See
+    /// [`count_failures`](Self::count_failures) for the common case.
+    ///
+    /// Fails for a policy whose algorithm cannot give a request back
+    /// exactly (the buckets and GCRA; see [`limiter_core::refund`]), and
+    /// for a concurrency limit alone.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_tower::{KeySource, LimitLayer, Policy, Rule};
+    ///
+    /// // A 409 (already taken) does not use up the quota of sign-ups.
+    /// let signups = LimitLayer::new(
+    ///     "signups",
+    ///     Policy::sliding_log([Rule::new(3, Duration::from_secs(3600))?])?,
+    ///     KeySource::ip(),
+    /// )
+    /// .count_when(|status, _headers| status != http::StatusCode::CONFLICT)?;
+    /// # Ok::<(), limiter_tower::ConfigError>(())
+    /// ```
+    pub fn count_when(
+        mut self,
+        counts: impl Fn(http::StatusCode, &http::HeaderMap) -> bool + Send + Sync + 'static,
+    ) -> Result<Self, ConfigError> {
+        if !self.business().rate {
+            return Err(ConfigError::NotRefundable {
+                algorithm: "a concurrency limit alone",
+            });
+        }
+        self.limit.policy.counts_by_outcome()?;
+        self.business().count_when = Some(Arc::new(counts));
+        Ok(self)
+    }
+
+    /// Counts only failed requests, those answered with a status of 400 or
+    /// more (express-rate-limit's `skipSuccessfulRequests`): a login limit
+    /// that a user who types the right password never reaches.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_tower::{KeySource, LimitLayer, Policy, Rule};
+    ///
+    /// let failed_logins = LimitLayer::new(
+    ///     "failed-logins",
+    ///     Policy::sliding_log([Rule::new(5, Duration::from_secs(60))?])?,
+    ///     KeySource::ip(),
+    /// )
+    /// .count_failures()?;
+    /// # Ok::<(), limiter_tower::ConfigError>(())
+    /// ```
+    pub fn count_failures(self) -> Result<Self, ConfigError> {
+        self.count_when(crate::__private::counts_failures)
     }
 
     /// Waits ([`wait`](Self::wait)) only for the requests `when` answers

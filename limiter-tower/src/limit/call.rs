@@ -140,6 +140,7 @@ impl RouteLimit {
             waiters: checks.wait.map(|max| (context.waiters.clone(), max.get())),
             shadow: checks.reading.shadow,
             penalty,
+            count_when: checks.count_when,
         });
         // The clone is not ready; keep it and use the one that is.
         let clone = inner.clone();

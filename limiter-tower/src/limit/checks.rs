@@ -14,7 +14,7 @@ use super::answer::{PlanFields, Reading};
 use super::counters::Counted;
 use super::identity::{client_ip, with_parts};
 use super::route::RouteLimit;
-use crate::business::{ClientList, Common, RouteBusiness};
+use crate::business::{ClientList, Common, CountWhen, RouteBusiness};
 use crate::context::Context;
 use crate::response::{self, Protocol, RouteFields};
 
@@ -27,6 +27,8 @@ pub(crate) struct RequestChecks {
     pub(crate) wait: Option<MaxWait>,
     /// Denials earn blocks: counted after the check.
     pub(crate) penalty: Option<Arc<Penalty>>,
+    /// Requests count only when their response says so.
+    pub(crate) count_when: Option<CountWhen>,
     pub(crate) reading: Reading,
 }
 
@@ -44,15 +46,17 @@ impl RequestChecks {
             concurrency: None,
             wait: None,
             penalty: None,
+            count_when: None,
             reading,
         }
     }
 
     /// The cost of a rate check that a store may decide at once: one with
-    /// no permit to take, no waiting and no penalty to count.
+    /// no permit to take, no waiting, no penalty to count and nothing to
+    /// give back.
     pub(crate) fn at_once(&self) -> Option<u64> {
-        match (self.concurrency, self.wait, &self.penalty) {
-            (None, None, None) => self.cost,
+        match (self.concurrency, self.wait, &self.penalty, &self.count_when) {
+            (None, None, None, None) => self.cost,
             _ => None,
         }
     }
@@ -141,11 +145,15 @@ impl RouteLimit {
         let penalty = route
             .and_then(|r| r.penalty.clone())
             .filter(|_| cost.is_some());
+        let count_when = route
+            .and_then(|r| r.count_when.clone())
+            .filter(|_| cost.is_some());
         Ok(Some(RequestChecks {
             cost,
             concurrency,
             wait,
             penalty,
+            count_when,
             reading: Reading {
                 headers,
                 shadow,

@@ -15,6 +15,7 @@ use tower_service::Service;
 use super::admission::Pending;
 use super::answer::{Next, Reading};
 use super::permit_body::PermitBody;
+use super::refund::{Refund, Refunding};
 use super::route::RouteLimit;
 use crate::response::RateLimitHeaders;
 
@@ -67,10 +68,29 @@ pin_project! {
             future: S::Future,
             held: Option<Box<(Option<RateLimitHeaders>, Permit)>>,
         },
+        // The inner call of a request counted by outcome: its response
+        // says whether it is given back. Boxed, as `Holding` is.
+        Counting {
+            #[pin]
+            future: S::Future,
+            counting: Option<Box<Counting>>,
+        },
+        // A response waiting for its request to be given back.
+        Refunding {
+            refunding: Option<Box<(Refunding, Response)>>,
+        },
         Responding {
             response: Option<Response>,
         },
     }
+}
+
+/// What the response of a request counted by outcome gets: its fields, the
+/// permit its body holds, and the refund its status may call for.
+pub(crate) struct Counting {
+    headers: Option<RateLimitHeaders>,
+    permit: Option<Permit>,
+    refund: Box<Refund>,
 }
 
 /// A paced request: the ready inner service, the request, its fields and
@@ -154,6 +174,36 @@ where
         Self { state }
     }
 
+    /// Like [`proceed_holding`](Self::proceed_holding), giving the request
+    /// back (`refund`) if its response says it does not count. The
+    /// algorithms that give requests back never pace, so nothing waits.
+    pub(crate) fn proceed_counting(
+        inner: &mut S,
+        request: Request<B>,
+        headers: Option<RateLimitHeaders>,
+        delay: Duration,
+        permit: Option<Permit>,
+        refund: Option<Box<Refund>>,
+    ) -> Self
+    where
+        S: Clone,
+    {
+        let Some(refund) = refund else {
+            return Self::proceed_holding(inner, request, headers, delay, permit);
+        };
+        debug_assert!(delay.is_zero(), "a paced request is never given back");
+        Self {
+            state: State::Counting {
+                future: inner.call(request),
+                counting: Some(Box::new(Counting {
+                    headers,
+                    permit,
+                    refund,
+                })),
+            },
+        }
+    }
+
     /// Calls `inner`, or answers without calling it, as `next` says.
     #[inline(always)]
     pub(crate) fn next(inner: &mut S, request: Request<B>, next: Next) -> Self
@@ -212,6 +262,22 @@ where
             if let StateProj::Holding { future, held } = state.as_mut().project() {
                 return poll_holding(future, held, cx);
             }
+            if let StateProj::Counting { future, counting } = state.as_mut().project() {
+                let (response, refunding) = ready!(poll_counting(future, counting, cx))?;
+                match refunding {
+                    None => return Poll::Ready(Ok(response)),
+                    Some(refunding) => state.set(State::Refunding {
+                        refunding: Some(Box::new((refunding, response))),
+                    }),
+                }
+                continue;
+            }
+            if let StateProj::Refunding { refunding } = state.as_mut().project() {
+                let waiting = refunding.as_mut().expect("polled after completion");
+                ready!(waiting.0.poll(cx));
+                let (_, response) = *refunding.take().expect("polled after completion");
+                return Poll::Ready(Ok(response));
+            }
             if let Some(response) = ready!(State::advance(state.as_mut(), cx)) {
                 return Poll::Ready(Ok(response));
             }
@@ -258,7 +324,10 @@ where
             StateProj::Responding { response } => {
                 return Poll::Ready(Some(response.take().expect("polled after completion")));
             }
-            StateProj::Calling { .. } | StateProj::Holding { .. } => {
+            StateProj::Calling { .. }
+            | StateProj::Holding { .. }
+            | StateProj::Counting { .. }
+            | StateProj::Refunding { .. } => {
                 unreachable!("the inner call is polled by `poll`")
             }
         }
@@ -286,6 +355,38 @@ where
         headers.add_to(response.headers_mut());
     }
     Poll::Ready(Ok(response))
+}
+
+/// Polls the inner call of a request counted by outcome; once its response
+/// is there, gives the request back if the response says it does not
+/// count, and answers the response with the refund still under way, if any.
+#[inline(never)]
+#[allow(clippy::type_complexity)]
+fn poll_counting<F, E, ResBody>(
+    future: Pin<&mut F>,
+    counting: &mut Option<Box<Counting>>,
+    cx: &mut Context<'_>,
+) -> Poll<Result<(Response, Option<Refunding>), E>>
+where
+    F: Future<Output = Result<http::Response<ResBody>, E>>,
+    ResBody: HttpBody<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    let response = ready!(future.poll(cx))?;
+    let Counting {
+        headers,
+        permit,
+        refund,
+    } = *counting.take().expect("polled after completion");
+    let refunding = refund.settle(response.status(), response.headers(), cx);
+    let mut response = match permit {
+        Some(permit) => response.map(|body| Body::new(PermitBody::new(body, Some(permit)))),
+        None => response.map(Body::new),
+    };
+    if let Some(headers) = headers {
+        headers.add_to(response.headers_mut());
+    }
+    Poll::Ready(Ok((response, refunding)))
 }
 
 impl<S, B> std::fmt::Debug for ResponseFuture<S, B>

@@ -11,6 +11,7 @@ mod future;
 mod identity;
 mod layer;
 mod permit_body;
+mod refund;
 mod route;
 mod service;
 

@@ -57,6 +57,20 @@ async fn login() -> &'static str {
     "welcome"
 }
 
+fn not_a_conflict(status: axum::http::StatusCode, _headers: &axum::http::HeaderMap) -> bool {
+    status != axum::http::StatusCode::CONFLICT
+}
+
+#[rate_limit(rules = [(5, 60s)], by = ip, count_failures)]
+async fn sign_in() -> axum::http::StatusCode {
+    axum::http::StatusCode::UNAUTHORIZED
+}
+
+#[rate_limit(algorithm = fixed_window, rules = [(3, 1h)], count_when = not_a_conflict, penalty(after = 2, within = 1h, block = 1h))]
+async fn sign_up() -> axum::http::StatusCode {
+    axum::http::StatusCode::CONFLICT
+}
+
 #[rate_limit(algorithm = token_bucket(rate = 10/s, burst = 100), cost = batch_size)]
 async fn import() -> &'static str {
     "imported"
@@ -70,5 +84,7 @@ fn main() {
         .route("/imports", post(import))
         .route("/comments", post(comment))
         .route("/login", post(login))
+        .route("/sign-in", post(sign_in))
+        .route("/sign-up", post(sign_up))
         .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())));
 }
