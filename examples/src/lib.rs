@@ -4,13 +4,14 @@
 //! | route | limit |
 //! |---|---|
 //! | `POST /posts/{id}/replies` | 5 per 60 s per user (a request without a user gets 401); with `?wait=1`, waits up to 2 s instead of answering 429; 3 denials within 10 min block the user for 15 min (then 1 h on the next offence) |
+//! | `POST /login` | body `{"user": "...", "password": "..."}`: 200 for the password `let-me-in`, 401 otherwise; at most 5 failed logins per client IP per 60 s and 5 per user per 15 min (successful logins never count); over either, every attempt gets 429 |
 //! | `POST /posts` | 10 per 60 s and 20 per 120 s per client IP, no duplicate within 5 s |
 //! | `POST /posts/{id}/likes` | token bucket per user: 1 token/s, burst 10 |
 //! | `GET /feed` | GCRA per client IP: 100 per 60 s, 20 at once |
 //! | `GET /trending` | 1,000 per second for all clients together, leased (each instance takes up to 50 permits per Redis call) |
 //! | `GET /api/search` | per `x-api-key`, 30 per second across all regions (a request without a key gets 401) |
 //! | `GET /search` | per `x-api-key`, by the key's plan: free 10 per 60 s, pro 100 per 60 s |
-//! | `GET /me/limits` | not limited: the `x-user-id` user's own limits (replies, likes) as a JSON array, one object per rule (`route`, `policy`, `limit`, `allowed`, `remaining`, `reset` in seconds), read without counting |
+//! | `GET /me/limits` | not limited: the `x-user-id` user's own limits (replies, likes, failed logins) as a JSON array, one object per rule (`route`, `policy`, `limit`, `allowed`, `remaining`, `reset` in seconds), read without counting |
 //! | `PUT /admin/plans/{key}` | not limited: the body `free` or `pro` changes the key's plan; only with [`Options::admin_token`] (404 without), each request `Authorization: Bearer <token>` (401 otherwise) |
 //! | `GET /admin/limits/{identity}` | as `/me/limits`, for any user id, API key or client address, and the limits by address and key too (admin) |
 //! | `DELETE /admin/limits/{identity}` | 204: every limit of that identity reset, on every instance's next request to the store (admin) |
@@ -47,6 +48,7 @@ use serde_json::json;
 pub mod admin;
 pub mod business;
 pub mod demo;
+pub mod login;
 pub mod serve;
 mod trending;
 
@@ -220,10 +222,12 @@ pub fn app<S: Store + Clone>(limiter: Limiter<S>, options: Options) -> Router {
     let mine = layer
         .control()
         .limit("POST /posts/{id}/replies", &posts::create_reply::limit())
-        .limit("POST /posts/{id}/likes", &posts::like::limit());
+        .limit("POST /posts/{id}/likes", &posts::like::limit())
+        .limit("POST /login", &login::PER_USER);
     let every = mine
         .clone()
         .limit("POST /posts", &posts::create_post::limit())
+        .limit("POST /login", &login::login::limit())
         .limit("GET /feed", &feed::feed::limit())
         .limit("GET /search", &business::search::limit());
     let router = match metrics {
@@ -235,6 +239,7 @@ pub fn app<S: Store + Clone>(limiter: Limiter<S>, options: Options) -> Router {
     router
         .route("/posts/{id}/replies", post(posts::create_reply))
         .route("/posts", post(posts::create_post))
+        .route("/login", post(login::login).with_state(mine.clone()))
         .route("/posts/{id}/likes", post(posts::like))
         .route("/feed", get(feed::feed))
         .route("/trending", get(trending::trending))

@@ -105,6 +105,13 @@ pub enum ConfigError {
         /// The algorithm of the policy.
         algorithm: &'static str,
     },
+    /// A limit asked for an identity it does not apply to: a global limit
+    /// has none; a limit by client address applies to addresses only.
+    #[error("the limit {limit:?} does not apply to this identity (global, or by address)")]
+    NoIdentity {
+        /// The limit's name.
+        limit: String,
+    },
     /// A plan name that is empty, too long, or holds a character other than
     /// ASCII letters, digits, `-`, `_` and `.` (it names `RateLimit` items).
     #[error("a plan name is 1 to 64 ASCII letters, digits, '-', '_' or '.', got {name:?}")]

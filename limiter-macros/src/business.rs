@@ -108,7 +108,10 @@ impl BusinessArgs {
         } else if lookahead.peek(kw::count_failures) {
             let keyword: kw::count_failures = input.parse()?;
             if self.count_failures.is_some() {
-                return Err(Error::new_spanned(keyword, "duplicate argument `count_failures`"));
+                return Err(Error::new_spanned(
+                    keyword,
+                    "duplicate argument `count_failures`",
+                ));
             }
             self.count_failures = Some(keyword);
         } else if lookahead.peek(crate::penalty::kw::penalty) {

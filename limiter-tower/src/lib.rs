@@ -88,12 +88,12 @@ mod setters;
 pub mod __private;
 
 pub use client_ip::{ClientIpSource, DEFAULT_IPV6_PREFIX};
-pub use control::{Control, LimitState};
+pub use control::{Attempt, Control, LimitState};
 pub use ipnet::IpNet;
 pub use key::{KeySource, Resolver};
 pub use limit::{Limit, LimitLayer, ResponseFuture};
 pub use limiter_core::{
-    Algorithm, Blocks, HotKeys, Lease, Peek, Penalties, Permits, Reset, Verdict,
+    Algorithm, Blocks, HotKeys, Lease, Peek, Penalties, Permits, Receipt, Refunds, Reset, Verdict,
 };
 pub use limiter_core::{
     BreakerConfig, Clock, ConcurrencyLimit, ConfigError, DEFAULT_DEADLINE, DEFAULT_MAX_WAITERS,

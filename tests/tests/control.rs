@@ -79,6 +79,18 @@ fn replies(remaining: u64, allowed: bool, reset: u64, retry_after: Option<u64>) 
     state
 }
 
+/// The failed logins per user, unused.
+fn logins() -> Value {
+    json!({
+        "route": "POST /login",
+        "policy": "5-per-900s",
+        "limit": 5,
+        "allowed": true,
+        "remaining": 5,
+        "reset": 900,
+    })
+}
+
 fn likes() -> Value {
     json!({
         "route": "POST /posts/{id}/likes",
@@ -94,7 +106,7 @@ fn likes() -> Value {
 async fn my_limits_read_without_counting_and_an_admin_resets_them_on_memory() {
     let (addr, clock) = memory_server().await;
     // Unused: the whole quota, and reading it twice changes nothing.
-    let fresh = json!([replies(5, true, 60, None), likes()]);
+    let fresh = json!([replies(5, true, 60, None), likes(), logins()]);
     assert_eq!(my_limits(addr, "alice").await, fresh);
     assert_eq!(my_limits(addr, "alice").await, fresh);
     for i in 0..5 {
@@ -102,7 +114,7 @@ async fn my_limits_read_without_counting_and_an_admin_resets_them_on_memory() {
         clock.advance(Duration::from_secs(1));
     }
     // The first reply leaves in 60 - 5 = 55 s.
-    let used = json!([replies(0, false, 55, Some(55)), likes()]);
+    let used = json!([replies(0, false, 55, Some(55)), likes(), logins()]);
     assert_eq!(my_limits(addr, "alice").await, used);
     assert_eq!(my_limits(addr, "alice").await, used);
     assert_eq!(reply(addr, "alice").await.status, 429);

@@ -3,7 +3,10 @@
 //! decision); with an admin router an application mounts behind its own
 //! authentication ([`Control::router`]).
 
+mod attempt;
 mod router;
+
+pub use attempt::Attempt;
 
 use std::fmt;
 use std::net::IpAddr;
@@ -265,25 +268,28 @@ impl Control {
 
     /// The key of each limit that applies to `identity`.
     fn keys_of(&self, identity: &str) -> Vec<(&Named, String)> {
-        let ip = identity.parse::<IpAddr>().ok();
         self.limits
             .iter()
-            .filter_map(|named| {
-                let limit = &named.limit;
-                let start = limit.key_start.as_deref().unwrap_or(&self.key_start);
-                let mut key = String::from(start);
-                match (&limit.source.0, ip) {
-                    (Source::Global, _) | (Source::Ip, None) => return None,
-                    (Source::Ip, Some(ip)) => self.client_ip.push_identity(&mut key, ip),
-                    (Source::User | Source::Header(_) | Source::Custom(_), _) => {
-                        limiter_core::push_identity_bytes(&mut key, identity.as_bytes())
-                    }
-                }
-                key.push(':');
-                key.push_str(&limit.name);
-                Some((named, key))
-            })
+            .filter_map(|named| Some((named, self.key_of(&named.limit, identity)?)))
             .collect()
+    }
+
+    /// The key of `limit` for `identity`, as its requests write it; `None`
+    /// when the limit does not apply to it (a global limit; a limit by
+    /// address, and `identity` is not one).
+    fn key_of(&self, limit: &RouteLimit, identity: &str) -> Option<String> {
+        let start = limit.key_start.as_deref().unwrap_or(&self.key_start);
+        let mut key = String::from(start);
+        match (&limit.source.0, identity.parse::<IpAddr>()) {
+            (Source::Global, _) | (Source::Ip, Err(_)) => return None,
+            (Source::Ip, Ok(ip)) => self.client_ip.push_identity(&mut key, ip),
+            (Source::User | Source::Header(_) | Source::Custom(_), _) => {
+                limiter_core::push_identity_bytes(&mut key, identity.as_bytes())
+            }
+        }
+        key.push(':');
+        key.push_str(&limit.name);
+        Some(key)
     }
 }
 

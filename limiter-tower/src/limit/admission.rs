@@ -10,6 +10,7 @@ use limiter_core::{
     Acquired, ConcurrencyLimit, Error, OnStoreError, Penalty, Policy, Verdict, Waiters,
 };
 
+use super::detached::Detached;
 use super::refund::Refund;
 use crate::business::CountWhen;
 use crate::context::{BoxFuture, DynStore};
@@ -153,7 +154,9 @@ async fn steps(checks: Checks) -> Admission {
     if let (Some((penalty, block_key)), Some(Ok(verdict))) = (penalty, &admission.verdict) {
         let denied = verdict.decision().is_some_and(|d| !d.allowed());
         if denied && !shadow {
-            penalize(&store, &key, penalty, block_key).await;
+            // Detached: a penalty counted is a block applied, even when the
+            // request goes away meanwhile.
+            Detached::run(Box::pin(penalize(store, key, penalty, block_key))).await;
         }
     }
     admission
@@ -161,7 +164,7 @@ async fn steps(checks: Checks) -> Admission {
 
 /// Counts a denial of `key` by `penalty`, and blocks `block_key` when it
 /// earns a block. A store that fails here leaves the denial as it is.
-async fn penalize(store: &Arc<dyn DynStore>, key: &str, penalty: Arc<Penalty>, block_key: String) {
+async fn penalize(store: Arc<dyn DynStore>, key: String, penalty: Arc<Penalty>, block_key: String) {
     let control = store.control();
     let counted = control.penalize(&format!("{key}:penalty"), &penalty).await;
     let blocked = match counted {

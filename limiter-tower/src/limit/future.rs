@@ -14,8 +14,9 @@ use tower_service::Service;
 
 use super::admission::Pending;
 use super::answer::{Next, Reading};
+use super::detached::Detached;
 use super::permit_body::PermitBody;
-use super::refund::{Refund, Refunding};
+use super::refund::Refund;
 use super::route::RouteLimit;
 use crate::response::RateLimitHeaders;
 
@@ -77,7 +78,7 @@ pin_project! {
         },
         // A response waiting for its request to be given back.
         Refunding {
-            refunding: Option<Box<(Refunding, Response)>>,
+            refunding: Option<Box<(Detached, Response)>>,
         },
         Responding {
             response: Option<Response>,
@@ -366,7 +367,7 @@ fn poll_counting<F, E, ResBody>(
     future: Pin<&mut F>,
     counting: &mut Option<Box<Counting>>,
     cx: &mut Context<'_>,
-) -> Poll<Result<(Response, Option<Refunding>), E>>
+) -> Poll<Result<(Response, Option<Detached>), E>>
 where
     F: Future<Output = Result<http::Response<ResBody>, E>>,
     ResBody: HttpBody<Data = Bytes> + Send + 'static,

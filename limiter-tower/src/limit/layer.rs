@@ -66,6 +66,11 @@ impl LimitLayer {
         }
     }
 
+    /// The limit's own policy (a request's plan may apply another).
+    pub fn policy(&self) -> &Policy {
+        &self.limit.policy
+    }
+
     fn limit(&mut self) -> &mut RouteLimit {
         Arc::make_mut(&mut self.limit)
     }

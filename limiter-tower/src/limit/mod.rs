@@ -7,6 +7,7 @@ mod business_setters;
 mod call;
 mod checks;
 pub(crate) mod counters;
+mod detached;
 mod future;
 mod identity;
 mod layer;

@@ -1,18 +1,18 @@
 //! Counting by outcome: a request recorded when it was admitted is given
-//! back once its response says it does not count. The refund runs to its
-//! end even when the response future is dropped meanwhile (the client went
-//! away after the response was made): the outcome was known.
+//! back once its response says it does not count. The refund is
+//! [detached](Detached): the outcome was known, so it ends even when the
+//! response future is dropped meanwhile. It is awaited before the response
+//! is answered, so that the client's next request finds it made.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::Context;
 
 use http::{HeaderMap, StatusCode};
 use limiter_core::{Policy, Receipt};
 
+use super::detached::Detached;
 use crate::business::CountWhen;
-use crate::context::{BoxFuture, DynStore};
+use crate::context::DynStore;
 
 /// Counter: requests given back because their response did not count.
 const REFUNDS: &str = "limiter_refunds_total";
@@ -26,15 +26,6 @@ pub(crate) struct Refund {
     pub(crate) counts: CountWhen,
 }
 
-/// A refund under way, awaited before the response is answered, so that
-/// the client's next request finds it made.
-pub(crate) enum Refunding {
-    /// On the runtime, where it ends even if this is dropped.
-    Spawned(tokio::task::JoinHandle<()>),
-    /// Without a runtime to spawn on: polled here.
-    Here(BoxFuture<()>),
-}
-
 impl Refund {
     /// Gives the request back unless `status` and `headers` say it counts:
     /// `None` when it counts or the refund is made already (the memory
@@ -44,18 +35,11 @@ impl Refund {
         status: StatusCode,
         headers: &HeaderMap,
         cx: &mut Context<'_>,
-    ) -> Option<Refunding> {
+    ) -> Option<Detached> {
         if (self.counts)(status, headers) {
             return None;
         }
-        let mut refund: BoxFuture<()> = Box::pin(self.run());
-        if refund.as_mut().poll(cx).is_ready() {
-            return None;
-        }
-        Some(match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => Refunding::Spawned(runtime.spawn(refund)),
-            Err(_) => Refunding::Here(refund),
-        })
+        Detached::start(Box::pin(self.run()), cx)
     }
 
     async fn run(self) {
@@ -70,16 +54,6 @@ impl Refund {
             Err(error) => {
                 tracing::warn!(%error, key = %self.key, "a request could not be given back")
             }
-        }
-    }
-}
-
-impl Refunding {
-    pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        match self {
-            // A refund that panicked leaves the request counted.
-            Self::Spawned(task) => Pin::new(task).poll(cx).map(|_| ()),
-            Self::Here(refund) => refund.as_mut().poll(cx),
         }
     }
 }

@@ -1,0 +1,395 @@
+//! Counting by outcome over the UGC server's `POST /login`: at most 5
+//! failed logins per client address a minute (the route's limit, which
+//! counts failed responses only) and 5 per user in 15 minutes (checked in
+//! the handler, given back on success). Successful logins never count;
+//! failed ones racing are counted while in flight, so exactly the limit
+//! reach the password check. On the memory store (time moved by hand) and
+//! on Redis with two instances; and a request dropped at every await of
+//! the refund and the penalty paths leaves the store exact.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{ConnectInfo, State};
+use axum::http::{Request, StatusCode};
+use axum::routing::post;
+use limiter_core::conformance::poll_then_drop;
+use limiter_examples::admin::AdminToken;
+use limiter_examples::{Options, app};
+use limiter_tests::http::{Response, send, send_from, serve};
+use limiter_tests::{TestRedis, redis};
+use limiter_tower::{
+    Control, GuardConfig, KeySource, LimitLayer, Limiter, ManualClock, MemoryStore, Penalty,
+    Policy, RateLimitLayer, Rule,
+};
+use serde_json::{Value, json};
+use tokio::task::JoinSet;
+use tower::ServiceExt;
+
+const T0: Duration = Duration::from_secs(1_750_000_000);
+const ADMIN_TOKEN: &str = "count-by-outcome-admin-token";
+const RIGHT: &str = "let-me-in";
+const WRONG: &str = "hunter2";
+
+fn options() -> Options {
+    Options {
+        admin_token: Some(AdminToken::new(ADMIN_TOKEN).unwrap()),
+        guard: GuardConfig {
+            deadline: Duration::from_secs(5),
+            ..GuardConfig::default()
+        },
+        ..Options::default()
+    }
+}
+
+async fn memory_server() -> (SocketAddr, ManualClock) {
+    let clock = ManualClock::new(T0);
+    let limiter = Limiter::new(MemoryStore::with_clock(clock.clone()));
+    (serve(app(limiter, options())).await, clock)
+}
+
+async fn redis_server(redis: &TestRedis) -> SocketAddr {
+    let limiter = Limiter::new(redis.store().await).with_prefix(redis.prefix());
+    serve(app(limiter, options())).await
+}
+
+/// The local address `127.0.0.{n}`: each a client of its own.
+fn client(n: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(127, 0, 0, n))
+}
+
+async fn login(addr: SocketAddr, from: IpAddr, user: &str, password: &str) -> Response {
+    let body = json!({ "user": user, "password": password }).to_string();
+    let headers: [(&str, &[u8]); 1] = [("content-type", b"application/json")];
+    send_from(from, addr, "POST", "/login", &headers, body.as_bytes())
+        .await
+        .unwrap()
+}
+
+/// The per-user login limit's state as `/me/limits` shows it.
+async fn user_logins_left(addr: SocketAddr, user: &str) -> u64 {
+    let headers: [(&str, &[u8]); 1] = [("x-user-id", user.as_bytes())];
+    let response = send(addr, "GET", "/me/limits", &headers, b"")
+        .await
+        .unwrap();
+    assert_eq!(response.status, 200, "{response:#?}");
+    let states: Value = serde_json::from_str(&response.body).unwrap();
+    let login = states
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["route"] == "POST /login")
+        .unwrap_or_else(|| panic!("no login limit in {states}"));
+    assert_eq!(login["policy"], "5-per-900s", "{login}");
+    login["remaining"].as_u64().unwrap()
+}
+
+/// The address limit's state, as the admin route shows it.
+async fn address_logins_left(addr: SocketAddr, ip: IpAddr) -> u64 {
+    let auth = format!("Bearer {ADMIN_TOKEN}");
+    let headers: [(&str, &[u8]); 1] = [("authorization", auth.as_bytes())];
+    let path = format!("/admin/limits/{ip}");
+    let response = send(addr, "GET", &path, &headers, b"").await.unwrap();
+    assert_eq!(response.status, 200, "{response:#?}");
+    let states: Value = serde_json::from_str(&response.body).unwrap();
+    let login = states
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["route"] == "POST /login" && s["policy"] == "5-per-60s")
+        .unwrap_or_else(|| panic!("no login limit by address in {states}"));
+    login["remaining"].as_u64().unwrap()
+}
+
+/// Sends `n` failed logins of `user` from `from` at once, alternating
+/// between `servers`; answers how many got each status.
+async fn concurrent_failures(
+    servers: &[SocketAddr],
+    from: IpAddr,
+    user: &str,
+    n: usize,
+) -> Statuses {
+    let mut set = JoinSet::new();
+    for i in 0..n {
+        let addr = servers[i % servers.len()];
+        let user = user.to_owned();
+        set.spawn(async move { login(addr, from, &user, WRONG).await.status });
+    }
+    let mut statuses = Statuses::default();
+    while let Some(status) = set.join_next().await {
+        match status.unwrap() {
+            401 => statuses.unauthorized += 1,
+            429 => statuses.too_many += 1,
+            other => panic!("status {other}"),
+        }
+    }
+    statuses
+}
+
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Statuses {
+    /// Reached the password check.
+    unauthorized: usize,
+    too_many: usize,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_failed_logins_let_exactly_five_reach_the_password_check_on_memory() {
+    let (addr, _clock) = memory_server().await;
+    let statuses = concurrent_failures(&[addr], client(2), "alice", 100).await;
+    assert_eq!(
+        statuses,
+        Statuses {
+            unauthorized: 5,
+            too_many: 95
+        }
+    );
+    // Over the limit, the right password gets 429 too.
+    assert_eq!(login(addr, client(2), "alice", RIGHT).await.status, 429);
+    assert_eq!(address_logins_left(addr, client(2)).await, 0);
+}
+
+#[tokio::test]
+async fn successful_logins_never_count_and_failures_do_on_memory() {
+    let (addr, clock) = memory_server().await;
+    for i in 0..100 {
+        let response = login(addr, client(3), "bob", RIGHT).await;
+        assert_eq!(response.status, 200, "login {i}: {response:#?}");
+    }
+    assert_eq!(user_logins_left(addr, "bob").await, 5);
+    assert_eq!(address_logins_left(addr, client(3)).await, 5);
+    // Four failures, then successes still pass.
+    for _ in 0..4 {
+        assert_eq!(login(addr, client(3), "bob", WRONG).await.status, 401);
+    }
+    assert_eq!(login(addr, client(3), "bob", RIGHT).await.status, 200);
+    assert_eq!(user_logins_left(addr, "bob").await, 1);
+    assert_eq!(address_logins_left(addr, client(3)).await, 1);
+    // The fifth failure uses both limits up.
+    assert_eq!(login(addr, client(3), "bob", WRONG).await.status, 401);
+    let denied = login(addr, client(3), "bob", RIGHT).await;
+    assert_eq!(denied.status, 429, "{denied:#?}");
+    // The address limit frees after 60 s (the failures were all at one
+    // time), the user's after 15 minutes.
+    clock.advance(Duration::from_secs(60));
+    let by_user = login(addr, client(3), "bob", RIGHT).await;
+    assert_eq!(by_user.status, 429, "{by_user:#?}");
+    // The user's limit denied it; the address limit adds its own item.
+    assert_eq!(
+        by_user.header("ratelimit-policy"),
+        "\"5-per-900s\";q=5;w=900, \"5-per-60s\";q=5;w=60"
+    );
+    // Denied by the user's limit, the attempt failed: the address counts it.
+    assert_eq!(address_logins_left(addr, client(3)).await, 4);
+    clock.advance(Duration::from_secs(900));
+    assert_eq!(login(addr, client(3), "bob", RIGHT).await.status, 200);
+}
+
+#[tokio::test]
+async fn a_user_is_limited_across_addresses_and_an_address_across_users_on_memory() {
+    let (addr, clock) = memory_server().await;
+    // Five failures for carol, each from an address of its own.
+    for n in 10..15 {
+        assert_eq!(login(addr, client(n), "carol", WRONG).await.status, 401);
+    }
+    let denied = login(addr, client(15), "carol", RIGHT).await;
+    assert_eq!(denied.status, 429, "{denied:#?}");
+    assert_eq!(denied.header("retry-after"), "900");
+    // Another user from those addresses is not held by carol's limit.
+    assert_eq!(login(addr, client(10), "dave", RIGHT).await.status, 200);
+    // Five failures of five users from one address: the sixth attempt,
+    // another user's with the right password, is refused.
+    for user in ["u1", "u2", "u3", "u4", "u5"] {
+        assert_eq!(login(addr, client(20), user, WRONG).await.status, 401);
+    }
+    let denied = login(addr, client(20), "erin", RIGHT).await;
+    assert_eq!(denied.status, 429, "{denied:#?}");
+    assert_eq!(denied.header("retry-after"), "60");
+    clock.advance(Duration::from_secs(60));
+    assert_eq!(login(addr, client(20), "erin", RIGHT).await.status, 200);
+    // An administrator's reset of carol clears her login limit too.
+    let auth = format!("Bearer {ADMIN_TOKEN}");
+    let headers: [(&str, &[u8]); 1] = [("authorization", auth.as_bytes())];
+    let reset = send(addr, "DELETE", "/admin/limits/carol", &headers, b"")
+        .await
+        .unwrap();
+    assert_eq!(reset.status, 204, "{reset:#?}");
+    assert_eq!(user_logins_left(addr, "carol").await, 5);
+    assert_eq!(login(addr, client(16), "carol", RIGHT).await.status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_on_redis_count_failures_together_and_successes_never() {
+    let redis = redis();
+    let a = redis_server(&redis).await;
+    let b = redis_server(&redis).await;
+    // 100 racing failures, half on each instance: exactly 5 reach the check.
+    let statuses = concurrent_failures(&[a, b], client(30), "frank", 100).await;
+    assert_eq!(
+        statuses,
+        Statuses {
+            unauthorized: 5,
+            too_many: 95
+        }
+    );
+    assert_eq!(login(b, client(30), "frank", RIGHT).await.status, 429);
+    // 100 successes in a row, alternating: every one passes, nothing counts.
+    for i in 0..100 {
+        let addr = if i % 2 == 0 { a } else { b };
+        let response = login(addr, client(31), "grace", RIGHT).await;
+        assert_eq!(response.status, 200, "login {i}: {response:#?}");
+    }
+    assert_eq!(user_logins_left(a, "grace").await, 5);
+    assert_eq!(address_logins_left(b, client(31)).await, 5);
+    // Failures on A count on B.
+    for _ in 0..4 {
+        assert_eq!(login(a, client(32), "heidi", WRONG).await.status, 401);
+    }
+    assert_eq!(login(b, client(32), "heidi", WRONG).await.status, 401);
+    assert_eq!(login(b, client(32), "heidi", RIGHT).await.status, 429);
+    assert_eq!(user_logins_left(a, "heidi").await, 0);
+}
+
+/// A route counting failures only, by client address, whose handler says
+/// how many responses it made.
+fn counted_route(
+    limiter: Limiter<impl limiter_tower::Store + Clone>,
+    made: Arc<AtomicUsize>,
+) -> (Router, Control) {
+    let ok = LimitLayer::new(
+        "ok",
+        Policy::sliding_log([Rule::new(100, Duration::from_secs(60)).unwrap()]).unwrap(),
+        KeySource::ip(),
+    )
+    .count_failures()
+    .unwrap();
+    let layer = RateLimitLayer::new(limiter);
+    let control = layer.control().limit("POST /ok", &ok);
+    let handler = |State(made): State<Arc<AtomicUsize>>| async move {
+        made.fetch_add(1, Ordering::SeqCst);
+        StatusCode::OK
+    };
+    let router = Router::new()
+        .route("/ok", post(handler).layer(ok))
+        .with_state(made)
+        .layer(layer);
+    (router, control)
+}
+
+fn request_from(ip: IpAddr) -> Request<axum::body::Body> {
+    let mut request = Request::post("/ok")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    request
+        .extensions_mut()
+        .insert(ConnectInfo(SocketAddr::new(ip, 40_000)));
+    request
+}
+
+/// A successful request dropped after every number of polls, on Redis: once
+/// its handler has made the response, the request is given back, even when
+/// the response future is dropped while the refund is under way; before
+/// that it counted, at most once.
+// One thread: nothing progresses while the test polls.
+#[tokio::test]
+async fn a_request_dropped_at_every_await_of_the_refund_is_given_back_once_answered() {
+    let redis = redis();
+    let limiter = Limiter::new(redis.store().await).with_prefix(redis.prefix());
+    let made = Arc::new(AtomicUsize::new(0));
+    let (router, control) = counted_route(limiter, Arc::clone(&made));
+    let mut finished_at = None;
+    for polls in 0..300u32 {
+        let ip = IpAddr::V4(Ipv4Addr::new(
+            10,
+            1,
+            (polls / 250) as u8,
+            (polls % 250) as u8 + 1,
+        ));
+        let before = made.load(Ordering::SeqCst);
+        let answered =
+            poll_then_drop(router.clone().oneshot(request_from(ip)), u64::from(polls)).await;
+        let responded = made.load(Ordering::SeqCst) > before;
+        if let Some(response) = answered {
+            assert_eq!(response.unwrap().status(), 200);
+            // Answered: the refund was made before the response.
+            assert_eq!(left(&control, ip).await, 100, "after {polls} polls");
+            finished_at = Some(polls);
+            break;
+        }
+        // Dropped: a refund started runs to its end.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let left = left(&control, ip).await;
+        if responded {
+            assert_eq!(left, 100, "after {polls} polls: the response was made");
+        } else {
+            assert!(left >= 99, "after {polls} polls: {left} left");
+        }
+    }
+    assert!(
+        finished_at.is_some_and(|polls| polls >= 2),
+        "the request finished after being dropped: {finished_at:?}"
+    );
+}
+
+async fn left(control: &Control, ip: IpAddr) -> u64 {
+    let states = control.limits(&ip.to_string()).await.unwrap();
+    states[0].remaining
+}
+
+/// A denied request dropped after every number of polls, on Redis, where a
+/// denial earns a block: a penalty counted is a block applied, so the block
+/// in force is always the first step's, never the next offence's.
+#[tokio::test]
+async fn a_denial_dropped_at_every_await_of_the_penalty_blocks_at_the_first_step() {
+    let redis = redis();
+    let limiter = Limiter::new(redis.store().await).with_prefix(redis.prefix());
+    let minute = Duration::from_secs(60);
+    let limit = LimitLayer::new(
+        "guarded",
+        Policy::sliding_log([Rule::new(1, minute).unwrap()]).unwrap(),
+        KeySource::ip(),
+    )
+    .penalty(Penalty::new(1, 10 * minute, [minute, 60 * minute]).unwrap());
+    let layer = RateLimitLayer::new(limiter);
+    let control = layer.control();
+    let router = Router::new()
+        .route("/ok", post(|| async { StatusCode::OK }).layer(limit))
+        .layer(layer);
+    let mut finished_at = None;
+    for polls in 0..300u32 {
+        let ip = IpAddr::V4(Ipv4Addr::new(
+            10,
+            2,
+            (polls / 250) as u8,
+            (polls % 250) as u8 + 1,
+        ));
+        let first = router.clone().oneshot(request_from(ip)).await.unwrap();
+        assert_eq!(first.status(), 200);
+        let dropped =
+            poll_then_drop(router.clone().oneshot(request_from(ip)), u64::from(polls)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if dropped.is_none() {
+            // Denied again, in full: blocked at the first step whether or
+            // not the dropped denial was counted.
+            let denied = router.clone().oneshot(request_from(ip)).await.unwrap();
+            assert_eq!(denied.status(), 429, "after {polls} polls");
+        }
+        let blocked = control.blocked(&ip.to_string());
+        assert!(
+            blocked.is_some_and(|left| left <= minute),
+            "after {polls} polls: blocked {blocked:?}"
+        );
+        if let Some(response) = dropped {
+            assert_eq!(response.unwrap().status(), 429);
+            finished_at = Some(polls);
+            break;
+        }
+    }
+    assert!(
+        finished_at.is_some_and(|polls| polls >= 2),
+        "the denial finished after being dropped: {finished_at:?}"
+    );
+}
