@@ -263,26 +263,47 @@ where
             if let StateProj::Holding { future, held } = state.as_mut().project() {
                 return poll_holding(future, held, cx);
             }
-            if let StateProj::Counting { future, counting } = state.as_mut().project() {
-                let (response, refunding) = ready!(poll_counting(future, counting, cx))?;
-                match refunding {
-                    None => return Poll::Ready(Ok(response)),
-                    Some(refunding) => state.set(State::Refunding {
-                        refunding: Some(Box::new((refunding, response))),
-                    }),
-                }
-                continue;
-            }
-            if let StateProj::Refunding { refunding } = state.as_mut().project() {
-                let waiting = refunding.as_mut().expect("polled after completion");
-                ready!(waiting.0.poll(cx));
-                let (_, response) = *refunding.take().expect("polled after completion");
-                return Poll::Ready(Ok(response));
+            if matches!(&*state, State::Counting { .. } | State::Refunding { .. }) {
+                return State::poll_counting(state.as_mut(), cx);
             }
             if let Some(response) = ready!(State::advance(state.as_mut(), cx)) {
                 return Poll::Ready(Ok(response));
             }
         }
+    }
+}
+
+impl<S, B, ResBody> State<S, B>
+where
+    S: Service<Request<B>, Response = http::Response<ResBody>>,
+    ResBody: HttpBody<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    /// Polls the inner call of a request counted by outcome, then the
+    /// refund its response calls for, if any. Out of line: the path of
+    /// every other request stays as it was.
+    #[cold]
+    #[inline(never)]
+    fn poll_counting(
+        mut state: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Response, S::Error>> {
+        if let StateProj::Counting { future, counting } = state.as_mut().project() {
+            let (response, refunding) = ready!(poll_counting(future, counting, cx))?;
+            match refunding {
+                None => return Poll::Ready(Ok(response)),
+                Some(refunding) => state.set(State::Refunding {
+                    refunding: Some(Box::new((refunding, response))),
+                }),
+            }
+        }
+        let StateProj::Refunding { refunding } = state.project() else {
+            unreachable!("polled in another state")
+        };
+        let waiting = refunding.as_mut().expect("polled after completion");
+        ready!(waiting.0.poll(cx));
+        let (_, response) = *refunding.take().expect("polled after completion");
+        Poll::Ready(Ok(response))
     }
 }
 
