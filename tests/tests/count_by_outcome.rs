@@ -4,30 +4,19 @@
 //! the handler, given back on success). Successful logins never count;
 //! failed ones racing are counted while in flight, so exactly the limit
 //! reach the password check. On the memory store (time moved by hand) and
-//! on Redis with two instances; and a request dropped at every await of
-//! the refund and the penalty paths leaves the store exact.
+//! on Redis with two instances. (The layer's and the programmatic API's
+//! refunds on their own are in `refunds.rs`.)
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use axum::Router;
-use axum::extract::{ConnectInfo, State};
-use axum::http::{Request, StatusCode};
-use axum::routing::post;
-use limiter_core::conformance::poll_then_drop;
 use limiter_examples::admin::AdminToken;
 use limiter_examples::{Options, app};
 use limiter_tests::http::{Response, send, send_from, serve};
 use limiter_tests::{TestRedis, redis};
-use limiter_tower::{
-    Control, GuardConfig, KeySource, LimitLayer, Limiter, ManualClock, MemoryStore, Penalty,
-    Policy, RateLimitLayer, Rule,
-};
+use limiter_tower::{GuardConfig, Limiter, ManualClock, MemoryStore};
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
-use tower::ServiceExt;
 
 const T0: Duration = Duration::from_secs(1_750_000_000);
 const ADMIN_TOKEN: &str = "count-by-outcome-admin-token";
@@ -251,145 +240,4 @@ async fn two_instances_on_redis_count_failures_together_and_successes_never() {
     assert_eq!(login(b, client(32), "heidi", WRONG).await.status, 401);
     assert_eq!(login(b, client(32), "heidi", RIGHT).await.status, 429);
     assert_eq!(user_logins_left(a, "heidi").await, 0);
-}
-
-/// A route counting failures only, by client address, whose handler says
-/// how many responses it made.
-fn counted_route(
-    limiter: Limiter<impl limiter_tower::Store + Clone>,
-    made: Arc<AtomicUsize>,
-) -> (Router, Control) {
-    let ok = LimitLayer::new(
-        "ok",
-        Policy::sliding_log([Rule::new(100, Duration::from_secs(60)).unwrap()]).unwrap(),
-        KeySource::ip(),
-    )
-    .count_failures()
-    .unwrap();
-    let layer = RateLimitLayer::new(limiter);
-    let control = layer.control().limit("POST /ok", &ok);
-    let handler = |State(made): State<Arc<AtomicUsize>>| async move {
-        made.fetch_add(1, Ordering::SeqCst);
-        StatusCode::OK
-    };
-    let router = Router::new()
-        .route("/ok", post(handler).layer(ok))
-        .with_state(made)
-        .layer(layer);
-    (router, control)
-}
-
-fn request_from(ip: IpAddr) -> Request<axum::body::Body> {
-    let mut request = Request::post("/ok")
-        .body(axum::body::Body::empty())
-        .unwrap();
-    request
-        .extensions_mut()
-        .insert(ConnectInfo(SocketAddr::new(ip, 40_000)));
-    request
-}
-
-/// A successful request dropped after every number of polls, on Redis: once
-/// its handler has made the response, the request is given back, even when
-/// the response future is dropped while the refund is under way; before
-/// that it counted, at most once.
-// One thread: nothing progresses while the test polls.
-#[tokio::test]
-async fn a_request_dropped_at_every_await_of_the_refund_is_given_back_once_answered() {
-    let redis = redis();
-    let limiter = Limiter::new(redis.store().await).with_prefix(redis.prefix());
-    let made = Arc::new(AtomicUsize::new(0));
-    let (router, control) = counted_route(limiter, Arc::clone(&made));
-    let mut finished_at = None;
-    for polls in 0..300u32 {
-        let ip = IpAddr::V4(Ipv4Addr::new(
-            10,
-            1,
-            (polls / 250) as u8,
-            (polls % 250) as u8 + 1,
-        ));
-        let before = made.load(Ordering::SeqCst);
-        let answered =
-            poll_then_drop(router.clone().oneshot(request_from(ip)), u64::from(polls)).await;
-        let responded = made.load(Ordering::SeqCst) > before;
-        if let Some(response) = answered {
-            assert_eq!(response.unwrap().status(), 200);
-            // Answered: the refund was made before the response.
-            assert_eq!(left(&control, ip).await, 100, "after {polls} polls");
-            finished_at = Some(polls);
-            break;
-        }
-        // Dropped: a refund started runs to its end.
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let left = left(&control, ip).await;
-        if responded {
-            assert_eq!(left, 100, "after {polls} polls: the response was made");
-        } else {
-            assert!(left >= 99, "after {polls} polls: {left} left");
-        }
-    }
-    assert!(
-        finished_at.is_some_and(|polls| polls >= 2),
-        "the request finished after being dropped: {finished_at:?}"
-    );
-}
-
-async fn left(control: &Control, ip: IpAddr) -> u64 {
-    let states = control.limits(&ip.to_string()).await.unwrap();
-    states[0].remaining
-}
-
-/// A denied request dropped after every number of polls, on Redis, where a
-/// denial earns a block: a penalty counted is a block applied, so the block
-/// in force is always the first step's, never the next offence's.
-#[tokio::test]
-async fn a_denial_dropped_at_every_await_of_the_penalty_blocks_at_the_first_step() {
-    let redis = redis();
-    let limiter = Limiter::new(redis.store().await).with_prefix(redis.prefix());
-    let minute = Duration::from_secs(60);
-    let limit = LimitLayer::new(
-        "guarded",
-        Policy::sliding_log([Rule::new(1, minute).unwrap()]).unwrap(),
-        KeySource::ip(),
-    )
-    .penalty(Penalty::new(1, 10 * minute, [minute, 60 * minute]).unwrap());
-    let layer = RateLimitLayer::new(limiter);
-    let control = layer.control();
-    let router = Router::new()
-        .route("/ok", post(|| async { StatusCode::OK }).layer(limit))
-        .layer(layer);
-    let mut finished_at = None;
-    for polls in 0..300u32 {
-        let ip = IpAddr::V4(Ipv4Addr::new(
-            10,
-            2,
-            (polls / 250) as u8,
-            (polls % 250) as u8 + 1,
-        ));
-        let first = router.clone().oneshot(request_from(ip)).await.unwrap();
-        assert_eq!(first.status(), 200);
-        let dropped =
-            poll_then_drop(router.clone().oneshot(request_from(ip)), u64::from(polls)).await;
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        if dropped.is_none() {
-            // Denied again, in full: blocked at the first step whether or
-            // not the dropped denial was counted.
-            let denied = router.clone().oneshot(request_from(ip)).await.unwrap();
-            assert_eq!(denied.status(), 429, "after {polls} polls");
-        }
-        let blocked = control.blocked(&ip.to_string());
-        assert!(
-            blocked.is_some_and(|left| left <= minute),
-            "after {polls} polls: blocked {blocked:?}"
-        );
-        if let Some(response) = dropped {
-            assert_eq!(response.unwrap().status(), 429);
-            finished_at = Some(polls);
-            break;
-        }
-    }
-    assert!(
-        finished_at.is_some_and(|polls| polls >= 2),
-        "the denial finished after being dropped: {finished_at:?}"
-    );
 }
