@@ -9,20 +9,12 @@ use limiter_core::Decision;
 use limiter_core::Error;
 use limiter_core::{Algorithm, Policy};
 
-/// The shebang, the prelude and helpers, then the algorithm's file as the
-/// body of `decide(cost)`, then the loop over the costs. The hash scripts'
-/// batches read and write the key's hash once (`batch_hash.lua`).
+/// The algorithm's file as the body of `decide(cost)`, then the loop over
+/// the costs. The hash scripts' batches read and write the key's hash once
+/// (`batch_hash.lua`).
 macro_rules! batched {
     ([$($helper:literal),*], $body:literal) => {
-        Lua::new(&[concat!(
-            "#!lua\n",
-            include_str!("scripts/prelude.lua"),
-            $(include_str!(concat!("scripts/", $helper)),)*
-            "local function decide(cost)\n",
-            include_str!(concat!("scripts/", $body)),
-            "\nend\n",
-            include_str!("scripts/batch.lua")
-        )])
+        scripts::around_decide!([$($helper),*], $body, include_str!("scripts/batch.lua"))
     };
 }
 

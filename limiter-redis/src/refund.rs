@@ -10,21 +10,15 @@ use super::RedisStore;
 use super::scripts::{self, Lua};
 use limiter_core::Algorithm;
 
-/// The shebang, the prelude and helpers, the algorithm's file as the body
-/// of `decide(cost)`, then its reply with `now` appended.
+/// The algorithm's file as the body of `decide(cost)`, then its reply
+/// with `now` appended.
 macro_rules! receipted {
     ([$($helper:literal),*], $body:literal) => {
-        Lua::new(&[concat!(
-            "#!lua\n",
-            include_str!("scripts/prelude.lua"),
-            $(include_str!(concat!("scripts/", $helper)),)*
-            "local function decide(cost)\n",
-            include_str!(concat!("scripts/", $body)),
-            "\nend\n",
-            "local reply = decide(cost)\n",
-            "reply[#reply + 1] = now\n",
-            "return reply\n"
-        )])
+        scripts::around_decide!(
+            [$($helper),*],
+            $body,
+            "local reply = decide(cost)\nreply[#reply + 1] = now\nreturn reply\n"
+        )
     };
 }
 

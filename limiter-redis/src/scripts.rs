@@ -31,6 +31,25 @@ macro_rules! lua {
     }};
 }
 
+/// The shebang, the prelude and `helpers`, then the algorithm's file `body`
+/// as the body of `decide(cost)`, then `tail`, which calls it: a script
+/// around the algorithm's own code, which it cannot drift from (a batch,
+/// a check that answers its time).
+macro_rules! around_decide {
+    ([$($helper:literal),*], $body:literal, $($tail:tt)+) => {
+        Lua::new(&[concat!(
+            "#!lua\n",
+            include_str!("scripts/prelude.lua"),
+            $(include_str!(concat!("scripts/", $helper)),)*
+            "local function decide(cost)\n",
+            include_str!(concat!("scripts/", $body)),
+            "\nend\n",
+            $($tail)+
+        )])
+    };
+}
+pub(crate) use around_decide;
+
 static SLIDING_LOG: Lua = lua!("sliding_log.lua");
 static FIXED_WINDOW: Lua = lua!("helpers.lua", "fixed_window.lua");
 static SLIDING_WINDOW: Lua = lua!("helpers.lua", "sliding_window.lua");

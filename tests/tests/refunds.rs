@@ -314,17 +314,23 @@ async fn a_refund_forgets_the_cached_denial_of_its_key_on_redis() {
     )
     .count_failures()
     .unwrap();
-    let release = Arc::new(tokio::sync::Notify::new());
-    let handler = |State(release): State<Arc<tokio::sync::Notify>>,
-                   request: Request<axum::body::Body>| async move {
-        if request.uri().query() == Some("slow") {
-            release.notified().await;
-        }
-        StatusCode::OK
-    };
+    // The slow request says when its handler runs, then waits for `release`.
+    let (started, release) = (
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    let handler =
+        |State((started, release)): State<(Arc<tokio::sync::Notify>, Arc<tokio::sync::Notify>)>,
+         request: Request<axum::body::Body>| async move {
+            if request.uri().query() == Some("slow") {
+                started.notify_one();
+                release.notified().await;
+            }
+            StatusCode::OK
+        };
     let router = Router::new()
         .route("/once", post(handler).layer(limit))
-        .with_state(Arc::clone(&release))
+        .with_state((Arc::clone(&started), Arc::clone(&release)))
         .layer(RateLimitLayer::new(limiter));
     let send = |uri: &str| {
         let mut request = Request::post(uri).body(axum::body::Body::empty()).unwrap();
@@ -335,14 +341,8 @@ async fn a_refund_forgets_the_cached_denial_of_its_key_on_redis() {
     };
     // In flight: it counts, so the next is denied (and cached).
     let slow = tokio::spawn(send("/once?slow"));
-    let denied = loop {
-        let response = send("/once").await.unwrap();
-        if response.status() == 429 {
-            break response;
-        }
-        // The slow request was not admitted yet: this one was, and given back.
-        assert_eq!(response.status(), 200);
-    };
+    started.notified().await;
+    let denied = send("/once").await.unwrap();
     assert_eq!(denied.status(), 429);
     release.notify_one();
     assert_eq!(slow.await.unwrap().unwrap().status(), 200);

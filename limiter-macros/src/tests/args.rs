@@ -113,7 +113,7 @@ fn algorithms() {
 fn mistakes_in_arguments() {
     assert_eq!(
         error("rule = [(1, 1s)]"),
-        "unknown argument `rule`, expected one of: `rules`, `by`, `prevent_duplicate`, `key`, `message`, `cost`, `algorithm`, `on_store_error`, `lease`, `shards`, `sample`, `plans`, `allow_identities`, `allow`, `deny_identities`, `deny`, `shadow`, `wait_when`, `wait`, `concurrency`, `penalty`"
+        "unknown argument `rule`, expected one of: `rules`, `by`, `prevent_duplicate`, `key`, `message`, `cost`, `algorithm`, `on_store_error`, `lease`, `shards`, `sample`, `plans`, `allow_identities`, `allow`, `deny_identities`, `deny`, `shadow`, `wait_when`, `wait`, `concurrency`, `count_when`, `count_failures`, `penalty`"
     );
     assert_eq!(
         error("rules = [(1, 1s)], rules = [(2, 1s)]"),
