@@ -127,6 +127,15 @@ impl BusinessArgs {
         Ok(true)
     }
 
+    /// Where counting by outcome is asked for (`count_when`,
+    /// `count_failures`), if it is.
+    fn counting(&self) -> Option<proc_macro2::Span> {
+        self.count_when
+            .as_ref()
+            .map(|when| when.keyword.span())
+            .or(self.count_failures.map(|failures| failures.span()))
+    }
+
     /// Whether the handler has a concurrency limit and no rate limit.
     pub(crate) fn concurrency_only(args: &Args) -> bool {
         args.business.concurrency.is_some()
@@ -154,15 +163,45 @@ pub(crate) struct Business {
 /// policy whose algorithm cannot give a request back, through
 /// limiter-core's own check.
 pub(crate) fn check_counting(args: &Args, policy: &limiter_core::Policy) -> syn::Result<()> {
-    let business = &args.business;
-    let keyword = match (&business.count_when, &business.count_failures) {
-        (Some(when), _) => when.keyword.span(),
-        (None, Some(failures)) => failures.span(),
-        (None, None) => return Ok(()),
+    let Some(keyword) = args.business.counting() else {
+        return Ok(());
     };
     policy
         .counts_by_outcome()
         .map_err(|error| Error::new(keyword, error))
+}
+
+/// `count_when`'s argument, when only some responses count.
+fn count_when(args: &Args, errors: &mut Vec<Error>) -> Option<TokenStream> {
+    let business = &args.business;
+    let core = private();
+    let keyword = business.counting()?;
+    if let (Some(_), Some(failures)) = (&business.count_when, &business.count_failures) {
+        errors.push(Error::new_spanned(
+            failures,
+            "`count_failures` is a `count_when`: give one of them",
+        ));
+        return None;
+    }
+    if BusinessArgs::concurrency_only(args) {
+        errors.push(Error::new(
+            keyword,
+            "counting by outcome gives back a rate limit's requests: add `rules = [...]`",
+        ));
+        return None;
+    }
+    Some(match &business.count_when {
+        Some(when) => {
+            let path = &when.value;
+            quote_spanned! {path.span()=>
+                {
+                    let counts: fn(#core::http::StatusCode, &#core::http::HeaderMap) -> bool = #path;
+                    counts
+                }
+            }
+        }
+        None => quote!(#core::counts_failures),
+    })
 }
 
 /// Checks `args`' business arguments through limiter-core, reporting every
@@ -280,41 +319,7 @@ pub(crate) fn build(args: &Args) -> syn::Result<Business> {
             })
         });
     }
-    let count_when = match (&business.count_when, &business.count_failures) {
-        (Some(when), Some(failures)) => {
-            errors.push(Error::new_spanned(
-                failures,
-                "`count_failures` is a `count_when`: give one of them",
-            ));
-            let _ = when;
-            None
-        }
-        _ if (business.count_when.is_some() || business.count_failures.is_some())
-            && BusinessArgs::concurrency_only(args) =>
-        {
-            let span = business
-                .count_when
-                .as_ref()
-                .map(|w| w.keyword.span())
-                .or(business.count_failures.map(|f| f.span()));
-            errors.push(Error::new(
-                span.unwrap_or_else(proc_macro2::Span::call_site),
-                "counting by outcome gives back a rate limit's requests: add `rules = [...]`",
-            ));
-            None
-        }
-        (Some(when), None) => {
-            let path = &when.value;
-            Some(quote_spanned! {path.span()=>
-                {
-                    let counts: fn(#core::http::StatusCode, &#core::http::HeaderMap) -> bool = #path;
-                    counts
-                }
-            })
-        }
-        (None, Some(_)) => Some(quote!(#core::counts_failures)),
-        (None, None) => None,
-    };
+    let count_when = count_when(args, &mut errors);
     let mut concurrency_only = None;
     if let Some(concurrency) = &business.concurrency {
         let max = &concurrency.value;
