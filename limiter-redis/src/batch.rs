@@ -21,7 +21,17 @@ macro_rules! batched {
 static SLIDING_LOG: Lua = batched!([], "sliding_log.lua");
 static FIXED_WINDOW: Lua = batched!(["batch_hash.lua", "helpers.lua"], "fixed_window.lua");
 static SLIDING_WINDOW: Lua = batched!(["batch_hash.lua", "helpers.lua"], "sliding_window.lua");
-static BUCKET: Lua = batched!(["batch_hash.lua", "helpers.lua"], "bucket.lua");
+// The meter's requests decided in one loop over locals, the step's text
+// its body; the hash read and written once (`bucket_batch_open.lua`).
+static BUCKET: Lua = Lua::new(&[concat!(
+    "#!lua\n",
+    include_str!("scripts/prelude.lua"),
+    include_str!("scripts/helpers.lua"),
+    include_str!("scripts/meter.lua"),
+    include_str!("scripts/bucket_batch_open.lua"),
+    include_str!("scripts/meter_step.lua"),
+    include_str!("scripts/bucket_batch_close.lua"),
+)]);
 
 pub(crate) fn lua(algorithm: Algorithm) -> &'static Lua {
     match algorithm {

@@ -53,7 +53,7 @@ pub(crate) use around_decide;
 static SLIDING_LOG: Lua = lua!("sliding_log.lua");
 static FIXED_WINDOW: Lua = lua!("helpers.lua", "fixed_window.lua");
 static SLIDING_WINDOW: Lua = lua!("helpers.lua", "sliding_window.lua");
-static BUCKET: Lua = lua!("helpers.lua", "bucket.lua");
+static BUCKET: Lua = lua!("helpers.lua", "meter.lua", "meter_step.lua", "bucket.lua");
 static CONCURRENCY: Lua = lua!("helpers.lua", "concurrency.lua");
 static LEASE: Lua = lua!("helpers.lua", "lease.lua");
 
@@ -62,7 +62,7 @@ static LEASE: Lua = lua!("helpers.lua", "lease.lua");
 static PEEK_SLIDING_LOG: Lua = lua!("peek.lua", "sliding_log.lua");
 static PEEK_FIXED_WINDOW: Lua = lua!("peek.lua", "helpers.lua", "fixed_window.lua");
 static PEEK_SLIDING_WINDOW: Lua = lua!("peek.lua", "helpers.lua", "sliding_window.lua");
-static PEEK_BUCKET: Lua = lua!("peek.lua", "helpers.lua", "bucket.lua");
+static PEEK_BUCKET: Lua = lua!("peek.lua", "helpers.lua", "meter.lua", "meter_step.lua", "bucket.lua");
 static RESET: Lua = Lua::new(&["#!lua\n", include_str!("scripts/reset.lua")]);
 
 /// The peek script of `algorithm`: its arguments and reply are its check's.

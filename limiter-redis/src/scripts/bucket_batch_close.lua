@@ -1,0 +1,10 @@
+  wrote = wrote or allowed
+  replies[at + 1], replies[at + 2], replies[at + 3], replies[at + 4] = r1, r2, r3, r4
+  replies[at + 5], replies[at + 6], replies[at + 7], replies[at + 8] = r5, r6, r7, r8
+  at = at + 8
+end
+if wrote then
+  redis.call('HSET', key, 'a', tag, 'l', int(stored_level), 'u', int(stored_updated), 'n', int(unit))
+  expire_in(key, ceil_div(stored_level, drain))
+end
+return replies

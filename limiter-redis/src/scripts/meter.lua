@@ -1,0 +1,24 @@
+-- The token bucket, the leaky bucket and GCRA: one meter. ARGV: now, cost
+-- (or a batch's costs), unit, drain, capacity, kind ("0" the token bucket,
+-- "1" the leaky bucket, which answers a delay, "g" GCRA, whose water is how
+-- far its theoretical arrival time lies ahead of now).
+-- A hash: a = "bucket" (both buckets: the same meter) or "gcra", l = water
+-- level in sub-units (a token is `unit` of them), u = when it was last
+-- brought up to date, n = the unit it was written in. It drains `drain`
+-- sub-units per µs.
+--
+-- This file reads the stored state into locals; `meter_step.lua` decides
+-- one request on them. A check of its own (`bucket.lua`) runs the step
+-- once; a batch (`bucket_batch.lua`) runs the very same text once per
+-- request in a loop, and writes the hash once: a batch cannot drift from
+-- a check of its own, and costs no function call per request.
+local key = KEYS[1]
+local unit, drain, capacity = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local pacing = ARGV[6] == '1'
+local tag = ARGV[6] == 'g' and 'gcra' or 'bucket'
+local full = capacity * unit
+
+-- The stored state (nil level: none), as the hash holds it.
+local stored = read_hash(key, tag, 'l', 'u', 'n')
+local stored_level, stored_updated = tonumber(stored[1]), tonumber(stored[2])
+local stored_unit = tonumber(stored[3]) or unit
