@@ -62,7 +62,13 @@ static LEASE: Lua = lua!("helpers.lua", "lease.lua");
 static PEEK_SLIDING_LOG: Lua = lua!("peek.lua", "sliding_log.lua");
 static PEEK_FIXED_WINDOW: Lua = lua!("peek.lua", "helpers.lua", "fixed_window.lua");
 static PEEK_SLIDING_WINDOW: Lua = lua!("peek.lua", "helpers.lua", "sliding_window.lua");
-static PEEK_BUCKET: Lua = lua!("peek.lua", "helpers.lua", "meter.lua", "meter_step.lua", "bucket.lua");
+static PEEK_BUCKET: Lua = lua!(
+    "peek.lua",
+    "helpers.lua",
+    "meter.lua",
+    "meter_step.lua",
+    "bucket.lua"
+);
 static RESET: Lua = Lua::new(&["#!lua\n", include_str!("scripts/reset.lua")]);
 
 /// The peek script of `algorithm`: its arguments and reply are its check's.
