@@ -1,6 +1,8 @@
 //! The batch scripts: one call decides k requests of one key under one
-//! policy, running the algorithm's own script once per request, in order,
-//! at the same time (`scripts/batch.lua`).
+//! policy, in order, at the same time, with the algorithm's own code: the
+//! meter's one step in a loop over the key's state read once
+//! (`scripts/bucket_batch_open.lua`), the others' whole script once per
+//! request (`scripts/batch.lua`).
 
 use redis::Cmd;
 
@@ -83,7 +85,6 @@ mod tests {
             Algorithm::SlidingLog,
             Algorithm::FixedWindow,
             Algorithm::SlidingWindow,
-            Algorithm::TokenBucket,
         ] {
             let batch = lua(algorithm).source();
             assert_eq!(batch.lines().next(), Some("#!lua"), "{algorithm:?}");
@@ -91,6 +92,21 @@ mod tests {
             let body = single.lines().last().unwrap();
             assert!(batch.contains(body), "{algorithm:?}");
             assert!(batch.contains("local function decide(cost)\n"));
+        }
+    }
+
+    #[test]
+    fn the_meter_decides_with_one_step_alone_and_in_a_batch() {
+        let step = include_str!("scripts/meter_step.lua");
+        for algorithm in [
+            Algorithm::TokenBucket,
+            Algorithm::LeakyBucket,
+            Algorithm::Gcra,
+        ] {
+            let batch = lua(algorithm).source();
+            assert_eq!(batch.lines().next(), Some("#!lua"), "{algorithm:?}");
+            assert_eq!(batch.matches(step).count(), 1, "{algorithm:?}");
+            assert_eq!(scripts::lua(algorithm).source().matches(step).count(), 1);
         }
     }
 }

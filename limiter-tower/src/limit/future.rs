@@ -289,7 +289,7 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Result<Response, S::Error>> {
         if let StateProj::Counting { future, counting } = state.as_mut().project() {
-            let (response, refunding) = ready!(poll_counting(future, counting, cx))?;
+            let (response, refunding) = ready!(poll_counted_call(future, counting, cx))?;
             match refunding {
                 None => return Poll::Ready(Ok(response)),
                 Some(refunding) => state.set(State::Refunding {
@@ -384,7 +384,7 @@ where
 /// count, and answers the response with the refund still under way, if any.
 #[inline(never)]
 #[allow(clippy::type_complexity)]
-fn poll_counting<F, E, ResBody>(
+fn poll_counted_call<F, E, ResBody>(
     future: Pin<&mut F>,
     counting: &mut Option<Box<Counting>>,
     cx: &mut Context<'_>,
