@@ -1,7 +1,7 @@
 //! The batch scripts: one call decides k requests of one key under one
 //! policy, in order, at the same time, with the algorithm's own code: the
-//! meter's one step in a loop over the key's state read once
-//! (`scripts/bucket_batch_open.lua`), the others' whole script once per
+//! meter's and the fixed window's one step in a loop over the key's state
+//! read once (`scripts/loop_open.lua`), the others' whole script once per
 //! request (`scripts/batch.lua`).
 
 use redis::Cmd;
@@ -16,24 +16,17 @@ use limiter_core::{Algorithm, Policy};
 /// (`batch_hash.lua`).
 macro_rules! batched {
     ([$($helper:literal),*], $body:literal) => {
-        scripts::around_decide!([$($helper),*], $body, include_str!("scripts/batch.lua"))
+        scripts::around_decide!([$($helper),*], [$body], include_str!("scripts/batch.lua"))
     };
 }
 
 static SLIDING_LOG: Lua = batched!([], "sliding_log.lua");
-static FIXED_WINDOW: Lua = batched!(["batch_hash.lua", "helpers.lua"], "fixed_window.lua");
+static FIXED_WINDOW: Lua =
+    scripts::looped!(["helpers.lua"], "fixed_window.lua", "fixed_window_step.lua");
 static SLIDING_WINDOW: Lua = batched!(["batch_hash.lua", "helpers.lua"], "sliding_window.lua");
 // The meter's requests decided in one loop over locals, the step's text
-// its body; the hash read and written once (`bucket_batch_open.lua`).
-static BUCKET: Lua = Lua::new(&[concat!(
-    "#!lua\n",
-    include_str!("scripts/prelude.lua"),
-    include_str!("scripts/helpers.lua"),
-    include_str!("scripts/meter.lua"),
-    include_str!("scripts/bucket_batch_open.lua"),
-    include_str!("scripts/meter_step.lua"),
-    include_str!("scripts/bucket_batch_close.lua"),
-)]);
+// its body; the hash read and written once.
+static BUCKET: Lua = scripts::looped!(["helpers.lua"], "meter.lua", "meter_step.lua");
 
 pub(crate) fn lua(algorithm: Algorithm) -> &'static Lua {
     match algorithm {
@@ -81,11 +74,7 @@ mod tests {
 
     #[test]
     fn batch_scripts_keep_the_shebang_and_wrap_the_algorithm_unchanged() {
-        for algorithm in [
-            Algorithm::SlidingLog,
-            Algorithm::FixedWindow,
-            Algorithm::SlidingWindow,
-        ] {
+        for algorithm in [Algorithm::SlidingLog, Algorithm::SlidingWindow] {
             let batch = lua(algorithm).source();
             assert_eq!(batch.lines().next(), Some("#!lua"), "{algorithm:?}");
             let single = scripts::lua(algorithm).source();
@@ -96,12 +85,14 @@ mod tests {
     }
 
     #[test]
-    fn the_meter_decides_with_one_step_alone_and_in_a_batch() {
-        let step = include_str!("scripts/meter_step.lua");
-        for algorithm in [
-            Algorithm::TokenBucket,
-            Algorithm::LeakyBucket,
-            Algorithm::Gcra,
+    fn a_looped_batch_decides_with_the_single_checks_step() {
+        let meter = include_str!("scripts/meter_step.lua");
+        let fixed = include_str!("scripts/fixed_window_step.lua");
+        for (algorithm, step) in [
+            (Algorithm::TokenBucket, meter),
+            (Algorithm::LeakyBucket, meter),
+            (Algorithm::Gcra, meter),
+            (Algorithm::FixedWindow, fixed),
         ] {
             let batch = lua(algorithm).source();
             assert_eq!(batch.lines().next(), Some("#!lua"), "{algorithm:?}");

@@ -13,18 +13,21 @@ use limiter_core::Algorithm;
 /// The algorithm's file as the body of `decide(cost)`, then its reply
 /// with `now` appended.
 macro_rules! receipted {
-    ([$($helper:literal),*], $body:literal) => {
+    ([$($helper:literal),*], [$($body:literal),+]) => {
         scripts::around_decide!(
             [$($helper),*],
-            $body,
+            [$($body),+],
             "local reply = decide(cost)\nreply[#reply + 1] = now\nreturn reply\n"
         )
     };
 }
 
-static SLIDING_LOG: Lua = receipted!([], "sliding_log.lua");
-static FIXED_WINDOW: Lua = receipted!(["helpers.lua"], "fixed_window.lua");
-static SLIDING_WINDOW: Lua = receipted!(["helpers.lua"], "sliding_window.lua");
+static SLIDING_LOG: Lua = receipted!([], ["sliding_log.lua"]);
+static FIXED_WINDOW: Lua = receipted!(
+    ["helpers.lua"],
+    ["fixed_window.lua", "fixed_window_step.lua", "single.lua"]
+);
+static SLIDING_WINDOW: Lua = receipted!(["helpers.lua"], ["sliding_window.lua"]);
 static REFUND: Lua = Lua::new(&["#!lua\n", include_str!("scripts/refund.lua")]);
 
 impl RedisStore {

@@ -31,18 +31,18 @@ macro_rules! lua {
     }};
 }
 
-/// The shebang, the prelude and `helpers`, then the algorithm's file `body`
-/// as the body of `decide(cost)`, then `tail`, which calls it: a script
-/// around the algorithm's own code, which it cannot drift from (a batch,
-/// a check that answers its time).
+/// The shebang, the prelude and `helpers`, then the algorithm's files
+/// `body` as the body of `decide(cost)`, then `tail`, which calls it: a
+/// script around the algorithm's own code, which it cannot drift from (a
+/// batch, a check that answers its time).
 macro_rules! around_decide {
-    ([$($helper:literal),*], $body:literal, $($tail:tt)+) => {
+    ([$($helper:literal),*], [$($body:literal),+], $($tail:tt)+) => {
         Lua::new(&[concat!(
             "#!lua\n",
             include_str!("scripts/prelude.lua"),
             $(include_str!(concat!("scripts/", $helper)),)*
             "local function decide(cost)\n",
-            include_str!(concat!("scripts/", $body)),
+            $(include_str!(concat!("scripts/", $body)),)+
             "\nend\n",
             $($tail)+
         )])
@@ -50,24 +50,54 @@ macro_rules! around_decide {
 }
 pub(crate) use around_decide;
 
+/// The shebang, the prelude and `helpers`, the algorithm's file that reads
+/// its state, then its step as the body of a loop over a batch's costs
+/// (`loop_open.lua`, `loop_close.lua`): the batch of an algorithm whose
+/// single check is the same step (`single.lua`).
+macro_rules! looped {
+    ([$($helper:literal),*], $read:literal, $step:literal) => {
+        Lua::new(&[concat!(
+            "#!lua\n",
+            include_str!("scripts/prelude.lua"),
+            $(include_str!(concat!("scripts/", $helper)),)*
+            include_str!(concat!("scripts/", $read)),
+            include_str!("scripts/loop_open.lua"),
+            include_str!(concat!("scripts/", $step)),
+            include_str!("scripts/loop_close.lua"),
+        )])
+    };
+}
+pub(crate) use looped;
+
 static SLIDING_LOG: Lua = lua!("sliding_log.lua");
-static FIXED_WINDOW: Lua = lua!("helpers.lua", "fixed_window.lua");
+static FIXED_WINDOW: Lua = lua!(
+    "helpers.lua",
+    "fixed_window.lua",
+    "fixed_window_step.lua",
+    "single.lua"
+);
 static SLIDING_WINDOW: Lua = lua!("helpers.lua", "sliding_window.lua");
-static BUCKET: Lua = lua!("helpers.lua", "meter.lua", "meter_step.lua", "bucket.lua");
+static BUCKET: Lua = lua!("helpers.lua", "meter.lua", "meter_step.lua", "single.lua");
 static CONCURRENCY: Lua = lua!("helpers.lua", "concurrency.lua");
 static LEASE: Lua = lua!("helpers.lua", "lease.lua");
 
 // Peeks: the algorithm's own script after `peek.lua`, which shadows its
 // writes, so a peek cannot drift from the check it reads ahead of.
 static PEEK_SLIDING_LOG: Lua = lua!("peek.lua", "sliding_log.lua");
-static PEEK_FIXED_WINDOW: Lua = lua!("peek.lua", "helpers.lua", "fixed_window.lua");
+static PEEK_FIXED_WINDOW: Lua = lua!(
+    "peek.lua",
+    "helpers.lua",
+    "fixed_window.lua",
+    "fixed_window_step.lua",
+    "single.lua"
+);
 static PEEK_SLIDING_WINDOW: Lua = lua!("peek.lua", "helpers.lua", "sliding_window.lua");
 static PEEK_BUCKET: Lua = lua!(
     "peek.lua",
     "helpers.lua",
     "meter.lua",
     "meter_step.lua",
-    "bucket.lua"
+    "single.lua"
 );
 static RESET: Lua = Lua::new(&["#!lua\n", include_str!("scripts/reset.lua")]);
 

@@ -1,20 +1,17 @@
--- The fixed window. ARGV: now, cost, limit, window.
+-- The fixed window. ARGV: now, cost (or a batch's costs), limit, window.
 -- A hash: a = "fixed_window", c = count, s = start of the window (the key's
 -- first request).
+--
+-- This file reads the stored state into locals; `fixed_window_step.lua`
+-- decides one request on them, alone (`single.lua`) or once per request of
+-- a batch (`loop_open.lua`): the same text, so they cannot drift.
 local key = KEYS[1]
 local limit, window = tonumber(ARGV[3]), tonumber(ARGV[4])
-local state = read_hash(key, 'fixed_window', 'c', 's')
-local count, start = tonumber(state[1]), tonumber(state[2])
-if not count or now >= start + window then
-  count, start = 0, now
+local stored = read_hash(key, 'fixed_window', 'c', 's')
+local stored_count, stored_start = tonumber(stored[1]), tonumber(stored[2])
+
+-- Writes the stored state; it expires when its window ends.
+local function write_state()
+  redis.call('HSET', key, 'a', 'fixed_window', 'c', int(stored_count), 's', int(stored_start))
+  expire_in(key, stored_start + window - now)
 end
-local ends_in = start + window - now
-local retry = ends_in
-if count + cost <= limit then
-  count, retry = count + cost, -1
-  redis.call('HSET', key, 'a', 'fixed_window', 'c', int(count), 's', int(start))
-  expire_in(key, ends_in)
-end
--- The whole quota returns at once, when the window ends.
--- A count above the limit was counted under a larger one (a plan changed).
-return { retry < 0 and 1 or 0, 0, retry, 0, ends_in, 1, math.max(limit - count, 0), ends_in }

@@ -8,10 +8,10 @@
 -- sub-units per µs.
 --
 -- This file reads the stored state into locals; `meter_step.lua` decides
--- one request on them. A check of its own (`bucket.lua`) runs the step
--- once; a batch (`bucket_batch.lua`) runs the very same text once per
--- request in a loop, and writes the hash once: a batch cannot drift from
--- a check of its own, and costs no function call per request.
+-- one request on them. A check of its own (`single.lua`) runs the step
+-- once; a batch (`loop_open.lua`) runs the very same text once per request
+-- in a loop, and writes the hash once: a batch cannot drift from a check
+-- of its own, and costs no function call per request.
 local key = KEYS[1]
 local unit, drain, capacity = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local pacing = ARGV[6] == '1'
@@ -22,3 +22,9 @@ local full = capacity * unit
 local stored = read_hash(key, tag, 'l', 'u', 'n')
 local stored_level, stored_updated = tonumber(stored[1]), tonumber(stored[2])
 local stored_unit = tonumber(stored[3]) or unit
+
+-- Writes the stored state; it expires when it has drained.
+local function write_state()
+  redis.call('HSET', key, 'a', tag, 'l', int(stored_level), 'u', int(stored_updated), 'n', int(unit))
+  expire_in(key, ceil_div(stored_level, drain))
+end

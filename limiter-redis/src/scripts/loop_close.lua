@@ -4,7 +4,6 @@
   at = at + 8
 end
 if wrote then
-  redis.call('HSET', key, 'a', tag, 'l', int(stored_level), 'u', int(stored_updated), 'n', int(unit))
-  expire_in(key, ceil_div(stored_level, drain))
+  write_state()
 end
 return replies
