@@ -1,7 +1,7 @@
 //! The batch scripts: one call decides k requests of one key under one
 //! policy, in order, at the same time, with the algorithm's own code: the
-//! meter's and the fixed window's one step in a loop over the key's state
-//! read once (`scripts/loop_open.lua`), the others' whole script once per
+//! hash algorithms' one step in a loop over the key's state read once
+//! (`scripts/loop_open.lua`), the sliding log's whole script once per
 //! request (`scripts/batch.lua`).
 
 use redis::Cmd;
@@ -11,21 +11,19 @@ use limiter_core::Decision;
 use limiter_core::Error;
 use limiter_core::{Algorithm, Policy};
 
-/// The algorithm's file as the body of `decide(cost)`, then the loop over
-/// the costs. The hash scripts' batches read and write the key's hash once
-/// (`batch_hash.lua`).
-macro_rules! batched {
-    ([$($helper:literal),*], $body:literal) => {
-        scripts::around_decide!([$($helper),*], [$body], include_str!("scripts/batch.lua"))
-    };
-}
-
-static SLIDING_LOG: Lua = batched!([], "sliding_log.lua");
+// The sliding log's script as the body of `decide(cost)`, then the loop
+// over the costs.
+static SLIDING_LOG: Lua =
+    scripts::around_decide!([], ["sliding_log.lua"], include_str!("scripts/batch.lua"));
+// The hash algorithms' requests decided in one loop over locals, the step
+// of their single check its body; the hash read and written once.
 static FIXED_WINDOW: Lua =
     scripts::looped!(["helpers.lua"], "fixed_window.lua", "fixed_window_step.lua");
-static SLIDING_WINDOW: Lua = batched!(["batch_hash.lua", "helpers.lua"], "sliding_window.lua");
-// The meter's requests decided in one loop over locals, the step's text
-// its body; the hash read and written once.
+static SLIDING_WINDOW: Lua = scripts::looped!(
+    ["helpers.lua"],
+    "sliding_window.lua",
+    "sliding_window_step.lua"
+);
 static BUCKET: Lua = scripts::looped!(["helpers.lua"], "meter.lua", "meter_step.lua");
 
 pub(crate) fn lua(algorithm: Algorithm) -> &'static Lua {
@@ -74,7 +72,7 @@ mod tests {
 
     #[test]
     fn batch_scripts_keep_the_shebang_and_wrap_the_algorithm_unchanged() {
-        for algorithm in [Algorithm::SlidingLog, Algorithm::SlidingWindow] {
+        for algorithm in [Algorithm::SlidingLog] {
             let batch = lua(algorithm).source();
             assert_eq!(batch.lines().next(), Some("#!lua"), "{algorithm:?}");
             let single = scripts::lua(algorithm).source();
@@ -88,11 +86,13 @@ mod tests {
     fn a_looped_batch_decides_with_the_single_checks_step() {
         let meter = include_str!("scripts/meter_step.lua");
         let fixed = include_str!("scripts/fixed_window_step.lua");
+        let sliding = include_str!("scripts/sliding_window_step.lua");
         for (algorithm, step) in [
             (Algorithm::TokenBucket, meter),
             (Algorithm::LeakyBucket, meter),
             (Algorithm::Gcra, meter),
             (Algorithm::FixedWindow, fixed),
+            (Algorithm::SlidingWindow, sliding),
         ] {
             let batch = lua(algorithm).source();
             assert_eq!(batch.lines().next(), Some("#!lua"), "{algorithm:?}");

@@ -27,7 +27,14 @@ static FIXED_WINDOW: Lua = receipted!(
     ["helpers.lua"],
     ["fixed_window.lua", "fixed_window_step.lua", "single.lua"]
 );
-static SLIDING_WINDOW: Lua = receipted!(["helpers.lua"], ["sliding_window.lua"]);
+static SLIDING_WINDOW: Lua = receipted!(
+    ["helpers.lua"],
+    [
+        "sliding_window.lua",
+        "sliding_window_step.lua",
+        "single.lua"
+    ]
+);
 static REFUND: Lua = Lua::new(&["#!lua\n", include_str!("scripts/refund.lua")]);
 
 impl RedisStore {

@@ -76,7 +76,12 @@ static FIXED_WINDOW: Lua = lua!(
     "fixed_window_step.lua",
     "single.lua"
 );
-static SLIDING_WINDOW: Lua = lua!("helpers.lua", "sliding_window.lua");
+static SLIDING_WINDOW: Lua = lua!(
+    "helpers.lua",
+    "sliding_window.lua",
+    "sliding_window_step.lua",
+    "single.lua"
+);
 static BUCKET: Lua = lua!("helpers.lua", "meter.lua", "meter_step.lua", "single.lua");
 static CONCURRENCY: Lua = lua!("helpers.lua", "concurrency.lua");
 static LEASE: Lua = lua!("helpers.lua", "lease.lua");
@@ -91,7 +96,13 @@ static PEEK_FIXED_WINDOW: Lua = lua!(
     "fixed_window_step.lua",
     "single.lua"
 );
-static PEEK_SLIDING_WINDOW: Lua = lua!("peek.lua", "helpers.lua", "sliding_window.lua");
+static PEEK_SLIDING_WINDOW: Lua = lua!(
+    "peek.lua",
+    "helpers.lua",
+    "sliding_window.lua",
+    "sliding_window_step.lua",
+    "single.lua"
+);
 static PEEK_BUCKET: Lua = lua!(
     "peek.lua",
     "helpers.lua",

@@ -1,6 +1,7 @@
 
--- Coalesced checks of one key under one policy. The algorithm's file above
--- is the body of `decide(cost)`, unchanged; ARGV[2] holds the costs of k
+-- Coalesced checks of one key under the sliding log (the hash algorithms
+-- loop over their step instead: `loop_open.lua`). The sliding log's file
+-- above is the body of `decide(cost)`, unchanged; ARGV[2] holds the costs of k
 -- requests, separated by spaces. Each is decided in turn at the same `now`,
 -- reading what the one before it wrote, exactly as k calls one after
 -- another would be. Reply: the k replies one after the other, each as a
@@ -12,9 +13,5 @@ for c in string.gmatch(ARGV[2], '%d+') do
     r = r + 1
     replies[r] = reply[i]
   end
-end
--- The hash scripts' deferred writes (see `batch_hash.lua`).
-if rawget(redis, 'flush') then
-  redis.flush()
 end
 return replies
