@@ -1,7 +1,7 @@
 //! Check 11: requests counted by outcome, given back later, leave the
 //! store where the model is.
 
-use super::{Keys, T0, algorithms, decided, fail};
+use super::{Keys, T0, algorithms, fail};
 use crate::conformance::traces::{self, Rng};
 use crate::conformance::{Harness, KeyModel, Outcome, Support};
 use crate::error::Error;
@@ -56,15 +56,10 @@ pub async fn refunds<H: Harness>(harness: &H) {
                     }
                     break;
                 }
-                let answer =
-                    answer.map(|(decision, receipt)| (Outcome::of(&decision), decision, receipt));
-                let (outcome, decision, receipt) = match answer {
-                    Ok(answered) => answered,
-                    Err(error) => {
-                        decided(CHECK, algorithm, at(), Err(error));
-                        unreachable!()
-                    }
-                };
+                let (decision, receipt) = answer.unwrap_or_else(|error| {
+                    fail(CHECK, algorithm, at(), Err::<(), _>(error), "a decision")
+                });
+                let outcome = Outcome::of(&decision);
                 let expected = models[step.key].check(&params, now, step.cost);
                 if outcome != expected {
                     fail(CHECK, algorithm, at(), outcome, expected);
