@@ -211,19 +211,54 @@ impl Estimate {
         }
     }
 
-    /// The first offset in `[from, w]` at which the request passes, solving
-    /// the linear estimate and then stepping to the exact microsecond.
+    /// The first offset in `[from, w]` at which the request passes (at `w`
+    /// it always does: only the current count is left). The linear
+    /// estimate's solution is usually exact to a microsecond; from there
+    /// the search gallops, then halves: a few evaluations, and never more
+    /// than about 2·log2(w), even where the doubles cannot tell a
+    /// microsecond's weight from none (a limit of 2^40 over a long window),
+    /// where a step at a time would walk the whole window. The estimate
+    /// only falls as the offset grows, so the first passing offset is one.
     fn first_passing(&self, previous: u64, current: u64, from: u64) -> u64 {
         let (w, slack) = (self.w as f64, (self.limit - current - self.cost) as f64);
         let guess = (w - slack * w / previous as f64).ceil();
-        let mut e = guess.min(w).max(from as f64) as u64;
-        while e < self.w && !self.passes(previous, current, e) {
-            e += 1;
+        let guess = guess.min(w).max(from as f64) as u64;
+        let passes = |e| self.passes(previous, current, e);
+        // The answer lies in [lo, hi], and `hi` passes.
+        let (mut lo, mut hi) = (from, self.w);
+        let mut step = 1;
+        if passes(guess) {
+            hi = guess;
+            while hi > lo {
+                let probe = hi.saturating_sub(step).max(lo);
+                if !passes(probe) {
+                    lo = probe + 1;
+                    break;
+                }
+                hi = probe;
+                step *= 2;
+            }
+        } else {
+            lo = guess + 1;
+            while lo < hi {
+                let probe = guess.saturating_add(step).min(hi);
+                if passes(probe) {
+                    hi = probe;
+                    break;
+                }
+                lo = probe + 1;
+                step *= 2;
+            }
         }
-        while e > from && self.passes(previous, current, e - 1) {
-            e -= 1;
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if passes(mid) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
         }
-        e
+        hi
     }
 }
 
@@ -282,6 +317,63 @@ mod tests {
         assert_eq!(denied.reset_after(), Duration::from_micros(1_500));
         assert!(!check(&mut state, &rule, 3_249, 1).allowed());
         assert!(check(&mut state, &rule, 3_250, 1).allowed());
+    }
+
+    /// The first passing offset, a microsecond at a time.
+    fn first_passing_by_scan(e: &Estimate, previous: u64, current: u64, from: u64) -> u64 {
+        (from..e.w)
+            .find(|&at| e.passes(previous, current, at))
+            .unwrap_or(e.w.max(from))
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_search_finds_the_offset_a_scan_finds(
+            w in 1u64..3_000,
+            limit in 1u64..60,
+            cost_part in 0.0f64..1.0,
+            current_part in 0.0f64..1.0,
+            previous in 0u64..130,
+            from_part in 0.0f64..1.0,
+        ) {
+            let cost = 1 + ((limit - 1) as f64 * cost_part) as u64;
+            let current = ((limit - cost) as f64 * current_part) as u64;
+            let from = (w as f64 * from_part) as u64;
+            let e = Estimate { w, limit, cost };
+            proptest::prop_assert_eq!(
+                e.first_passing(previous, current, from),
+                first_passing_by_scan(&e, previous, current, from)
+            );
+        }
+    }
+
+    #[test]
+    fn a_limit_too_large_for_a_microseconds_weight_is_searched_not_walked() {
+        // At 2^50 a double cannot hold one request's weight spread over a
+        // window's microseconds: the estimate is flat over most of the
+        // window, where stepping from the guess walked up to `w` offsets
+        // per check (a minute's 60 million, under the shard's lock, and in
+        // Redis's one thread). The search answers what a scan answers.
+        let limit = 1u64 << 50;
+        for w in [1_000_000u64, 3_000_000] {
+            let rule = Rule::new(limit, Duration::from_micros(w)).unwrap();
+            let mut state = None;
+            let now = 10 * w + w / 3;
+            let d = check(&mut state, &rule, now, 1);
+            assert!(d.allowed());
+            let more = Estimate {
+                w,
+                limit,
+                cost: d.remaining() + 1,
+            };
+            // It passes in the next window, once its weight of this one's 1 fits.
+            let start = now - now % w;
+            let expected = start + w + first_passing_by_scan(&more, 1, 0, 0) - now;
+            assert_eq!(
+                d.rules()[0].available_after(),
+                Duration::from_micros(expected)
+            );
+        }
     }
 
     #[test]

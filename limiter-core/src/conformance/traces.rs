@@ -95,6 +95,19 @@ pub(crate) fn params(rng: &mut Rng, algorithm: Algorithm) -> Params {
     }
 }
 
+/// For the sliding window counter, a limit too large for a double to weigh
+/// one request's share of a microsecond (2^40 to 2^50), over a long window
+/// (a minute to an hour): the wait until a request passes is then searched
+/// over most of the window. `None` for the other algorithms.
+pub(crate) fn huge_limit(rng: &mut Rng, algorithm: Algorithm) -> Option<Params> {
+    (algorithm == Algorithm::SlidingWindow).then(|| {
+        Params::SlidingWindow(
+            rng.range(1 << 40, 1 << 50),
+            rng.range(60_000_000, 3_600_000_000),
+        )
+    })
+}
+
 /// Parameters of `algorithm` that hold `quota` requests over a long time
 /// (a day's windows, an hour per token), for the checks that run on the
 /// store's own clock: nothing frees up while they run.

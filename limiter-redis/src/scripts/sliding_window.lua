@@ -21,18 +21,49 @@ end
 local function passes(p, c, e, k)
   return weighted(p, c, e) + k <= limit
 end
--- The first offset in [from, w] at which a request of cost k passes.
+-- The first offset in [from, w] at which a request of cost k passes (at w
+-- it always does). From the linear estimate's solution, the search gallops,
+-- then halves, as the Rust code does: where doubles cannot tell one
+-- microsecond's weight from none (huge limits), a step at a time would walk
+-- the whole window inside Redis's one thread.
 local function first_passing(p, c, from, k)
   local slack = limit - c - k
   local guess = math.ceil(w - slack * w / p)
-  local e = math.max(from, math.min(w, guess))
-  while e < w and not passes(p, c, e, k) do
-    e = e + 1
+  guess = math.max(from, math.min(w, guess))
+  -- The answer lies in [lo, hi], and hi passes.
+  local lo, hi, step = from, w, 1
+  if passes(p, c, guess, k) then
+    hi = guess
+    while hi > lo do
+      local probe = math.max(hi - step, lo)
+      if not passes(p, c, probe, k) then
+        lo = probe + 1
+        break
+      end
+      hi = probe
+      step = step * 2
+    end
+  else
+    lo = guess + 1
+    while lo < hi do
+      local probe = math.min(guess + step, hi)
+      if passes(p, c, probe, k) then
+        hi = probe
+        break
+      end
+      lo = probe + 1
+      step = step * 2
+    end
   end
-  while e > from and passes(p, c, e - 1, k) do
-    e = e - 1
+  while lo < hi do
+    local mid = lo + math.floor((hi - lo) / 2)
+    if passes(p, c, mid, k) then
+      hi = mid
+    else
+      lo = mid + 1
+    end
   end
-  return e
+  return hi
 end
 -- The exact wait until a request of cost k passes, in the window starting
 -- at `start`, `elapsed` into it.

@@ -13,7 +13,7 @@ const KEYS: usize = 3;
 /// Every algorithm the store runs as the policy defines
 /// ([`Support::Exact`]) against the model, on the same timestamps:
 /// pseudo-random policies (several rules for the sliding log, ties among
-/// them) and traces of (time step, key, cost) through
+/// them; huge limits for the sliding window counter) and traces of (time step, key, cost) through
 /// [`Harness::check_at`]; every field of every decision must equal the
 /// model's.
 ///
@@ -31,7 +31,11 @@ pub async fn traces<H: Harness>(harness: &H) {
         for case in 0..CASES {
             let seed = traces::seed(CHECK, algorithm, case);
             let mut rng = Rng::new(seed);
-            let params = traces::params(&mut rng, algorithm);
+            // One case in eight of huge limits, where there are any.
+            let huge = (case % 8 == 7).then(|| traces::huge_limit(&mut rng, algorithm));
+            let params = huge
+                .flatten()
+                .unwrap_or_else(|| traces::params(&mut rng, algorithm));
             let policy = params.policy();
             let steps = traces::trace(&mut rng, &params, KEYS);
             now += rng.range(0, 1_000_000_000);
