@@ -236,7 +236,7 @@ impl Estimate {
                     break;
                 }
                 hi = probe;
-                step *= 2;
+                step = step.saturating_mul(2);
             }
         } else {
             lo = guess + 1;
@@ -247,7 +247,7 @@ impl Estimate {
                     break;
                 }
                 lo = probe + 1;
-                step *= 2;
+                step = step.saturating_mul(2);
             }
         }
         while lo < hi {
