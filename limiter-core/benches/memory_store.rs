@@ -77,8 +77,8 @@ fn per_second() -> Rate {
 }
 const BURST: u32 = 1 << 30;
 
-/// Limits beyond the checks a row makes in one 60 s window (fewer than
-/// 2^28), and small enough that a double weighs one request's share of a
+/// Limits beyond the checks a row makes of one key in a 60 s window (about
+/// 6 s of checks; a denial fails the bench), and small enough that a double weighs one request's share of a
 /// microsecond of the window: at 2^40 and above the sliding window
 /// counter's wait is searched over a flat estimate (see its
 /// `first_passing`), which no realistic limit meets.

@@ -223,43 +223,49 @@ impl Estimate {
         let (w, slack) = (self.w as f64, (self.limit - current - self.cost) as f64);
         let guess = (w - slack * w / previous as f64).ceil();
         let guess = guess.min(w).max(from as f64) as u64;
-        let passes = |e| self.passes(previous, current, e);
-        // The answer lies in [lo, hi], and `hi` passes.
-        let (mut lo, mut hi) = (from, self.w);
-        let mut step = 1;
-        if passes(guess) {
-            hi = guess;
-            while hi > lo {
-                let probe = hi.saturating_sub(step).max(lo);
-                if !passes(probe) {
-                    lo = probe + 1;
-                    break;
-                }
-                hi = probe;
-                step = step.saturating_mul(2);
-            }
-        } else {
-            lo = guess + 1;
-            while lo < hi {
-                let probe = guess.saturating_add(step).min(hi);
-                if passes(probe) {
-                    hi = probe;
-                    break;
-                }
-                lo = probe + 1;
-                step = step.saturating_mul(2);
-            }
-        }
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if passes(mid) {
-                hi = mid;
-            } else {
-                lo = mid + 1;
-            }
-        }
-        hi
+        first_at_or_after(from, self.w, guess, |e| self.passes(previous, current, e))
     }
+}
+
+/// The first `e` in `[from, last]` for which `passes` holds, for a
+/// `passes` that, once true, stays true and holds at `last`: galloping from
+/// `guess` (in `[from, last]`) towards it, then halving what is left.
+fn first_at_or_after(from: u64, last: u64, guess: u64, mut passes: impl FnMut(u64) -> bool) -> u64 {
+    // The answer lies in [lo, hi], and `hi` passes.
+    let (mut lo, mut hi) = (from, last);
+    let mut step = 1u64;
+    if passes(guess) {
+        hi = guess;
+        while hi > lo {
+            let probe = hi.saturating_sub(step).max(lo);
+            if !passes(probe) {
+                lo = probe + 1;
+                break;
+            }
+            hi = probe;
+            step = step.saturating_mul(2);
+        }
+    } else {
+        lo = guess + 1;
+        while lo < hi {
+            let probe = guess.saturating_add(step).min(hi);
+            if passes(probe) {
+                hi = probe;
+                break;
+            }
+            lo = probe + 1;
+            step = step.saturating_mul(2);
+        }
+    }
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if passes(mid) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    hi
 }
 
 #[cfg(test)]
@@ -348,12 +354,13 @@ mod tests {
     }
 
     #[test]
-    fn a_limit_too_large_for_a_microseconds_weight_is_searched_not_walked() {
+    fn a_limit_too_large_for_a_microseconds_weight_answers_what_a_scan_answers() {
         // At 2^50 a double cannot hold one request's weight spread over a
         // window's microseconds: the estimate is flat over most of the
         // window, where stepping from the guess walked up to `w` offsets
         // per check (a minute's 60 million, under the shard's lock, and in
-        // Redis's one thread). The search answers what a scan answers.
+        // Redis's one thread). The search answers what a scan answers
+        // (how few evaluations it takes: the test below).
         let limit = 1u64 << 50;
         for w in [1_000_000u64, 3_000_000] {
             let rule = Rule::new(limit, Duration::from_micros(w)).unwrap();
@@ -374,6 +381,34 @@ mod tests {
                 Duration::from_micros(expected)
             );
         }
+    }
+
+    #[test]
+    fn the_search_evaluates_at_most_twice_the_windows_bits() {
+        // A flat estimate over most of a minute's window, the answer far
+        // from the guess on either side: a step at a time took millions of
+        // evaluations; the search at most 2 · 26 + 1 (2^26 > 60 million).
+        let w = 60_000_000;
+        let answer = 52_500_001;
+        for guess in [0, 1, answer - 1, answer, answer + 1, w - 1, w] {
+            let mut evaluations = 0;
+            let found = first_at_or_after(0, w, guess, |e| {
+                evaluations += 1;
+                e >= answer
+            });
+            assert_eq!(found, answer, "from guess {guess}");
+            assert!(
+                evaluations <= 53,
+                "{evaluations} evaluations from guess {guess}"
+            );
+        }
+        // The estimate's own guess, exact: two evaluations, as before.
+        let mut evaluations = 0;
+        first_at_or_after(0, w, answer, |e| {
+            evaluations += 1;
+            e >= answer
+        });
+        assert_eq!(evaluations, 2);
     }
 
     #[test]

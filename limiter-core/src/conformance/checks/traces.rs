@@ -13,8 +13,8 @@ const KEYS: usize = 3;
 /// Every algorithm the store runs as the policy defines
 /// ([`Support::Exact`]) against the model, on the same timestamps:
 /// pseudo-random policies (several rules for the sliding log, ties among
-/// them; huge limits for the sliding window counter) and traces of (time step, key, cost) through
-/// [`Harness::check_at`]; every field of every decision must equal the
+/// them; huge limits for the sliding window counter) and traces of (time
+/// step, key, cost) through [`Harness::check_at`]; every field of every decision must equal the
 /// model's.
 ///
 /// # Panics
@@ -32,10 +32,11 @@ pub async fn traces<H: Harness>(harness: &H) {
             let seed = traces::seed(CHECK, algorithm, case);
             let mut rng = Rng::new(seed);
             // One case in eight of huge limits, where there are any.
-            let huge = (case % 8 == 7).then(|| traces::huge_limit(&mut rng, algorithm));
-            let params = huge
-                .flatten()
-                .unwrap_or_else(|| traces::params(&mut rng, algorithm));
+            let huge = match case % 8 {
+                7 => traces::huge_limit(&mut rng, algorithm),
+                _ => None,
+            };
+            let params = huge.unwrap_or_else(|| traces::params(&mut rng, algorithm));
             let policy = params.policy();
             let steps = traces::trace(&mut rng, &params, KEYS);
             now += rng.range(0, 1_000_000_000);
