@@ -13,6 +13,9 @@
 //!   per-rule [`RuleStatus`](crate::RuleStatus)es;
 //!   [`sliding_log::decide`] builds the sliding log's from the counts a
 //!   store read;
+//! - [`meter::check`], [`fixed_window::check`] and [`sliding_window::check`]
+//!   decide on a state a store read (the Redis store answers a batch of
+//!   one key's requests by replaying them on the state its script read);
 //! - [`Permit::new`](crate::Permit::new) and [`permit_decision`] answer a
 //!   concurrency limit; [`LeaseGrant::new`](crate::hot::LeaseGrant::new)
 //!   answers a lease.
@@ -29,6 +32,12 @@ pub mod sliding_log {
 /// The fixed window's state and check.
 pub mod fixed_window {
     pub use crate::algorithm::fixed_window::{Window, check};
+}
+
+/// The meter of the token bucket, the leaky bucket and GCRA: its state and
+/// check.
+pub mod meter {
+    pub use crate::algorithm::bucket::{Level, Pacing, check};
 }
 
 /// The sliding window counter's state and check.

@@ -25,13 +25,19 @@ macro_rules! receipted {
 static SLIDING_LOG: Lua = receipted!([], ["sliding_log.lua"]);
 static FIXED_WINDOW: Lua = receipted!(
     ["helpers.lua"],
-    ["fixed_window.lua", "fixed_window_step.lua", "single.lua"]
+    [
+        "fixed_window.lua",
+        "fixed_window_step.lua",
+        "fixed_window_answer.lua",
+        "single.lua"
+    ]
 );
 static SLIDING_WINDOW: Lua = receipted!(
     ["helpers.lua"],
     [
         "sliding_window.lua",
         "sliding_window_step.lua",
+        "sliding_window_answer.lua",
         "single.lua"
     ]
 );

@@ -74,15 +74,23 @@ static FIXED_WINDOW: Lua = lua!(
     "helpers.lua",
     "fixed_window.lua",
     "fixed_window_step.lua",
+    "fixed_window_answer.lua",
     "single.lua"
 );
 static SLIDING_WINDOW: Lua = lua!(
     "helpers.lua",
     "sliding_window.lua",
     "sliding_window_step.lua",
+    "sliding_window_answer.lua",
     "single.lua"
 );
-static BUCKET: Lua = lua!("helpers.lua", "meter.lua", "meter_step.lua", "single.lua");
+static BUCKET: Lua = lua!(
+    "helpers.lua",
+    "meter.lua",
+    "meter_step.lua",
+    "meter_answer.lua",
+    "single.lua"
+);
 static CONCURRENCY: Lua = lua!("helpers.lua", "concurrency.lua");
 static LEASE: Lua = lua!("helpers.lua", "lease.lua");
 
@@ -94,6 +102,7 @@ static PEEK_FIXED_WINDOW: Lua = lua!(
     "helpers.lua",
     "fixed_window.lua",
     "fixed_window_step.lua",
+    "fixed_window_answer.lua",
     "single.lua"
 );
 static PEEK_SLIDING_WINDOW: Lua = lua!(
@@ -101,6 +110,7 @@ static PEEK_SLIDING_WINDOW: Lua = lua!(
     "helpers.lua",
     "sliding_window.lua",
     "sliding_window_step.lua",
+    "sliding_window_answer.lua",
     "single.lua"
 );
 static PEEK_BUCKET: Lua = lua!(
@@ -108,6 +118,7 @@ static PEEK_BUCKET: Lua = lua!(
     "helpers.lua",
     "meter.lua",
     "meter_step.lua",
+    "meter_answer.lua",
     "single.lua"
 );
 static RESET: Lua = Lua::new(&["#!lua\n", include_str!("scripts/reset.lua")]);

@@ -17,12 +17,14 @@ use crate::rule::Rule;
 /// policy changes (a plan changed at run time) reads its water in the new
 /// policy's sub-units (see [`Level::in_units_of`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Level {
-    pub(crate) level: u64,
-    pub(crate) updated: Micros,
+pub struct Level {
+    /// The water in sub-units.
+    pub level: u64,
+    /// When the level was last brought up to date.
+    pub updated: Micros,
     /// One token in sub-units when the level was written; 0 in a default
     /// (empty) level.
-    pub(crate) unit: u64,
+    pub unit: u64,
 }
 
 impl Level {
@@ -50,13 +52,18 @@ impl Level {
 
 /// Whether allowed requests are told to wait their turn (the leaky bucket).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Pacing {
+pub enum Pacing {
+    /// The token bucket and GCRA: an allowed request goes at once.
     Off,
+    /// The leaky bucket: an allowed request waits for the water ahead of it.
     On,
 }
 
+/// Checks a request of `cost` at `now` against the meter of `params`
+/// (whose one rule is `quota`), given the key's level (`None`: no state),
+/// which it updates when the request passes.
 #[inline]
-pub(crate) fn check(
+pub fn check(
     state: &mut Option<Level>,
     params: &BucketParams,
     quota: &Rule,

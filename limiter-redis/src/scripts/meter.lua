@@ -9,9 +9,10 @@
 --
 -- This file reads the stored state into locals; `meter_step.lua` decides
 -- one request on them. A check of its own (`single.lua`) runs the step
--- once; a batch (`loop_open.lua`) runs the very same text once per request
--- in a loop, and writes the hash once: a batch cannot drift from a check
--- of its own, and costs no function call per request.
+-- once and answers with `meter_answer.lua`; a batch (`loop_open.lua`)
+-- runs the very same step once per request in a loop, and writes the hash
+-- once: a batch cannot drift from a check of its own, and costs no
+-- function call per request.
 local key = KEYS[1]
 local unit, drain, capacity = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local pacing = ARGV[6] == '1'
@@ -27,4 +28,8 @@ local stored_unit = tonumber(stored[3]) or unit
 local function write_state()
   redis.call('HSET', key, 'a', tag, 'l', int(stored_level), 'u', int(stored_updated), 'n', int(unit))
   expire_in(key, ceil_div(stored_level, drain))
+end
+-- The stored state as a batch answers it (-1: none).
+local function state()
+  return { stored_level or -1, stored_updated or -1, stored_unit }
 end

@@ -1,6 +1,7 @@
 -- Decides a request of `cost` on the stored state, as a check of its own
--- reading the hash would: `allowed` (the stored state is then the one to
--- write) and the reply's 8 values, `r1` to `r8`.
+-- reading the hash would: `allowed`, and the stored state, to be written,
+-- brought up to it. The reply's values follow in `meter_answer.lua` (a
+-- batch's client works them out itself from the same state).
 local level, updated = stored_level, stored_updated
 if not level then
   level, updated = 0, now
@@ -23,22 +24,8 @@ if now > updated then
   end
 end
 local need = cost * unit
-local retry, delay = -1, 0
-if level + need <= full then
-  if pacing then
-    delay = ceil_div(level, drain)
-  end
+local allowed = level + need <= full
+if allowed then
   level = level + need
   stored_level, stored_updated, stored_unit = level, math.max(now, updated), unit
-else
-  retry = ceil_div(level + need - full, drain)
 end
-local remaining = floor_div(full - level, unit)
--- One token more than remaining fits once the water is that low.
-local available = retry
-if retry < 0 then
-  available = level > 0 and ceil_div(level - (full - (remaining + 1) * unit), drain) or 0
-end
-local allowed = retry < 0
-local r1, r2, r3, r4 = allowed and 1 or 0, 0, retry, delay
-local r5, r6, r7, r8 = ceil_div(level, drain), 1, remaining, available

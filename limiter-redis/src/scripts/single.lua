@@ -1,5 +1,5 @@
--- One request: the step above decided it; its state is written if it was
--- allowed.
+-- One request: the step above decided it and its answer gave the reply's
+-- values; its state is written if it was allowed.
 if allowed then
   write_state()
 end

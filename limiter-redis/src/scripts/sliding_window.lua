@@ -5,8 +5,9 @@
 -- The weights are doubles computed in the same order as the Rust code.
 --
 -- This file reads the stored state into locals; `sliding_window_step.lua`
--- decides one request on them, alone (`single.lua`) or once per request of
--- a batch (`loop_open.lua`): the same text, so they cannot drift.
+-- decides one request on them, alone (`single.lua`, answering with
+-- `sliding_window_answer.lua`) or once per request of a batch (`loop_open.lua`):
+-- the same text, so they cannot drift.
 local key = KEYS[1]
 local limit, w = tonumber(ARGV[3]), tonumber(ARGV[4])
 local stored = read_hash(key, 'sliding_window', 'p', 'c', 's')
@@ -79,4 +80,8 @@ local function write_state()
   redis.call('HSET', key, 'a', 'sliding_window', 'p', int(stored_previous), 'c',
     int(stored_current), 's', int(stored_start))
   expire_in(key, expires_in)
+end
+-- The stored state as a batch answers it (-1: none).
+local function state()
+  return { stored_previous or -1, stored_current or -1, stored_start or -1 }
 end
