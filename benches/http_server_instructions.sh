@@ -14,7 +14,7 @@ out=$(mktemp -d)
 redis_port=""
 trap 'kill $(jobs -p) 2>/dev/null || true; redis-cli -p "$redis_port" shutdown nosave >/dev/null 2>&1 || true; rm -rf "$out"' EXIT
 
-# A Redis of its own, for the two Redis variants, on a free port.
+# A Redis of its own, for the Redis variants, on a free port.
 for port in $(seq 21000 21100); do
   if ! (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then redis_port=$port; break; fi
 done
@@ -51,11 +51,13 @@ measure() {
 
 names=("bare axum" "bare axum + fixed RateLimit fields" "limiter, memory"
   "limiter, memory, no fields on allowed" "tower_governor" "tower_governor + headers"
-  "limiter, Redis" "bare EVALSHA")
+  "limiter, Redis" "bare EVALSHA" "limiter, Redis, no fields on allowed")
 echo "| server | user-space instructions per request | over bare axum |"
 echo "|---|---:|---:|"
 bare=""
-for variant in 0 1 2 3 4 5 6 7; do
+# Arguments choose the variants (bare axum, 0, first: the others are
+# counted over it); none, every one.
+for variant in ${*:-0 1 2 3 4 5 6 7 8}; do
   read -r short_total short_requests < <(measure "$variant" 4)
   read -r long_total long_requests < <(measure "$variant" 12)
   per=$(((long_total - short_total) / (long_requests - short_requests)))

@@ -6,7 +6,9 @@
 //! Two instances (two `RedisStore`s, each on connections of its own) run 64
 //! tasks each, checking as fast as they can. Redis calls are read from
 //! `INFO commandstats` (`cmdstat_evalsha` calls, summed over the nodes)
-//! after a `CONFIG RESETSTAT`. Starts its own servers (the test harness)
+//! after a `CONFIG RESETSTAT`; the clients' CPU time is this process's
+//! (`/proc/self/stat`; the servers are processes of their own). Starts its
+//! own servers (the test harness)
 //! and prints markdown. Run with
 //! `cargo bench -p limiter-benches --bench hot_key_coalescing`; see BENCHMARKS.md.
 
@@ -14,7 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use limiter_benches::{evalsha_field, thousands};
+use limiter_benches::{evalsha_field, process_cpu_us, thousands};
 use limiter_core::{Policy, Rate, Store};
 use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::{RedisCluster, RedisServer};
@@ -46,6 +48,8 @@ struct Tally {
     decisions: u64,
     calls: u64,
     redis_usec: u64,
+    /// CPU time of this process, the instances (the clients).
+    client_usec: u64,
     elapsed: Duration,
     /// Decisions per second of each slice.
     slices: Vec<f64>,
@@ -63,6 +67,11 @@ impl Tally {
     /// Microseconds Redis spent running scripts, per decision.
     fn redis_usec_per_decision(&self) -> f64 {
         self.redis_usec as f64 / self.decisions as f64
+    }
+
+    /// Microseconds of CPU the clients spent, per decision.
+    fn client_usec_per_decision(&self) -> f64 {
+        self.client_usec as f64 / self.decisions as f64
     }
 }
 
@@ -162,7 +171,9 @@ async fn measure(
     tally: &mut Tally,
 ) {
     reset(admins).await;
+    let cpu = process_cpu_us();
     let (decisions, elapsed) = run(stores, load, SLICE).await;
+    tally.client_usec += process_cpu_us() - cpu;
     let (calls, usec) = evalsha_stats(admins).await;
     tally.calls += calls;
     tally.redis_usec += usec;
@@ -231,6 +242,9 @@ fn median_ratio(direct: &Tally, coalesced: &Tally) -> f64 {
 // other core.
 #[tokio::main(flavor = "multi_thread", worker_threads = 1)]
 async fn main() {
+    if std::env::args().any(|arg| arg == "--client-only") {
+        return client_only().await;
+    }
     let server = RedisServer::start();
     let cluster = RedisCluster::start();
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
@@ -240,9 +254,9 @@ async fn main() {
     );
     println!("each side: {WARM_UP:?} warm-up, then {SLICES} alternating slices of {SLICE:?}\n");
     println!(
-        "| deployment | keys | direct decisions/s | coalesced decisions/s | coalesced / direct | median of slice ratios | Redis calls/decision, direct | coalesced | Redis µs/decision, direct | coalesced |"
+        "| deployment | keys | direct decisions/s | coalesced decisions/s | coalesced / direct | median of slice ratios | Redis calls/decision, direct | coalesced | Redis µs/decision, direct | coalesced | client CPU µs/decision, direct | coalesced |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let deployments = [
         ("standalone", vec![server.url()], false),
         ("cluster, 3 masters", cluster.urls(), true),
@@ -252,7 +266,7 @@ async fn main() {
         for (load, keys) in [(Load::Hot, "1 (hot)"), (Load::Spread, "100,000")] {
             let (direct, coalesced) = compare(&urls, is_cluster, load, &mut admins).await;
             println!(
-                "| {name} | {keys} | {} | {} | {:.2}x | {:.2}x | {:.3} | {:.3} | {:.2} | {:.2} |",
+                "| {name} | {keys} | {} | {} | {:.2}x | {:.2}x | {:.3} | {:.3} | {:.2} | {:.2} | {:.2} | {:.2} |",
                 thousands(direct.per_second()),
                 thousands(coalesced.per_second()),
                 coalesced.per_second() / direct.per_second(),
@@ -261,7 +275,26 @@ async fn main() {
                 coalesced.calls_per_decision(),
                 direct.redis_usec_per_decision(),
                 coalesced.redis_usec_per_decision(),
+                direct.client_usec_per_decision(),
+                coalesced.client_usec_per_decision(),
             );
         }
     }
+}
+
+/// `--client-only SECONDS`: the coalesced hot key on the standalone Redis
+/// for that long, printing the decisions and calls: runs of two lengths
+/// under callgrind count the clients' instructions per decision, part by
+/// part, without start-up (see the lab notes, section 8).
+async fn client_only() {
+    let seconds = std::env::args()
+        .skip_while(|arg| arg != "--client-only")
+        .nth(1)
+        .and_then(|seconds| seconds.parse().ok())
+        .unwrap_or(4);
+    let server = RedisServer::start();
+    let coalesced = instances(&[server.url()], false, true).await;
+    let (decisions, elapsed) = run(&coalesced, Load::Hot, Duration::from_secs(seconds)).await;
+    let calls = evalsha_stats(&mut admins(&[server.url()]).await).await.0;
+    println!("{decisions} decisions, {calls} Redis calls in {elapsed:?}");
 }

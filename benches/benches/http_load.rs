@@ -10,7 +10,9 @@
 //!    allowed (its default: no headers on allowed responses);
 //! 6. the same with its `x-ratelimit-*` headers (`use_headers`);
 //! 7. `RateLimitLayer` on Redis, everything allowed;
-//! 8. a bare middleware doing one EVALSHA of the same script per request.
+//! 8. a bare middleware doing one EVALSHA of the same script per request;
+//! 9. `RateLimitLayer` on Redis without the fields on allowed responses
+//!    (the bare middleware sends none).
 //!
 //! The servers run in a child process (this binary with `--serve`), one
 //! tokio worker thread; the load comes from `wrk` (Debian's `wrk` package) in
@@ -62,7 +64,7 @@ async fn bare() -> &'static str {
     "ok"
 }
 
-const VARIANTS: [&str; 8] = [
+const VARIANTS: [&str; 9] = [
     "bare axum",
     "bare axum + fixed RateLimit fields",
     "limiter, memory",
@@ -71,6 +73,7 @@ const VARIANTS: [&str; 8] = [
     "tower_governor + headers",
     "limiter, Redis",
     "bare EVALSHA",
+    "limiter, Redis, no fields on allowed",
 ];
 // Indexes of the baselines in `VARIANTS`.
 const BARE: usize = 0;
@@ -245,7 +248,7 @@ fn wrk(url: &str, duration: &str) -> (f64, f64) {
     (rps, requests)
 }
 
-/// The server process: the five variants on five ports, printed on one line.
+/// The server process: the variants on ports of their own, printed on one line.
 fn serve() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -255,6 +258,7 @@ fn serve() {
     runtime.block_on(async {
         let url = std::env::var("REDIS_URL").expect("REDIS_URL");
         let redis = RedisStore::connect(&url).await.expect("Redis");
+        let redis_no_fields = RedisStore::connect(&url).await.expect("Redis");
         let raw = redis::Client::open(url.as_str())
             .expect("a URL")
             .get_multiplexed_async_connection()
@@ -278,6 +282,9 @@ fn serve() {
             Router::new()
                 .route("/", get(bare))
                 .layer(middleware::from_fn_with_state(Bare::new(raw), bare_evalsha)),
+            Router::new().route("/", get(limited)).layer(
+                RateLimitLayer::new(Limiter::new(redis_no_fields)).rate_limit_headers(false),
+            ),
         ];
         let mut ports = Vec::new();
         for router in routers {

@@ -2,6 +2,7 @@
 //! coalesced batch of them, within the response timeout as a whole.
 
 use redis::Cmd;
+use tokio::time::Instant;
 
 use super::scripts::{self, Lua};
 use super::{Backend, RedisStore, batch, cluster, coalesce};
@@ -47,17 +48,19 @@ impl RedisStore {
     }
 
     /// The requests of `costs`, in this order, in one call of the batch
-    /// script.
+    /// script, answered by `until` (the earliest of its callers'
+    /// deadlines) or abandoned.
     pub(super) async fn decide_batch(
         &self,
         key: &str,
         policy: &Policy,
         costs: &[u64],
         now: Option<u64>,
+        until: Instant,
     ) -> Result<Vec<Decision>, Error> {
         let lua = batch::lua(policy.algorithm());
         let call = batch::evalsha(key, policy, costs, now);
-        let reply = self.script(lua, &call, costs.len()).await?;
+        let reply = self.script_until(lua, &call, costs.len(), until).await?;
         batch::parse_reply(&reply, policy, costs)
     }
 
@@ -71,18 +74,50 @@ impl RedisStore {
         call: &Cmd,
         decisions: usize,
     ) -> Result<Vec<i64>, Error> {
+        self.script_until(lua, call, decisions, self.deadline())
+            .await
+    }
+
+    /// [`script`](Self::script), answered by `until` or abandoned.
+    async fn script_until(
+        &self,
+        lua: &Lua,
+        call: &Cmd,
+        decisions: usize,
+        until: Instant,
+    ) -> Result<Vec<i64>, Error> {
         metrics::counter!(CALLS).increment(1);
         metrics::histogram!(BATCH_SIZE).record(decisions as f64);
-        self.bounded_call(lua, call).await
+        self.bounded_call_until(lua, call, until).await
+    }
+
+    /// When a call made now must have been answered: the response timeout
+    /// from now.
+    pub(super) fn deadline(&self) -> Instant {
+        Instant::now() + self.inner.config.response_timeout
     }
 
     /// `call` within the response timeout as a whole (see [`script`](Self::script)),
     /// counted in no check's metrics.
     pub(super) async fn bounded_call(&self, lua: &Lua, call: &Cmd) -> Result<Vec<i64>, Error> {
-        let deadline = self.inner.config.response_timeout;
-        let reply = tokio::time::timeout(deadline, self.call(lua, call))
-            .await
-            .unwrap_or(Err(Error::Timeout(deadline)));
+        self.bounded_call_until(lua, call, self.deadline()).await
+    }
+
+    async fn bounded_call_until(
+        &self,
+        lua: &Lua,
+        call: &Cmd,
+        until: Instant,
+    ) -> Result<Vec<i64>, Error> {
+        let timeout = self.inner.config.response_timeout;
+        let reply = match tokio::time::timeout_at(until, self.call(lua, call)).await {
+            // The connection's own timer (its health check, as long as the
+            // store's deadline) can fire in the same tick as the deadline,
+            // before it: the call timed out all the same.
+            Ok(Err(Error::Backend(_))) if Instant::now() >= until => Err(Error::Timeout(timeout)),
+            Ok(reply) => reply,
+            Err(_) => Err(Error::Timeout(timeout)),
+        };
         if let (Err(_), Backend::Cluster(cluster)) = (&reply, &self.inner.backend) {
             // A failing node may have handed its slots over (a failover).
             if let Some(connection) = cluster.link.current() {

@@ -9,16 +9,23 @@
 //! ends, a task takes the queue and sends it as one batch, and again while
 //! checks keep arriving. So no check waits for more than one call before
 //! its own (a queue longer than [`MAX_BATCH`] goes in several calls sent
-//! at once). Each caller keeps its own deadline; a caller that gives up (its
-//! deadline, or its future dropped) before its batch is sent is left out of
-//! it and not counted; after, it counts, as a single call abandoned in
-//! flight would.
+//! at once). Each caller keeps its own deadline, the response timeout from
+//! when it queued, and is answered with a timeout at it. A caller whose
+//! deadline passed while the call before its batch ran is left out of the
+//! batch and not counted (so is a caller whose future was dropped); one
+//! whose deadline passes after its batch was sent counts, as a single call
+//! abandoned in flight would. While the batches' task runs the calls, it
+//! keeps the deadlines with one timer per call, not one per caller (a
+//! timer per caller was a sixth of a hot key's work in the client); only
+//! the callers queued behind a first check's own call, which its caller
+//! might stop polling, keep timers of their own.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 use super::RedisStore;
 use super::link::lock;
@@ -44,10 +51,17 @@ struct Queue {
     policy: Policy,
     now: Option<u64>,
     waiting: Vec<Waiter>,
+    /// The call in flight is the batches' task's, which answers every
+    /// caller by its deadline; while it is the first caller's own, whose
+    /// future its caller may stop polling without dropping it, the callers
+    /// queued behind it keep a timer of their own.
+    in_task: bool,
 }
 
 struct Waiter {
     cost: u64,
+    /// When its caller must have its answer.
+    deadline: Instant,
     answer: oneshot::Sender<Result<Decision, Error>>,
 }
 
@@ -70,8 +84,12 @@ pub(super) async fn check(
         {
             Some(queue) => {
                 let (answer, receiver) = oneshot::channel();
-                queue.waiting.push(Waiter { cost, answer });
-                Err(receiver)
+                queue.waiting.push(Waiter {
+                    cost,
+                    deadline: store.deadline(),
+                    answer,
+                });
+                Err((receiver, !queue.in_task))
             }
             None => {
                 let id = pending.next_id.fetch_add(1, Ordering::Relaxed);
@@ -80,6 +98,7 @@ pub(super) async fn check(
                     policy: policy.clone(),
                     now,
                     waiting: Vec::new(),
+                    in_task: false,
                 });
                 Ok(id)
             }
@@ -97,12 +116,14 @@ pub(super) async fn check(
             };
             store.decide_one(key, policy, cost, now).await
         }
-        Err(receiver) => {
-            let deadline = store.inner.config.response_timeout;
-            match tokio::time::timeout(deadline, receiver).await {
+        // Answered by its deadline by the batches' task (`Batches::send`).
+        Err((receiver, false)) => receiver.await.unwrap_or_else(|_| Err(abandoned())),
+        Err((receiver, true)) => {
+            let timeout = store.inner.config.response_timeout;
+            match tokio::time::timeout(timeout, receiver).await {
                 Ok(Ok(decision)) => decision,
                 Ok(Err(_)) => Err(abandoned()),
-                Err(_) => Err(Error::Timeout(deadline)),
+                Err(_) => Err(Error::Timeout(timeout)),
             }
         }
     }
@@ -153,6 +174,13 @@ impl Batches {
         loop {
             // Callers that gave up are left out: nothing of theirs is sent.
             waiting.retain(|waiter| !waiter.answer.is_closed());
+            // So are callers whose deadline passed while the call before
+            // theirs ran: they time out.
+            let now = Instant::now();
+            let timeout = self.store.inner.config.response_timeout;
+            for late in waiting.extract_if(.., |waiter| waiter.deadline <= now) {
+                let _ = late.answer.send(Err(Error::Timeout(timeout)));
+            }
             // Larger batches go in several calls at once (they run one
             // after another in Redis), so no script holds Redis for long.
             let mut batches = Vec::new();
@@ -168,23 +196,59 @@ impl Batches {
         }
     }
 
-    /// One call deciding `batch`; each caller gets its decision, or the
-    /// call's error, once.
+    /// One call deciding `batch`, bounded by the latest of its callers'
+    /// deadlines; each caller gets its decision, the call's error, or a
+    /// timeout at its own deadline, once. One timer waits for the next
+    /// deadline (none comes before the call ends, unless Redis is slow).
     async fn send(&self, batch: Vec<Waiter>) {
         let costs: Vec<u64> = batch.iter().map(|waiter| waiter.cost).collect();
-        let decided = self
+        let Some(last) = batch.iter().map(|waiter| waiter.deadline).max() else {
+            return;
+        };
+        let mut answers: Vec<_> = batch
+            .into_iter()
+            .map(|waiter| Some((waiter.deadline, waiter.answer)))
+            .collect();
+        let call = self
             .store
-            .decide_batch(&self.key, &self.policy, &costs, self.now)
-            .await;
+            .decide_batch(&self.key, &self.policy, &costs, self.now, last);
+        tokio::pin!(call);
+        let decided = loop {
+            // Every caller timed out: the call is abandoned in flight.
+            let Some(next) = answers
+                .iter()
+                .flatten()
+                .map(|(deadline, _)| *deadline)
+                .min()
+            else {
+                return;
+            };
+            tokio::select! {
+                biased;
+                decided = &mut call => break decided,
+                () = tokio::time::sleep_until(next) => {
+                    let now = Instant::now();
+                    let timeout = self.store.inner.config.response_timeout;
+                    for answer in &mut answers {
+                        if let Some((_, late)) = answer.take_if(|(deadline, _)| *deadline <= now) {
+                            let _ = late.send(Err(Error::Timeout(timeout)));
+                        }
+                    }
+                }
+            }
+        };
+        let waiting = answers.into_iter().map(|answer| answer.map(|(_, to)| to));
         match decided {
             Ok(decisions) => {
-                for (waiter, decision) in batch.into_iter().zip(decisions) {
-                    let _ = waiter.answer.send(Ok(decision));
+                for (answer, decision) in waiting.zip(decisions) {
+                    if let Some(answer) = answer {
+                        let _ = answer.send(Ok(decision));
+                    }
                 }
             }
             Err(error) => {
-                for waiter in batch {
-                    let _ = waiter.answer.send(Err(error.clone()));
+                for answer in waiting.flatten() {
+                    let _ = answer.send(Err(error.clone()));
                 }
             }
         }
@@ -205,8 +269,9 @@ impl Drop for Batches {
     }
 }
 
-/// The checks queued for call `id` of `key`; none (and the queue is
-/// removed, so the next check makes a call of its own) when none queued.
+/// The checks queued for call `id` of `key`, which the batches' task takes
+/// over; none (and the queue is removed, so the next check makes a call of
+/// its own) when none queued.
 fn next(store: &RedisStore, key: &str, id: u64) -> Option<Vec<Waiter>> {
     let mut queues = lock(&store.inner.pending.queues);
     let list = queues.get_mut(key)?;
@@ -218,6 +283,7 @@ fn next(store: &RedisStore, key: &str, id: u64) -> Option<Vec<Waiter>> {
         }
         return None;
     }
+    list[index].in_task = true;
     Some(std::mem::take(&mut list[index].waiting))
 }
 

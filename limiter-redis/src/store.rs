@@ -347,7 +347,8 @@ impl RedisStore {
         for &cost in costs {
             policy.validate_cost(cost)?;
         }
-        self.decide_batch(key, policy, costs, Some(now)).await
+        self.decide_batch(key, policy, costs, Some(now), self.deadline())
+            .await
     }
 
     /// The Lua source of the script that runs `algorithm`, for benchmarks
