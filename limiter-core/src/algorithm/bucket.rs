@@ -15,7 +15,7 @@ use crate::rule::Rule;
 ///
 /// The sub-unit depends on the rate, so the level keeps it: a key whose
 /// policy changes (a plan changed at run time) reads its water in the new
-/// policy's sub-units (see [`Level::in_units_of`]).
+/// policy's sub-units (see `Level::in_units_of`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Level {
     /// The water in sub-units.
