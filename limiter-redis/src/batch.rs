@@ -1,8 +1,9 @@
 //! The batch scripts: one call decides k requests of one key under one
 //! policy, in order, at the same time, with the algorithm's own code: the
 //! hash algorithms' one step in a loop over the key's state read once
-//! (`scripts/loop_open.lua`), the sliding log's whole script once per
-//! request (`scripts/batch.lua`).
+//! (`scripts/loop_open.lua`), the sliding log's script for the first
+//! request and, on what the log then holds, a loop for the others
+//! (`scripts/batch.lua`).
 //!
 //! A hash algorithm's batch answers only the state it read, the state it
 //! wrote and its time, and the requests' decisions are worked out here by
@@ -25,8 +26,8 @@ use limiter_core::backend::sliding_window::{self, Counters};
 use limiter_core::backend::{Kind, Micros};
 use limiter_core::{Algorithm, Policy};
 
-// The sliding log's script as the body of `decide(cost)`, then the loop
-// over the costs.
+// The sliding log's script as the body of `decide(cost)`, then the batch
+// around it.
 static SLIDING_LOG: Lua =
     scripts::around_decide!([], ["sliding_log.lua"], include_str!("scripts/batch.lua"));
 // The hash algorithms' requests decided in one loop over locals, the step
@@ -94,18 +95,28 @@ pub(crate) fn parse_reply(
     }
 }
 
-/// The sliding log's reply: each request's own, one after the other, of
-/// the same length.
+/// The sliding log's reply: the requests' replies (each as a single
+/// check's, `3 + 2n` integers for `n` rules) in runs, how many requests in
+/// a row got it before each.
 fn split(reply: &[i64], policy: &Policy, costs: &[u64]) -> Result<Vec<Decision>, Error> {
-    let k = costs.len();
-    if k == 0 || reply.is_empty() || !reply.len().is_multiple_of(k) {
-        return Err(Error::Protocol(format!("batch reply {reply:?}")));
+    let malformed = || Error::Protocol(format!("batch reply {reply:?}"));
+    let width = 3 + 2 * policy.rules().len();
+    if !reply.len().is_multiple_of(width + 1) {
+        return Err(malformed());
     }
-    reply
-        .chunks_exact(reply.len() / k)
-        .zip(costs)
-        .map(|(one, &cost)| scripts::parse_reply(one, policy, cost))
-        .collect()
+    let mut decisions = Vec::with_capacity(costs.len());
+    let mut costs = costs.iter();
+    for run in reply.chunks_exact(width + 1) {
+        let times = usize::try_from(run[0]).map_err(|_| malformed())?;
+        for _ in 0..times {
+            let cost = costs.next().ok_or_else(malformed)?;
+            decisions.push(scripts::parse_reply(&run[1..], policy, *cost)?);
+        }
+    }
+    if costs.next().is_some() {
+        return Err(malformed());
+    }
+    Ok(decisions)
 }
 
 /// A hash algorithm's reply, `now`, the state read, the state written
@@ -168,6 +179,8 @@ fn counters([previous, current, start]: [u64; 3]) -> Counters {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
@@ -208,10 +221,7 @@ mod tests {
         assert_eq!(allowed, [true, true, true, false]);
         let remaining: Vec<u64> = decisions.iter().map(Decision::remaining).collect();
         assert_eq!(remaining, [2, 1, 0, 0]);
-        assert_eq!(
-            decisions[3].retry_after(),
-            Some(std::time::Duration::from_secs(1))
-        );
+        assert_eq!(decisions[3].retry_after(), Some(Duration::from_secs(1)));
     }
 
     #[test]
@@ -251,6 +261,42 @@ mod tests {
         let reply = [5, 3, -7, 1, 3, -7, 1];
         assert!(matches!(
             parse_reply(&reply, &policy, &[1]),
+            Err(Error::Protocol(_))
+        ));
+    }
+
+    #[test]
+    fn the_sliding_logs_replies_come_in_runs() {
+        let second = Duration::from_secs(1);
+        let rule = limiter_core::Rule::new(2, second).unwrap();
+        let policy = Policy::sliding_log([rule]).unwrap();
+        // Allowed with none before; allowed with one; then three denied
+        // alike, waiting 0.5 s for the oldest entry.
+        let reply = [
+            1, -1, 0, 0, 0, 1_000_000, //
+            1, -1, 0, 0, 1, 1_000_000, //
+            3, 500_000, 0, 0, 2, 500_000,
+        ];
+        let decisions = parse_reply(&reply, &policy, &[1; 5]).unwrap();
+        let allowed: Vec<bool> = decisions.iter().map(Decision::allowed).collect();
+        assert_eq!(allowed, [true, true, false, false, false]);
+        let waits: Vec<_> = decisions.iter().map(Decision::retry_after).collect();
+        let half = Some(second / 2);
+        assert_eq!(waits, [None, None, half, half, half]);
+        // Runs that do not add up to the requests, or cut short.
+        for costs in [&[1; 4][..], &[1; 6]] {
+            assert!(matches!(
+                parse_reply(&reply, &policy, costs),
+                Err(Error::Protocol(_))
+            ));
+        }
+        assert!(matches!(
+            parse_reply(&reply[..17], &policy, &[1; 5]),
+            Err(Error::Protocol(_))
+        ));
+        let negative = [-1, -1, 0, 0, 0, 1_000_000];
+        assert!(matches!(
+            parse_reply(&negative, &policy, &[1]),
             Err(Error::Protocol(_))
         ));
     }

@@ -18,7 +18,7 @@
 //! (EVALSHA) and loaded only when the server answers NOSCRIPT, which means
 //! the call did not run. No call that may have executed is ever sent again.
 //! Checks of a hot key are coalesced: one call of a batch script (the
-//! algorithm's own, once per request) decides the checks that queued while
+//! algorithm's own step, in a loop) decides the checks that queued while
 //! the key's previous call was in flight (`coalesce.rs`, `batch.rs`).
 //!
 //! Applications use [`RedisStore`] and [`RedisConfig`]; in an axum service,
