@@ -48,8 +48,8 @@ impl RedisStore {
     }
 
     /// The requests of `costs`, in this order, in one call of the batch
-    /// script, answered by `until` (the earliest of its callers'
-    /// deadlines) or abandoned.
+    /// script, answered by `until` (the latest of its callers' deadlines)
+    /// or abandoned.
     pub(super) async fn decide_batch(
         &self,
         key: &str,

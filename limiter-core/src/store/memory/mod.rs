@@ -164,12 +164,17 @@ impl<C: Clock> MemoryStore<C> {
     /// return with the merge's count. BENCHMARKS.md measures both rates and
     /// the memory.
     ///
+    /// Capacity and memory are divided among the store's shards (64 by
+    /// default), and keys fall into shards by a hash seeded per process: a
+    /// shard that draws more than its share of keys merges sooner. The
+    /// example uses one shard, so its counts are exact on every run.
+    ///
     /// ```
     /// use std::time::Duration;
     /// use limiter_core::{ManualClock, MemoryStore, Policy, Rule};
     ///
     /// let clock = ManualClock::new(Duration::from_secs(1_000));
-    /// let store = MemoryStore::with_clock(clock.clone()).with_capacity(64);
+    /// let store = MemoryStore::with_clock_and_shards(clock.clone(), 1).with_capacity(64);
     /// let replies = Policy::sliding_log([Rule::new(5, Duration::from_secs(60))?])?;
     /// for _ in 0..5 {
     ///     assert!(store.check_now("laoqian", &replies, 1)?.allowed());
