@@ -1,15 +1,15 @@
 //! Hot keys: decisions per second and Redis calls per decision of the Redis
 //! store with its checks coalesced (the default) and direct
-//! (`RedisConfig::coalesce(false)`), on one hot key and on 100,000 keys,
-//! on a standalone Redis and a 3-master cluster.
+//! (`RedisConfig::coalesce(false)`), on one hot key and on 100,000 keys
+//! (a token bucket that never denies), and on one key flooded far over a
+//! sliding log's limit, on a standalone Redis and a 3-master cluster.
 //!
 //! Two instances (two `RedisStore`s, each on connections of its own) run 64
 //! tasks each, checking as fast as they can. Redis calls are read from
 //! `INFO commandstats` (`cmdstat_evalsha` calls, summed over the nodes)
 //! after a `CONFIG RESETSTAT`; the clients' CPU time is this process's
 //! (`/proc/self/stat`; the servers are processes of their own). Starts its
-//! own servers (the test harness)
-//! and prints markdown. Run with
+//! own servers (the test harness) and prints markdown. Run with
 //! `cargo bench -p limiter-benches --bench hot_key_coalescing`; see BENCHMARKS.md.
 
 use std::sync::Arc;
@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use limiter_benches::{evalsha_field, process_cpu_us, thousands};
-use limiter_core::{Policy, Rate, Store};
+use limiter_core::{Policy, Rate, Rule, Store};
 use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::{RedisCluster, RedisServer};
 use redis::aio::MultiplexedConnection;
@@ -39,6 +39,9 @@ enum Load {
     Hot,
     /// Each task cycles through its share of `KEYS` keys.
     Spread,
+    /// Every check on one key under a sliding log of two rules, far over
+    /// its limit: a flood of one client (nearly every check denied).
+    Flood,
 }
 
 /// Decisions, Redis calls, Redis's time in them and the time of one side,
@@ -76,8 +79,16 @@ impl Tally {
 }
 
 /// A token bucket that never denies: every check writes (the most work a
-/// check does), and the key's state stays alive.
-fn policy() -> Policy {
+/// check does), and the key's state stays alive. The flood's: the sliding
+/// log (the default algorithm), 100 a second and 1,000 a minute.
+fn policy(load: Load) -> Policy {
+    if load == Load::Flood {
+        let rules = [
+            Rule::new(100, Duration::from_secs(1)).expect("a rule"),
+            Rule::new(1_000, Duration::from_secs(60)).expect("a rule"),
+        ];
+        return Policy::sliding_log(rules).expect("a policy");
+    }
     Policy::token_bucket(Rate::per_second(1).expect("a rate"), 1 << 30).expect("a policy")
 }
 
@@ -101,7 +112,7 @@ async fn instances(seeds: &[String], cluster: bool, coalesce: bool) -> Vec<Redis
 /// Runs every task for `duration`; returns the decisions made and the time
 /// until the last check in flight returned.
 async fn run(stores: &[RedisStore], load: Load, duration: Duration) -> (u64, Duration) {
-    let policy = Arc::new(policy());
+    let policy = Arc::new(policy(load));
     let stop = Arc::new(AtomicBool::new(false));
     let start = Instant::now();
     let tasks = INSTANCES * TASKS_PER_INSTANCE;
@@ -111,14 +122,15 @@ async fn run(stores: &[RedisStore], load: Load, duration: Duration) -> (u64, Dur
             let (policy, stop) = (Arc::clone(&policy), Arc::clone(&stop));
             tokio::spawn(async move {
                 let mut done = 0u64;
-                let mut key = String::from("hot");
+                let mut key = String::from(if load == Load::Flood { "flood" } else { "hot" });
                 while !stop.load(Ordering::Relaxed) {
                     if load == Load::Spread {
                         let n = (task + tasks * done as usize) % KEYS;
                         key = format!("spread:{n}");
                     }
                     let decision = store.check(&key, &policy, 1).await;
-                    assert!(decision.expect("a decision").allowed());
+                    let allowed = decision.expect("a decision").allowed();
+                    assert!(allowed || load == Load::Flood, "the bucket never denies");
                     done += 1;
                 }
                 done
@@ -249,7 +261,7 @@ async fn main() {
     let cluster = RedisCluster::start();
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!(
-        "{INSTANCES} instances x {TASKS_PER_INSTANCE} tasks, token bucket (never denies), \
+        "{INSTANCES} instances x {TASKS_PER_INSTANCE} tasks, token bucket (never denies) or sliding log, \
          {cores} cores, tokio runtime with 1 worker thread"
     );
     println!("each side: {WARM_UP:?} warm-up, then {SLICES} alternating slices of {SLICE:?}\n");
@@ -263,7 +275,12 @@ async fn main() {
     ];
     for (name, urls, is_cluster) in deployments {
         let mut admins = admins(&urls).await;
-        for (load, keys) in [(Load::Hot, "1 (hot)"), (Load::Spread, "100,000")] {
+        let loads = [
+            (Load::Hot, "1 (hot)"),
+            (Load::Spread, "100,000"),
+            (Load::Flood, "1 (hot), sliding log over its limit"),
+        ];
+        for (load, keys) in loads {
             let (direct, coalesced) = compare(&urls, is_cluster, load, &mut admins).await;
             println!(
                 "| {name} | {keys} | {} | {} | {:.2}x | {:.2}x | {:.3} | {:.3} | {:.2} | {:.2} | {:.2} | {:.2} |",
