@@ -18,6 +18,8 @@
 -- either one the log held (read by its rank in the window) or one at now.
 -- Their entries are written once, numbered after those at now, as
 -- `decide` numbers them. Otherwise each request runs `decide`.
+-- `answer` copies what it keeps (every reply has the same length): its
+-- caller may reuse `reply`.
 local replies, r, last, times_at = {}, 0, {}, 0
 local function answer(reply)
   local same = #reply == #last
@@ -29,10 +31,10 @@ local function answer(reply)
     return
   end
   r = r + 1
-  replies[r], times_at, last = 1, r, reply
+  replies[r], times_at = 1, r
   for i = 1, #reply do
     r = r + 1
-    replies[r] = reply[i]
+    replies[r], last[i] = reply[i], reply[i]
   end
 end
 local costs = {}
@@ -95,12 +97,14 @@ local function score_at(i, rank)
 end
 
 local added = 0
+-- One reply and one table of waits, reused (`false`: the rule did not deny).
+local reply, waits = {}, {}
 for j = 2, #costs do
   local cost = costs[j]
-  local reply = { -1, 0, 0 }
+  reply[1], reply[2], reply[3] = -1, 0, 0
   local retry = -1
-  local waits = {}
   for i = 1, n do
+    waits[i] = false
     local count = held[i] + added
     reply[3 + i] = count
     if count + cost > limits[i] then
@@ -122,7 +126,7 @@ for j = 2, #costs do
   -- As `decide` answers when each rule makes more quota available.
   for i = 1, n do
     local wait = waits[i]
-    if wait == nil then
+    if not wait then
       if reply[3 + i] == 0 then
         wait = recorded and windows[i] or 0
       else
