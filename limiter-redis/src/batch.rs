@@ -107,7 +107,10 @@ fn split(reply: &[i64], policy: &Policy, costs: &[u64]) -> Result<Vec<Decision>,
     let mut decisions = Vec::with_capacity(costs.len());
     let mut costs = costs.iter();
     for run in reply.chunks_exact(width + 1) {
-        let times = usize::try_from(run[0]).map_err(|_| malformed())?;
+        let times = usize::try_from(run[0])
+            .ok()
+            .filter(|&times| times > 0)
+            .ok_or_else(malformed)?;
         for _ in 0..times {
             let cost = costs.next().ok_or_else(malformed)?;
             decisions.push(scripts::parse_reply(&run[1..], policy, *cost)?);
@@ -294,11 +297,13 @@ mod tests {
             parse_reply(&reply[..17], &policy, &[1; 5]),
             Err(Error::Protocol(_))
         ));
-        let negative = [-1, -1, 0, 0, 0, 1_000_000];
-        assert!(matches!(
-            parse_reply(&negative, &policy, &[1]),
-            Err(Error::Protocol(_))
-        ));
+        for times in [-1, 0] {
+            let run = [times, -1, 0, 0, 0, 1_000_000, 1, -1, 0, 0, 0, 1_000_000];
+            assert!(matches!(
+                parse_reply(&run, &policy, &[1]),
+                Err(Error::Protocol(_))
+            ));
+        }
     }
 
     #[test]

@@ -112,9 +112,16 @@ impl RedisStore {
         let timeout = self.inner.config.response_timeout;
         let reply = match tokio::time::timeout_at(until, self.call(lua, call)).await {
             // The connection's own timer (its health check, as long as the
-            // store's deadline) can fire in the same tick as the deadline,
-            // before it: the call timed out all the same.
-            Ok(Err(Error::Backend(_))) if Instant::now() >= until => Err(Error::Timeout(timeout)),
+            // store's deadline and started later) can fire in the same tick
+            // as the deadline, before it: the call timed out all the same.
+            // Any other error keeps its kind (an `oom` stays one).
+            Ok(Err(Error::Backend(error)))
+                if error
+                    .downcast_ref::<redis::RedisError>()
+                    .is_some_and(redis::RedisError::is_timeout) =>
+            {
+                Err(Error::Timeout(timeout))
+            }
             Ok(reply) => reply,
             Err(_) => Err(Error::Timeout(timeout)),
         };

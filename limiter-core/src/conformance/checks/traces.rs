@@ -14,8 +14,8 @@ const KEYS: usize = 3;
 /// ([`Support::Exact`]) against the model, on the same timestamps:
 /// pseudo-random policies (several rules for the sliding log, ties among
 /// them; huge limits for the sliding window counter) and traces of (time
-/// step, key, cost) through [`Harness::check_at`]; every field of every decision must equal the
-/// model's.
+/// step, key, cost) through [`Harness::check_at`]; every field of every
+/// decision must equal the model's.
 ///
 /// # Panics
 /// At the first decision that differs, naming the algorithm, the case and
