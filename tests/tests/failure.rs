@@ -176,6 +176,21 @@ async fn a_flood_from_a_denied_client_costs_one_redis_call() {
     let once = Policy::sliding_log([Rule::new(1, Duration::from_secs(60)).unwrap()]).unwrap();
     // Load the script first, so only the flood's own calls are counted.
     store.check("warm-up", &once, 1).await.unwrap();
+    // The first check also subscribes to the store's notices, in a task
+    // that reads the blocks (a script: an EVALSHA) and then the plans
+    // (HGETALL): wait for it, or under load its call lands in the count.
+    let subscribed = || {
+        server
+            .command(&["INFO", "commandstats"])
+            .contains("cmdstat_hgetall:")
+    };
+    for _ in 0..500 {
+        if subscribed() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(subscribed(), "the store subscribed to its notices");
     server.command(&["CONFIG", "RESETSTAT"]);
     assert!(store.check("flooder", &once, 1).await.unwrap().allowed());
     for _ in 0..1_000 {
