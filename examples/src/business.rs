@@ -11,7 +11,7 @@ use axum::extract::Path;
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::IntoResponse;
-use limiter_tower::{Control, Plan, Plans, Policy, Rule, rate_limit};
+use limiter_tower::{Control, Identity, Plan, Plans, Policy, Rule, rate_limit};
 use serde_json::json;
 
 /// The header that carries an API key.
@@ -105,7 +105,7 @@ impl PlanTable {
     /// The plan of `key`.
     pub fn plan_of_key(&self, key: &str) -> Option<Plan> {
         if let Some(control) = self.shared.get() {
-            let plan = control.assigned_plan(key);
+            let plan = control.assigned_plan(&api_key(key));
             return self.plans.get(plan.as_deref().unwrap_or(DEFAULT_PLAN));
         }
         let keys = self.keys.read().unwrap_or_else(|p| p.into_inner());
@@ -125,11 +125,12 @@ impl PlanTable {
         }
         let plan = (plan != DEFAULT_PLAN).then_some(plan);
         let held = control.assigned_plans();
-        if plan.is_some() && control.assigned_plan(key).is_none() && held >= self.max_keys {
+        let identity = api_key(key);
+        if plan.is_some() && control.assigned_plan(&identity).is_none() && held >= self.max_keys {
             return Err(SetPlanError::Full { held });
         }
         control
-            .assign_plan(key, plan)
+            .assign_plan(&identity, plan)
             .await
             .map_err(|error| SetPlanError::Store(error.to_string()))
     }
@@ -252,4 +253,10 @@ pub(crate) async fn set_plan(
             )
         }
     }
+}
+
+/// The identity of an API key: the value of the `x-api-key` header, the
+/// admin router's kind `key`.
+fn api_key(key: &str) -> Identity {
+    Identity::header(limiter_tower::DEFAULT_API_KEY_HEADER, key)
 }

@@ -146,7 +146,7 @@ async fn my_limits(State(control): State<Control>, parts: Parts) -> axum::respon
         )
             .into_response();
     };
-    match control.limits(&user).await {
+    match control.limits(&limiter_tower::Identity::user(&user)).await {
         Ok(states) => Json(states).into_response(),
         Err(error) => (
             StatusCode::SERVICE_UNAVAILABLE,

@@ -8,7 +8,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use limiter_tower::{Control, KeySource, LimitLayer, Policy, Rule, rate_limit, too_many_requests};
+use limiter_tower::{Control, Identity, KeySource, LimitLayer, Policy, Rule, rate_limit};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -41,7 +41,10 @@ pub(crate) async fn login(
     State(control): State<Control>,
     Json(credentials): Json<Credentials>,
 ) -> Response {
-    let attempt = match control.attempt_on(&PER_USER, &credentials.user).await {
+    let attempt = match control
+        .attempt_on(&PER_USER, &Identity::user(&credentials.user))
+        .await
+    {
         Ok(attempt) => attempt,
         Err(error) => {
             let body = Json(json!({ "error": error.to_string() }));
@@ -49,7 +52,8 @@ pub(crate) async fn login(
         }
     };
     if !attempt.decision().allowed() {
-        return too_many_requests(attempt.decision(), PER_USER.policy());
+        // A blocked user is answered as the layers answer a block.
+        return attempt.too_many_requests();
     }
     if credentials.password != PASSWORD {
         let body = Json(json!({ "error": "wrong user or password" }));

@@ -245,6 +245,25 @@ impl Decision {
         Self::new(rules, &statuses[..rules.len()], 0, None, 0, 0)
     }
 
+    /// A denial by a block of `left`: every rule's quota withheld until the
+    /// block ends, whatever the rules would say.
+    pub fn blocked(policy: &crate::Policy, left: std::time::Duration) -> Self {
+        let left_us = u64::try_from(left.as_micros()).unwrap_or(u64::MAX);
+        let rules = policy.rules();
+        let mut statuses = [RuleStatus::EMPTY; MAX_RULES];
+        for status in &mut statuses[..rules.len()] {
+            status.available_after_us = left_us;
+        }
+        Self::new(
+            rules,
+            &statuses[..rules.len()],
+            0,
+            Some(left_us),
+            0,
+            left_us,
+        )
+    }
+
     /// The same decision `elapsed_us` later, nothing else having happened:
     /// every wait is shorter by that much.
     pub fn aged(mut self, elapsed_us: u64) -> Self {

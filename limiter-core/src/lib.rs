@@ -70,6 +70,8 @@ mod error;
 mod guard;
 pub mod hot;
 #[cfg(feature = "runtime")]
+mod identity;
+#[cfg(feature = "runtime")]
 mod key;
 #[cfg(feature = "runtime")]
 mod limiter;
@@ -101,6 +103,8 @@ pub use guard::{
 #[cfg(feature = "runtime")]
 pub use hot::HotKeys;
 pub use hot::{DEFAULT_LEASE_TTL, HotKey, Lease};
+#[cfg(feature = "runtime")]
+pub use identity::{Identity, IdentityKind};
 #[cfg(feature = "runtime")]
 pub use key::{HASHED_IDENTITY_PREFIX, MAX_IDENTITY_LEN, push_identity, push_identity_bytes};
 #[cfg(feature = "runtime")]

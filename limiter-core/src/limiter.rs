@@ -6,6 +6,7 @@ use crate::concurrency::{Acquired, ConcurrencyLimit};
 use crate::decision::Decision;
 use crate::error::Error;
 use crate::hot::HotKeys;
+use crate::identity::Identity;
 use crate::key::push_identity;
 use crate::policy::Policy;
 use crate::refund::Receipt;
@@ -13,7 +14,7 @@ use crate::rule::Rule;
 use crate::store::{Blocks, Peek, Permits, Refunds, Reset, Store};
 use crate::wait::Waiters;
 
-/// The key prefix unless another is set: keys look like `rate_limit:{user}:{action}`.
+/// The key prefix unless another is set: keys look like `rate_limit:user={user}:{action}`.
 pub const DEFAULT_PREFIX: &str = "rate_limit";
 
 /// Rate limiting for anything, not only HTTP routes: a [`Store`] and a key prefix.
@@ -74,7 +75,9 @@ impl<S: Store> Limiter<S> {
     }
 
     /// Whether `user` may perform `action` again: at most `max_count` times in
-    /// any `period` (a sliding log), counted on the key `{prefix}:{user}:{action}`.
+    /// any `period` (a sliding log), counted on the key
+    /// `{prefix}:user={user}:{action}` ([`Identity::user`]'s key). A blocked
+    /// user may not.
     ///
     /// `user` and `action` are escaped, so neither can change the key's shape.
     /// Fails with [`Error::Config`] for a zero `period` or `max_count`.
@@ -87,9 +90,12 @@ impl<S: Store> Limiter<S> {
     ) -> Result<bool, Error> {
         let policy = Policy::sliding_log([Rule::new(max_count, period)?])?;
         let mut key = self.key_with_prefix();
-        push_identity(&mut key, user);
+        Identity::push_user_key(&mut key, user.as_bytes());
         key.push(':');
         push_identity(&mut key, action);
+        if self.block_of_key(&key).is_some() {
+            return Ok(false);
+        }
         Ok(self.store.check(&key, &policy, 1).await?.allowed())
     }
 
@@ -113,6 +119,9 @@ impl<S: Store> Limiter<S> {
     ) -> Result<Decision, Error> {
         let mut full = self.key_with_prefix();
         full.push_str(key);
+        if let Some(left) = self.block_of_key(&full) {
+            return Ok(Decision::blocked(policy, left));
+        }
         self.store.check(&full, policy, cost).await
     }
 
@@ -148,6 +157,9 @@ impl<S: Store> Limiter<S> {
     ) -> Result<Decision, Error> {
         let mut full = self.key_with_prefix();
         full.push_str(key);
+        if let Some(left) = self.block_of_key(&full) {
+            return Ok(Decision::blocked(policy, left));
+        }
         let cost = policy.cost();
         self.waiters
             .acquire(&full, max_wait, || self.store.check(&full, policy, cost))
@@ -257,10 +269,14 @@ impl<S: Store> Limiter<S> {
     {
         let mut full = self.key_with_prefix();
         full.push_str(key);
-        let (decision, receipt) = self
-            .store
-            .check_refundable(&full, policy, policy.cost())
-            .await?;
+        let (decision, receipt) = match self.block_of_key(&full) {
+            Some(left) => (Decision::blocked(policy, left), None),
+            None => {
+                self.store
+                    .check_refundable(&full, policy, policy.cost())
+                    .await?
+            }
+        };
         Ok(Attempt {
             limiter: self,
             key: full,
@@ -270,51 +286,80 @@ impl<S: Store> Limiter<S> {
         })
     }
 
-    /// Blocks `identity` (escaped, under the prefix: the key
-    /// `{prefix}:{identity}`) for `duration`, on every instance sharing the
-    /// store; the HTTP layers deny every request of a blocked identity with
-    /// 429 until the block ends.
+    /// Blocks `identity` (the key `{prefix}:{identity}`, its kind's
+    /// marker and its escaped value: see [`Identity`]) for `duration`, on
+    /// every instance sharing the store. The HTTP layers deny every request
+    /// of a blocked identity with 429 until the block ends, and this
+    /// limiter's checks of a key that starts with the identity
+    /// (`{prefix}:{identity}:...`, as [`is_action_allowed`](Self::is_action_allowed)
+    /// and [`Identity::push_key`] build them) are denied with the block's
+    /// time left.
     ///
     /// ```
     /// use std::time::Duration;
-    /// use limiter_core::{Limiter, MemoryStore};
+    /// use limiter_core::{Identity, Limiter, MemoryStore};
     ///
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
     /// let limiter = Limiter::new(MemoryStore::new());
-    /// limiter.block("mallory", Duration::from_secs(900)).await?;
-    /// assert!(limiter.blocked("mallory").is_some());
-    /// limiter.unblock("mallory").await?;
-    /// assert_eq!(limiter.blocked("mallory"), None);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// let mallory = Identity::user("mallory");
+    /// limiter.block(&mallory, Duration::from_secs(900)).await?;
+    /// assert!(limiter.blocked(&mallory).is_some());
+    /// assert!(!limiter.is_action_allowed("mallory", "reply", Duration::from_secs(60), 5).await?);
+    /// // The address 127.0.0.1 is another identity.
+    /// assert_eq!(limiter.blocked(&Identity::ip([127, 0, 0, 1].into())), None);
+    /// limiter.unblock(&mallory).await?;
+    /// assert_eq!(limiter.blocked(&mallory), None);
+    /// # Ok::<(), limiter_core::Error>(())
     /// # }).unwrap();
     /// ```
-    pub async fn block(&self, identity: &str, duration: Duration) -> Result<(), Error>
+    pub async fn block(&self, identity: &Identity, duration: Duration) -> Result<(), Error>
     where
         S: Blocks,
     {
-        self.store.block(&self.block_key(identity), duration).await
+        self.store
+            .block(&self.identity_key(identity), duration)
+            .await
     }
 
     /// Lifts `identity`'s block, on every instance sharing the store.
-    pub async fn unblock(&self, identity: &str) -> Result<(), Error>
+    pub async fn unblock(&self, identity: &Identity) -> Result<(), Error>
     where
         S: Blocks,
     {
-        self.store.unblock(&self.block_key(identity)).await
+        self.store.unblock(&self.identity_key(identity)).await
     }
 
     /// How long `identity` stays blocked, as this instance knows it now.
-    pub fn blocked(&self, identity: &str) -> Option<Duration>
+    pub fn blocked(&self, identity: &Identity) -> Option<Duration>
     where
         S: Blocks,
     {
-        self.store.blocked(&self.block_key(identity))
+        self.store.blocked(&self.identity_key(identity))
     }
 
-    fn block_key(&self, identity: &str) -> String {
+    /// `{prefix}:{identity}`: the key of `identity`'s block, and how its
+    /// limits' keys start (append `:{action}`).
+    pub fn identity_key(&self, identity: &Identity) -> String {
         let mut key = self.key_with_prefix();
-        push_identity(&mut key, identity);
+        identity.push_key(&mut key);
         key
+    }
+
+    /// The block of the identity `full` (a key under the prefix) starts
+    /// with, when the store holds any: `{prefix}:{identity}` is the key up
+    /// to the first `:` after the prefix (an identity escapes its own).
+    fn block_of_key(&self, full: &str) -> Option<Duration> {
+        let capabilities = &HotKeys::<S>::CAPABILITIES;
+        if !capabilities.has_blocks() {
+            return None;
+        }
+        // A store's `blocked` costs one atomic load while it holds no block.
+        let start = self.prefix.len() + 1;
+        let end = full
+            .get(start..)?
+            .find(':')
+            .map_or(full.len(), |at| start + at);
+        capabilities.blocked(&self.store, &full[..end])
     }
 
     /// The store.

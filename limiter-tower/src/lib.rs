@@ -88,7 +88,7 @@ mod setters;
 pub mod __private;
 
 pub use client_ip::{ClientIpSource, DEFAULT_IPV6_PREFIX};
-pub use control::{Attempt, Control, LimitState};
+pub use control::{Attempt, Control, DEFAULT_API_KEY_HEADER, LimitState};
 pub use ipnet::IpNet;
 pub use key::{KeySource, Resolver};
 pub use limit::{Limit, LimitLayer, ResponseFuture};
@@ -97,9 +97,9 @@ pub use limiter_core::{
 };
 pub use limiter_core::{
     BreakerConfig, Clock, ConcurrencyLimit, ConfigError, DEFAULT_DEADLINE, DEFAULT_MAX_WAITERS,
-    Decision, Error, GuardConfig, Guarded, Limiter, ManualClock, MaxWait, MemoryStore,
-    OnStoreError, Penalty, Plan, Plans, Policy, Rate, Rule, RuleStatus, Store, SystemClock,
-    Waiters,
+    Decision, Error, GuardConfig, Guarded, Identity, IdentityKind, Limiter, ManualClock, MaxWait,
+    MemoryStore, OnStoreError, Penalty, Plan, Plans, Policy, Rate, Rule, RuleStatus, Store,
+    SystemClock, Waiters,
 };
 #[cfg(feature = "macros")]
 pub use limiter_macros::rate_limit;

@@ -116,7 +116,10 @@ async fn a_request_dropped_at_every_await_of_the_refund_is_given_back_once_answe
 }
 
 async fn left(control: &Control, ip: IpAddr) -> u64 {
-    let states = control.limits(&ip.to_string()).await.unwrap();
+    let states = control
+        .limits(&limiter_tower::Identity::ip(ip))
+        .await
+        .unwrap();
     states[0].remaining
 }
 
@@ -159,7 +162,7 @@ async fn a_denial_dropped_at_every_await_of_the_penalty_blocks_at_the_first_step
             let denied = router.clone().oneshot(request_from(ip)).await.unwrap();
             assert_eq!(denied.status(), 429, "after {polls} polls");
         }
-        let blocked = control.blocked(&ip.to_string());
+        let blocked = control.blocked(&limiter_tower::Identity::ip(ip));
         assert!(
             blocked.is_some_and(|left| left <= minute),
             "after {polls} polls: blocked {blocked:?}"

@@ -3,8 +3,10 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
-use limiter_core::{Decision, Error, Policy, Receipt};
+use axum::response::Response;
+use limiter_core::{Decision, Error, Identity, Policy, Receipt};
 
 use super::Control;
 use crate::context::DynStore;
@@ -19,6 +21,7 @@ pub struct Attempt {
     policy: Arc<Policy>,
     decision: Decision,
     receipt: Option<Receipt>,
+    blocked: Option<Duration>,
 }
 
 impl Control {
@@ -28,8 +31,9 @@ impl Control {
     /// than `policy` allows, and given back by [`Attempt::refund`] (the
     /// login succeeded). A denial becomes the layers' own 429 with
     /// [`too_many_requests`](crate::too_many_requests). `key` is used as
-    /// given: escape untrusted parts with
-    /// [`push_identity`](limiter_core::push_identity).
+    /// given: build it with [`Identity::push_key`] and `:{action}`, so that
+    /// a block of that identity denies the attempt (the identity is the
+    /// key up to its first `:`).
     ///
     /// Fails with [`Error::Config`] for a policy whose algorithm cannot
     /// give a request back exactly (the buckets and GCRA).
@@ -53,21 +57,26 @@ impl Control {
     pub async fn attempt(&self, key: &str, policy: &Policy) -> Result<Attempt, Error> {
         let mut full = String::from(&*self.key_start);
         full.push_str(key);
-        self.attempt_on_key(full, policy).await
+        let identity_end = full[self.key_start.len()..]
+            .find(':')
+            .map_or(full.len(), |at| self.key_start.len() + at);
+        let blocked = self.store.control().blocked(&full[..identity_end]);
+        self.attempt_on_key(full, policy, blocked).await
     }
 
-    /// [`attempt`](Self::attempt) on `limit`'s key for `identity` (a user
-    /// id, an API key, a client address), under its policy: the key its
-    /// requests would use, so that [`limits`](Self::limits) and
-    /// [`reset`](Self::reset) find it once `limit` is added with
-    /// [`limit`](Self::limit). For a limit checked in a handler rather
-    /// than on a route. Fails with [`Error::Config`] when the limit does
-    /// not apply to `identity` (a global limit; a limit by address, and
-    /// `identity` is not one).
+    /// [`attempt`](Self::attempt) on `limit`'s key for `identity`, under
+    /// its policy: the key its requests would use, so that
+    /// [`limits`](Self::limits) and [`reset`](Self::reset) find it once
+    /// `limit` is added with [`limit`](Self::limit). For a limit checked in
+    /// a handler rather than on a route. A blocked identity's attempt is
+    /// denied for the block's time left, and counts nothing
+    /// ([`Attempt::blocked`]). Fails with [`Error::Config`] when the limit
+    /// does not count by `identity`'s kind (a global limit; a limit by
+    /// user, and `identity` is an address...).
     ///
     /// ```
     /// use std::time::Duration;
-    /// use limiter_tower::{KeySource, Limiter, LimitLayer, MemoryStore, Policy, RateLimitLayer, Rule};
+    /// use limiter_tower::{Identity, KeySource, Limiter, LimitLayer, MemoryStore, Policy, RateLimitLayer, Rule};
     ///
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
     /// let per_user = LimitLayer::new(
@@ -78,35 +87,57 @@ impl Control {
     /// let control = RateLimitLayer::new(Limiter::new(MemoryStore::new()))
     ///     .control()
     ///     .limit("POST /login", &per_user);
-    /// let attempt = control.attempt_on(&per_user, "alice").await?; // a wrong password: counts
-    /// assert_eq!(control.limits("alice").await?[0].remaining, 4);
+    /// let alice = Identity::user("alice");
+    /// let attempt = control.attempt_on(&per_user, &alice).await?; // a wrong password: counts
+    /// assert_eq!(control.limits(&alice).await?[0].remaining, 4);
     /// # drop(attempt);
+    /// control.block(&alice, Duration::from_secs(60)).await?;
+    /// let blocked = control.attempt_on(&per_user, &alice).await?;
+    /// assert!(!blocked.decision().allowed());
+    /// assert_eq!(blocked.blocked(), Some(Duration::from_secs(60)));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// # }).unwrap();
     /// ```
-    pub async fn attempt_on(&self, limit: &LimitLayer, identity: &str) -> Result<Attempt, Error> {
+    pub async fn attempt_on(
+        &self,
+        limit: &LimitLayer,
+        identity: &Identity,
+    ) -> Result<Attempt, Error> {
         let limit = &limit.limit;
         let Some(key) = self.key_of(limit, identity) else {
             return Err(Error::Config(limiter_core::ConfigError::NoIdentity {
                 limit: limit.name.to_string(),
             }));
         };
+        let blocked = self.blocked(identity);
         let policy = Arc::clone(&limit.policy);
-        self.attempt_on_key(key, &policy).await
+        self.attempt_on_key(key, &policy, blocked).await
     }
 
-    async fn attempt_on_key(&self, full: String, policy: &Policy) -> Result<Attempt, Error> {
-        let (verdict, receipt) = self
-            .store
-            .control()
-            .check_refundable(&full, policy, policy.cost(), None)
-            .await?;
+    async fn attempt_on_key(
+        &self,
+        full: String,
+        policy: &Policy,
+        blocked: Option<Duration>,
+    ) -> Result<Attempt, Error> {
+        let (decision, receipt) = match blocked {
+            Some(left) => (Decision::blocked(policy, left), None),
+            None => {
+                let (verdict, receipt) = self
+                    .store
+                    .control()
+                    .check_refundable(&full, policy, policy.cost(), None)
+                    .await?;
+                (verdict.into_decision(policy)?, receipt)
+            }
+        };
         Ok(Attempt {
             store: Arc::clone(&self.store),
             key: full,
             policy: Arc::new(policy.clone()),
-            decision: verdict.into_decision(policy)?,
+            decision,
             receipt,
+            blocked,
         })
     }
 }
@@ -115,6 +146,22 @@ impl Attempt {
     /// The check's decision.
     pub fn decision(&self) -> &Decision {
         &self.decision
+    }
+
+    /// The block's time left when the identity is blocked: the attempt was
+    /// denied without a check.
+    pub fn blocked(&self) -> Option<Duration> {
+        self.blocked
+    }
+
+    /// The layers' own 429 for a denied attempt: the blocked answer (a
+    /// problem of type [`BLOCKED`](crate::BLOCKED)) when the identity is
+    /// blocked, else [`too_many_requests`](crate::too_many_requests).
+    pub fn too_many_requests(&self) -> Response {
+        match self.blocked {
+            Some(left) => crate::response::blocked(crate::response::Protocol::Http, left),
+            None => crate::too_many_requests(&self.decision, &self.policy),
+        }
     }
 
     /// Gives the request back: it no longer counts. Does nothing for a

@@ -7,12 +7,12 @@ mod attempt;
 mod router;
 
 pub use attempt::Attempt;
+pub use router::DEFAULT_API_KEY_HEADER;
 
 use std::fmt;
-use std::net::IpAddr;
 use std::sync::Arc;
 
-use limiter_core::{Decision, Error, Policy};
+use limiter_core::{Decision, Error, Identity, IdentityKind, Policy};
 use serde::Serialize;
 
 use crate::client_ip::ClientIp;
@@ -34,7 +34,7 @@ use crate::limit::RouteLimit;
 /// ```
 /// use std::time::Duration;
 /// use axum::{Router, routing::post};
-/// use limiter_tower::{KeySource, Limiter, LimitLayer, MemoryStore, Policy, RateLimitLayer, Rule};
+/// use limiter_tower::{Identity, KeySource, Limiter, LimitLayer, MemoryStore, Policy, RateLimitLayer, Rule};
 ///
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// let replies = LimitLayer::new(
@@ -49,10 +49,13 @@ use crate::limit::RouteLimit;
 ///     .route("/replies", post(|| async { "sent" }).layer(replies))
 ///     .layer(layer);
 ///
-/// let limits = control.limits("alice").await?;
+/// let alice = Identity::user("alice");
+/// let limits = control.limits(&alice).await?;
 /// assert_eq!(limits[0].route, "POST /replies");
 /// assert_eq!(limits[0].remaining, 5);
-/// assert_eq!(control.reset("alice").await?, 1);
+/// assert_eq!(control.reset(&alice).await?, 1);
+/// // The address 127.0.0.1 has no limit here: the limit counts by user.
+/// assert!(control.limits(&Identity::ip([127, 0, 0, 1].into())).await?.is_empty());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// # }).unwrap();
 /// ```
@@ -62,6 +65,7 @@ pub struct Control {
     key_start: Box<str>,
     client_ip: ClientIp,
     limits: Arc<[Named]>,
+    api_key_header: Box<str>,
 }
 
 /// A limit and the route it guards.
@@ -100,6 +104,7 @@ impl Control {
             key_start,
             client_ip,
             limits: Arc::new([]),
+            api_key_header: router::DEFAULT_API_KEY_HEADER.into(),
         }
     }
 
@@ -154,12 +159,13 @@ impl Control {
         (verdict).into_decision(&policy)
     }
 
-    /// What each limit of `identity` (a user id, an API key, a client
-    /// address) would answer its next request, rule by rule, counting
-    /// nothing. A limit by client address applies when `identity` is an
-    /// address; one by user or header to any identity. A limit with plans
-    /// is read under its own policy.
-    pub async fn limits(&self, identity: &str) -> Result<Vec<LimitState>, Error> {
+    /// What each limit of `identity` would answer its next request, rule
+    /// by rule, counting nothing: the limits that count by its kind (by
+    /// address for [`Identity::ip`], by user for [`Identity::user`], by
+    /// that header for [`Identity::header`], by a custom function for
+    /// [`Identity::custom`]). A limit with plans is read under its own
+    /// policy.
+    pub async fn limits(&self, identity: &Identity) -> Result<Vec<LimitState>, Error> {
         let mut states = Vec::new();
         for (named, key) in self.keys_of(identity) {
             let policy = &named.limit.policy;
@@ -174,7 +180,7 @@ impl Control {
     /// counted too; answers how many limits. Each key is forgotten by the
     /// store and by every instance (deny caches, leases, samples). A block
     /// stays until [`unblock`](Self::unblock).
-    pub async fn reset(&self, identity: &str) -> Result<usize, Error> {
+    pub async fn reset(&self, identity: &Identity) -> Result<usize, Error> {
         let keys = self.keys_of(identity);
         let count = keys.len();
         for (named, key) in keys {
@@ -194,80 +200,78 @@ impl Control {
     }
 
     /// Blocks `identity` for `duration` on every instance sharing the
-    /// store: each request it makes to any limit of this layer with an
-    /// identity (by user, header, or address when `identity` is one) is
-    /// answered 429 with `Retry-After` the block's remaining time and a
-    /// problem of type [`BLOCKED`](crate::BLOCKED), until the block ends or
-    /// [`unblock`](Self::unblock).
-    pub async fn block(&self, identity: &str, duration: std::time::Duration) -> Result<(), Error> {
-        for key in self.block_keys(identity) {
-            self.store.control().block(&key, duration).await?;
-        }
-        Ok(())
+    /// store, until the block ends or [`unblock`](Self::unblock). Each
+    /// request it makes is answered 429 with `Retry-After` the block's
+    /// remaining time and a problem of type [`BLOCKED`](crate::BLOCKED):
+    ///
+    /// | identity | what the block covers |
+    /// |---|---|
+    /// | an address ([`Identity::ip`]; an IPv6 address stands for its network, /64 by default) | every limited route of that client address, whatever the route counts by |
+    /// | a user | every limit keyed by that user, and [`attempt_on`](Self::attempt_on) such a limit |
+    /// | a header's value (an API key) | every limit keyed by that header's value |
+    /// | a custom function's value | every limit keyed by a custom function that answers it |
+    pub async fn block(
+        &self,
+        identity: &Identity,
+        duration: std::time::Duration,
+    ) -> Result<(), Error> {
+        let key = self.identity_key(identity);
+        self.store.control().block(&key, duration).await
     }
 
     /// Lifts `identity`'s block on every instance sharing the store.
-    pub async fn unblock(&self, identity: &str) -> Result<(), Error> {
-        for key in self.block_keys(identity) {
-            self.store.control().unblock(&key).await?;
-        }
-        Ok(())
+    pub async fn unblock(&self, identity: &Identity) -> Result<(), Error> {
+        let key = self.identity_key(identity);
+        self.store.control().unblock(&key).await
     }
 
-    /// How long `identity` stays blocked, as this instance knows it.
-    pub fn blocked(&self, identity: &str) -> Option<std::time::Duration> {
-        self.block_keys(identity)
-            .iter()
-            .filter_map(|key| self.store.control().blocked(key))
-            .max()
+    /// How long `identity` stays blocked, as this instance knows it (its
+    /// own block, not its address's).
+    pub fn blocked(&self, identity: &Identity) -> Option<std::time::Duration> {
+        self.store.control().blocked(&self.identity_key(identity))
     }
 
-    /// Gives `key` (an API key, a user: any identity) the plan named `plan`
-    /// (`None`: the application's default), kept by the store so that every
-    /// instance sharing it answers the same once this returns; read back
-    /// with [`assigned_plan`](Self::assigned_plan), typically by a plan
-    /// resolver ([`LimitLayer::plans`](crate::LimitLayer::plans)). At most
-    /// [`MAX_ASSIGNED_PLANS`](limiter_core::MAX_ASSIGNED_PLANS) keys have a
-    /// plan: past it, a plan for a new key is refused.
-    pub async fn assign_plan(&self, key: &str, plan: Option<&str>) -> Result<(), Error> {
-        let key = self.identity_key(key);
+    /// Gives `identity` (an API key's [`Identity::header`], a user: any
+    /// identity) the plan named `plan` (`None`: the application's default),
+    /// kept by the store so that every instance sharing it answers the same
+    /// once this returns; read back with [`assigned_plan`](Self::assigned_plan),
+    /// typically by a plan resolver ([`LimitLayer::plans`](crate::LimitLayer::plans)).
+    /// At most [`MAX_ASSIGNED_PLANS`](limiter_core::MAX_ASSIGNED_PLANS)
+    /// identities have a plan: past it, a plan for a new one is refused.
+    pub async fn assign_plan(&self, identity: &Identity, plan: Option<&str>) -> Result<(), Error> {
+        let key = self.identity_key(identity);
         self.store.control().assign(&key, plan).await
     }
 
-    /// The plan `key` has, as this instance knows it now (without a call);
-    /// `None` for the default.
-    pub fn assigned_plan(&self, key: &str) -> Option<Arc<str>> {
-        self.store.control().assigned(&self.identity_key(key))
+    /// The plan `identity` has, as this instance knows it now (without a
+    /// call); `None` for the default.
+    pub fn assigned_plan(&self, identity: &Identity) -> Option<Arc<str>> {
+        self.store.control().assigned(&self.identity_key(identity))
     }
 
-    /// How many keys have a plan other than the default.
+    /// How many identities have a plan other than the default.
     pub fn assigned_plans(&self) -> usize {
         self.store.control().assigned_count()
     }
 
-    /// `{prefix}:{identity}`, the identity escaped.
-    fn identity_key(&self, identity: &str) -> String {
+    /// `{prefix}:{identity}`: the key of its block and plan, and how its
+    /// limits' keys start. An address is written as the layer's requests
+    /// write it (an IPv6 address as its network).
+    fn identity_key(&self, identity: &Identity) -> String {
         let mut key = String::from(&*self.key_start);
-        limiter_core::push_identity_bytes(&mut key, identity.as_bytes());
+        self.push_identity(&mut key, identity);
         key
     }
 
-    /// `{prefix}:{identity}` as a key by user or header writes the
-    /// identity, and as one by address does when it is an address.
-    fn block_keys(&self, identity: &str) -> Vec<String> {
-        let mut keys = vec![self.identity_key(identity)];
-        if let Ok(ip) = identity.parse::<IpAddr>() {
-            let mut address = String::from(&*self.key_start);
-            self.client_ip.push_identity(&mut address, ip);
-            if address != keys[0] {
-                keys.push(address);
-            }
+    fn push_identity(&self, key: &mut String, identity: &Identity) {
+        match identity.address() {
+            Some((ip, None)) => self.client_ip.push_identity(key, ip),
+            _ => identity.push_key(key),
         }
-        keys
     }
 
     /// The key of each limit that applies to `identity`.
-    fn keys_of(&self, identity: &str) -> Vec<(&Named, String)> {
+    fn keys_of(&self, identity: &Identity) -> Vec<(&Named, String)> {
         self.limits
             .iter()
             .filter_map(|named| Some((named, self.key_of(&named.limit, identity)?)))
@@ -275,18 +279,24 @@ impl Control {
     }
 
     /// The key of `limit` for `identity`, as its requests write it; `None`
-    /// when the limit does not apply to it (a global limit; a limit by
-    /// address, and `identity` is not one).
-    fn key_of(&self, limit: &RouteLimit, identity: &str) -> Option<String> {
+    /// when the limit does not count by `identity`'s kind (a global limit;
+    /// a limit by address, and `identity` is a user...).
+    fn key_of(&self, limit: &RouteLimit, identity: &Identity) -> Option<String> {
+        let counts_by_kind = match (&limit.source.0, identity.kind()) {
+            (Source::Ip, IdentityKind::Address)
+            | (Source::User, IdentityKind::User)
+            | (Source::Custom(_), IdentityKind::Custom) => true,
+            (Source::Header(name), IdentityKind::Header) => {
+                identity.header_name() == Some(name.as_str())
+            }
+            _ => false,
+        };
+        if !counts_by_kind {
+            return None;
+        }
         let start = limit.key_start.as_deref().unwrap_or(&self.key_start);
         let mut key = String::from(start);
-        match (&limit.source.0, identity.parse::<IpAddr>()) {
-            (Source::Global, _) | (Source::Ip, Err(_)) => return None,
-            (Source::Ip, Ok(ip)) => self.client_ip.push_identity(&mut key, ip),
-            (Source::User | Source::Header(_) | Source::Custom(_), _) => {
-                limiter_core::push_identity_bytes(&mut key, identity.as_bytes())
-            }
-        }
+        self.push_identity(&mut key, identity);
         key.push(':');
         key.push_str(&limit.name);
         Some(key)

@@ -1,30 +1,51 @@
 //! The admin router: the [`Control`]'s handles over HTTP, as JSON.
 
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::{RawPathParams, State};
 use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, put};
-use limiter_core::Error;
+use axum::routing::get;
+use limiter_core::{Error, Identity};
+use percent_encoding::percent_decode_str;
 
 use super::Control;
 use crate::response::{Protocol, problem};
 
+/// The header whose value the kind `key` names, unless
+/// [`Control::api_key_header`] says another.
+pub const DEFAULT_API_KEY_HEADER: &str = "x-api-key";
+
 impl Control {
     /// The admin routes, to mount behind the application's own
     /// authentication (its path, its auth layer; an address is never a
-    /// credential):
+    /// credential). Each names an identity by its kind, so that no value
+    /// of one kind reaches another's state:
+    ///
+    /// | kind | identity | example |
+    /// |---|---|---|
+    /// | `ip` | a client address, or a network (`2001:db8:1:2::/64`, its `/` encoded as `%2F`) | `/blocks/ip/203.0.113.7` |
+    /// | `user` | a user | `/blocks/user/alice` |
+    /// | `key` | the value of the API key header ([`api_key_header`](Self::api_key_header), `x-api-key` by default) | `/limits/key/k-123` |
+    /// | `custom` | what a custom key function answers | `/limits/custom/tenant-7` |
+    ///
+    /// The identity is percent-decoded to bytes, so one that is not UTF-8
+    /// (a raw header value) is named too (`/limits/key/caf%E9`).
     ///
     /// | route | answer |
     /// |---|---|
-    /// | `GET /limits/{identity}` | 200, a JSON array of [`LimitState`](super::LimitState)s ([`limits`](Self::limits)) |
-    /// | `DELETE /limits/{identity}` | 204 once every limit of the identity is reset ([`reset`](Self::reset)) |
-    /// | `PUT /blocks/{identity}` | body `{"seconds": N}` (1 to 31,536,000): 204 once blocked on every instance ([`block`](Self::block)); 400 for another body |
-    /// | `DELETE /blocks/{identity}` | 204 once unblocked ([`unblock`](Self::unblock)) |
+    /// | `GET /limits/{kind}/{identity}` | 200, a JSON array of [`LimitState`](super::LimitState)s ([`limits`](Self::limits)) |
+    /// | `DELETE /limits/{kind}/{identity}` | 204 once every limit of the identity is reset ([`reset`](Self::reset)) |
+    /// | `GET /blocks/{kind}/{identity}` | 200 `{"seconds": N}`, the block's time left rounded up, or 404 when not blocked ([`blocked`](Self::blocked)) |
+    /// | `PUT /blocks/{kind}/{identity}` | body `{"seconds": N}` (1 to 31,536,000): 204 once blocked on every instance ([`block`](Self::block)); 400 for another body |
+    /// | `DELETE /blocks/{kind}/{identity}` | 204 once unblocked ([`unblock`](Self::unblock)) |
     ///
-    /// A store that cannot answer gives 503 (problem+json), one that cannot
-    /// peek or reset (the regional store) 501.
+    /// An unknown kind is 404, an address that does not parse 400. A store
+    /// that cannot answer gives 503 (problem+json), one that cannot peek or
+    /// reset (the regional store) 501. A change answered 503 may still
+    /// have been made: it is then in effect on every instance, or on none,
+    /// within the store's stated bound; repeat the call (each is
+    /// idempotent).
     ///
     /// ```
     /// # use limiter_tower::{Limiter, MemoryStore, RateLimitLayer};
@@ -34,23 +55,81 @@ impl Control {
     /// ```
     pub fn router<S>(&self) -> Router<S> {
         Router::new()
-            .route("/limits/{identity}", get(limits).delete(reset))
-            .route("/blocks/{identity}", put(block).delete(unblock))
+            .route("/limits/{kind}/{identity}", get(limits).delete(reset))
+            .route(
+                "/blocks/{kind}/{identity}",
+                get(blocked).put(block).delete(unblock),
+            )
             .with_state(self.clone())
+    }
+
+    /// Sets the header whose value the admin router's kind `key` names
+    /// (`x-api-key` by default).
+    pub fn api_key_header(mut self, name: &str) -> Self {
+        self.api_key_header = name.to_ascii_lowercase().into_boxed_str();
+        self
+    }
+
+    /// The identity a router path names: `Err` is the answer to give.
+    fn identity_of(&self, params: &RawPathParams) -> Result<Identity, Response> {
+        let mut kind = None;
+        let mut raw = None;
+        for (name, value) in params {
+            match name {
+                "kind" => kind = Some(value),
+                "identity" => raw = Some(value),
+                _ => {}
+            }
+        }
+        let (Some(kind), Some(raw)) = (kind, raw) else {
+            return Err(StatusCode::NOT_FOUND.into_response());
+        };
+        let bytes: Vec<u8> = percent_decode_str(raw).collect();
+        match kind {
+            "user" => Ok(Identity::user(&bytes)),
+            "key" => Ok(Identity::header(&self.api_key_header, &bytes)),
+            "custom" => Ok(Identity::custom(&bytes)),
+            "ip" => address(&bytes).ok_or_else(|| {
+                bad_request(
+                    "An `ip` identity is an address (203.0.113.7, 2001:db8::1) or a \
+                     network (2001:db8:1:2::/64, its `/` encoded as %2F).",
+                )
+            }),
+            _ => Err(StatusCode::NOT_FOUND.into_response()),
+        }
     }
 }
 
-async fn limits(State(control): State<Control>, Path(identity): Path<String>) -> Response {
-    match control.limits(&identity).await {
-        Ok(states) => {
-            let body = serde_json::to_vec(&states).unwrap_or_default();
-            ([(CONTENT_TYPE, "application/json")], body).into_response()
+/// An address, or a network `address/prefix`.
+fn address(bytes: &[u8]) -> Option<Identity> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    match text.split_once('/') {
+        None => Some(Identity::ip(text.parse().ok()?)),
+        Some((ip, prefix)) => {
+            let ip: std::net::IpAddr = ip.parse().ok()?;
+            let prefix: u8 = prefix.parse().ok()?;
+            let bits = if ip.is_ipv4() { 32 } else { 128 };
+            (prefix <= bits).then(|| Identity::network(ip, prefix))
         }
+    }
+}
+
+async fn limits(State(control): State<Control>, params: RawPathParams) -> Response {
+    let identity = match control.identity_of(&params) {
+        Ok(identity) => identity,
+        Err(response) => return response,
+    };
+    match control.limits(&identity).await {
+        Ok(states) => json(&states),
         Err(error) => failed(&error),
     }
 }
 
-async fn reset(State(control): State<Control>, Path(identity): Path<String>) -> Response {
+async fn reset(State(control): State<Control>, params: RawPathParams) -> Response {
+    let identity = match control.identity_of(&params) {
+        Ok(identity) => identity,
+        Err(response) => return response,
+    };
     match control.reset(&identity).await {
         Ok(_) => StatusCode::NO_CONTENT.into_response(),
         Err(error) => failed(&error),
@@ -66,19 +145,39 @@ struct BlockBody {
     seconds: u64,
 }
 
+async fn blocked(State(control): State<Control>, params: RawPathParams) -> Response {
+    let identity = match control.identity_of(&params) {
+        Ok(identity) => identity,
+        Err(response) => return response,
+    };
+    match control.blocked(&identity) {
+        Some(left) => {
+            let seconds = left.as_micros().div_ceil(1_000_000) as u64;
+            json(&serde_json::json!({ "seconds": seconds }))
+        }
+        None => problem(
+            Protocol::Http,
+            StatusCode::NOT_FOUND,
+            "This identity is not blocked.",
+        ),
+    }
+}
+
 async fn block(
     State(control): State<Control>,
-    Path(identity): Path<String>,
+    params: RawPathParams,
     body: axum::body::Bytes,
 ) -> Response {
+    let identity = match control.identity_of(&params) {
+        Ok(identity) => identity,
+        Err(response) => return response,
+    };
     let seconds = match serde_json::from_slice::<BlockBody>(&body) {
         Ok(BlockBody { seconds }) if (1..=MAX_BLOCK_SECONDS).contains(&seconds) => seconds,
         _ => {
-            return problem(
-                Protocol::Http,
-                StatusCode::BAD_REQUEST,
-                &format!("The body must be {{\"seconds\": N}}, N from 1 to {MAX_BLOCK_SECONDS}."),
-            );
+            return bad_request(&format!(
+                "The body must be {{\"seconds\": N}}, N from 1 to {MAX_BLOCK_SECONDS}."
+            ));
         }
     };
     let duration = std::time::Duration::from_secs(seconds);
@@ -88,11 +187,24 @@ async fn block(
     }
 }
 
-async fn unblock(State(control): State<Control>, Path(identity): Path<String>) -> Response {
+async fn unblock(State(control): State<Control>, params: RawPathParams) -> Response {
+    let identity = match control.identity_of(&params) {
+        Ok(identity) => identity,
+        Err(response) => return response,
+    };
     match control.unblock(&identity).await {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(error) => failed(&error),
     }
+}
+
+fn json(value: &impl serde::Serialize) -> Response {
+    let body = serde_json::to_vec(value).unwrap_or_default();
+    ([(CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+fn bad_request(detail: &str) -> Response {
+    problem(Protocol::Http, StatusCode::BAD_REQUEST, detail)
 }
 
 fn failed(error: &Error) -> Response {
@@ -101,9 +213,13 @@ fn failed(error: &Error) -> Response {
         _ => StatusCode::SERVICE_UNAVAILABLE,
     };
     tracing::warn!(%error, "a limit control call failed");
-    problem(
-        Protocol::Http,
-        status,
-        &format!("The limits could not be read or reset: {error}."),
-    )
+    let detail = match status {
+        StatusCode::NOT_IMPLEMENTED => format!("The store cannot do this: {error}."),
+        _ => format!(
+            "The store did not answer ({error}). A change may still have been made: it is \
+             then in effect on every instance, or on none, within seconds of the store \
+             answering again. Repeat the call: it is idempotent."
+        ),
+    };
+    problem(Protocol::Http, status, &detail)
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use axum::extract::ConnectInfo;
 use http::Request;
 use http::request::Parts;
-use limiter_core::push_identity_bytes;
+use limiter_core::Identity;
 
 use super::route::RouteLimit;
 use crate::client_ip::push_ipv4;
@@ -54,7 +54,7 @@ impl RouteLimit {
                 };
                 let user = present(with_parts(request, |parts| resolve(parts)))
                     .ok_or(NoKey::NotInRequest)?;
-                push_identity_bytes(key, user.as_bytes());
+                Identity::push_user_key(key, user.as_bytes());
             }
             Source::Header(header) => {
                 let value = request
@@ -62,7 +62,7 @@ impl RouteLimit {
                     .get(header)
                     .filter(|v| !v.is_empty())
                     .ok_or(NoKey::NotInRequest)?;
-                push_identity_bytes(key, value.as_bytes());
+                Identity::push_header_key(key, header.as_str(), value.as_bytes());
             }
             Source::Global => {
                 key.push_str(&self.name);
@@ -71,7 +71,7 @@ impl RouteLimit {
             Source::Custom(resolve) => {
                 let identity = present(with_parts(request, |parts| resolve(parts)))
                     .ok_or(NoKey::NotInRequest)?;
-                push_identity_bytes(key, identity.as_bytes());
+                Identity::push_custom_key(key, identity.as_bytes());
             }
         }
         key.push(':');
@@ -79,34 +79,50 @@ impl RouteLimit {
         Ok(())
     }
 
-    /// How long the identity of `key` (this limit's key for a request)
-    /// stays blocked: the block of `{prefix}:{identity}` under the router
-    /// layer's prefix. A global limit has no identity to block.
+    /// How long the request stays blocked: the block of its identity for
+    /// this limit (`{prefix}:{identity}` under the router layer's prefix,
+    /// of the identity's kind), or of its client address, which covers
+    /// every limited route of that client. The address is resolved only
+    /// while the store holds blocks.
     #[inline(always)]
-    pub(crate) fn block_of(&self, key: &str, context: &Context) -> Option<Duration> {
+    pub(crate) fn block_of<B>(
+        &self,
+        key: &str,
+        context: &Context,
+        request: &Request<B>,
+    ) -> Option<Duration> {
         match &context.blocks {
             BlockCheck::List(list) if list.is_empty() => None,
             BlockCheck::None => None,
-            _ => self.block_in_list(key, context),
+            _ => self.block_in_list(key, context, request),
         }
     }
 
     /// [`block_of`](Self::block_of) when the store holds blocks.
     #[cold]
     #[inline(never)]
-    fn block_in_list(&self, key: &str, context: &Context) -> Option<Duration> {
-        if matches!(self.source.0, Source::Global) {
-            return None;
-        }
-        let end = key.len() - self.name.len() - 1;
-        match &self.key_start {
-            None => context.store.control().blocked(&key[..end]),
-            Some(start) => {
-                let mut block_key = String::from(&*context.key_start);
-                block_key.push_str(&key[start.len()..end]);
-                context.store.control().blocked(&block_key)
+    fn block_in_list<B>(
+        &self,
+        key: &str,
+        context: &Context,
+        request: &Request<B>,
+    ) -> Option<Duration> {
+        let control = context.store.control();
+        let own = match self.source.0 {
+            Source::Global => None,
+            _ => control.blocked(&self.block_key(key, context)),
+        };
+        let address = match self.source.0 {
+            // The identity is the address: its block was read above.
+            Source::Ip => None,
+            _ => {
+                let ip = client_ip(context, request)?;
+                let mut address_key = String::from(&*context.key_start);
+                context.client_ip.push_identity(&mut address_key, ip);
+                control.blocked(&address_key)
             }
-        }
+        };
+        own.max(address)
     }
 
     /// The key of the block of `key`'s identity (see [`block_of`](Self::block_of)).
