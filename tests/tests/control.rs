@@ -123,7 +123,7 @@ async fn my_limits_read_without_counting_and_an_admin_resets_them_on_memory() {
 
     // The admin routes: no token, a wrong one, another scheme: 401, and
     // nothing changed.
-    let path = "/admin/limits/alice";
+    let path = "/admin/limits/user/alice";
     for token in [None, Some("wrong"), Some("control-admin-tokem")] {
         assert_eq!(admin(addr, "GET", path, token).await.status, 401);
         assert_eq!(admin(addr, "DELETE", path, token).await.status, 401);
@@ -147,7 +147,7 @@ async fn an_identity_by_address_lists_and_resets_the_limits_by_address() {
     let headers: [(&str, &[u8]); 0] = [];
     let response = send(addr, "POST", "/posts", &headers, b"").await.unwrap();
     assert_eq!(response.status, 201, "{response:#?}");
-    let read = admin(addr, "GET", "/admin/limits/127.0.0.1", Some(ADMIN_TOKEN)).await;
+    let read = admin(addr, "GET", "/admin/limits/ip/127.0.0.1", Some(ADMIN_TOKEN)).await;
     let listed: Value = serde_json::from_str(&read.body).unwrap();
     let posts: Vec<(&Value, &Value, &Value)> = listed
         .as_array()
@@ -167,16 +167,26 @@ async fn an_identity_by_address_lists_and_resets_the_limits_by_address() {
         ],
         "{listed:#}"
     );
-    // A user id is not an address: no limit by address is its.
-    let read = admin(addr, "GET", "/admin/limits/alice", Some(ADMIN_TOKEN)).await;
-    assert!(!read.body.contains("POST /posts\""), "{}", read.body);
+    // A user is not an address, even one that spells it: no limit by
+    // address is its.
+    for user in ["alice", "127.0.0.1"] {
+        let path = format!("/admin/limits/user/{user}");
+        let read = admin(addr, "GET", &path, Some(ADMIN_TOKEN)).await;
+        assert_eq!(read.status, 200, "{read:#?}");
+        assert!(!read.body.contains("POST /posts\""), "{}", read.body);
+    }
     assert_eq!(
-        admin(addr, "DELETE", "/admin/limits/127.0.0.1", Some(ADMIN_TOKEN))
-            .await
-            .status,
+        admin(
+            addr,
+            "DELETE",
+            "/admin/limits/ip/127.0.0.1",
+            Some(ADMIN_TOKEN)
+        )
+        .await
+        .status,
         204
     );
-    let read = admin(addr, "GET", "/admin/limits/127.0.0.1", Some(ADMIN_TOKEN)).await;
+    let read = admin(addr, "GET", "/admin/limits/ip/127.0.0.1", Some(ADMIN_TOKEN)).await;
     let listed: Value = serde_json::from_str(&read.body).unwrap();
     for state in listed.as_array().unwrap() {
         assert_eq!(state["remaining"], state["limit"], "{state}");
@@ -196,7 +206,7 @@ async fn a_reset_on_one_instance_is_honoured_by_the_other_at_its_next_request() 
     let before = my_limits(a, "carol").await;
     assert_eq!(before[0]["remaining"], 0);
     assert_eq!(before, my_limits(a, "carol").await);
-    let path = "/admin/limits/carol";
+    let path = "/admin/limits/user/carol";
     assert_eq!(admin(a, "DELETE", path, None).await.status, 401);
     assert_eq!(
         admin(a, "DELETE", path, Some(ADMIN_TOKEN)).await.status,
@@ -213,6 +223,8 @@ async fn like(addr: SocketAddr, user: &str) -> Response {
         .unwrap()
 }
 
+/// `PUT /admin/blocks/{identity}`, `identity` being `{kind}/{value}` as the
+/// admin routes name it (`user/mallory`, `ip/127.0.0.1`).
 async fn block(addr: SocketAddr, identity: &str, body: &str, token: Option<&str>) -> Response {
     let value = token.map(|t| format!("Bearer {t}").into_bytes());
     let headers: Vec<(&str, &[u8])> = value.iter().map(|v| ("authorization", &v[..])).collect();
@@ -239,7 +251,7 @@ async fn a_blocked_user_is_denied_everywhere_until_the_block_ends_on_memory() {
     // Refused without the token, or with a body that is not {"seconds": N}:
     // nothing is blocked.
     assert_eq!(
-        block(addr, "mallory", r#"{"seconds": 900}"#, None)
+        block(addr, "user/mallory", r#"{"seconds": 900}"#, None)
             .await
             .status,
         401
@@ -251,12 +263,29 @@ async fn a_blocked_user_is_denied_everywhere_until_the_block_ends_on_memory() {
         r#"{"seconds": -1}"#,
         r#"{"secs": 9}"#,
     ] {
-        let refused = block(addr, "mallory", body, Some(ADMIN_TOKEN)).await;
+        let refused = block(addr, "user/mallory", body, Some(ADMIN_TOKEN)).await;
         assert_eq!(refused.status, 400, "{body}: {refused:#?}");
     }
     assert_eq!(reply(addr, "mallory").await.status, 201);
-    let blocked = block(addr, "mallory", r#"{"seconds": 900}"#, Some(ADMIN_TOKEN)).await;
+    let path = "/admin/blocks/user/mallory";
+    assert_eq!(
+        admin(addr, "GET", path, Some(ADMIN_TOKEN)).await.status,
+        404
+    );
+    let blocked = block(
+        addr,
+        "user/mallory",
+        r#"{"seconds": 900}"#,
+        Some(ADMIN_TOKEN),
+    )
+    .await;
     assert_eq!(blocked.status, 204, "{blocked:#?}");
+    assert_eq!(admin(addr, "GET", path, None).await.status, 401);
+    let read = admin(addr, "GET", path, Some(ADMIN_TOKEN)).await;
+    assert_eq!(
+        (read.status, read.body.as_str()),
+        (200, r#"{"seconds":900}"#)
+    );
     assert_blocked(&reply(addr, "mallory").await, "900");
     assert_blocked(&like(addr, "mallory").await, "900");
     assert_eq!(reply(addr, "bob").await.status, 201);
@@ -268,30 +297,52 @@ async fn a_blocked_user_is_denied_everywhere_until_the_block_ends_on_memory() {
     assert_eq!(my_limits(addr, "mallory").await[0]["remaining"], 4);
     // Lifted before its end.
     assert_eq!(
-        block(addr, "mallory", r#"{"seconds": 60}"#, Some(ADMIN_TOKEN))
-            .await
-            .status,
+        block(
+            addr,
+            "user/mallory",
+            r#"{"seconds": 60}"#,
+            Some(ADMIN_TOKEN)
+        )
+        .await
+        .status,
         204
     );
     assert_blocked(&reply(addr, "mallory").await, "60");
-    let path = "/admin/blocks/mallory";
     assert_eq!(admin(addr, "DELETE", path, None).await.status, 401);
     assert_blocked(&reply(addr, "mallory").await, "60");
     assert_eq!(
         admin(addr, "DELETE", path, Some(ADMIN_TOKEN)).await.status,
         204
     );
+    assert_eq!(
+        admin(addr, "GET", path, Some(ADMIN_TOKEN)).await.status,
+        404
+    );
     assert_eq!(reply(addr, "mallory").await.status, 201);
 }
 
 #[tokio::test]
-async fn a_blocked_address_is_denied_on_its_limits_by_address() {
+async fn a_blocked_address_is_denied_on_every_limited_route() {
     let (addr, _clock) = memory_server().await;
-    let blocked = block(addr, "127.0.0.1", r#"{"seconds": 30}"#, Some(ADMIN_TOKEN)).await;
+    let blocked = block(
+        addr,
+        "ip/127.0.0.1",
+        r#"{"seconds": 30}"#,
+        Some(ADMIN_TOKEN),
+    )
+    .await;
     assert_eq!(blocked.status, 204);
     let headers: [(&str, &[u8]); 0] = [];
     let post = send(addr, "POST", "/posts", &headers, b"").await.unwrap();
     assert_blocked(&post, "30");
+    // A route keyed by user is denied to that client too, whoever it
+    // says it is; the user is not blocked.
+    assert_blocked(&reply(addr, "alice").await, "30");
+    let path = "/admin/blocks/user/alice";
+    assert_eq!(
+        admin(addr, "GET", path, Some(ADMIN_TOKEN)).await.status,
+        404
+    );
     // Not limited: still served.
     let health = send(addr, "GET", "/health", &headers, b"").await.unwrap();
     assert_eq!(health.status, 200);
@@ -303,11 +354,17 @@ async fn a_block_on_one_instance_is_honoured_by_the_other_at_its_next_request() 
     let (a, b) = (redis_server(&redis).await, redis_server(&redis).await);
     let user = format!("dave-{}", redis.prefix());
     assert_eq!(reply(b, &user).await.status, 201);
-    let blocked = block(a, &user, r#"{"seconds": 900}"#, Some(ADMIN_TOKEN)).await;
+    let blocked = block(
+        a,
+        &format!("user/{user}"),
+        r#"{"seconds": 900}"#,
+        Some(ADMIN_TOKEN),
+    )
+    .await;
     assert_eq!(blocked.status, 204, "{blocked:#?}");
     assert_blocked(&reply(b, &user).await, "900");
     assert_blocked(&reply(a, &user).await, "900");
-    let path = format!("/admin/blocks/{user}");
+    let path = format!("/admin/blocks/user/{user}");
     assert_eq!(
         admin(a, "DELETE", &path, Some(ADMIN_TOKEN)).await.status,
         204
@@ -315,9 +372,14 @@ async fn a_block_on_one_instance_is_honoured_by_the_other_at_its_next_request() 
     assert_eq!(reply(b, &user).await.status, 201);
     // A third instance reads the blocks when it subscribes.
     assert_eq!(
-        block(a, &user, r#"{"seconds": 600}"#, Some(ADMIN_TOKEN))
-            .await
-            .status,
+        block(
+            a,
+            &format!("user/{user}"),
+            r#"{"seconds": 600}"#,
+            Some(ADMIN_TOKEN)
+        )
+        .await
+        .status,
         204
     );
     let c = redis_server(&redis).await;

@@ -80,7 +80,7 @@ async fn user_logins_left(addr: SocketAddr, user: &str) -> u64 {
 async fn address_logins_left(addr: SocketAddr, ip: IpAddr) -> u64 {
     let auth = format!("Bearer {ADMIN_TOKEN}");
     let headers: [(&str, &[u8]); 1] = [("authorization", auth.as_bytes())];
-    let path = format!("/admin/limits/{ip}");
+    let path = format!("/admin/limits/ip/{ip}");
     let response = send(addr, "GET", &path, &headers, b"").await.unwrap();
     assert_eq!(response.status, 200, "{response:#?}");
     let states: Value = serde_json::from_str(&response.body).unwrap();
@@ -202,7 +202,7 @@ async fn a_user_is_limited_across_addresses_and_an_address_across_users_on_memor
     // An administrator's reset of carol clears her login limit too.
     let auth = format!("Bearer {ADMIN_TOKEN}");
     let headers: [(&str, &[u8]); 1] = [("authorization", auth.as_bytes())];
-    let reset = send(addr, "DELETE", "/admin/limits/carol", &headers, b"")
+    let reset = send(addr, "DELETE", "/admin/limits/user/carol", &headers, b"")
         .await
         .unwrap();
     assert_eq!(reset.status, 204, "{reset:#?}");

@@ -71,7 +71,7 @@ async fn laoqian_replies_five_times_a_minute_on_redis() {
     );
 
     // The key has the documented shape and expires after the window.
-    let key = format!("{}:laoqian:reply", redis.prefix());
+    let key = format!("{}:user=laoqian:reply", redis.prefix());
     let mut raw = redis.raw().await;
     let members: u64 = raw.zcard(&key).await.unwrap();
     assert_eq!(members, 5 + 1, "five entries and the newest-entry marker");
@@ -296,7 +296,7 @@ async fn identities_cannot_change_the_key_shape() {
     let keys: Vec<String> = raw.keys(format!("{}:*", redis.prefix())).await.unwrap();
     assert_eq!(
         keys,
-        [format!("{}:%7Bevil%7D%3Aadmin:reply", redis.prefix())]
+        [format!("{}:user=%7Bevil%7D%3Aadmin:reply", redis.prefix())]
     );
 }
 
