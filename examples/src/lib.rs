@@ -13,10 +13,11 @@
 //! | `GET /search` | per `x-api-key`, by the key's plan: free 10 per 60 s, pro 100 per 60 s |
 //! | `GET /me/limits` | not limited: the `x-user-id` user's own limits (replies, likes, failed logins) as a JSON array, one object per rule (`route`, `policy`, `limit`, `allowed`, `remaining`, `reset` in seconds), read without counting |
 //! | `PUT /admin/plans/{key}` | not limited: the body `free` or `pro` changes the key's plan; only with [`Options::admin_token`] (404 without), each request `Authorization: Bearer <token>` (401 otherwise) |
-//! | `GET /admin/limits/{identity}` | as `/me/limits`, for any user id, API key or client address, and the limits by address and key too (admin) |
-//! | `DELETE /admin/limits/{identity}` | 204: every limit of that identity reset, on every instance's next request to the store (admin) |
-//! | `PUT /admin/blocks/{identity}` | body `{"seconds": N}`: 204, that identity blocked on every instance: each request it makes to a limited route gets 429 with the block's remaining time (admin) |
-//! | `DELETE /admin/blocks/{identity}` | 204: the block lifted (admin) |
+//! | `GET /admin/limits/{kind}/{identity}` | as `/me/limits`, for any identity of its kind: `ip` (a client address), `user`, `key` (an `x-api-key` value), percent-encoded (admin) |
+//! | `DELETE /admin/limits/{kind}/{identity}` | 204: every limit of that identity reset, on every instance's next request to the store (admin) |
+//! | `GET /admin/blocks/{kind}/{identity}` | 200 `{"seconds": N}`, the block's time left, or 404 when not blocked (admin) |
+//! | `PUT /admin/blocks/{kind}/{identity}` | body `{"seconds": N}`: 204, that identity blocked on every instance: an address on every limited route, a user or key on every limit keyed by it (admin) |
+//! | `DELETE /admin/blocks/{kind}/{identity}` | 204: the block lifted (admin) |
 //! | `POST /exports` | at most 2 in flight per user (each takes 500 ms) |
 //! | `GET /health` | not limited |
 //! | `GET /metrics` | not limited: the limiter's metrics, Prometheus text |

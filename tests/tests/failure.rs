@@ -242,7 +242,7 @@ async fn the_server_starts_while_redis_refuses_connections_and_uses_it_once_up()
         .await
         .unwrap();
     let counted: u64 = raw
-        .zcard("rate_limit:late:posts-create_reply")
+        .zcard("rate_limit:user=late:posts-create_reply")
         .await
         .unwrap();
     // One entry, and the member that marks the newest entry.

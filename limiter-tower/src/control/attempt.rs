@@ -57,10 +57,7 @@ impl Control {
     pub async fn attempt(&self, key: &str, policy: &Policy) -> Result<Attempt, Error> {
         let mut full = String::from(&*self.key_start);
         full.push_str(key);
-        let identity_end = full[self.key_start.len()..]
-            .find(':')
-            .map_or(full.len(), |at| self.key_start.len() + at);
-        let blocked = self.store.control().blocked(&full[..identity_end]);
+        let blocked = self.block_of_key(&full);
         self.attempt_on_key(full, policy, blocked).await
     }
 

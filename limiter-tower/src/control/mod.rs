@@ -128,7 +128,8 @@ impl Control {
     }
 
     /// Checks a request on `{prefix}:{key}` against `policy` and records
-    /// it if allowed, through the layer's store (its guard and failure
+    /// it if allowed (denied while the identity `key` starts with is
+    /// blocked: see [`attempt`](Self::attempt)), through the layer's store (its guard and failure
     /// policy, its hot-key state): the programmatic API of an application
     /// whose store was chosen at run time, with no store type to name. A
     /// denial becomes the layers' own 429 with
@@ -152,6 +153,9 @@ impl Control {
     pub async fn check(&self, key: &str, policy: &Policy) -> Result<Decision, Error> {
         let mut full = String::from(&*self.key_start);
         full.push_str(key);
+        if let Some(left) = self.block_of_key(&full) {
+            return Ok(Decision::blocked(policy, left));
+        }
         let policy = Arc::new(policy.clone());
         let verdict = Arc::clone(&self.store)
             .check_owned(full, Arc::clone(&policy), policy.cost(), None)
@@ -252,6 +256,15 @@ impl Control {
     /// How many identities have a plan other than the default.
     pub fn assigned_plans(&self) -> usize {
         self.store.control().assigned_count()
+    }
+
+    /// The block of the identity a key under the prefix starts with: the
+    /// key up to its first `:` after the prefix (an identity escapes its
+    /// own), as [`Identity::push_key`] and `:{action}` build it.
+    fn block_of_key(&self, full: &str) -> Option<std::time::Duration> {
+        let start = self.key_start.len();
+        let end = full[start..].find(':').map_or(full.len(), |at| start + at);
+        self.store.control().blocked(&full[..end])
     }
 
     /// `{prefix}:{identity}`: the key of its block and plan, and how its
