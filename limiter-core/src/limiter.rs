@@ -293,7 +293,9 @@ impl<S: Store> Limiter<S> {
     /// limiter's checks of a key that starts with the identity
     /// (`{prefix}:{identity}:...`, as [`is_action_allowed`](Self::is_action_allowed)
     /// and [`Identity::push_key`] build them) are denied with the block's
-    /// time left.
+    /// time left. The HTTP layers group an IPv6 client by its network (a
+    /// /64 by default): block it here as `Identity::network(addr, 64)`
+    /// (`Control::block` groups an address itself).
     ///
     /// ```
     /// use std::time::Duration;
