@@ -3,7 +3,7 @@
 //! the identity's kind (the kind-less paths are gone) and takes its bytes
 //! percent-encoded, decoded once, a non-UTF-8 API key too.
 
-use super::{ATTACKER, Backend, RIGHT, Ugc, VICTIM};
+use super::{ATTACKER, Backend, LOCAL, RIGHT, Ugc, VICTIM};
 use super::{assert_blocked, assert_login_blocked, client_passes};
 
 async fn an_address_block_covers_every_limited_route_of_that_client(backend: Backend) {
@@ -42,6 +42,25 @@ async fn an_address_block_covers_every_limited_route_of_that_client(backend: Bac
 }
 
 on_both_stores!(an_address_block_covers_every_limited_route_of_that_client);
+
+async fn an_ipv6_address_block_covers_its_network(backend: Backend) {
+    // Behind a proxy on the same host, the client in `x-forwarded-for`.
+    let ugc = Ugc::start(backend, &[("LIMITER_TRUSTED_PROXIES", LOCAL)]);
+    ugc.block("ip/2001:db8:1:2::5", 60).await;
+    // The requests of an IPv6 client count by its /64: so does its block.
+    assert_eq!(ugc.blocked("ip/2001:db8:1:2::%2F64").await, Some(60));
+    assert_eq!(ugc.blocked("ip/2001:db8:1:2::6").await, Some(60));
+    let neighbour: [(&str, &[u8]); 1] = [("x-forwarded-for", b"2001:db8:1:2::6")];
+    let feed = ugc.send(LOCAL, "GET", "/feed", &neighbour, b"").await;
+    assert_blocked(&feed, "60");
+    assert_blocked(&ugc.reply(LOCAL, "zoe", &neighbour).await, "60");
+    // The next /64, and the proxy's own requests, pass.
+    let next: [(&str, &[u8]); 1] = [("x-forwarded-for", b"2001:db8:1:3::6")];
+    client_passes(&ugc, LOCAL, &next, "zoe").await;
+    assert_eq!(ugc.reply(LOCAL, "zoe", &[]).await.status, 201);
+}
+
+on_both_stores!(an_ipv6_address_block_covers_its_network);
 
 async fn a_blocked_user_cannot_log_in_even_with_the_right_password(backend: Backend) {
     let ugc = Ugc::start(backend, &[]);
