@@ -1,7 +1,8 @@
 //! What the operator's admin routes name: an address's block covers every
-//! limited route of that client, a user's its logins too; each route names
-//! the identity's kind (the kind-less paths are gone) and takes its bytes
-//! percent-encoded, decoded once, a non-UTF-8 API key too.
+//! limited route of that client, a user's its logins too; a reset clears
+//! one kind's limits only. Each route names the identity's kind (the
+//! kind-less paths are gone) and takes its bytes percent-encoded, decoded
+//! once, a non-UTF-8 API key too.
 
 use super::{ATTACKER, Backend, LOCAL, RIGHT, Ugc, VICTIM};
 use super::{assert_blocked, assert_login_blocked, client_passes};
@@ -86,6 +87,37 @@ async fn a_blocked_user_cannot_log_in_even_with_the_right_password(backend: Back
 }
 
 on_both_stores!(a_blocked_user_cannot_log_in_even_with_the_right_password);
+
+async fn a_reset_names_one_kind(backend: Backend) {
+    let ugc = Ugc::start(backend, &[]);
+    const REPLIES: &str = "POST /posts/{id}/replies";
+    const LOGINS: &str = "POST /login";
+    // The user `127.0.0.2` replies twice; the client at 127.0.0.2 fails
+    // to log in twice.
+    for _ in 0..2 {
+        assert_eq!(ugc.reply(ATTACKER, VICTIM, &[]).await.status, 201);
+        let login = ugc.login(VICTIM, "carol", "wrong", &[]).await;
+        assert_eq!(login.status, 401, "{login:#?}");
+    }
+    assert_eq!(ugc.remaining("user/127.0.0.2", REPLIES).await, 3);
+    assert_eq!(ugc.remaining("ip/127.0.0.2", LOGINS).await, 3);
+    // The address's reset leaves the user's replies.
+    let reset = ugc.admin("DELETE", "/admin/limits/ip/127.0.0.2", "").await;
+    assert_eq!(reset.status, 204, "{reset:#?}");
+    assert_eq!(ugc.remaining("ip/127.0.0.2", LOGINS).await, 5);
+    assert_eq!(ugc.remaining("user/127.0.0.2", REPLIES).await, 3);
+    // The user's reset leaves the address's failed logins.
+    let login = ugc.login(VICTIM, "carol", "wrong", &[]).await;
+    assert_eq!(login.status, 401, "{login:#?}");
+    let reset = ugc
+        .admin("DELETE", "/admin/limits/user/127.0.0.2", "")
+        .await;
+    assert_eq!(reset.status, 204, "{reset:#?}");
+    assert_eq!(ugc.remaining("user/127.0.0.2", REPLIES).await, 5);
+    assert_eq!(ugc.remaining("ip/127.0.0.2", LOGINS).await, 4);
+}
+
+on_both_stores!(a_reset_names_one_kind);
 
 #[tokio::test]
 async fn the_admin_routes_without_a_kind_are_gone() {
