@@ -1,5 +1,6 @@
 //! What the operator's admin routes name: an address's block covers every
-//! limited route of that client, a user's its logins too; a reset clears
+//! limited route of that client, a user's its logins too, an API key's
+//! every route keyed by it (and nothing else); a reset clears
 //! one kind's limits only. Each route names the identity's kind (the
 //! kind-less paths are gone) and takes its bytes percent-encoded, decoded
 //! once, a non-UTF-8 API key too.
@@ -87,6 +88,29 @@ async fn a_blocked_user_cannot_log_in_even_with_the_right_password(backend: Back
 }
 
 on_both_stores!(a_blocked_user_cannot_log_in_even_with_the_right_password);
+
+async fn a_key_block_covers_every_route_keyed_by_that_key_only(backend: Backend) {
+    let ugc = Ugc::start(backend, &[]);
+    ugc.block("key/k1", 60).await;
+    for path in ["/search", "/api/search"] {
+        let blocked = ugc
+            .send(VICTIM, "GET", path, &[("x-api-key", b"k1")], b"")
+            .await;
+        assert_blocked(&blocked, "60");
+        let other = ugc
+            .send(VICTIM, "GET", path, &[("x-api-key", b"k2")], b"")
+            .await;
+        assert_eq!(other.status, 200, "{path}: {other:#?}");
+    }
+    // Neither the client that sent it nor a user named like the key is
+    // blocked.
+    assert_eq!(ugc.reply(VICTIM, "k1", &[]).await.status, 201);
+    client_passes(&ugc, VICTIM, &[], "k1").await;
+    assert_eq!(ugc.blocked("user/k1").await, None);
+    assert_eq!(ugc.blocked("ip/127.0.0.2").await, None);
+}
+
+on_both_stores!(a_key_block_covers_every_route_keyed_by_that_key_only);
 
 async fn a_reset_names_one_kind(backend: Backend) {
     let ugc = Ugc::start(backend, &[]);
