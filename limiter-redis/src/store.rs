@@ -412,7 +412,7 @@ impl Reset for RedisStore {
 /// every subscribed instance has applied it (see `announce.rs`).
 impl limiter_core::Blocks for RedisStore {
     async fn block(&self, key: &str, duration: Duration) -> Result<(), Error> {
-        self.block_and_announce(key, duration).await
+        self.block_and_announce(key, duration, true).await
     }
 
     async fn unblock(&self, key: &str) -> Result<(), Error> {
