@@ -7,7 +7,8 @@
 //! plan assigned and the reset key allowed, as Redis then holds, and an
 //! instance started afterwards agrees. When Redis is killed and restarted
 //! instead, the calls never run, and every instance agrees on "not
-//! blocked".
+//! blocked". On a Redis Cluster, the changes are counted in the notices'
+//! slot and a change no notice announced is read by every instance.
 
 use std::time::{Duration, Instant};
 
@@ -16,7 +17,7 @@ use limiter_core::{
     Policy, Reset, Rule, Store, Verdict,
 };
 use limiter_redis::{RedisConfig, RedisStore};
-use limiter_tests::RedisServer;
+use limiter_tests::{RedisCluster, RedisServer};
 
 /// The store's deadline: what an admin change answers within while Redis
 /// hangs.
@@ -226,4 +227,50 @@ async fn changes_that_never_run_take_effect_nowhere() {
         assert_eq!(store.assigned_plan(PLANNED), None);
     }
     assert!(allowed_on(&b).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_an_unannounced_change_is_read_by_every_instance() {
+    let cluster = RedisCluster::start();
+    let (a, b) = (cluster.store().await, cluster.store().await);
+    let forgotten = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = std::sync::Arc::clone(&forgotten);
+    b.on_reset(Box::new(move |forget| {
+        sink.lock().unwrap().push(forget.clone());
+        true
+    }));
+    warm_up(&a, &b).await;
+    let version = "{limiter:resets}:version";
+    let node = &cluster.nodes[cluster.owner_of(version)];
+    let redis = |args: &[&str]| node.command(args).trim().to_owned();
+    // The warm-up's two blocks, two unblocks and two plans, counted by
+    // their scripts; its reset answered, so not counted.
+    assert_eq!(redis(&["HGET", version, "changes"]), "6");
+    assert_eq!(redis(&["HGET", version, "resets"]), "");
+
+    // A plan written and counted with no notice, as a late write is.
+    redis(&["HSET", "{limiter:resets}:plans", PLANNED, "pro"]);
+    redis(&["HINCRBY", version, "changes", "1"]);
+    let written = Instant::now();
+    let pro = Some("pro".into());
+    let read = first_true(written, BOUND, async || {
+        a.assigned_plan(PLANNED) == pro && b.assigned_plan(PLANNED) == pro
+    })
+    .await;
+    assert!(
+        read.is_some_and(|after| after <= BOUND + LOOK_EVERY),
+        "{read:?}"
+    );
+
+    // A failed reset, counted: every instance forgets everything.
+    redis(&["HINCRBY", version, "resets", "1"]);
+    let counted = Instant::now();
+    let forgot = first_true(counted, BOUND, async || {
+        forgotten.lock().unwrap().contains(&Forget::Everything)
+    })
+    .await;
+    assert!(
+        forgot.is_some_and(|after| after <= BOUND + LOOK_EVERY),
+        "{forgot:?}"
+    );
 }
