@@ -38,6 +38,12 @@
 //! every instance, or on none, within 2 s of Redis answering again, and an
 //! instance started later reads the same state. Repeating the call makes
 //! sure of it: every admin change is idempotent.
+//!
+//! Left out: on a Cluster whose node holding a reset key hangs longer than
+//! the node of the version hash, a reset that runs more than
+//! [`RECOUNT_AFTER`] after the version's node answered again is not
+//! counted again: the instances' deny caches may keep a denial of that key
+//! until its retry time. Repeating the reset settles it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
