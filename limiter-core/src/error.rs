@@ -217,12 +217,25 @@ pub enum Error {
     /// own that keeps no concurrency permits).
     #[error("this store does not support {0}")]
     Unsupported(&'static str),
+    /// An admin change (a block, an unblock, a plan assignment, a reset)
+    /// sent but not confirmed: the store did not answer in time, or the
+    /// connection failed after the call was written (the cause is kept), so
+    /// the change may have been made, or may still be made when the store
+    /// answers again. The store makes it hold on every instance or on none
+    /// once it answers again (the Redis store: within 2 s); repeat the
+    /// call to be sure of the outcome: every admin change is idempotent.
+    #[error(
+        "the change was not confirmed ({0}): it may have been made, and holds on every \
+         instance or on none once the store answers again; repeat it (it is idempotent)"
+    )]
+    Unconfirmed(Box<Error>),
 }
 
 impl Error {
     /// A short name of the kind of error, for metrics: `config`, `redis`,
     /// `oom` (Redis refused the call for want of memory: `maxmemory` is
-    /// reached), `timeout`, `protocol`, `unavailable` or `unsupported`.
+    /// reached), `timeout`, `protocol`, `unavailable`, `unsupported` or
+    /// `unconfirmed`.
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Config(_) => "config",
@@ -231,6 +244,7 @@ impl Error {
             Self::Protocol(_) => "protocol",
             Self::Unavailable(_) => "unavailable",
             Self::Unsupported(_) => "unsupported",
+            Self::Unconfirmed(_) => "unconfirmed",
         }
     }
 }

@@ -13,21 +13,25 @@
 //! An instance whose subscription broke forgets everything it remembers
 //! when it is back, and reads the blocks and plans again: notices may have
 //! been missed meanwhile.
+//!
+//! A change whose call failed may still run when Redis answers again, with
+//! no notice: the subscription also polls a version hash ([`VERSION`]) that
+//! such a change bumps (see `reconcile.rs`), so it ends up in effect on
+//! every instance or on none.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use limiter_core::{AnnouncesResets, Clock, Error, Forget, Forgetter, SystemClock};
-use redis::{Client, ConnectionAddr, Msg};
+use redis::{ConnectionAddr, Msg};
 use tokio::sync::Notify;
 
 use super::link::lock;
-use super::store::{Backend, Inner};
-use super::{RedisStore, scripts};
+use super::reconcile::{Recounts, ResetInFlight, unconfirmed};
+use super::{RedisStore, scripts, subscription};
 
 /// The channel of the notices: `r {id} {key}` (reset), `b {id} {µs} {key}`
 /// (blocked), `u {id} {key}` (unblocked), `p {id} ={plan} {key}` (a plan,
@@ -39,8 +43,10 @@ pub(crate) const CHANNEL: &str = "limiter:resets";
 pub(crate) const BLOCKS: &str = "{limiter:resets}:blocks";
 /// The hash of keys and the plan each has, in the same slot.
 pub(crate) const PLANS: &str = "{limiter:resets}:plans";
-/// The longest pause between two attempts to subscribe again.
-const MAX_BACKOFF: Duration = Duration::from_secs(1);
+/// The hash counting changes that every instance polls (`changes`: blocks,
+/// unblocks, plans; `resets`: failed resets), in the same slot: see
+/// `reconcile.rs`.
+pub(crate) const VERSION: &str = "{limiter:resets}:version";
 
 /// What one store (and its clones) does for announced resets.
 pub(crate) struct Announcer {
@@ -51,6 +57,8 @@ pub(crate) struct Announcer {
     next_id: AtomicU64,
     /// The resets this instance published, by id: the acknowledgements seen.
     pending: Mutex<HashMap<u64, Arc<Pending>>>,
+    /// The failed resets waiting to be counted in [`VERSION`].
+    pub(crate) recounts: Recounts,
 }
 
 impl Default for Announcer {
@@ -61,6 +69,7 @@ impl Default for Announcer {
             subscribed: AtomicBool::new(false),
             next_id: AtomicU64::new(seed),
             pending: Mutex::default(),
+            recounts: Recounts::default(),
         }
     }
 }
@@ -92,47 +101,65 @@ impl RedisStore {
         if announcer.subscribed.swap(true, Ordering::AcqRel) {
             return;
         }
-        runtime.spawn(listen(Arc::downgrade(&self.inner)));
+        runtime.spawn(subscription::listen(Arc::downgrade(&self.inner)));
     }
 
     /// Deletes `key`, then announces it and waits for every subscribed
-    /// instance to acknowledge, within the response timeout.
+    /// instance to acknowledge, within the response timeout. A reset that
+    /// fails (or is dropped) before it is announced is counted in
+    /// [`VERSION`], so every instance forgets everything (`reconcile.rs`).
     pub(super) async fn reset_and_announce(&self, key: &str) -> Result<(), Error> {
+        self.subscribe();
+        let in_flight = ResetInFlight::new(self);
         let reset = scripts::reset();
-        self.bounded_call(reset, &reset.call(key)).await?;
-        self.announce("r", key).await
+        (self.bounded_call(reset, &reset.call(key)).await).map_err(unconfirmed)?;
+        self.announce("r", key).await.map_err(unconfirmed)?;
+        in_flight.confirm();
+        Ok(())
     }
 
     /// Blocks `key` for `duration` in the blocks' hash (by the Redis
-    /// server's clock), here, then on every instance.
+    /// server's clock), here, then on every instance. An operator's block
+    /// (`operator`) is counted in [`VERSION`] by the same script, so one
+    /// that runs late still reaches every instance; a penalty's is not (a
+    /// flood of them would have every instance read every block each
+    /// poll).
     pub(super) async fn block_and_announce(
         &self,
         key: &str,
         duration: Duration,
+        operator: bool,
     ) -> Result<(), Error> {
+        self.subscribe();
         let left = u64::try_from(duration.as_micros()).unwrap_or(u64::MAX);
         let block = scripts::block();
-        let mut call = block.call(BLOCKS);
+        let mut call = match operator {
+            true => scripts::versioned(block, BLOCKS, VERSION),
+            false => block.call(BLOCKS),
+        };
         call.arg(key).arg(left);
-        self.bounded_call(block, &call).await?;
+        (self.bounded_call(block, &call).await).map_err(unconfirmed)?;
         self.inner
             .blocks
             .block(key, duration, SystemClock.now_micros())?;
-        self.announce("b", &format!("{left} {key}")).await
+        (self.announce("b", &format!("{left} {key}")).await).map_err(unconfirmed)
     }
 
-    /// Lifts `key`'s block in the blocks' hash, here, then on every instance.
+    /// Lifts `key`'s block in the blocks' hash, here, then on every
+    /// instance; counted in [`VERSION`] by the same script.
     pub(super) async fn unblock_and_announce(&self, key: &str) -> Result<(), Error> {
+        self.subscribe();
         let unblock = scripts::unblock();
-        let mut call = unblock.call(BLOCKS);
+        let mut call = scripts::versioned(unblock, BLOCKS, VERSION);
         call.arg(key);
-        self.bounded_call(unblock, &call).await?;
+        (self.bounded_call(unblock, &call).await).map_err(unconfirmed)?;
         self.inner.blocks.unblock(key);
-        self.announce("u", key).await
+        self.announce("u", key).await.map_err(unconfirmed)
     }
 
     /// Gives `key` the plan `plan` (`None`: the default) in the plans'
-    /// hash, here, then on every instance.
+    /// hash, here, then on every instance; counted in [`VERSION`] by the
+    /// same script.
     pub(super) async fn assign_and_announce(
         &self,
         key: &str,
@@ -145,13 +172,16 @@ impl RedisStore {
         {
             return plans.assign(key, plan);
         }
+        self.subscribe();
         let assign = scripts::assign();
-        let mut call = assign.call(PLANS);
+        let mut call = scripts::versioned(assign, PLANS, VERSION);
         call.arg(key).arg(plan.unwrap_or(""));
-        self.bounded_call(assign, &call).await?;
+        (self.bounded_call(assign, &call).await).map_err(unconfirmed)?;
         plans.assign(key, plan)?;
-        self.announce("p", &format!("={} {key}", plan.unwrap_or("")))
-            .await
+        (self
+            .announce("p", &format!("={} {key}", plan.unwrap_or("")))
+            .await)
+            .map_err(unconfirmed)
     }
 
     /// Publishes `{kind} {id} {rest}` and waits for every instance
@@ -201,97 +231,9 @@ impl Drop for Unregister<'_> {
     }
 }
 
-/// The subscription: runs while the store does.
-async fn listen(inner: Weak<Inner>) {
-    let mut backoff = Duration::from_millis(50);
-    let mut first = true;
-    loop {
-        let Some(store) = inner.upgrade().map(|inner| RedisStore { inner }) else {
-            return;
-        };
-        let timeout = store.inner.config.connection_timeout;
-        let subscribed = tokio::time::timeout(timeout, subscribe_at(&store))
-            .await
-            .unwrap_or(Err(Error::Timeout(timeout)));
-        match subscribed {
-            Ok((pubsub, blocks, plans)) => {
-                backoff = Duration::from_millis(50);
-                store.inner.blocks.replace(blocks, SystemClock.now_micros());
-                store.inner.plans.replace(plans);
-                if !first {
-                    forget(&store, &Forget::Everything);
-                }
-                first = false;
-                drop(store);
-                let mut messages = pubsub.into_on_message();
-                while let Some(message) = messages.next().await {
-                    let Some(store) = inner.upgrade().map(|inner| RedisStore { inner }) else {
-                        return;
-                    };
-                    on_message(&store, &message).await;
-                }
-                tracing::warn!("the subscription to resets was lost: subscribing again");
-                continue;
-            }
-            Err(error) => tracing::debug!(%error, "not subscribed to resets yet"),
-        }
-        drop(store);
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(MAX_BACKOFF);
-    }
-}
-
-/// A subscription to [`CHANNEL`] on the node the notices go through, and
-/// the blocks (key, time left) that node holds once subscribed: a notice
-/// published after the reading is received, one before is in it.
-#[allow(clippy::type_complexity)]
-async fn subscribe_at(
-    store: &RedisStore,
-) -> Result<
-    (
-        redis::aio::PubSub,
-        Vec<(String, Duration)>,
-        Vec<(String, String)>,
-    ),
-    Error,
-> {
-    let client = subscriber(store).await?;
-    let mut pubsub = client
-        .get_async_pubsub()
-        .await
-        .map_err(crate::redis_error)?;
-    pubsub
-        .subscribe(CHANNEL)
-        .await
-        .map_err(crate::redis_error)?;
-    let mut connection = client
-        .get_multiplexed_async_connection()
-        .await
-        .map_err(crate::redis_error)?;
-    let load = scripts::blocks();
-    let flat: Vec<String> = redis::Script::new(load.source())
-        .key(BLOCKS)
-        .invoke_async(&mut connection)
-        .await
-        .map_err(crate::redis_error)?;
-    let blocks = flat
-        .chunks_exact(2)
-        .filter_map(|pair| {
-            let left = pair[1].parse::<u64>().ok()?;
-            Some((pair[0].clone(), Duration::from_micros(left)))
-        })
-        .collect();
-    let plans: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
-        .arg(PLANS)
-        .query_async(&mut connection)
-        .await
-        .map_err(crate::redis_error)?;
-    Ok((pubsub, blocks, plans.into_iter().collect()))
-}
-
 /// A notice: a reset is forgotten here, then acknowledged; an
 /// acknowledgement of a reset of this instance is counted.
-async fn on_message(store: &RedisStore, message: &Msg) {
+pub(crate) async fn on_message(store: &RedisStore, message: &Msg) {
     let Ok(payload) = message.get_payload::<String>() else {
         return;
     };
@@ -349,21 +291,8 @@ async fn on_message(store: &RedisStore, message: &Msg) {
 }
 
 /// Tells every registered owner to forget; drops those that are gone.
-fn forget(store: &RedisStore, what: &Forget) {
+pub(crate) fn forget(store: &RedisStore, what: &Forget) {
     lock(&store.inner.announcer.forgetters).retain(|forget| forget(what));
-}
-
-/// A client for the node the notices go through: the primary, or in a
-/// Cluster the node serving the channel's slot (every subscriber and every
-/// publisher meet there, so the count of receivers is every instance's).
-async fn subscriber(store: &RedisStore) -> Result<Client, Error> {
-    match &store.inner.backend {
-        Backend::Primary(primary) => primary.client().await,
-        Backend::Cluster(cluster) => {
-            drop(store.cluster(cluster).await?);
-            cluster.channel_node(CHANNEL)
-        }
-    }
 }
 
 /// `host:port` as a connection address.

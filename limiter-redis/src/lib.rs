@@ -44,11 +44,13 @@ pub mod lua;
 mod multiplexed;
 mod permits;
 mod primary;
+mod reconcile;
 mod refund;
 mod scripts;
 mod sentinel;
 mod slots;
 mod store;
+mod subscription;
 
 /// Connections to Redis held and made again one way: a connection the
 /// server closed is never handed out, a fresh one is made first, within

@@ -145,12 +145,13 @@ static BLOCK: Lua = Lua::new(&["#!lua\n", include_str!("scripts/block.lua")]);
 static UNBLOCK: Lua = Lua::new(&["#!lua\n", include_str!("scripts/unblock.lua")]);
 static BLOCKS: Lua = Lua::new(&["#!lua\n", include_str!("scripts/blocks.lua")]);
 
-/// Blocks `ARGV[1]` for `ARGV[2]` µs in the blocks' hash (its key).
+/// Blocks `ARGV[1]` for `ARGV[2]` µs in the blocks' hash (its first key);
+/// a second key, the version hash, counts the change ([`versioned`]).
 pub(crate) fn block() -> &'static Lua {
     &BLOCK
 }
 
-/// Lifts `ARGV[1]`'s block.
+/// Lifts `ARGV[1]`'s block; counts the change like [`block`].
 pub(crate) fn unblock() -> &'static Lua {
     &UNBLOCK
 }
@@ -169,9 +170,27 @@ pub(crate) fn penalty() -> &'static Lua {
 
 static ASSIGN: Lua = Lua::new(&["#!lua\n", include_str!("scripts/assign.lua")]);
 
-/// Gives `ARGV[1]` the plan `ARGV[2]` in the plans' hash (its key).
+/// Gives `ARGV[1]` the plan `ARGV[2]` in the plans' hash (its first key);
+/// counts the change like [`block`].
 pub(crate) fn assign() -> &'static Lua {
     &ASSIGN
+}
+
+static BUMP: Lua = Lua::new(&["#!lua\n", include_str!("scripts/bump.lua")]);
+
+/// Counts one more change of the kind `ARGV[1]` in the version hash (its
+/// key): `HINCRBY`.
+pub(crate) fn bump() -> &'static Lua {
+    &BUMP
+}
+
+/// `EVALSHA {sha} 2 {hash} {version}`: a call of the block, unblock or
+/// assign script that also counts the change in the version hash
+/// `version` (in `hash`'s slot), in the same step.
+pub(crate) fn versioned(lua: &Lua, hash: &str, version: &str) -> Cmd {
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(lua.hash()).arg(2).arg(hash).arg(version);
+    cmd
 }
 
 /// The reset script: `DEL` of its key.

@@ -401,6 +401,12 @@ impl Peek for RedisStore {
 /// instance, which forgets what it remembers of the key (see
 /// [`AnnouncesResets`](limiter_core::AnnouncesResets)); answered once they have acknowledged, or after
 /// the response timeout.
+///
+/// Answered [`Error::Unconfirmed`] when the call may have run (no answer
+/// within the deadline, a connection failed after it was written): the
+/// change is then in effect on every instance or on none within 2 s of
+/// Redis answering again (`reconcile.rs`); repeat the call, it is
+/// idempotent.
 impl Reset for RedisStore {
     async fn reset(&self, key: &str, _policy: &Policy) -> Result<(), Error> {
         self.reset_and_announce(key).await
@@ -410,9 +416,15 @@ impl Reset for RedisStore {
 /// Kept in a hash of Redis and in each instance's list, which every
 /// request reads without a call; a block or an unblock is answered once
 /// every subscribed instance has applied it (see `announce.rs`).
+///
+/// Answered [`Error::Unconfirmed`] when the call may have run (no answer
+/// within the deadline, a connection failed after it was written): the
+/// change is then in effect on every instance or on none within 2 s of
+/// Redis answering again (`reconcile.rs`); repeat the call, it is
+/// idempotent.
 impl limiter_core::Blocks for RedisStore {
     async fn block(&self, key: &str, duration: Duration) -> Result<(), Error> {
-        self.block_and_announce(key, duration).await
+        self.block_and_announce(key, duration, true).await
     }
 
     async fn unblock(&self, key: &str) -> Result<(), Error> {
@@ -435,6 +447,12 @@ impl limiter_core::Blocks for RedisStore {
 /// Kept in a hash of Redis and in each instance's table, which a request
 /// reads without a call; an assignment is answered once every subscribed
 /// instance has applied it (see `announce.rs`).
+///
+/// Answered [`Error::Unconfirmed`] when the call may have run (no answer
+/// within the deadline, a connection failed after it was written): the
+/// change is then in effect on every instance or on none within 2 s of
+/// Redis answering again (`reconcile.rs`); repeat the call, it is
+/// idempotent.
 impl limiter_core::PlanAssignments for RedisStore {
     async fn assign_plan(&self, key: &str, plan: Option<&str>) -> Result<(), Error> {
         self.assign_and_announce(key, plan).await

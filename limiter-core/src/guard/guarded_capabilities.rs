@@ -200,7 +200,7 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
             .through_breaker(key, || reset(&self.inner.store, key, policy))
             .await;
         self.forget_local(key, policy);
-        reset
+        unconfirmed(reset)
     }
 
     /// Forgets what this instance remembers of `key`: a denial in the
@@ -346,7 +346,7 @@ fn assign_entry<'a, S: Store, C: Clock + Clone>(
 ) -> Boxed<'a, ()> {
     Box::pin(async move {
         match ask::assign_plan(&guarded.inner.store, key, plan) {
-            Some(assign) => guarded.through_breaker(key, || assign).await,
+            Some(assign) => unconfirmed(guarded.through_breaker(key, || assign).await),
             None => Err(Error::Unsupported("plan assignments")),
         }
     })
@@ -380,7 +380,7 @@ fn block_entry<'a, S: Store, C: Clock + Clone>(
 ) -> Boxed<'a, ()> {
     Box::pin(async move {
         match ask::block(&guarded.inner.store, key, duration) {
-            Some(block) => guarded.through_breaker(key, || block).await,
+            Some(block) => unconfirmed(guarded.through_breaker(key, || block).await),
             None => Err(Error::Unsupported("blocks")),
         }
     })
@@ -392,7 +392,7 @@ fn unblock_entry<'a, S: Store, C: Clock + Clone>(
 ) -> Boxed<'a, ()> {
     Box::pin(async move {
         match ask::unblock(&guarded.inner.store, key) {
-            Some(unblock) => guarded.through_breaker(key, || unblock).await,
+            Some(unblock) => unconfirmed(guarded.through_breaker(key, || unblock).await),
             None => Err(Error::Unsupported("blocks")),
         }
     })
@@ -430,5 +430,15 @@ fn reset_entry<'a, S: Store, C: Clock + Clone>(
     match S::CAPABILITIES.reset {
         Some(reset) => Box::pin(guarded.reset_by(reset, key, policy)),
         None => Box::pin(async { Err(Error::Unsupported("reset")) }),
+    }
+}
+
+/// An admin change (a block, an unblock, a plan, a reset) that the
+/// deadline cut short was sent, and may still be made:
+/// [`Error::Unconfirmed`] says so.
+fn unconfirmed<T>(changed: Result<T, Error>) -> Result<T, Error> {
+    match changed {
+        Err(error @ Error::Timeout(_)) => Err(Error::Unconfirmed(Box::new(error))),
+        other => other,
     }
 }

@@ -263,3 +263,58 @@ async fn a_store_bounding_its_calls_within_the_deadline_keeps_the_one_timer() {
         "{verdict:?}"
     );
 }
+
+/// A store whose admin changes hang past the guard's deadline: sent, and
+/// maybe made later.
+struct Hung;
+
+impl Store for Hung {
+    const CAPABILITIES: Capabilities<Self> = Capabilities::REMOTE.blocks().reset();
+
+    async fn check(&self, _: &str, policy: &Policy, _: u64) -> Result<Decision, Error> {
+        Ok(Decision::unchecked(policy))
+    }
+}
+
+impl crate::Blocks for Hung {
+    async fn block(&self, _: &str, _: Duration) -> Result<(), Error> {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        Ok(())
+    }
+
+    async fn unblock(&self, _: &str) -> Result<(), Error> {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        Ok(())
+    }
+
+    fn blocked(&self, _: &str) -> Option<Duration> {
+        None
+    }
+}
+
+impl crate::Reset for Hung {
+    async fn reset(&self, _: &str, _: &Policy) -> Result<(), Error> {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        Ok(())
+    }
+}
+
+/// An admin change the guard's deadline cut short answers
+/// `Error::Unconfirmed` (its outcome is unknown), the timeout inside.
+#[tokio::test]
+async fn an_admin_change_cut_short_by_the_deadline_is_unconfirmed() {
+    use crate::{Blocks, Reset};
+    let guarded = Guarded::new(Hung, GuardConfig::default());
+    let deadline = guarded.config().deadline;
+    let answers = [
+        guarded.block("k", Duration::from_secs(60)).await,
+        guarded.unblock("k").await,
+        guarded.reset("k", &policy()).await,
+    ];
+    for answer in answers {
+        assert!(
+            matches!(&answer, Err(Error::Unconfirmed(cause)) if matches!(**cause, Error::Timeout(d) if d == deadline)),
+            "{answer:?}"
+        );
+    }
+}

@@ -42,9 +42,10 @@ impl Control {
     ///
     /// An unknown kind is 404, an address that does not parse 400. A store
     /// that cannot answer gives 503 (problem+json), one that cannot peek or
-    /// reset (the regional store) 501. A change answered 503 may still
-    /// have been made: it is then in effect on every instance, or on none,
-    /// within the store's stated bound; repeat the call (each is
+    /// reset (the regional store) 501. A change answered 503 whose detail
+    /// says it was not confirmed ([`Error::Unconfirmed`]) may still have
+    /// been made: it is then in effect on every instance, or on none,
+    /// within 2 s of the store answering again; repeat the call (each is
     /// idempotent).
     ///
     /// ```
@@ -213,13 +214,12 @@ fn failed(error: &Error) -> Response {
         _ => StatusCode::SERVICE_UNAVAILABLE,
     };
     tracing::warn!(%error, "a limit control call failed");
-    let detail = match status {
-        StatusCode::NOT_IMPLEMENTED => format!("The store cannot do this: {error}."),
-        _ => format!(
-            "The store did not answer ({error}). A change may still have been made: it is \
-             then in effect on every instance, or on none, within seconds of the store \
-             answering again. Repeat the call: it is idempotent."
-        ),
+    let detail = match error {
+        Error::Unsupported(_) => format!("The store cannot do this: {error}."),
+        // The store's own words: the change may have been made, and holds
+        // everywhere or nowhere once the store answers; repeat it.
+        Error::Unconfirmed(_) => format!("The change was not confirmed: {error}."),
+        _ => format!("The limits could not be read or changed: {error}."),
     };
     problem(Protocol::Http, status, &detail)
 }

@@ -1,0 +1,276 @@
+//! An admin change answered with an error lands on every instance or on
+//! none (issue 31): two guarded stores on one Redis stand for two
+//! instances. Redis hangs (SIGSTOP) while instance A blocks a key, assigns
+//! a plan and resets a key whose denial B has cached: each call answers
+//! `Error::Unconfirmed`. When Redis resumes (SIGCONT) the calls it had
+//! read run late; within 2 s both instances answer the key blocked, the
+//! plan assigned and the reset key allowed, as Redis then holds, and an
+//! instance started afterwards agrees. When Redis is killed and restarted
+//! instead, the calls never run, and every instance agrees on "not
+//! blocked". On a Redis Cluster, the changes are counted in the notices'
+//! slot and a change no notice announced is read by every instance.
+
+use std::time::{Duration, Instant};
+
+use limiter_core::{
+    AnnouncesResets, Blocks, Error, Forget, GuardConfig, Guarded, OnStoreError, PlanAssignments,
+    Policy, Reset, Rule, Store, Verdict,
+};
+use limiter_redis::{RedisConfig, RedisStore};
+use limiter_tests::{RedisCluster, RedisServer};
+
+/// The store's deadline: what an admin change answers within while Redis
+/// hangs.
+const DEADLINE: Duration = Duration::from_millis(150);
+/// The promise: in effect on every instance or on none within 2 s of Redis
+/// answering again.
+const BOUND: Duration = Duration::from_secs(2);
+/// How often the test looks.
+const LOOK_EVERY: Duration = Duration::from_millis(50);
+/// How long a warm-up step may take on a loaded machine.
+const WARM_UP: Duration = Duration::from_secs(10);
+
+const BLOCKED: &str = "test:mallory";
+const PLANNED: &str = "test:key-123";
+const RESET: &str = "test:carol:login";
+
+fn once_a_minute() -> Policy {
+    Policy::sliding_log([Rule::new(1, Duration::from_secs(60)).unwrap()]).unwrap()
+}
+
+/// One instance's store: its own connections to Redis.
+async fn instance(url: &str) -> RedisStore {
+    let config = RedisConfig::new().response_timeout(DEADLINE);
+    RedisStore::connect_with(url, config).await.unwrap()
+}
+
+/// An instance as the layer runs it: guarded, with a deny cache.
+fn guarded(store: RedisStore) -> Guarded<RedisStore> {
+    let config = GuardConfig {
+        deadline: DEADLINE,
+        ..GuardConfig::default()
+    };
+    Guarded::new(store, config)
+}
+
+/// How long after `since` `holds` first answered true, looking every
+/// [`LOOK_EVERY`] for `within`; `None` when it never did.
+async fn first_true(
+    since: Instant,
+    within: Duration,
+    mut holds: impl AsyncFnMut() -> bool,
+) -> Option<Duration> {
+    loop {
+        if holds().await {
+            return Some(since.elapsed());
+        }
+        if since.elapsed() > within {
+            return None;
+        }
+        tokio::time::sleep(LOOK_EVERY).await;
+    }
+}
+
+/// Waits for `holds` through a warm-up step, or fails naming it.
+async fn warmed(step: &str, holds: impl AsyncFnMut() -> bool) {
+    let found = first_true(Instant::now(), WARM_UP, holds).await;
+    assert!(found.is_some(), "warm-up: {step}");
+}
+
+/// Loads every admin script on Redis (a script Redis lacks answers
+/// NOSCRIPT, which runs nothing: there would be no late write to see),
+/// and waits for both instances' subscriptions.
+async fn warm_up(a: &RedisStore, b: &RedisStore) {
+    a.block("test:warm-a", Duration::from_secs(60))
+        .await
+        .unwrap();
+    warmed("B reads A's block", async || {
+        b.blocked("test:warm-a").is_some()
+    })
+    .await;
+    b.block("test:warm-b", Duration::from_secs(60))
+        .await
+        .unwrap();
+    warmed("A reads B's block", async || {
+        a.blocked("test:warm-b").is_some()
+    })
+    .await;
+    a.unblock("test:warm-a").await.unwrap();
+    a.unblock("test:warm-b").await.unwrap();
+    a.assign_plan("test:warm", Some("pro")).await.unwrap();
+    a.assign_plan("test:warm", None).await.unwrap();
+    a.reset("test:warm", &once_a_minute()).await.unwrap();
+}
+
+/// B's check of [`RESET`]: `true` when allowed.
+async fn allowed_on(b: &Guarded<RedisStore>) -> bool {
+    let verdict = b
+        .check_with(RESET, &once_a_minute(), 1, OnStoreError::FailClosed)
+        .await
+        .unwrap();
+    verdict.allowed()
+}
+
+/// While Redis hangs, A's three changes (made at once, so all three go
+/// out on the live connection) answer `Unconfirmed`, the cause the
+/// deadline, and A applies none of them itself.
+async fn change_while_hung(a: &Guarded<RedisStore>) {
+    let policy = once_a_minute();
+    let assign = limiter_core::ask::assign_plan(a, PLANNED, Some("pro")).expect("plans are kept");
+    let (block, plan, reset) = tokio::join!(
+        a.block(BLOCKED, Duration::from_secs(600)),
+        assign,
+        a.reset(RESET, &policy),
+    );
+    for answer in [&block, &plan, &reset] {
+        assert!(
+            matches!(answer, Err(Error::Unconfirmed(cause)) if matches!(**cause, Error::Timeout(DEADLINE))),
+            "{answer:?}"
+        );
+    }
+    assert_eq!(a.blocked(BLOCKED), None);
+    assert_eq!(a.store().assigned_plan(PLANNED), None);
+}
+
+/// A, B's deny cache holding a denial of [`RESET`].
+async fn with_cached_denial(url: &str) -> (Guarded<RedisStore>, Guarded<RedisStore>) {
+    let a = guarded(instance(url).await);
+    let b = guarded(instance(url).await);
+    warm_up(a.store(), b.store()).await;
+    assert!(a.check(RESET, &once_a_minute(), 1).await.unwrap().allowed());
+    assert!(!allowed_on(&b).await);
+    let cached = b
+        .check_with(RESET, &once_a_minute(), 1, OnStoreError::FailClosed)
+        .await
+        .unwrap();
+    assert!(matches!(cached, Verdict::Cached(_)), "{cached:?}");
+    (a, b)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_that_run_late_reach_every_instance_within_two_seconds() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let (a, b) = with_cached_denial(&url).await;
+
+    server.signal("STOP");
+    change_while_hung(&a).await;
+    server.signal("CONT");
+    let resumed = Instant::now();
+
+    // What Redis holds once it has run what it had read (a new
+    // connection's command comes after those).
+    let redis = |args: &[&str]| server.command(args).trim().to_owned();
+    let blocked = redis(&["HEXISTS", "{limiter:resets}:blocks", BLOCKED]) == "1";
+    let plan = redis(&["HGET", "{limiter:resets}:plans", PLANNED]);
+    let plan = (!plan.is_empty()).then(|| std::sync::Arc::<str>::from(plan));
+    let reset = redis(&["EXISTS", RESET]) == "0";
+    println!("ran late: the block {blocked}, the plan {plan:?}, the reset {reset}");
+    assert!(blocked && plan.as_deref() == Some("pro") && reset);
+
+    let agree = async |store: &RedisStore| {
+        store.blocked(BLOCKED).is_some() == blocked && store.assigned_plan(PLANNED) == plan
+    };
+    let agreed = first_true(resumed, BOUND, async || {
+        agree(a.store()).await && agree(b.store()).await && allowed_on(&b).await == reset
+    })
+    .await;
+    println!("A and B agree with Redis {agreed:?} after it resumed");
+    assert!(agreed.is_some_and(|after| after <= BOUND + LOOK_EVERY));
+
+    // An instance started now reads the same state.
+    let c = instance(&url).await;
+    c.on_reset(Box::new(|_| true));
+    let agrees = first_true(Instant::now(), BOUND, async || agree(&c).await).await;
+    assert!(agrees.is_some(), "C does not agree");
+    assert!(agree(a.store()).await && agree(b.store()).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_that_never_run_take_effect_nowhere() {
+    let mut server = RedisServer::start();
+    let url = server.url();
+    let (a, b) = with_cached_denial(&url).await;
+    let forgotten = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = std::sync::Arc::clone(&forgotten);
+    b.store().on_reset(Box::new(move |forget| {
+        sink.lock().unwrap().push(forget.clone());
+        true
+    }));
+
+    server.signal("STOP");
+    change_while_hung(&a).await;
+    // The calls Redis had read die with it: the restarted server is empty.
+    server.restart();
+    let restarted = Instant::now();
+
+    // B subscribes again and forgets everything (it may have missed
+    // notices); Redis holds no request of the reset key.
+    let resubscribed = first_true(restarted, BOUND, async || {
+        forgotten.lock().unwrap().contains(&Forget::Everything)
+    })
+    .await;
+    assert!(resubscribed.is_some(), "B did not subscribe again");
+    let c = instance(&url).await;
+    c.on_reset(Box::new(|_| true));
+    // C has read the blocks once it sees one made after it started.
+    b.store()
+        .block("test:after", Duration::from_secs(60))
+        .await
+        .unwrap();
+    warmed("C reads B's block", async || {
+        c.blocked("test:after").is_some()
+    })
+    .await;
+    for store in [a.store(), b.store(), &c] {
+        assert_eq!(store.blocked(BLOCKED), None);
+        assert_eq!(store.assigned_plan(PLANNED), None);
+    }
+    assert!(allowed_on(&b).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_an_unannounced_change_is_read_by_every_instance() {
+    let cluster = RedisCluster::start();
+    let (a, b) = (cluster.store().await, cluster.store().await);
+    let forgotten = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = std::sync::Arc::clone(&forgotten);
+    b.on_reset(Box::new(move |forget| {
+        sink.lock().unwrap().push(forget.clone());
+        true
+    }));
+    warm_up(&a, &b).await;
+    let version = "{limiter:resets}:version";
+    let node = &cluster.nodes[cluster.owner_of(version)];
+    let redis = |args: &[&str]| node.command(args).trim().to_owned();
+    // The warm-up's two blocks, two unblocks and two plans, counted by
+    // their scripts; its reset answered, so not counted.
+    assert_eq!(redis(&["HGET", version, "changes"]), "6");
+    assert_eq!(redis(&["HGET", version, "resets"]), "");
+
+    // A plan written and counted with no notice, as a late write is.
+    redis(&["HSET", "{limiter:resets}:plans", PLANNED, "pro"]);
+    redis(&["HINCRBY", version, "changes", "1"]);
+    let written = Instant::now();
+    let pro = Some("pro".into());
+    let read = first_true(written, BOUND, async || {
+        a.assigned_plan(PLANNED) == pro && b.assigned_plan(PLANNED) == pro
+    })
+    .await;
+    assert!(
+        read.is_some_and(|after| after <= BOUND + LOOK_EVERY),
+        "{read:?}"
+    );
+
+    // A failed reset, counted: every instance forgets everything.
+    redis(&["HINCRBY", version, "resets", "1"]);
+    let counted = Instant::now();
+    let forgot = first_true(counted, BOUND, async || {
+        forgotten.lock().unwrap().contains(&Forget::Everything)
+    })
+    .await;
+    assert!(
+        forgot.is_some_and(|after| after <= BOUND + LOOK_EVERY),
+        "{forgot:?}"
+    );
+}
