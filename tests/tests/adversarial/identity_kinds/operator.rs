@@ -1,9 +1,9 @@
 //! What the operator's admin routes name: an address's block covers every
 //! limited route of that client, a user's its logins too, an API key's
-//! every route keyed by it (and nothing else); a reset clears
-//! one kind's limits only. Each route names the identity's kind (the
-//! kind-less paths are gone) and takes its bytes percent-encoded, decoded
-//! once, a non-UTF-8 API key too.
+//! every route keyed by it (and nothing else); a reset clears one kind's
+//! limits only. Each route names the identity's kind (the kind-less paths
+//! are gone) and takes its bytes percent-encoded, decoded once, a
+//! non-UTF-8 API key too.
 
 use super::{ATTACKER, Backend, LOCAL, RIGHT, Ugc, VICTIM};
 use super::{assert_blocked, assert_login_blocked, client_passes};
