@@ -1,7 +1,8 @@
 //! The admin router: the [`Control`]'s handles over HTTP, as JSON.
 
 use axum::Router;
-use axum::extract::{RawPathParams, State};
+use axum::extract::State;
+use axum::http::Uri;
 use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
@@ -71,32 +72,40 @@ impl Control {
         self
     }
 
-    /// The identity a router path names: `Err` is the answer to give.
-    fn identity_of(&self, params: &RawPathParams) -> Result<Identity, Response> {
-        let mut kind = None;
-        let mut raw = None;
-        for (name, value) in params {
-            match name {
-                "kind" => kind = Some(value),
-                "identity" => raw = Some(value),
-                _ => {}
-            }
-        }
-        let (Some(kind), Some(raw)) = (kind, raw) else {
-            return Err(StatusCode::NOT_FOUND.into_response());
+    /// The identity a router path names, `/{kind}/{identity}` at its end,
+    /// read from the raw path: the identity is percent-decoded once, to
+    /// bytes (axum's path extractors decode to UTF-8 text, which a raw
+    /// header value need not be).
+    fn identity_of(&self, uri: &Uri) -> Result<Identity, NoIdentity> {
+        let mut segments = uri.path().rsplit('/');
+        let (Some(raw), Some(kind)) = (segments.next(), segments.next()) else {
+            return Err(NoIdentity::UnknownKind);
         };
         let bytes: Vec<u8> = percent_decode_str(raw).collect();
         match kind {
             "user" => Ok(Identity::user(&bytes)),
             "key" => Ok(Identity::header(&self.api_key_header, &bytes)),
             "custom" => Ok(Identity::custom(&bytes)),
-            "ip" => address(&bytes).ok_or_else(|| {
-                bad_request(
-                    "An `ip` identity is an address (203.0.113.7, 2001:db8::1) or a \
-                     network (2001:db8:1:2::/64, its `/` encoded as %2F).",
-                )
-            }),
-            _ => Err(StatusCode::NOT_FOUND.into_response()),
+            "ip" => address(&bytes).ok_or(NoIdentity::NotAnAddress),
+            _ => Err(NoIdentity::UnknownKind),
+        }
+    }
+}
+
+/// Why a path names no identity.
+enum NoIdentity {
+    UnknownKind,
+    NotAnAddress,
+}
+
+impl IntoResponse for NoIdentity {
+    fn into_response(self) -> Response {
+        match self {
+            Self::UnknownKind => StatusCode::NOT_FOUND.into_response(),
+            Self::NotAnAddress => bad_request(
+                "An `ip` identity is an address (203.0.113.7, 2001:db8::1) or a \
+                 network (2001:db8:1:2::/64, its `/` encoded as %2F).",
+            ),
         }
     }
 }
@@ -115,10 +124,10 @@ fn address(bytes: &[u8]) -> Option<Identity> {
     }
 }
 
-async fn limits(State(control): State<Control>, params: RawPathParams) -> Response {
-    let identity = match control.identity_of(&params) {
+async fn limits(State(control): State<Control>, uri: Uri) -> Response {
+    let identity = match control.identity_of(&uri) {
         Ok(identity) => identity,
-        Err(response) => return response,
+        Err(no_identity) => return no_identity.into_response(),
     };
     match control.limits(&identity).await {
         Ok(states) => json(&states),
@@ -126,10 +135,10 @@ async fn limits(State(control): State<Control>, params: RawPathParams) -> Respon
     }
 }
 
-async fn reset(State(control): State<Control>, params: RawPathParams) -> Response {
-    let identity = match control.identity_of(&params) {
+async fn reset(State(control): State<Control>, uri: Uri) -> Response {
+    let identity = match control.identity_of(&uri) {
         Ok(identity) => identity,
-        Err(response) => return response,
+        Err(no_identity) => return no_identity.into_response(),
     };
     match control.reset(&identity).await {
         Ok(_) => StatusCode::NO_CONTENT.into_response(),
@@ -146,10 +155,10 @@ struct BlockBody {
     seconds: u64,
 }
 
-async fn blocked(State(control): State<Control>, params: RawPathParams) -> Response {
-    let identity = match control.identity_of(&params) {
+async fn blocked(State(control): State<Control>, uri: Uri) -> Response {
+    let identity = match control.identity_of(&uri) {
         Ok(identity) => identity,
-        Err(response) => return response,
+        Err(no_identity) => return no_identity.into_response(),
     };
     match control.blocked(&identity) {
         Some(left) => {
@@ -166,12 +175,12 @@ async fn blocked(State(control): State<Control>, params: RawPathParams) -> Respo
 
 async fn block(
     State(control): State<Control>,
-    params: RawPathParams,
+    uri: Uri,
     body: axum::body::Bytes,
 ) -> Response {
-    let identity = match control.identity_of(&params) {
+    let identity = match control.identity_of(&uri) {
         Ok(identity) => identity,
-        Err(response) => return response,
+        Err(no_identity) => return no_identity.into_response(),
     };
     let seconds = match serde_json::from_slice::<BlockBody>(&body) {
         Ok(BlockBody { seconds }) if (1..=MAX_BLOCK_SECONDS).contains(&seconds) => seconds,
@@ -188,10 +197,10 @@ async fn block(
     }
 }
 
-async fn unblock(State(control): State<Control>, params: RawPathParams) -> Response {
-    let identity = match control.identity_of(&params) {
+async fn unblock(State(control): State<Control>, uri: Uri) -> Response {
+    let identity = match control.identity_of(&uri) {
         Ok(identity) => identity,
-        Err(response) => return response,
+        Err(no_identity) => return no_identity.into_response(),
     };
     match control.unblock(&identity).await {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
