@@ -2,8 +2,8 @@
 //! route) and per user (in the handler); a successful login never counts.
 //!
 //! The per-user limit counts the user name a person means, not the bytes
-//! sent: `alice`, `Alice`, ` alice`, `ａｌｉｃｅ` (full width) and `josé`
-//! written precomposed or with a combining accent are one user each
+//! sent: `alice`, `Alice`, ` alice` and `ａｌｉｃｅ` (full width) are one
+//! user, and so are `josé` written precomposed and with a combining accent
 //! ([`normalise_user`]). The library itself compares identities as raw
 //! bytes; deciding which spellings are one person is the application's.
 
