@@ -7,6 +7,30 @@
 //!
 //! [`protect`] puts a router's routes behind the token; a server without a
 //! token does not mount them at all (404).
+//!
+//! Guessing the token is throttled per client address, with limiter itself
+//! ([`failed_authentications`]): after [`MAX_FAILURES`] (10) answers 401
+//! within [`FAILURE_WINDOW`] (60 s) to one address, that address's admin
+//! requests are answered the library's 429 (`Retry-After`, an RFC 9457
+//! problem+json body) until the oldest failure leaves the window, the right
+//! token included: the limit sits outside the token check, so a request
+//! over it is answered before its token is looked at. Only 401s count: a
+//! request with the right token is given back whatever it is answered
+//! (200, 400 for a bad body, 507), and a path that is no admin route (404)
+//! never reaches the limit. Other addresses are not affected. The address
+//! is found as for `by = ip` (the server's trusted proxies and their one
+//! header), and the count lives in the server's store, so instances sharing
+//! a Redis share it.
+//!
+//! What follows from using the ordinary limit machinery: requests in
+//! flight count until they are answered (at most 10 admin requests of one
+//! address at once); an address on the allow list (`LIMITER_ALLOW`) is not
+//! throttled and shadow mode (`LIMITER_SHADOW=1`) never denies; an
+//! operator block of an address (`PUT /admin/blocks/...`) covers its admin
+//! requests too, so an administrator must not block the address they
+//! administer from.
+
+use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
@@ -15,6 +39,7 @@ use axum::http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{Next, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
+use limiter_tower::{KeySource, LimitLayer, Policy, Rule};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -144,8 +169,38 @@ pub async fn require_token(
     }
 }
 
+/// How many failed authentications (401) one client address may have
+/// within [`FAILURE_WINDOW`] before its admin requests are answered 429.
+pub const MAX_FAILURES: u64 = 10;
+
+/// The window over which [`MAX_FAILURES`] are counted.
+pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
+
+/// The name of [`failed_authentications`]' limit: its keys are
+/// `{prefix}:{address}:admin-auth-failures`.
+pub const FAILURES_LIMIT_NAME: &str = "admin-auth-failures";
+
+/// The limit on guessing the token: at most [`MAX_FAILURES`] answers 401
+/// per client address within [`FAILURE_WINDOW`] (a sliding log), counting
+/// only 401s. It takes its store and the client's address from the
+/// server's `RateLimitLayer`, as every other limit of the server does.
+pub fn failed_authentications() -> LimitLayer {
+    let rule = Rule::new(MAX_FAILURES, FAILURE_WINDOW).expect("a valid rule");
+    let policy = Policy::sliding_log([rule]).expect("a valid policy");
+    LimitLayer::new(FAILURES_LIMIT_NAME, policy, KeySource::ip())
+        .count_when(|status, _headers| status == StatusCode::UNAUTHORIZED)
+        .expect("a sliding log gives requests back")
+}
+
 /// `routes` behind `token`: each of their requests needs it (401
-/// otherwise), while paths that match none of them still answer 404.
+/// otherwise), while paths that match none of them still answer 404. An
+/// address with [`MAX_FAILURES`] 401s in the last [`FAILURE_WINDOW`] is
+/// answered 429 before its token is checked ([`failed_authentications`]).
+/// The router must be served below a `RateLimitLayer`, which holds the
+/// store the failures are counted in.
 pub fn protect(routes: Router, token: AdminToken) -> Router {
-    routes.route_layer(from_fn_with_state(token, require_token))
+    routes
+        .route_layer(from_fn_with_state(token, require_token))
+        // Added last, so outermost: over the limit, the token is not read.
+        .route_layer(failed_authentications())
 }

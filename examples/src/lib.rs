@@ -22,9 +22,21 @@
 //! | `GET /health` | not limited |
 //! | `GET /metrics` | not limited: the limiter's metrics, Prometheus text |
 //!
-//! The `x-user-id` header stands in for real authentication. Networks in
-//! [`Options::allow`] bypass every limit; [`Options::shadow`] puts every
-//! limit in shadow mode.
+//! The `x-user-id` header stands in for real authentication. So
+//! `GET /me/limits` answers whoever sends `x-user-id: alice` with alice's
+//! limits, her failed logins included (how close an attacker has brought
+//! her to the 15-minute lockout): a real service takes the user from its
+//! own authentication. Networks in [`Options::allow`] bypass every limit;
+//! [`Options::shadow`] puts every limit in shadow mode.
+//!
+//! The admin routes throttle token guessing: 10 failed authentications
+//! (401) within 60 s from one client address, and that address's admin
+//! requests get 429 until the window frees, the right token included
+//! ([`admin::failed_authentications`]).
+//!
+//! `POST /login` counts failed logins per user under the name a person
+//! means, not the bytes sent ([`login::normalise_user`]: NFKC, case folded,
+//! trimmed), so `Alice` and `ａｌｉｃｅ` share `alice`'s 5 attempts.
 
 use axum::Extension;
 use axum::Json;
@@ -139,6 +151,11 @@ mod api {
 
 /// The logged-in user's own limits, read without counting: one object per
 /// rule (route, policy, limit, remaining, reset in seconds).
+///
+/// "Logged in" is the `x-user-id` stand-in: nothing proves the header, so
+/// anyone who sends `x-user-id: alice` reads alice's limits, her count of
+/// failed logins included. A real service names the user from its own
+/// authentication (a session, a verified token) before showing this.
 async fn my_limits(State(control): State<Control>, parts: Parts) -> axum::response::Response {
     let Some(user) = user_of(&parts) else {
         return (

@@ -1,5 +1,11 @@
 //! Logging in: failed logins are limited per client address (on the
 //! route) and per user (in the handler); a successful login never counts.
+//!
+//! The per-user limit counts the user name a person means, not the bytes
+//! sent: `alice`, `Alice`, ` alice` and `ａｌｉｃｅ` (full width) are one
+//! user, and so are `josé` written precomposed and with a combining accent
+//! ([`normalise_user`]). The library itself compares identities as raw
+//! bytes; deciding which spellings are one person is the application's.
 
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -8,6 +14,8 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use icu_casemap::CaseMapper;
+use icu_normalizer::ComposingNormalizer;
 use limiter_tower::{Control, Identity, KeySource, LimitLayer, Policy, Rule, rate_limit};
 use serde::Deserialize;
 use serde_json::json;
@@ -23,6 +31,31 @@ pub static PER_USER: LazyLock<LimitLayer> = LazyLock::new(|| {
     let policy = Policy::sliding_log([rule]).expect("a valid policy");
     LimitLayer::new("login-per-user", policy, KeySource::user())
 });
+
+/// The user name `name` as the per-user limit counts it: Unicode NFKC,
+/// full Unicode case folding (ICU4X's `icu_casemap`, not
+/// `str::to_lowercase`: `Straße` and `STRASSE` fold alike), NFKC again
+/// (folding can undo it), then trimmed of Unicode white space.
+///
+/// NFKC makes compatibility forms one (full-width `ａｌｉｃｅ` is
+/// `alice`, a ligature `ﬁ` is `fi`) and composes accents (`josé` with a
+/// combining acute is the precomposed `josé`); folding makes case one;
+/// trimming after NFKC also removes an ideographic space (U+3000). A name
+/// that is only white space becomes empty.
+///
+/// ```
+/// use limiter_examples::login::normalise_user;
+///
+/// assert_eq!(normalise_user(" Ａlice "), "alice");
+/// assert_eq!(normalise_user("Jose\u{301}"), "jos\u{e9}");
+/// ```
+pub fn normalise_user(name: &str) -> String {
+    let nfkc = ComposingNormalizer::new_nfkc();
+    let folded = CaseMapper::new()
+        .fold_string(&nfkc.normalize(name))
+        .into_owned();
+    nfkc.normalize(&folded).trim().to_owned()
+}
 
 /// What `POST /login` reads.
 #[derive(Debug, Deserialize)]
@@ -41,10 +74,8 @@ pub(crate) async fn login(
     State(control): State<Control>,
     Json(credentials): Json<Credentials>,
 ) -> Response {
-    let attempt = match control
-        .attempt_on(&PER_USER, &Identity::user(&credentials.user))
-        .await
-    {
+    let user = Identity::user(normalise_user(&credentials.user));
+    let attempt = match control.attempt_on(&PER_USER, &user).await {
         Ok(attempt) => attempt,
         Err(error) => {
             let body = Json(json!({ "error": error.to_string() }));
@@ -65,4 +96,35 @@ pub(crate) async fn login(
         tracing::warn!(%error, "a successful login stays counted");
     }
     Json(json!({ "user": credentials.user, "logged_in": true })).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalise_user;
+
+    #[test]
+    fn four_spellings_of_alice_are_one_user() {
+        let full_width = "\u{ff41}\u{ff4c}\u{ff49}\u{ff43}\u{ff45}";
+        for spelling in ["alice", "Alice", " alice", full_width] {
+            assert_eq!(normalise_user(spelling), "alice", "{spelling:?}");
+        }
+    }
+
+    #[test]
+    fn jose_precomposed_and_decomposed_are_one_user_in_nfc() {
+        let nfc = "jos\u{e9}";
+        let nfd = "jose\u{301}";
+        assert_ne!(nfc, nfd);
+        assert_eq!(normalise_user(nfc), nfc);
+        assert_eq!(normalise_user(nfd), nfc);
+        assert_eq!(normalise_user("JOSE\u{301}"), nfc);
+    }
+
+    #[test]
+    fn full_case_folding_and_white_space_only() {
+        assert_eq!(normalise_user("Stra\u{df}e"), normalise_user("STRASSE"));
+        assert_eq!(normalise_user("\u{fb01}x"), "fix");
+        assert_eq!(normalise_user("ALICE\u{3000}"), "alice");
+        assert_eq!(normalise_user(" \t\u{3000} "), "");
+    }
 }

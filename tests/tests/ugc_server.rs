@@ -2,11 +2,11 @@
 //! limit and headers, on the memory store (time moved by hand) and on Redis.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use limiter_examples::{Options, app};
-use limiter_tests::http::{Response, send, serve};
+use limiter_tests::http::{Response, send, send_from, serve};
 use limiter_tower::{Limiter, ManualClock, MemoryStore};
 
 const T0: Duration = Duration::from_secs(1_750_000_000);
@@ -130,6 +130,51 @@ async fn the_feed_is_gcra_per_ip_with_a_burst_of_twenty() {
     assert_eq!(get(addr, "/feed").await.status, 429);
     clock.advance(Duration::from_millis(1));
     assert_eq!(get(addr, "/feed").await.status, 200);
+}
+
+#[tokio::test]
+async fn five_spellings_of_one_user_share_its_five_failed_logins() {
+    let (addr, _clock) = memory_server().await;
+    let login = |from: u8, user: &str, password: &str| {
+        let body = serde_json::json!({ "user": user, "password": password }).to_string();
+        async move {
+            let headers: [(&str, &[u8]); 1] = [("content-type", b"application/json")];
+            let from = IpAddr::from([127, 0, 0, from]);
+            send_from(from, addr, "POST", "/login", &headers, body.as_bytes())
+                .await
+                .unwrap()
+        }
+    };
+    // Each failure from its own address: the per-address limit (5 a
+    // minute) stays out of it, only the per-user one can deny.
+    let spellings = [
+        "alice",
+        "Alice",
+        " alice",
+        "\u{ff41}\u{ff4c}\u{ff49}\u{ff43}\u{ff45}",
+        "ALICE",
+    ];
+    for (from, user) in (10..).zip(spellings) {
+        let failed = login(from, user, "wrong").await;
+        assert_eq!(failed.status, 401, "{user:?}: {failed:#?}");
+    }
+    // The user's limit denies; the address's (each address's first
+    // request, a 429 counting as a failure) has 4 left.
+    let denied = [("5-per-900s", 5, 900, 0, 900), ("5-per-60s", 5, 60, 4, 60)];
+    for (from, user) in (20..).zip(spellings) {
+        login(from, user, "let-me-in")
+            .await
+            .assert_denied("900", &denied);
+    }
+    // josé, precomposed and decomposed: one user too.
+    for (from, user) in (30..).zip(["jos\u{e9}", "jose\u{301}"].repeat(3)).take(5) {
+        assert_eq!(login(from, user, "wrong").await.status, 401, "{user:?}");
+    }
+    login(40, "JOSE\u{301}", "let-me-in")
+        .await
+        .assert_denied("900", &denied);
+    // Another user, from an address that failed: served.
+    assert_eq!(login(10, "bob", "let-me-in").await.status, 200);
 }
 
 #[tokio::test]

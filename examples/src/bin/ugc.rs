@@ -27,7 +27,9 @@
 //!   (`PUT /admin/plans/{key}`): each request needs
 //!   `Authorization: Bearer <token>` (401 otherwise). Unset, the admin routes
 //!   are not mounted (404); set, it must be 1 or more visible ASCII
-//!   characters without spaces (an empty value is an error).
+//!   characters without spaces (an empty value is an error). 10 failed
+//!   authentications within 60 s from one client address get that address
+//!   429 on the admin routes until the window frees.
 //!
 //! A malformed value stops the server at start-up, saying which and why.
 

@@ -2,8 +2,8 @@
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::Uri;
 use axum::http::StatusCode;
+use axum::http::Uri;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -173,11 +173,7 @@ async fn blocked(State(control): State<Control>, uri: Uri) -> Response {
     }
 }
 
-async fn block(
-    State(control): State<Control>,
-    uri: Uri,
-    body: axum::body::Bytes,
-) -> Response {
+async fn block(State(control): State<Control>, uri: Uri, body: axum::body::Bytes) -> Response {
     let identity = match control.identity_of(&uri) {
         Ok(identity) => identity,
         Err(no_identity) => return no_identity.into_response(),

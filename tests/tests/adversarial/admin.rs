@@ -6,13 +6,13 @@
 //! the 60 s window); the bound on the plan table in process, its clock
 //! stopped.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use limiter_examples::admin::AdminToken;
 use limiter_examples::business::{MAX_ASSIGNED_KEYS, PlanTable, SetPlanError};
 use limiter_examples::{Options, app};
-use limiter_tests::http::{Response, send, serve};
+use limiter_tests::http::{Response, send, send_from, serve};
 use limiter_tests::{UgcServer, ugc_start_up_error};
 use limiter_tower::{Limiter, ManualClock, MemoryStore};
 
@@ -25,8 +25,19 @@ const PRO: usize = 100;
 
 /// `PUT /admin/plans/{key}` with the body `plan` and `headers`.
 async fn put_plan(addr: SocketAddr, key: &str, plan: &str, headers: &[(&str, &[u8])]) -> Response {
+    put_plan_from(IpAddr::from([127, 0, 0, 1]), addr, key, plan, headers).await
+}
+
+/// [`put_plan`] sent from the loopback address `from`.
+async fn put_plan_from(
+    from: IpAddr,
+    addr: SocketAddr,
+    key: &str,
+    plan: &str,
+    headers: &[(&str, &[u8])],
+) -> Response {
     let path = format!("/admin/plans/{key}");
-    send(addr, "PUT", &path, headers, plan.as_bytes())
+    send_from(from, addr, "PUT", &path, headers, plan.as_bytes())
         .await
         .unwrap()
 }
@@ -34,6 +45,13 @@ async fn put_plan(addr: SocketAddr, key: &str, plan: &str, headers: &[(&str, &[u
 /// [`put_plan`] with `Authorization: {authorization}`.
 async fn put_plan_as(addr: SocketAddr, key: &str, plan: &str, authorization: &[u8]) -> Response {
     put_plan(addr, key, plan, &[("authorization", authorization)]).await
+}
+
+/// Loopback addresses, one per request that fails to authenticate: ten
+/// failures from one address within 60 s throttle it (see
+/// `admin_throttle.rs`), and this module checks each refusal's own 401.
+fn fresh_clients() -> impl Iterator<Item = IpAddr> {
+    (1..=254).map(|n| IpAddr::from([127, 0, 1, n]))
 }
 
 fn bearer(token: &str) -> Vec<u8> {
@@ -95,8 +113,9 @@ async fn without_limiter_admin_token_the_admin_route_does_not_exist() {
 async fn a_missing_wrong_or_malformed_token_gets_401_and_changes_nothing() {
     let server = UgcServer::start(&[("LIMITER_ADMIN_TOKEN", TOKEN)]);
     let addr = server.addr();
+    let mut clients = fresh_clients();
 
-    let missing = put_plan(addr, "k1", "pro", &[]).await;
+    let missing = put_plan_from(clients.next().unwrap(), addr, "k1", "pro", &[]).await;
     assert_unauthorized(&missing, "missing");
     assert_eq!(
         missing.header("www-authenticate"),
@@ -130,7 +149,8 @@ async fn a_missing_wrong_or_malformed_token_gets_401_and_changes_nothing() {
         ("non-UTF-8", non_utf8),
     ];
     for (case, authorization) in &invalid {
-        let response = put_plan_as(addr, "k1", "pro", authorization).await;
+        let headers: [(&str, &[u8]); 1] = [("authorization", authorization)];
+        let response = put_plan_from(clients.next().unwrap(), addr, "k1", "pro", &headers).await;
         assert_unauthorized(&response, case);
         assert_eq!(
             response.header("www-authenticate"),
@@ -145,10 +165,12 @@ async fn a_missing_wrong_or_malformed_token_gets_401_and_changes_nothing() {
             ("authorization", &bearer(TOKEN)),
             ("authorization", &second),
         ];
-        assert_unauthorized(&put_plan(addr, "k1", "pro", &headers).await, "twice");
+        let response = put_plan_from(clients.next().unwrap(), addr, "k1", "pro", &headers).await;
+        assert_unauthorized(&response, "twice");
     }
     // The token is checked before the body: a bad body is 401 too.
-    assert_unauthorized(&put_plan(addr, "k1", "gold", &[]).await, "bad body");
+    let response = put_plan_from(clients.next().unwrap(), addr, "k1", "gold", &[]).await;
+    assert_unauthorized(&response, "bad body");
     // Paths that match no admin route stay 404, with or without a token.
     for headers in [vec![], vec![("authorization", bearer(TOKEN))]] {
         let headers: Vec<(&str, &[u8])> = headers.iter().map(|(n, v)| (*n, v.as_slice())).collect();
