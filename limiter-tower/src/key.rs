@@ -76,3 +76,73 @@ impl fmt::Debug for KeySource {
         }
     }
 }
+
+/// An entry of an identity allow or deny list
+/// ([`RateLimitLayer::allow_identities`](crate::RateLimitLayer::allow_identities),
+/// [`LimitLayer::deny_identities`](crate::LimitLayer::deny_identities)...):
+/// a typed [`Identity`](limiter_core::Identity), which matches only
+/// identities of its kind, or plain text, which means the limit's own kind
+/// on a [`LimitLayer`](crate::LimitLayer) (its `by`) and a user on the
+/// [`RateLimitLayer`](crate::RateLimitLayer) (whose lists reach limits of
+/// every kind: an API key spelled like an allowed user is not allowed).
+///
+/// ```
+/// use limiter_tower::{Identity, Limiter, MemoryStore, RateLimitLayer};
+///
+/// let layer = RateLimitLayer::new(Limiter::new(MemoryStore::new()))
+///     .allow_identities(["batch-jobs"]) // the user batch-jobs
+///     .deny_identities([Identity::header("x-api-key", "leaked-key")]);
+/// ```
+#[derive(Debug, Clone)]
+pub enum ListedIdentity {
+    /// Text of the list's own kind.
+    Plain(String),
+    /// An identity of its kind.
+    Typed(limiter_core::Identity),
+}
+
+impl From<&str> for ListedIdentity {
+    fn from(text: &str) -> Self {
+        Self::Plain(text.to_owned())
+    }
+}
+
+impl From<String> for ListedIdentity {
+    fn from(text: String) -> Self {
+        Self::Plain(text)
+    }
+}
+
+impl From<limiter_core::Identity> for ListedIdentity {
+    fn from(identity: limiter_core::Identity) -> Self {
+        Self::Typed(identity)
+    }
+}
+
+impl ListedIdentity {
+    /// The entry's identity as keys write it (its kind's marker, its value
+    /// escaped), plain text read as `source` finds identities; `None` for
+    /// text that no request of `source` can have (a global limit's, an
+    /// address that does not parse).
+    pub(crate) fn key_text(self, source: &Source) -> Option<String> {
+        use limiter_core::Identity;
+        let mut text = String::new();
+        match (self, source) {
+            (Self::Typed(identity), _) => identity.push_key(&mut text),
+            (Self::Plain(plain), Source::Ip) => {
+                Identity::ip(plain.parse().ok()?).push_key(&mut text)
+            }
+            (Self::Plain(plain), Source::User) => {
+                Identity::push_user_key(&mut text, plain.as_bytes())
+            }
+            (Self::Plain(plain), Source::Header(name)) => {
+                Identity::push_header_key(&mut text, name.as_str(), plain.as_bytes())
+            }
+            (Self::Plain(plain), Source::Custom(_)) => {
+                Identity::push_custom_key(&mut text, plain.as_bytes())
+            }
+            (Self::Plain(_), Source::Global) => return None,
+        }
+        Some(text)
+    }
+}

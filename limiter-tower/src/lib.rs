@@ -90,7 +90,7 @@ pub mod __private;
 pub use client_ip::{ClientIpSource, DEFAULT_IPV6_PREFIX};
 pub use control::{Attempt, Control, DEFAULT_API_KEY_HEADER, LimitState};
 pub use ipnet::IpNet;
-pub use key::{KeySource, Resolver};
+pub use key::{KeySource, ListedIdentity, Resolver};
 pub use limit::{Limit, LimitLayer, ResponseFuture};
 pub use limiter_core::{
     Algorithm, Blocks, HotKeys, Lease, Peek, Penalties, Permits, Receipt, Refunds, Reset, Verdict,

@@ -9,6 +9,7 @@
 use limiter_core::OnStoreError;
 
 use crate::business::Common;
+use crate::key::{ListedIdentity, Source};
 
 /// Where a layer keeps what the common setters set.
 pub(crate) trait Configure {
@@ -17,6 +18,22 @@ pub(crate) trait Configure {
 
     /// Sets the layer's failure policy.
     fn set_on_store_error(&mut self, policy: OnStoreError);
+
+    /// How the layer reads a plain entry of its identity lists: the kind
+    /// of its limit's `by`, or for the router layer a user.
+    fn plain_identities(&self) -> Source;
+}
+
+/// The list entries as keys write the identities (see [`ListedIdentity`]).
+pub(crate) fn listed<L: Configure, I: Into<ListedIdentity>>(
+    layer: &L,
+    identities: impl IntoIterator<Item = I>,
+) -> Vec<String> {
+    let source = layer.plain_identities();
+    identities
+        .into_iter()
+        .filter_map(|listed| listed.into().key_text(&source))
+        .collect()
 }
 
 /// The common setters of a layer that implements [`Configure`], as
@@ -67,13 +84,14 @@ macro_rules! common_setters {
             }
 
             $(#[$allow_identities])*
-            pub fn allow_identities<I: Into<String>>(
+            pub fn allow_identities<I: Into<$crate::ListedIdentity>>(
                 mut self,
                 identities: impl IntoIterator<Item = I>,
             ) -> Self {
+                let listed = $crate::setters::listed(&self, identities);
                 $crate::setters::Configure::common(&mut self)
                     .allow
-                    .add_identities(identities);
+                    .add_identities(listed);
                 self
             }
 
@@ -84,13 +102,14 @@ macro_rules! common_setters {
             }
 
             $(#[$deny_identities])*
-            pub fn deny_identities<I: Into<String>>(
+            pub fn deny_identities<I: Into<$crate::ListedIdentity>>(
                 mut self,
                 identities: impl IntoIterator<Item = I>,
             ) -> Self {
+                let listed = $crate::setters::listed(&self, identities);
                 $crate::setters::Configure::common(&mut self)
                     .deny
-                    .add_identities(identities);
+                    .add_identities(listed);
                 self
             }
 

@@ -8,7 +8,7 @@ use axum::Router;
 use axum::routing::post;
 use limiter_tests::http::{Response, send, send_from, serve};
 use limiter_tower::{
-    KeySource, LimitLayer, Limiter, MemoryStore, Policy, RateLimitLayer, Rule, rate_limit,
+    Identity, KeySource, LimitLayer, Limiter, MemoryStore, Policy, RateLimitLayer, Rule, rate_limit,
 };
 use serde_json::Value;
 
@@ -93,4 +93,56 @@ async fn deny_lists_refuse_networks_and_identities_layer_wide_and_per_limit() {
         .await
         .unwrap();
     assert_eq!(fine.status, 200);
+}
+
+/// A router layer's lists reach limits of every kind, so a plain entry
+/// names a user and a typed one its own kind: an API key spelled like an
+/// allowed user is no allowed user, and a denied key is not a user.
+#[tokio::test]
+async fn a_router_layers_identity_lists_hold_one_kind_each() {
+    let one_a_minute = || Policy::sliding_log([Rule::new(1, Duration::from_secs(60)).unwrap()]);
+    let by_key = LimitLayer::new(
+        "search",
+        one_a_minute().unwrap(),
+        KeySource::header(axum::http::HeaderName::from_static("x-api-key")),
+    );
+    let by_user = LimitLayer::new("replies", one_a_minute().unwrap(), KeySource::user());
+    let router = Router::new()
+        .route("/search", post(|| async { "found" }).layer(by_key))
+        .route("/replies", post(|| async { "sent" }).layer(by_user))
+        .layer(
+            RateLimitLayer::new(Limiter::new(MemoryStore::new()))
+                .user(|parts| {
+                    let user = parts.headers.get("x-user-id")?.to_str().ok()?;
+                    Some(user.to_owned())
+                })
+                .allow_identities(["partner"])
+                .deny_identities([Identity::header("x-api-key", "leaked")]),
+        );
+    let addr = serve(router).await;
+    let with = |name: &'static str, value: &'static str| async move {
+        let headers: [(&str, &[u8]); 1] = [(name, value.as_bytes())];
+        let path = if name == "x-api-key" {
+            "/search"
+        } else {
+            "/replies"
+        };
+        send(addr, "POST", path, &headers, b"")
+            .await
+            .unwrap()
+            .status
+    };
+    // The user partner bypasses the replies limit: three pass.
+    for _ in 0..3 {
+        assert_eq!(with("x-user-id", "partner").await, 200);
+    }
+    // The API key "partner" is limited as any key: one a minute.
+    assert_eq!(with("x-api-key", "partner").await, 200);
+    assert_eq!(with("x-api-key", "partner").await, 429);
+    // The denied key is refused; the user named like it is not.
+    assert_denied(&{
+        let headers: [(&str, &[u8]); 1] = [("x-api-key", b"leaked")];
+        send(addr, "POST", "/search", &headers, b"").await.unwrap()
+    });
+    assert_eq!(with("x-user-id", "leaked").await, 200);
 }

@@ -22,12 +22,10 @@ impl ClientList {
         self.nets.extend(nets.into_iter().map(canonical_net));
     }
 
-    pub(crate) fn add_identities<I: Into<String>>(
-        &mut self,
-        identities: impl IntoIterator<Item = I>,
-    ) {
+    /// Adds identities as keys write them ([`ListedIdentity::key_text`](crate::key::ListedIdentity)).
+    pub(crate) fn add_identities(&mut self, identities: impl IntoIterator<Item = String>) {
         self.identities
-            .extend(identities.into_iter().map(|i| i.into().into_boxed_str()));
+            .extend(identities.into_iter().map(String::into_boxed_str));
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -61,11 +59,46 @@ mod tests {
     fn networks_match_mapped_addresses_as_ipv4() {
         let mut allow = ClientList::default();
         allow.add_nets(["::ffff:10.0.0.0/104".parse().unwrap()]);
-        allow.add_identities(["partner"]);
+        allow.add_identities(["user=partner".to_owned()]);
         assert!(allow.holds_ip("10.1.2.3".parse().unwrap()));
         assert!(!allow.holds_ip("11.0.0.1".parse().unwrap()));
-        assert!(allow.holds_identity("partner"));
-        assert!(!allow.holds_identity("partner2"));
+        assert!(allow.holds_identity("user=partner"));
+        assert!(!allow.holds_identity("user=partner2"));
         assert!(!allow.holds_identity(""));
+    }
+}
+
+#[cfg(test)]
+mod listed_tests {
+    use limiter_core::Identity;
+
+    use crate::ListedIdentity;
+    use crate::key::Source;
+
+    fn text(listed: impl Into<ListedIdentity>, source: &Source) -> Option<String> {
+        listed.into().key_text(source)
+    }
+
+    #[test]
+    fn plain_entries_take_the_lists_kind_and_typed_ones_their_own() {
+        let header = Source::Header(http::HeaderName::from_static("x-api-key"));
+        assert_eq!(
+            text("partner", &Source::User).as_deref(),
+            Some("user=partner")
+        );
+        assert_eq!(
+            text("partner", &header).as_deref(),
+            Some("header.x-api-key=partner")
+        );
+        assert_eq!(text("127.0.0.4", &Source::Ip).as_deref(), Some("127.0.0.4"));
+        // Not an address: no request by address has it.
+        assert_eq!(text("partner", &Source::Ip), None);
+        assert_eq!(text("partner", &Source::Global), None);
+        // A typed entry keeps its kind whatever the list's.
+        let key = Identity::header("x-api-key", "partner");
+        assert_eq!(
+            text(key, &Source::User).as_deref(),
+            Some("header.x-api-key=partner")
+        );
     }
 }

@@ -134,26 +134,34 @@ impl RouteLimit {
         block_key
     }
 
-    /// The request's identity for this limit, as its key source finds it
-    /// (before escaping); `None` for a global limit.
+    /// The request's identity for this limit as keys write it (its kind's
+    /// marker, its value escaped; an address unescaped by the IPv6
+    /// grouping): what identity lists hold ([`ListedIdentity`](crate::ListedIdentity)).
+    /// `None` for a global limit, or a request without one.
     pub(crate) fn identity<B>(
         &self,
         context: &Context,
         request: &mut Request<B>,
     ) -> Option<String> {
+        let mut text = String::new();
         match &self.source.0 {
-            Source::Ip => client_ip(context, request).map(|ip| ip.to_string()),
+            Source::Ip => Identity::ip(client_ip(context, request)?).push_key(&mut text),
             Source::User => {
                 let resolve = context.user.as_ref()?;
-                with_parts(request, |parts| resolve(parts))
+                let user = with_parts(request, |parts| resolve(parts))?;
+                Identity::push_user_key(&mut text, user.as_bytes());
             }
             Source::Header(name) => {
                 let value = request.headers().get(name)?;
-                String::from_utf8(value.as_bytes().to_vec()).ok()
+                Identity::push_header_key(&mut text, name.as_str(), value.as_bytes());
             }
-            Source::Global => None,
-            Source::Custom(resolve) => with_parts(request, |parts| resolve(parts)),
+            Source::Global => return None,
+            Source::Custom(resolve) => {
+                let value = with_parts(request, |parts| resolve(parts))?;
+                Identity::push_custom_key(&mut text, value.as_bytes());
+            }
         }
+        Some(text)
     }
 
     /// What a request lacks when it has no identity for this limit.

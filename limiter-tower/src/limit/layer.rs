@@ -114,8 +114,9 @@ common_setters! {
     /// describes for every limit.
     fn allow_ips;
 
-    /// Identities (this limit's: a user, a header's value) this limit does
-    /// not hold, as
+    /// Identities this limit does not hold: plain text of the kind it
+    /// counts by (a user for `by = user`, the header's value for a limit
+    /// by header), or typed [`Identity`](crate::Identity)s, as
     /// [`RateLimitLayer::allow_identities`](crate::RateLimitLayer::allow_identities)
     /// describes.
     fn allow_identities;
@@ -158,6 +159,10 @@ common_setters! {
 }
 
 impl Configure for LimitLayer {
+    fn plain_identities(&self) -> crate::key::Source {
+        self.limit.source.0.clone()
+    }
+
     fn common(&mut self) -> &mut Common {
         &mut self.limit().business.get_or_insert_default().common
     }

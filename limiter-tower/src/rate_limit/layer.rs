@@ -233,9 +233,11 @@ common_setters! {
     fn allow_ips;
 
     /// Identities no limit below holds: a request whose identity for a
-    /// limit (its user, its header's value, what a custom key source
-    /// returns) is one of these bypasses that limit, as
-    /// [`allow_ips`](Self::allow_ips) describes.
+    /// limit is one of these, of the same kind, bypasses that limit, as
+    /// [`allow_ips`](Self::allow_ips) describes. Plain text names a user;
+    /// an [`Identity`](crate::Identity) names its own kind (an API key is
+    /// `Identity::header("x-api-key", key)`), so a client cannot send an
+    /// allowed user's name as its API key to pass a limit by key.
     fn allow_identities;
 
     /// Clients every limit below refuses: requests from these networks get
@@ -256,8 +258,8 @@ common_setters! {
     /// ```
     fn deny_ips;
 
-    /// Identities every limit below refuses (a limit's identity: its user,
-    /// its header's value, what a custom key source returns), as
+    /// Identities every limit below refuses, of their kind (plain text
+    /// names a user; an [`Identity`](crate::Identity) its own kind), as
     /// [`deny_ips`](Self::deny_ips) describes.
     fn deny_identities;
 
@@ -277,6 +279,10 @@ common_setters! {
 }
 
 impl Configure for RateLimitLayer {
+    fn plain_identities(&self) -> crate::key::Source {
+        crate::key::Source::User
+    }
+
     fn common(&mut self) -> &mut Common {
         self.context().business.get_or_insert_default()
     }
