@@ -292,7 +292,13 @@ impl<S: Store> Limiter<S> {
     where
         S: Blocks,
     {
-        self.store.block(&self.block_key(identity), duration).await
+        self.store
+            .block(
+                &self.block_key(identity),
+                duration,
+                crate::BlockOrigin::Operator,
+            )
+            .await
     }
 
     /// Lifts `identity`'s block, on every instance sharing the store.

@@ -6,9 +6,13 @@
 //! request anywhere is decided on the reset state.
 //!
 //! Blocks and plan assignments travel the same way: kept in the hashes
-//! [`BLOCKS`] and [`PLANS`], applied to each instance's local copy (which a
-//! request reads without a call) by their notices, and read whole at every
-//! subscription.
+//! [`BLOCKS`] (an operator's blocks) and [`PLANS`] and the sorted set
+//! [`PENALTY_BLOCKS`] (blocks earned by penalties, by end time), applied to
+//! each instance's local copy (which a request reads without a call) by
+//! their notices, and read whole at every subscription. Each kind of block
+//! is bounded in Redis by the script that writes it, and in each copy by
+//! the same rule: past the penalty bound the penalty block that ends
+//! soonest gives way.
 //!
 //! An instance whose subscription broke forgets everything it remembers
 //! when it is back, and reads the blocks and plans again: notices may have
@@ -21,7 +25,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use limiter_core::{AnnouncesResets, Clock, Error, Forget, Forgetter, SystemClock};
+use limiter_core::{AnnouncesResets, BlockOrigin, Clock, Error, Forget, Forgetter, SystemClock};
 use redis::{Client, ConnectionAddr, Msg};
 use tokio::sync::Notify;
 
@@ -30,13 +34,20 @@ use super::store::{Backend, Inner};
 use super::{RedisStore, scripts};
 
 /// The channel of the notices: `r {id} {key}` (reset), `b {id} {µs} {key}`
-/// (blocked), `u {id} {key}` (unblocked), `p {id} ={plan} {key}` (a plan,
+/// (blocked by an operator), `e {id} {µs} {key}` (a block earned by a
+/// penalty), `u {id} {key}` (unblocked), `p {id} ={plan} {key}` (a plan,
 /// empty for the default), and `a {id}` (acknowledged).
 pub(crate) const CHANNEL: &str = "limiter:resets";
-/// The hash of blocked keys and when each block ends (µs, Redis's clock),
-/// in the channel's slot (its hash tag), so the subscriber reads it where
-/// it subscribes.
+/// The hash of keys blocked by an operator and when each block ends (µs,
+/// Redis's clock), in the channel's slot (its hash tag), so the subscriber
+/// reads it where it subscribes.
 pub(crate) const BLOCKS: &str = "{limiter:resets}:blocks";
+/// The sorted set of keys blocked by a penalty, scored by when each block
+/// ends (µs, Redis's clock), in the same slot.
+pub(crate) const PENALTY_BLOCKS: &str = "{limiter:resets}:penalty_blocks";
+/// The longest block kept (µs, about 142 years): an end time stays an exact
+/// integer in Lua and in a sorted set's score (a double).
+const MAX_BLOCK_US: u64 = 1 << 52;
 /// The hash of keys and the plan each has, in the same slot.
 pub(crate) const PLANS: &str = "{limiter:resets}:plans";
 /// The longest pause between two attempts to subscribe again.
@@ -103,28 +114,42 @@ impl RedisStore {
         self.announce("r", key).await
     }
 
-    /// Blocks `key` for `duration` in the blocks' hash (by the Redis
-    /// server's clock), here, then on every instance.
+    /// Blocks `key` for `duration` in Redis (by the Redis server's clock,
+    /// within the bound of `origin`), here, then on every instance.
     pub(super) async fn block_and_announce(
         &self,
         key: &str,
         duration: Duration,
+        origin: BlockOrigin,
     ) -> Result<(), Error> {
-        let left = u64::try_from(duration.as_micros()).unwrap_or(u64::MAX);
+        let left = u64::try_from(duration.as_micros())
+            .unwrap_or(u64::MAX)
+            .min(MAX_BLOCK_US);
+        let (mark, bound, notice) = match origin {
+            BlockOrigin::Operator => ("o", limiter_core::MAX_BLOCKS, "b"),
+            BlockOrigin::Penalty => ("p", self.inner.blocks.max_penalty_blocks(), "e"),
+        };
         let block = scripts::block();
-        let mut call = block.call(BLOCKS);
-        call.arg(key).arg(left);
-        self.bounded_call(block, &call).await?;
+        let mut call = block.call_keys(&[BLOCKS, PENALTY_BLOCKS]);
+        call.arg(key).arg(left).arg(mark).arg(bound);
+        let kept = self.bounded_call(block, &call).await?;
+        if kept.first() != Some(&1) {
+            return Err(Error::Protocol(format!(
+                "{} operator blocks are held already: lift one before blocking another key",
+                limiter_core::MAX_BLOCKS
+            )));
+        }
+        let duration = Duration::from_micros(left);
         self.inner
             .blocks
-            .block(key, duration, SystemClock.now_micros())?;
-        self.announce("b", &format!("{left} {key}")).await
+            .block(key, duration, origin, SystemClock.now_micros())?;
+        self.announce(notice, &format!("{left} {key}")).await
     }
 
-    /// Lifts `key`'s block in the blocks' hash, here, then on every instance.
+    /// Lifts `key`'s blocks in Redis, here, then on every instance.
     pub(super) async fn unblock_and_announce(&self, key: &str) -> Result<(), Error> {
         let unblock = scripts::unblock();
-        let mut call = unblock.call(BLOCKS);
+        let mut call = unblock.call_keys(&[BLOCKS, PENALTY_BLOCKS]);
         call.arg(key);
         self.bounded_call(unblock, &call).await?;
         self.inner.blocks.unblock(key);
@@ -242,7 +267,8 @@ async fn listen(inner: Weak<Inner>) {
 }
 
 /// A subscription to [`CHANNEL`] on the node the notices go through, and
-/// the blocks (key, time left) that node holds once subscribed: a notice
+/// the blocks (key, time left, origin: at most the penalty bound of
+/// penalty blocks) that node holds once subscribed: a notice
 /// published after the reading is received, one before is in it.
 #[allow(clippy::type_complexity)]
 async fn subscribe_at(
@@ -250,7 +276,7 @@ async fn subscribe_at(
 ) -> Result<
     (
         redis::aio::PubSub,
-        Vec<(String, Duration)>,
+        Vec<(String, Duration, BlockOrigin)>,
         Vec<(String, String)>,
     ),
     Error,
@@ -271,14 +297,21 @@ async fn subscribe_at(
     let load = scripts::blocks();
     let flat: Vec<String> = redis::Script::new(load.source())
         .key(BLOCKS)
+        .key(PENALTY_BLOCKS)
+        .arg(store.inner.blocks.max_penalty_blocks())
         .invoke_async(&mut connection)
         .await
         .map_err(crate::redis_error)?;
     let blocks = flat
-        .chunks_exact(2)
-        .filter_map(|pair| {
-            let left = pair[1].parse::<u64>().ok()?;
-            Some((pair[0].clone(), Duration::from_micros(left)))
+        .chunks_exact(3)
+        .filter_map(|block| {
+            let left = block[1].parse::<u64>().ok()?;
+            let origin = match block[2].as_str() {
+                "o" => BlockOrigin::Operator,
+                "p" => BlockOrigin::Penalty,
+                _ => return None,
+            };
+            Some((block[0].clone(), Duration::from_micros(left), origin))
         })
         .collect();
     let plans: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
@@ -302,14 +335,19 @@ async fn on_message(store: &RedisStore, message: &Msg) {
             forget(store, &Forget::Key(key.into()));
             id
         }
-        (Some("b"), Some(id), Some(rest)) => {
+        (Some(kind @ ("b" | "e")), Some(id), Some(rest)) => {
             let Some((left, key)) = rest.split_once(' ') else {
                 return;
             };
             let Ok(left) = left.parse::<u64>() else {
                 return;
             };
-            let blocked = blocks.block(key, Duration::from_micros(left), SystemClock.now_micros());
+            let origin = match kind {
+                "b" => BlockOrigin::Operator,
+                _ => BlockOrigin::Penalty,
+            };
+            let left = Duration::from_micros(left);
+            let blocked = blocks.block(key, left, origin, SystemClock.now_micros());
             if let Err(error) = blocked {
                 tracing::warn!(%error, "a block could not be kept here");
             }

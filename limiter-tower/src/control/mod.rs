@@ -201,7 +201,10 @@ impl Control {
     /// [`unblock`](Self::unblock).
     pub async fn block(&self, identity: &str, duration: std::time::Duration) -> Result<(), Error> {
         for key in self.block_keys(identity) {
-            self.store.control().block(&key, duration).await?;
+            self.store
+                .control()
+                .block(&key, duration, limiter_core::BlockOrigin::Operator)
+                .await?;
         }
         Ok(())
     }
