@@ -95,6 +95,7 @@ pub use limit::{Limit, LimitLayer, ResponseFuture};
 pub use limiter_core::{
     Algorithm, Blocks, HotKeys, Lease, Peek, Penalties, Permits, Receipt, Refunds, Reset, Verdict,
 };
+pub use limiter_core::{BlockOrigin, DEFAULT_MAX_PENALTY_BLOCKS, MAX_BLOCKS};
 pub use limiter_core::{
     BreakerConfig, Clock, ConcurrencyLimit, ConfigError, DEFAULT_DEADLINE, DEFAULT_MAX_WAITERS,
     Decision, Error, GuardConfig, Guarded, Limiter, ManualClock, MaxWait, MemoryStore,

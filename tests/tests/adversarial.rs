@@ -13,6 +13,8 @@ mod dropped_connection;
 mod flood;
 #[path = "adversarial/http_input.rs"]
 mod http_input;
+#[path = "adversarial/penalty_flood.rs"]
+mod penalty_flood;
 #[path = "adversarial/regional_backlog.rs"]
 mod regional_backlog;
 #[path = "adversarial/regional_recovery.rs"]
