@@ -105,14 +105,20 @@ async fn a_flood_of_penalty_blocks_keeps_the_bound_in_redis_and_in_every_instanc
 
     // The operator's block survived the flood, in Redis and here.
     let operators: Vec<String> = raw.hkeys(OPERATORS).await.unwrap();
-    assert_eq!(operators, [victim.clone()]);
-    assert_eq!(listed(&first, BlockOrigin::Operator), [victim.clone()]);
+    assert_eq!(operators, std::slice::from_ref(&victim));
+    assert_eq!(
+        listed(&first, BlockOrigin::Operator),
+        std::slice::from_ref(&victim)
+    );
 
     // An instance subscribing afterwards loads the same bounded set.
     let second = store(redis.url(), BOUND).await;
     subscribed(&second, &victim).await;
     assert_eq!(listed(&second, BlockOrigin::Penalty), kept);
-    assert_eq!(listed(&second, BlockOrigin::Operator), [victim.clone()]);
+    assert_eq!(
+        listed(&second, BlockOrigin::Operator),
+        std::slice::from_ref(&victim)
+    );
 
     // Notices carry the origin: the second instance's copy keeps the bound too.
     let later = redis.key("user=later");
