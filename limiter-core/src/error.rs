@@ -217,12 +217,18 @@ pub enum Error {
     /// own that keeps no concurrency permits).
     #[error("this store does not support {0}")]
     Unsupported(&'static str),
+    /// The store refused to hold more of something bounded (an operator's
+    /// blocks past [`MAX_BLOCKS`](crate::MAX_BLOCKS)): nothing changed, and
+    /// the store is well (a guard's breaker does not count it as a failure).
+    #[error("refused: {0}")]
+    Full(String),
 }
 
 impl Error {
     /// A short name of the kind of error, for metrics: `config`, `redis`,
     /// `oom` (Redis refused the call for want of memory: `maxmemory` is
-    /// reached), `timeout`, `protocol`, `unavailable` or `unsupported`.
+    /// reached), `timeout`, `protocol`, `unavailable`, `unsupported` or
+    /// `full`.
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Config(_) => "config",
@@ -231,6 +237,7 @@ impl Error {
             Self::Protocol(_) => "protocol",
             Self::Unavailable(_) => "unavailable",
             Self::Unsupported(_) => "unsupported",
+            Self::Full(_) => "full",
         }
     }
 }

@@ -134,7 +134,7 @@ impl RedisStore {
         call.arg(key).arg(left).arg(mark).arg(bound);
         let kept = self.bounded_call(block, &call).await?;
         if kept.first() != Some(&1) {
-            return Err(Error::Protocol(format!(
+            return Err(Error::Full(format!(
                 "{} operator blocks are held already: lift one before blocking another key",
                 limiter_core::MAX_BLOCKS
             )));

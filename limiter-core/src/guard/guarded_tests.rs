@@ -263,3 +263,48 @@ async fn a_store_bounding_its_calls_within_the_deadline_keeps_the_one_timer() {
         "{verdict:?}"
     );
 }
+
+/// A store whose operator blocks are full: every block is refused.
+#[derive(Debug, Default)]
+struct FullBlocks {
+    calls: AtomicUsize,
+}
+
+impl Store for FullBlocks {
+    const CAPABILITIES: crate::Capabilities<Self> = crate::Capabilities::LOCAL.blocks();
+
+    async fn check(&self, _: &str, _: &Policy, _: u64) -> Result<Decision, Error> {
+        Err(Error::Unsupported("checks"))
+    }
+}
+
+impl crate::Blocks for FullBlocks {
+    async fn block(&self, _: &str, _: Duration, _: crate::BlockOrigin) -> Result<(), Error> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        Err(Error::Full("full".into()))
+    }
+
+    async fn unblock(&self, _: &str) -> Result<(), Error> {
+        Ok(())
+    }
+
+    fn blocked(&self, _: &str) -> Option<Duration> {
+        None
+    }
+}
+
+#[tokio::test]
+async fn a_block_refused_for_a_full_list_is_not_a_store_failure() {
+    use crate::Blocks;
+    let clock = ManualClock::new(Duration::from_secs(1_000));
+    let guarded = Guarded::with_clock(FullBlocks::default(), GuardConfig::default(), clock);
+    for _ in 0..10 {
+        let refused = guarded
+            .block("k", Duration::from_secs(60), crate::BlockOrigin::Operator)
+            .await;
+        assert!(matches!(refused, Err(Error::Full(_))), "{refused:?}");
+    }
+    // Every refusal reached the store: the breaker stayed closed.
+    assert_eq!(guarded.store().calls.load(Ordering::SeqCst), 10);
+    assert_eq!(guarded.breaker_state(), BreakerState::Closed);
+}

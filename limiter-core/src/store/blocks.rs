@@ -123,7 +123,8 @@ impl BlockList {
 
     /// Blocks `key` for `duration` from `now`, replacing its block of the
     /// same `origin` (a block of the other origin stays). An operator block
-    /// of a new key is refused when [`MAX_BLOCKS`] live ones are held; a
+    /// of a new key is refused ([`Error::Full`](crate::Error::Full)) when
+    /// [`MAX_BLOCKS`] live ones are held; a
     /// penalty block is always kept, past the bound in place of the penalty
     /// block of another key that ends soonest.
     pub fn block(
@@ -318,9 +319,7 @@ impl Entries {
             && had.is_none()
             && self.operator_ends.len() >= MAX_BLOCKS
         {
-            return Err(crate::Error::Protocol(format!(
-                "{MAX_BLOCKS} operator blocks are held already: lift one before blocking another key"
-            )));
+            return Err(full());
         }
         let name: Arc<str> = match held {
             Some((name, _)) => Arc::clone(name),
@@ -385,6 +384,13 @@ impl Entries {
             self.remove(&key, BlockOrigin::Penalty);
         }
     }
+}
+
+/// The refusal of an operator block past [`MAX_BLOCKS`].
+fn full() -> crate::Error {
+    crate::Error::Full(format!(
+        "{MAX_BLOCKS} operator blocks are held already: lift one before blocking another key"
+    ))
 }
 
 /// Whether `key` is a client address's: every other kind of identity

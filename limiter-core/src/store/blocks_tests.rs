@@ -93,7 +93,7 @@ fn operator_blocks_are_refused_past_their_bound_and_ended_ones_are_swept() {
             .unwrap();
     }
     let refused = list.block("one-more", secs(1), BlockOrigin::Operator, T0);
-    assert!(matches!(refused, Err(crate::Error::Protocol(ref m)) if m.contains("operator blocks")));
+    assert!(matches!(refused, Err(crate::Error::Full(ref m)) if m.contains("operator blocks")));
     // A key already blocked may be blocked again, and penalties still block.
     list.block("7", secs(9), BlockOrigin::Operator, T0).unwrap();
     list.block("one-more", secs(1), BlockOrigin::Penalty, T0)
