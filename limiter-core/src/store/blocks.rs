@@ -124,9 +124,9 @@ impl BlockList {
     /// Blocks `key` for `duration` from `now`, replacing its block of the
     /// same `origin` (a block of the other origin stays). An operator block
     /// of a new key is refused ([`Error::Full`](crate::Error::Full)) when
-    /// [`MAX_BLOCKS`] live ones are held; a
-    /// penalty block is always kept, past the bound in place of the penalty
-    /// block of another key that ends soonest.
+    /// [`MAX_BLOCKS`] live ones are held; a penalty block is always kept,
+    /// past the bound in place of the penalty block of another key that
+    /// ends soonest.
     pub fn block(
         &self,
         key: &str,
