@@ -3,18 +3,37 @@
 //! bound in Redis itself and in every instance's copy, the soonest-ending
 //! ones giving way, never an operator's block, never a later offender's;
 //! an instance subscribing afterwards loads the same bounded set.
+//!
+//! The blocks live under fixed names (`{limiter:resets}:...`), not under a
+//! test's prefix: each test starts a server of its own, even when
+//! `REDIS_URL` names a shared one.
 
 use std::time::Duration;
 
 use limiter_core::{AnnouncesResets, BlockOrigin, Blocks};
 use limiter_redis::{RedisConfig, RedisStore};
-use limiter_tests::redis;
+use limiter_tests::RedisServer;
 use redis::AsyncCommands;
 
 const OPERATORS: &str = "{limiter:resets}:blocks";
 const PENALTIES: &str = "{limiter:resets}:penalty_blocks";
 const BOUND: usize = 50;
 const FIFTEEN_MINUTES: Duration = Duration::from_secs(900);
+
+/// A server of this test's own, and a plain connection to it.
+async fn own_redis() -> (RedisServer, redis::aio::MultiplexedConnection) {
+    let server = RedisServer::start();
+    let raw = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    (server, raw)
+}
+
+fn key(name: &str) -> String {
+    format!("rate_limit:{name}")
+}
 
 async fn store(url: &str, bound: usize) -> RedisStore {
     let config = RedisConfig::new()
@@ -67,31 +86,28 @@ async fn in_redis(raw: &mut redis::aio::MultiplexedConnection) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_penalty_blocks_keeps_the_bound_in_redis_and_in_every_instance() {
-    let redis = redis();
-    let mut raw = redis.raw().await;
-    let first = store(redis.url(), BOUND).await;
-    let victim = redis.key("user=victim");
+    let (server, mut raw) = own_redis().await;
+    let first = store(&server.url(), BOUND).await;
+    let victim = key("user=victim");
     first
         .block(&victim, FIFTEEN_MINUTES, BlockOrigin::Operator)
         .await
         .unwrap();
     for i in 0..200 {
-        let key = redis.key(&format!("user=x{i:03}"));
+        let key = key(&format!("user=x{i:03}"));
         first
             .block(&key, FIFTEEN_MINUTES, BlockOrigin::Penalty)
             .await
             .unwrap();
     }
     // The 50 that end last (the last 50 blocked) are kept, in Redis and here.
-    let kept: Vec<String> = (150..200)
-        .map(|i| redis.key(&format!("user=x{i:03}")))
-        .collect();
+    let kept: Vec<String> = (150..200).map(|i| key(&format!("user=x{i:03}"))).collect();
     assert_eq!(in_redis(&mut raw).await, kept);
     assert_eq!(listed(&first, BlockOrigin::Penalty), kept);
-    assert_eq!(first.blocked(&redis.key("user=x149")), None);
+    assert_eq!(first.blocked(&key("user=x149")), None);
 
     // A fresh offender is blocked: x150, the soonest-ending, gives way.
-    let fresh = redis.key("user=fresh");
+    let fresh = key("user=fresh");
     first
         .block(&fresh, FIFTEEN_MINUTES, BlockOrigin::Penalty)
         .await
@@ -112,7 +128,7 @@ async fn a_flood_of_penalty_blocks_keeps_the_bound_in_redis_and_in_every_instanc
     );
 
     // An instance subscribing afterwards loads the same bounded set.
-    let second = store(redis.url(), BOUND).await;
+    let second = store(&server.url(), BOUND).await;
     subscribed(&second, &victim).await;
     assert_eq!(listed(&second, BlockOrigin::Penalty), kept);
     assert_eq!(
@@ -121,7 +137,7 @@ async fn a_flood_of_penalty_blocks_keeps_the_bound_in_redis_and_in_every_instanc
     );
 
     // Notices carry the origin: the second instance's copy keeps the bound too.
-    let later = redis.key("user=later");
+    let later = key("user=later");
     first
         .block(&later, FIFTEEN_MINUTES, BlockOrigin::Penalty)
         .await
@@ -151,32 +167,29 @@ async fn a_flood_of_penalty_blocks_keeps_the_bound_in_redis_and_in_every_instanc
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_instance_that_loads_an_overfull_set_trims_it_to_its_bound() {
-    let redis = redis();
-    let mut raw = redis.raw().await;
+    let (server, mut raw) = own_redis().await;
     // 80 penalty blocks written as a version without the bound left them.
     let (seconds, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut raw).await.unwrap();
     let now = seconds * 1_000_000 + micros;
     for i in 0..80u64 {
         let ends = now + 600_000_000 + i;
-        let key = redis.key(&format!("user=old{i:02}"));
+        let key = key(&format!("user=old{i:02}"));
         let _: () = raw.zadd(PENALTIES, key, ends).await.unwrap();
     }
     // And one that has ended.
     let _: () = raw
-        .zadd(PENALTIES, redis.key("user=over"), now - 1)
+        .zadd(PENALTIES, key("user=over"), now - 1)
         .await
         .unwrap();
-    let operator = redis.key("user=operator");
+    let operator = key("user=operator");
     let _: () = raw
         .hset(OPERATORS, &operator, now + 600_000_000)
         .await
         .unwrap();
 
-    let store = store(redis.url(), BOUND).await;
+    let store = store(&server.url(), BOUND).await;
     subscribed(&store, &operator).await;
-    let kept: Vec<String> = (30..80)
-        .map(|i| redis.key(&format!("user=old{i:02}")))
-        .collect();
+    let kept: Vec<String> = (30..80).map(|i| key(&format!("user=old{i:02}"))).collect();
     assert_eq!(in_redis(&mut raw).await, kept);
     assert_eq!(listed(&store, BlockOrigin::Penalty), kept);
     assert_eq!(listed(&store, BlockOrigin::Operator), [operator]);
@@ -186,8 +199,7 @@ async fn an_instance_that_loads_an_overfull_set_trims_it_to_its_bound() {
 /// the script, before anything is written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_block_past_the_bound_is_refused_in_redis() {
-    let redis = redis();
-    let mut raw = redis.raw().await;
+    let (server, mut raw) = own_redis().await;
     let (seconds, _): (u64, u64) = redis::cmd("TIME").query_async(&mut raw).await.unwrap();
     let ends = (seconds + 600) * 1_000_000;
     // Fill the hash to the bound, as a flood would have, 10,000 at a call.
@@ -203,10 +215,10 @@ async fn an_operator_block_past_the_bound_is_refused_in_redis() {
             .await
             .unwrap();
     }
-    let store = store(redis.url(), BOUND).await;
+    let store = store(&server.url(), BOUND).await;
     let refused = store
         .block(
-            &redis.key("user=one-more"),
+            &key("user=one-more"),
             FIFTEEN_MINUTES,
             BlockOrigin::Operator,
         )
@@ -219,15 +231,10 @@ async fn an_operator_block_past_the_bound_is_refused_in_redis() {
     let held: usize = raw.hlen(OPERATORS).await.unwrap();
     assert_eq!(held, limiter_core::MAX_BLOCKS);
     // A penalty still blocks.
-    let offender = redis.key("user=offender");
+    let offender = key("user=offender");
     store
         .block(&offender, FIFTEEN_MINUTES, BlockOrigin::Penalty)
         .await
         .unwrap();
     assert!(store.blocked(&offender).is_some());
-    let _: () = redis::cmd("UNLINK")
-        .arg(OPERATORS)
-        .query_async(&mut raw)
-        .await
-        .unwrap();
 }

@@ -11,7 +11,7 @@
 use std::net::SocketAddr;
 
 use limiter_tests::http::{Response, send};
-use limiter_tests::{UgcServer, redis};
+use limiter_tests::{RedisServer, UgcServer};
 use serde_json::Value;
 
 const TOKEN: &str = "penalty-flood-admin-token";
@@ -103,22 +103,20 @@ async fn a_flood_of_penalty_blocks_in_memory_keeps_the_bound_and_blocks_the_next
 
 #[tokio::test]
 async fn a_flood_of_penalty_blocks_on_redis_keeps_the_bound_and_blocks_the_next_offender() {
-    let redis = redis();
+    // A server of its own: the blocks live under fixed names, which a
+    // shared server (REDIS_URL) would mix with other tests'.
+    let redis = RedisServer::start();
+    let url = redis.url();
     let max_blocks = MAX_BLOCKS.to_string();
     let server = UgcServer::start(&[
-        ("REDIS_URL", redis.url()),
+        ("REDIS_URL", &url),
         ("LIMITER_STORE_DEADLINE_MS", "5000"),
         ("LIMITER_MAX_BLOCKS", &max_blocks),
         ("LIMITER_ADMIN_TOKEN", TOKEN),
     ]);
     flood_then_check(&server).await;
-    let mut raw = redis.raw().await;
-    let held: usize = redis::cmd("ZCARD")
-        .arg("{limiter:resets}:penalty_blocks")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
-    assert_eq!(held, MAX_BLOCKS);
+    let held = redis.command(&["ZCARD", "{limiter:resets}:penalty_blocks"]);
+    assert_eq!(held.trim(), MAX_BLOCKS.to_string());
 }
 
 #[test]
