@@ -238,3 +238,46 @@ async fn an_operator_block_past_the_bound_is_refused_in_redis() {
         .unwrap();
     assert!(store.blocked(&offender).is_some());
 }
+
+/// On a Cluster the blocks' hash and sorted set share the channel's slot
+/// (`{limiter:resets}`): the scripts that read and write both run there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_the_bound_holds_on_the_node_of_the_channel() {
+    let cluster = limiter_tests::RedisCluster::start();
+    let urls = cluster.urls();
+    let config = RedisConfig::new()
+        .response_timeout(Duration::from_secs(5))
+        .max_penalty_blocks(5);
+    let first = RedisStore::connect_cluster(urls.iter().map(String::as_str), config.clone())
+        .await
+        .unwrap();
+    let victim = key("user=victim");
+    first
+        .block(&victim, FIFTEEN_MINUTES, BlockOrigin::Operator)
+        .await
+        .unwrap();
+    for i in 0..20 {
+        first
+            .block(
+                &key(&format!("user=x{i:02}")),
+                FIFTEEN_MINUTES,
+                BlockOrigin::Penalty,
+            )
+            .await
+            .unwrap();
+    }
+    let kept: Vec<String> = (15..20).map(|i| key(&format!("user=x{i:02}"))).collect();
+    assert_eq!(listed(&first, BlockOrigin::Penalty), kept);
+    let node = &cluster.nodes[cluster.owner_of(PENALTIES)];
+    assert_eq!(node.command(&["ZCARD", PENALTIES]).trim(), "5");
+    assert_eq!(node.command(&["HLEN", OPERATORS]).trim(), "1");
+
+    let second = RedisStore::connect_cluster(urls.iter().map(String::as_str), config)
+        .await
+        .unwrap();
+    subscribed(&second, &victim).await;
+    assert_eq!(listed(&second, BlockOrigin::Penalty), kept);
+    second.unblock(&kept[0]).await.unwrap();
+    assert_eq!(first.blocked(&kept[0]), None);
+    assert_eq!(node.command(&["ZCARD", PENALTIES]).trim(), "4");
+}
