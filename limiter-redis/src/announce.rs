@@ -5,14 +5,10 @@
 //! published has acknowledged (or its deadline has passed), so the next
 //! request anywhere is decided on the reset state.
 //!
-//! Blocks and plan assignments travel the same way: kept in the hashes
-//! [`BLOCKS`] (an operator's blocks) and [`PLANS`] and the sorted set
-//! [`PENALTY_BLOCKS`] (blocks earned by penalties, by end time), applied to
+//! Blocks and plan assignments travel the same way: kept in Redis (the
+//! blocks as `blocks.rs` says, the plans in the hash [`PLANS`]), applied to
 //! each instance's local copy (which a request reads without a call) by
-//! their notices, and read whole at every subscription. Each kind of block
-//! is bounded in Redis by the script that writes it, and in each copy by
-//! the same rule: past the penalty bound the penalty block that ends
-//! soonest gives way.
+//! their notices, and read whole at every subscription.
 //!
 //! An instance whose subscription broke forgets everything it remembers
 //! when it is back, and reads the blocks and plans again: notices may have
@@ -38,16 +34,6 @@ use super::{RedisStore, scripts};
 /// penalty), `u {id} {key}` (unblocked), `p {id} ={plan} {key}` (a plan,
 /// empty for the default), and `a {id}` (acknowledged).
 pub(crate) const CHANNEL: &str = "limiter:resets";
-/// The hash of keys blocked by an operator and when each block ends (µs,
-/// Redis's clock), in the channel's slot (its hash tag), so the subscriber
-/// reads it where it subscribes.
-pub(crate) const BLOCKS: &str = "{limiter:resets}:blocks";
-/// The sorted set of keys blocked by a penalty, scored by when each block
-/// ends (µs, Redis's clock), in the same slot.
-pub(crate) const PENALTY_BLOCKS: &str = "{limiter:resets}:penalty_blocks";
-/// The longest block kept (µs, about 142 years): an end time stays an exact
-/// integer in Lua and in a sorted set's score (a double).
-const MAX_BLOCK_US: u64 = 1 << 52;
 /// The hash of keys and the plan each has, in the same slot.
 pub(crate) const PLANS: &str = "{limiter:resets}:plans";
 /// The longest pause between two attempts to subscribe again.
@@ -114,48 +100,6 @@ impl RedisStore {
         self.announce("r", key).await
     }
 
-    /// Blocks `key` for `duration` in Redis (by the Redis server's clock,
-    /// within the bound of `origin`), here, then on every instance.
-    pub(super) async fn block_and_announce(
-        &self,
-        key: &str,
-        duration: Duration,
-        origin: BlockOrigin,
-    ) -> Result<(), Error> {
-        let left = u64::try_from(duration.as_micros())
-            .unwrap_or(u64::MAX)
-            .min(MAX_BLOCK_US);
-        let (mark, bound, notice) = match origin {
-            BlockOrigin::Operator => ("o", limiter_core::MAX_BLOCKS, "b"),
-            BlockOrigin::Penalty => ("p", self.inner.blocks.max_penalty_blocks(), "e"),
-        };
-        let block = scripts::block();
-        let mut call = block.call_keys(&[BLOCKS, PENALTY_BLOCKS]);
-        call.arg(key).arg(left).arg(mark).arg(bound);
-        let kept = self.bounded_call(block, &call).await?;
-        if kept.first() != Some(&1) {
-            return Err(Error::Full(format!(
-                "{} operator blocks are held already: lift one before blocking another key",
-                limiter_core::MAX_BLOCKS
-            )));
-        }
-        let duration = Duration::from_micros(left);
-        self.inner
-            .blocks
-            .block(key, duration, origin, SystemClock.now_micros())?;
-        self.announce(notice, &format!("{left} {key}")).await
-    }
-
-    /// Lifts `key`'s blocks in Redis, here, then on every instance.
-    pub(super) async fn unblock_and_announce(&self, key: &str) -> Result<(), Error> {
-        let unblock = scripts::unblock();
-        let mut call = unblock.call_keys(&[BLOCKS, PENALTY_BLOCKS]);
-        call.arg(key);
-        self.bounded_call(unblock, &call).await?;
-        self.inner.blocks.unblock(key);
-        self.announce("u", key).await
-    }
-
     /// Gives `key` the plan `plan` (`None`: the default) in the plans'
     /// hash, here, then on every instance.
     pub(super) async fn assign_and_announce(
@@ -182,7 +126,7 @@ impl RedisStore {
     /// Publishes `{kind} {id} {rest}` and waits for every instance
     /// subscribed when it was published to acknowledge it, within the
     /// response timeout.
-    async fn announce(&self, kind: &str, rest: &str) -> Result<(), Error> {
+    pub(crate) async fn announce(&self, kind: &str, rest: &str) -> Result<(), Error> {
         self.subscribe();
         let id = self.inner.announcer.next_id.fetch_add(1, Ordering::Relaxed);
         let pending = Arc::new(Pending::default());
@@ -294,26 +238,7 @@ async fn subscribe_at(
         .get_multiplexed_async_connection()
         .await
         .map_err(crate::redis_error)?;
-    let load = scripts::blocks();
-    let flat: Vec<String> = redis::Script::new(load.source())
-        .key(BLOCKS)
-        .key(PENALTY_BLOCKS)
-        .arg(store.inner.blocks.max_penalty_blocks())
-        .invoke_async(&mut connection)
-        .await
-        .map_err(crate::redis_error)?;
-    let blocks = flat
-        .chunks_exact(3)
-        .filter_map(|block| {
-            let left = block[1].parse::<u64>().ok()?;
-            let origin = match block[2].as_str() {
-                "o" => BlockOrigin::Operator,
-                "p" => BlockOrigin::Penalty,
-                _ => return None,
-            };
-            Some((block[0].clone(), Duration::from_micros(left), origin))
-        })
-        .collect();
+    let blocks = crate::blocks::load(store, &mut connection).await?;
     let plans: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
         .arg(PLANS)
         .query_async(&mut connection)
