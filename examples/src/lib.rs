@@ -15,6 +15,7 @@
 //! | `PUT /admin/plans/{key}` | not limited: the body `free` or `pro` changes the key's plan; only with [`Options::admin_token`] (404 without), each request `Authorization: Bearer <token>` (401 otherwise) |
 //! | `GET /admin/limits/{kind}/{identity}` | as `/me/limits`, for any identity of its kind: `ip` (a client address), `user`, `key` (an `x-api-key` value), percent-encoded (admin) |
 //! | `DELETE /admin/limits/{kind}/{identity}` | 204: every limit of that identity reset, on every instance's next request to the store (admin) |
+//! | `GET /admin/blocks?after={key}&limit={n}` | the live blocks, a page at a time, each key naming its identity's kind, each block its origin (`operator`, `penalty`) (admin) |
 //! | `GET /admin/blocks/{kind}/{identity}` | 200 `{"seconds": N}`, the block's time left, or 404 when not blocked (admin) |
 //! | `PUT /admin/blocks/{kind}/{identity}` | body `{"seconds": N}`: 204, that identity blocked on every instance: an address on every limited route, a user or key on every limit keyed by it (admin) |
 //! | `DELETE /admin/blocks/{kind}/{identity}` | 204: the block lifted (admin) |

@@ -229,13 +229,18 @@ pub enum Error {
          instance or on none once the store answers again; repeat it (it is idempotent)"
     )]
     Unconfirmed(Box<Error>),
+    /// The store refused to hold more of something bounded (an operator's
+    /// blocks past [`MAX_BLOCKS`](crate::MAX_BLOCKS)): nothing changed, and
+    /// the store is well (a guard's breaker does not count it as a failure).
+    #[error("refused: {0}")]
+    Full(String),
 }
 
 impl Error {
     /// A short name of the kind of error, for metrics: `config`, `redis`,
     /// `oom` (Redis refused the call for want of memory: `maxmemory` is
-    /// reached), `timeout`, `protocol`, `unavailable`, `unsupported` or
-    /// `unconfirmed`.
+    /// reached), `timeout`, `protocol`, `unavailable`, `unsupported`,
+    /// `unconfirmed` or `full`.
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Config(_) => "config",
@@ -245,6 +250,7 @@ impl Error {
             Self::Unavailable(_) => "unavailable",
             Self::Unsupported(_) => "unsupported",
             Self::Unconfirmed(_) => "unconfirmed",
+            Self::Full(_) => "full",
         }
     }
 }

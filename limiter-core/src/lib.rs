@@ -120,9 +120,10 @@ pub use rule::{MAX_WINDOW, Rate, Rule};
 pub use store::memory::{DEFAULT_CAPACITY, MemoryStore};
 #[cfg(feature = "runtime")]
 pub use store::{
-    AnnouncesResets, AssignedPlans, BlockList, Blocks, Bounded, Capabilities, FailureDomains,
-    Forget, Forgetter, Leases, MAX_ASSIGNED_PLANS, MAX_BLOCKS, Peek, Penalties, Permits,
-    PlanAssignments, Refunds, Reset, Store, ask,
+    AnnouncesResets, AssignedPlans, BlockList, BlockOrigin, Blocks, Bounded, Capabilities,
+    DEFAULT_MAX_PENALTY_BLOCKS, FailureDomains, Forget, Forgetter, Leases, ListedBlock,
+    MAX_ASSIGNED_PLANS, MAX_BLOCKS, MAX_BLOCKS_PAGE, Peek, Penalties, Permits, PlanAssignments,
+    Refunds, Reset, Store, ask,
 };
 pub use verdict::{OnStoreError, Verdict};
 #[cfg(feature = "runtime")]

@@ -319,7 +319,11 @@ impl<S: Store> Limiter<S> {
         S: Blocks,
     {
         self.store
-            .block(&self.identity_key(identity), duration)
+            .block(
+                &self.identity_key(identity),
+                duration,
+                crate::BlockOrigin::Operator,
+            )
             .await
     }
 

@@ -5,10 +5,10 @@
 //! published has acknowledged (or its deadline has passed), so the next
 //! request anywhere is decided on the reset state.
 //!
-//! Blocks and plan assignments travel the same way: kept in the hashes
-//! [`BLOCKS`] and [`PLANS`], applied to each instance's local copy (which a
-//! request reads without a call) by their notices, and read whole at every
-//! subscription.
+//! Blocks and plan assignments travel the same way: kept in Redis (the
+//! blocks as `blocks.rs` says, the plans in the hash [`PLANS`]), applied to
+//! each instance's local copy (which a request reads without a call) by
+//! their notices, and read whole at every subscription.
 //!
 //! An instance whose subscription broke forgets everything it remembers
 //! when it is back, and reads the blocks and plans again: notices may have
@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use limiter_core::{AnnouncesResets, Clock, Error, Forget, Forgetter, SystemClock};
+use limiter_core::{AnnouncesResets, BlockOrigin, Clock, Error, Forget, Forgetter, SystemClock};
 use redis::{ConnectionAddr, Msg};
 use tokio::sync::Notify;
 
@@ -34,13 +34,10 @@ use super::reconcile::{Recounts, ResetInFlight, unconfirmed};
 use super::{RedisStore, scripts, subscription};
 
 /// The channel of the notices: `r {id} {key}` (reset), `b {id} {µs} {key}`
-/// (blocked), `u {id} {key}` (unblocked), `p {id} ={plan} {key}` (a plan,
+/// (blocked by an operator), `e {id} {µs} {key}` (a block earned by a
+/// penalty), `u {id} {key}` (unblocked), `p {id} ={plan} {key}` (a plan,
 /// empty for the default), and `a {id}` (acknowledged).
 pub(crate) const CHANNEL: &str = "limiter:resets";
-/// The hash of blocked keys and when each block ends (µs, Redis's clock),
-/// in the channel's slot (its hash tag), so the subscriber reads it where
-/// it subscribes.
-pub(crate) const BLOCKS: &str = "{limiter:resets}:blocks";
 /// The hash of keys and the plan each has, in the same slot.
 pub(crate) const PLANS: &str = "{limiter:resets}:plans";
 /// The hash counting changes that every instance polls (`changes`: blocks,
@@ -118,45 +115,6 @@ impl RedisStore {
         Ok(())
     }
 
-    /// Blocks `key` for `duration` in the blocks' hash (by the Redis
-    /// server's clock), here, then on every instance. An operator's block
-    /// (`operator`) is counted in [`VERSION`] by the same script, so one
-    /// that runs late still reaches every instance; a penalty's is not (a
-    /// flood of them would have every instance read every block each
-    /// poll).
-    pub(super) async fn block_and_announce(
-        &self,
-        key: &str,
-        duration: Duration,
-        operator: bool,
-    ) -> Result<(), Error> {
-        self.subscribe();
-        let left = u64::try_from(duration.as_micros()).unwrap_or(u64::MAX);
-        let block = scripts::block();
-        let mut call = match operator {
-            true => scripts::versioned(block, BLOCKS, VERSION),
-            false => block.call(BLOCKS),
-        };
-        call.arg(key).arg(left);
-        (self.bounded_call(block, &call).await).map_err(unconfirmed)?;
-        self.inner
-            .blocks
-            .block(key, duration, SystemClock.now_micros())?;
-        (self.announce("b", &format!("{left} {key}")).await).map_err(unconfirmed)
-    }
-
-    /// Lifts `key`'s block in the blocks' hash, here, then on every
-    /// instance; counted in [`VERSION`] by the same script.
-    pub(super) async fn unblock_and_announce(&self, key: &str) -> Result<(), Error> {
-        self.subscribe();
-        let unblock = scripts::unblock();
-        let mut call = scripts::versioned(unblock, BLOCKS, VERSION);
-        call.arg(key);
-        (self.bounded_call(unblock, &call).await).map_err(unconfirmed)?;
-        self.inner.blocks.unblock(key);
-        self.announce("u", key).await.map_err(unconfirmed)
-    }
-
     /// Gives `key` the plan `plan` (`None`: the default) in the plans'
     /// hash, here, then on every instance; counted in [`VERSION`] by the
     /// same script.
@@ -187,7 +145,7 @@ impl RedisStore {
     /// Publishes `{kind} {id} {rest}` and waits for every instance
     /// subscribed when it was published to acknowledge it, within the
     /// response timeout.
-    async fn announce(&self, kind: &str, rest: &str) -> Result<(), Error> {
+    pub(crate) async fn announce(&self, kind: &str, rest: &str) -> Result<(), Error> {
         self.subscribe();
         let id = self.inner.announcer.next_id.fetch_add(1, Ordering::Relaxed);
         let pending = Arc::new(Pending::default());
@@ -244,14 +202,19 @@ pub(crate) async fn on_message(store: &RedisStore, message: &Msg) {
             forget(store, &Forget::Key(key.into()));
             id
         }
-        (Some("b"), Some(id), Some(rest)) => {
+        (Some(kind @ ("b" | "e")), Some(id), Some(rest)) => {
             let Some((left, key)) = rest.split_once(' ') else {
                 return;
             };
             let Ok(left) = left.parse::<u64>() else {
                 return;
             };
-            let blocked = blocks.block(key, Duration::from_micros(left), SystemClock.now_micros());
+            let origin = match kind {
+                "b" => BlockOrigin::Operator,
+                _ => BlockOrigin::Penalty,
+            };
+            let left = Duration::from_micros(left);
+            let blocked = blocks.block(key, left, origin, SystemClock.now_micros());
             if let Err(error) = blocked {
                 tracing::warn!(%error, "a block could not be kept here");
             }

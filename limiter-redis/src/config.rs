@@ -12,6 +12,7 @@ pub struct RedisConfig {
     pub(super) response_timeout: Duration,
     pub(super) connection_timeout: Duration,
     pub(super) coalesce: bool,
+    pub(super) max_penalty_blocks: usize,
 }
 
 impl Default for RedisConfig {
@@ -20,13 +21,16 @@ impl Default for RedisConfig {
             response_timeout: limiter_core::DEFAULT_DEADLINE,
             connection_timeout: DEFAULT_CONNECTION_TIMEOUT,
             coalesce: true,
+            max_penalty_blocks: limiter_core::DEFAULT_MAX_PENALTY_BLOCKS,
         }
     }
 }
 
 impl RedisConfig {
     /// The default: 50 ms per call, 500 ms to connect, checks of a key
-    /// coalesced.
+    /// coalesced, at most
+    /// [`DEFAULT_MAX_PENALTY_BLOCKS`](limiter_core::DEFAULT_MAX_PENALTY_BLOCKS)
+    /// penalty blocks.
     pub fn new() -> Self {
         Self::default()
     }
@@ -61,6 +65,24 @@ impl RedisConfig {
     /// ```
     pub fn coalesce(mut self, coalesce: bool) -> Self {
         self.coalesce = coalesce;
+        self
+    }
+
+    /// How many penalty-earned blocks are kept at most (at least 1), in
+    /// Redis and in each instance's copy: past it, the one that ends
+    /// soonest gives way to the new one, so a flood of made-up identities
+    /// earning blocks costs bounded memory and never stops a later
+    /// offender from being blocked. Operator blocks are bounded apart
+    /// ([`MAX_BLOCKS`](limiter_core::MAX_BLOCKS), refused past it). Give
+    /// every instance sharing a Redis the same bound.
+    ///
+    /// ```
+    /// use limiter_redis::RedisConfig;
+    ///
+    /// let config = RedisConfig::new().max_penalty_blocks(20_000);
+    /// ```
+    pub fn max_penalty_blocks(mut self, blocks: usize) -> Self {
+        self.max_penalty_blocks = blocks.max(1);
         self
     }
 }

@@ -33,6 +33,7 @@
 
 mod announce;
 mod batch;
+mod blocks;
 mod check;
 mod cluster;
 mod coalesce;

@@ -68,6 +68,14 @@ impl Lua {
         cmd
     }
 
+    /// `EVALSHA {sha} {n} {keys...}`, for a script of several keys (all in
+    /// one slot: a Cluster routes the call by the first).
+    pub fn call_keys(&self, keys: &[&str]) -> Cmd {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(self.hash()).arg(keys.len()).arg(keys);
+        cmd
+    }
+
     /// `SCRIPT LOAD`, for a server that answered NOSCRIPT.
     pub fn load_command(&self) -> Cmd {
         let mut cmd = redis::cmd("SCRIPT");

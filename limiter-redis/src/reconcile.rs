@@ -102,7 +102,7 @@ pub(crate) async fn poll(
         let now = read_version(connection).await?;
         let state = match now.changes == seen.changes {
             true => None,
-            false => Some(read_blocks_and_plans(connection).await?),
+            false => Some(read_blocks_and_plans(store, connection).await?),
         };
         Ok::<_, Error>((now, state))
     };

@@ -145,18 +145,23 @@ static BLOCK: Lua = Lua::new(&["#!lua\n", include_str!("scripts/block.lua")]);
 static UNBLOCK: Lua = Lua::new(&["#!lua\n", include_str!("scripts/unblock.lua")]);
 static BLOCKS: Lua = Lua::new(&["#!lua\n", include_str!("scripts/blocks.lua")]);
 
-/// Blocks `ARGV[1]` for `ARGV[2]` µs in the blocks' hash (its first key);
-/// a second key, the version hash, counts the change ([`versioned`]).
+/// Blocks `ARGV[1]` for `ARGV[2]` µs, of origin `ARGV[3]` (`o` or `p`),
+/// at most `ARGV[4]` of that origin kept: keys the operators' hash and the
+/// penalties' sorted set, and for an operator's block the version hash,
+/// which counts the change ([`versioned`]). Answers `{ 0 }` when an
+/// operator block is refused.
 pub(crate) fn block() -> &'static Lua {
     &BLOCK
 }
 
-/// Lifts `ARGV[1]`'s block; counts the change like [`block`].
+/// Lifts `ARGV[1]`'s blocks (keys as [`block`]'s, the version hash
+/// counting the change).
 pub(crate) fn unblock() -> &'static Lua {
     &UNBLOCK
 }
 
-/// The live blocks, `key, µs left` flat; the ended ones deleted.
+/// The live blocks, `key, µs left, origin` flat (keys as [`block`]'s); the
+/// ended ones deleted, and the penalty blocks past `ARGV[1]`.
 pub(crate) fn blocks() -> &'static Lua {
     &BLOCKS
 }

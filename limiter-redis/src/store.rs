@@ -217,13 +217,14 @@ impl RedisStore {
     }
 
     fn from_backend(backend: Backend, config: RedisConfig) -> Self {
+        let blocks = limiter_core::BlockList::with_max_penalty_blocks(config.max_penalty_blocks);
         Self {
             inner: Arc::new(Inner {
                 backend,
                 config,
                 pending: coalesce::Pending::default(),
                 announcer: Announcer::default(),
-                blocks: Arc::new(limiter_core::BlockList::new()),
+                blocks: Arc::new(blocks),
                 plans: limiter_core::AssignedPlans::new(),
             }),
         }
@@ -413,8 +414,11 @@ impl Reset for RedisStore {
     }
 }
 
-/// Kept in a hash of Redis and in each instance's list, which every
-/// request reads without a call; a block or an unblock is answered once
+/// Kept in Redis (operator blocks in a hash, penalty blocks in a sorted
+/// set by end time, each kind within its bound: see
+/// [`RedisConfig::max_penalty_blocks`](crate::RedisConfig::max_penalty_blocks))
+/// and in each instance's list, which every request reads without a call;
+/// a block or an unblock is answered once
 /// every subscribed instance has applied it (see `announce.rs`).
 ///
 /// Answered [`Error::Unconfirmed`] when the call may have run (no answer
@@ -423,8 +427,13 @@ impl Reset for RedisStore {
 /// Redis answering again (`reconcile.rs`); repeat the call, it is
 /// idempotent.
 impl limiter_core::Blocks for RedisStore {
-    async fn block(&self, key: &str, duration: Duration) -> Result<(), Error> {
-        self.block_and_announce(key, duration, true).await
+    async fn block(
+        &self,
+        key: &str,
+        duration: Duration,
+        origin: limiter_core::BlockOrigin,
+    ) -> Result<(), Error> {
+        self.block_and_announce(key, duration, origin).await
     }
 
     async fn unblock(&self, key: &str) -> Result<(), Error> {

@@ -10,10 +10,10 @@ use futures_util::StreamExt;
 use limiter_core::{Clock, Error, Forget, SystemClock};
 use redis::Client;
 
-use super::announce::{BLOCKS, CHANNEL, PLANS, forget, on_message};
+use super::RedisStore;
+use super::announce::{CHANNEL, PLANS, forget, on_message};
 use super::reconcile::{self, POLL_INTERVAL, Version};
 use super::store::{Backend, Inner};
-use super::{RedisStore, scripts};
 
 /// The longest pause between two attempts to subscribe again.
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
@@ -111,9 +111,9 @@ pub(crate) struct Subscribed {
     state: BlocksAndPlans,
 }
 
-/// The blocks (key, time left) and plans (key, plan) that Redis holds.
+/// The blocks (key, time left, origin) and plans (key, plan) that Redis holds.
 pub(crate) struct BlocksAndPlans {
-    blocks: Vec<(String, Duration)>,
+    blocks: Vec<(String, Duration, limiter_core::BlockOrigin)>,
     plans: Vec<(String, String)>,
 }
 
@@ -129,21 +129,10 @@ impl BlocksAndPlans {
 /// Reads the blocks and plans from `connection`: at each subscription, and
 /// whenever the version hash says they changed unannounced.
 pub(crate) async fn read_blocks_and_plans(
+    store: &RedisStore,
     connection: &mut redis::aio::MultiplexedConnection,
 ) -> Result<BlocksAndPlans, Error> {
-    let load = scripts::blocks();
-    let flat: Vec<String> = redis::Script::new(load.source())
-        .key(BLOCKS)
-        .invoke_async(connection)
-        .await
-        .map_err(crate::redis_error)?;
-    let blocks = flat
-        .chunks_exact(2)
-        .filter_map(|pair| {
-            let left = pair[1].parse::<u64>().ok()?;
-            Some((pair[0].clone(), Duration::from_micros(left)))
-        })
-        .collect();
+    let blocks = crate::blocks::load(store, connection).await?;
     let plans: HashMap<String, String> = redis::cmd("HGETALL")
         .arg(PLANS)
         .query_async(connection)
@@ -173,7 +162,7 @@ async fn subscribe_at(store: &RedisStore) -> Result<Subscribed, Error> {
         .await
         .map_err(crate::redis_error)?;
     let version = reconcile::read_version(&mut connection).await?;
-    let state = read_blocks_and_plans(&mut connection).await?;
+    let state = read_blocks_and_plans(store, &mut connection).await?;
     Ok(Subscribed {
         pubsub,
         connection,

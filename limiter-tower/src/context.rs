@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use http::StatusCode;
 use limiter_core::{
-    Acquired, ConcurrencyLimit, Decision, Error, GuardConfig, Guarded, HotKeys, OnStoreError,
-    Policy, Receipt, Store, Verdict, Waiters, ask,
+    Acquired, BlockOrigin, ConcurrencyLimit, Decision, Error, GuardConfig, Guarded, HotKeys,
+    OnStoreError, Policy, Receipt, Store, Verdict, Waiters, ask,
 };
 
 use crate::business::Common;
@@ -140,8 +140,13 @@ pub(crate) trait DynControl: Send + Sync {
     fn block_list(&self) -> Option<Arc<limiter_core::BlockList>>;
     /// Whether the store blocks keys at all.
     fn has_blocks(&self) -> bool;
-    /// Blocks `key` for `duration`, on every instance.
-    fn block<'a>(&'a self, key: &'a str, duration: Duration) -> BoxRef<'a, Result<(), Error>>;
+    /// Blocks `key` for `duration`, a block of `origin`, on every instance.
+    fn block<'a>(
+        &'a self,
+        key: &'a str,
+        duration: Duration,
+        origin: BlockOrigin,
+    ) -> BoxRef<'a, Result<(), Error>>;
     /// Lifts `key`'s block, on every instance.
     fn unblock<'a>(&'a self, key: &'a str) -> BoxRef<'a, Result<(), Error>>;
     /// Counts a denial under `key` by `penalty`; the block it earns.
@@ -202,8 +207,13 @@ impl<T: Store> DynControl for HotKeys<T> {
         Self::CAPABILITIES.has_blocks()
     }
 
-    fn block<'a>(&'a self, key: &'a str, duration: Duration) -> BoxRef<'a, Result<(), Error>> {
-        ask::block(self, key, duration).unwrap_or_else(|| unsupported("blocks"))
+    fn block<'a>(
+        &'a self,
+        key: &'a str,
+        duration: Duration,
+        origin: BlockOrigin,
+    ) -> BoxRef<'a, Result<(), Error>> {
+        ask::block(self, key, duration, origin).unwrap_or_else(|| unsupported("blocks"))
     }
 
     fn unblock<'a>(&'a self, key: &'a str) -> BoxRef<'a, Result<(), Error>> {

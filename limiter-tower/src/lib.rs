@@ -96,6 +96,9 @@ pub use limiter_core::{
     Algorithm, Blocks, HotKeys, Lease, Peek, Penalties, Permits, Receipt, Refunds, Reset, Verdict,
 };
 pub use limiter_core::{
+    BlockOrigin, DEFAULT_MAX_PENALTY_BLOCKS, ListedBlock, MAX_BLOCKS, MAX_BLOCKS_PAGE,
+};
+pub use limiter_core::{
     BreakerConfig, Clock, ConcurrencyLimit, ConfigError, DEFAULT_DEADLINE, DEFAULT_MAX_WAITERS,
     Decision, Error, GuardConfig, Guarded, Identity, IdentityKind, Limiter, ManualClock, MaxWait,
     MemoryStore, OnStoreError, Penalty, Plan, Plans, Policy, Rate, Rule, RuleStatus, Store,

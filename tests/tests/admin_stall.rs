@@ -13,8 +13,8 @@
 use std::time::{Duration, Instant};
 
 use limiter_core::{
-    AnnouncesResets, Blocks, Error, Forget, GuardConfig, Guarded, OnStoreError, PlanAssignments,
-    Policy, Reset, Rule, Store, Verdict,
+    AnnouncesResets, BlockOrigin, Blocks, Error, Forget, GuardConfig, Guarded, OnStoreError,
+    PlanAssignments, Policy, Reset, Rule, Store, Verdict,
 };
 use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::{RedisCluster, RedisServer};
@@ -81,16 +81,24 @@ async fn warmed(step: &str, holds: impl AsyncFnMut() -> bool) {
 /// NOSCRIPT, which runs nothing: there would be no late write to see),
 /// and waits for both instances' subscriptions.
 async fn warm_up(a: &RedisStore, b: &RedisStore) {
-    a.block("test:warm-a", Duration::from_secs(60))
-        .await
-        .unwrap();
+    a.block(
+        "test:warm-a",
+        Duration::from_secs(60),
+        BlockOrigin::Operator,
+    )
+    .await
+    .unwrap();
     warmed("B reads A's block", async || {
         b.blocked("test:warm-a").is_some()
     })
     .await;
-    b.block("test:warm-b", Duration::from_secs(60))
-        .await
-        .unwrap();
+    b.block(
+        "test:warm-b",
+        Duration::from_secs(60),
+        BlockOrigin::Operator,
+    )
+    .await
+    .unwrap();
     warmed("A reads B's block", async || {
         a.blocked("test:warm-b").is_some()
     })
@@ -118,7 +126,7 @@ async fn change_while_hung(a: &Guarded<RedisStore>) {
     let policy = once_a_minute();
     let assign = limiter_core::ask::assign_plan(a, PLANNED, Some("pro")).expect("plans are kept");
     let (block, plan, reset) = tokio::join!(
-        a.block(BLOCKED, Duration::from_secs(600)),
+        a.block(BLOCKED, Duration::from_secs(600), BlockOrigin::Operator),
         assign,
         a.reset(RESET, &policy),
     );
@@ -215,7 +223,7 @@ async fn changes_that_never_run_take_effect_nowhere() {
     c.on_reset(Box::new(|_| true));
     // C has read the blocks once it sees one made after it started.
     b.store()
-        .block("test:after", Duration::from_secs(60))
+        .block("test:after", Duration::from_secs(60), BlockOrigin::Operator)
         .await
         .unwrap();
     warmed("C reads B's block", async || {

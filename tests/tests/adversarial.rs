@@ -17,6 +17,8 @@ mod flood;
 mod http_input;
 #[path = "adversarial/identity_kinds.rs"]
 mod identity_kinds;
+#[path = "adversarial/penalty_flood.rs"]
+mod penalty_flood;
 #[path = "adversarial/regional_backlog.rs"]
 mod regional_backlog;
 #[path = "adversarial/regional_recovery.rs"]

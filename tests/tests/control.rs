@@ -506,3 +506,69 @@ async fn a_plan_set_on_one_instance_applies_on_the_other_at_once() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// The blocks are listed a page at a time, in key order, each key naming
+/// its identity's kind and each block its origin; the time left runs on
+/// the store's clock and ended blocks are left out.
+#[tokio::test]
+async fn the_blocks_are_listed_a_page_at_a_time() {
+    let (addr, clock) = memory_server().await;
+    let token = Some(ADMIN_TOKEN);
+    for (identity, seconds) in [("ip/127.0.0.9", 60), ("user/alice", 120), ("key/k-1", 5)] {
+        let body = format!(r#"{{"seconds": {seconds}}}"#);
+        assert_eq!(block(addr, identity, &body, token).await.status, 204);
+    }
+    // carol earns a penalty block: 5 replies pass, 3 denials.
+    for _ in 0..8 {
+        reply(addr, "carol").await;
+    }
+    clock.advance(Duration::from_millis(1_500));
+    let page = |query: &'static str| async move {
+        let response = admin(addr, "GET", query, token).await;
+        assert_eq!(response.status, 200, "{response:#?}");
+        serde_json::from_str::<Value>(&response.body).unwrap()
+    };
+    assert_eq!(
+        page("/admin/blocks?limit=2").await,
+        json!({"blocks": [
+            {"key": "rate_limit:127.0.0.9", "seconds": 59, "origin": "operator"},
+            {"key": "rate_limit:header.x-api-key=k-1", "seconds": 4, "origin": "operator"},
+        ], "next": "rate_limit:header.x-api-key=k-1"})
+    );
+    assert_eq!(
+        page("/admin/blocks?limit=2&after=rate_limit:header.x-api-key%3Dk-1").await,
+        json!({"blocks": [
+            {"key": "rate_limit:user=alice", "seconds": 119, "origin": "operator"},
+            {"key": "rate_limit:user=carol", "seconds": 899, "origin": "penalty"},
+        ], "next": "rate_limit:user=carol"})
+    );
+    assert_eq!(
+        page("/admin/blocks?after=rate_limit:user=carol").await,
+        json!({"blocks": [], "next": null})
+    );
+    // The key's block ends: it is left out.
+    clock.advance(Duration::from_secs(4));
+    let all = page("/admin/blocks").await;
+    let keys: Vec<&str> = all["blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "rate_limit:127.0.0.9",
+            "rate_limit:user=alice",
+            "rate_limit:user=carol"
+        ]
+    );
+    for bad in [
+        "/admin/blocks?limit=0",
+        "/admin/blocks?limit=1001",
+        "/admin/blocks?page=2",
+    ] {
+        assert_eq!(admin(addr, "GET", bad, token).await.status, 400, "{bad}");
+    }
+    assert_eq!(admin(addr, "GET", "/admin/blocks", None).await.status, 401);
+}

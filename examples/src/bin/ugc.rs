@@ -23,6 +23,10 @@
 //! - `LIMITER_SHADOW`: `1` puts every limit in shadow mode (checked and
 //!   counted, never denying; what would have been denied is counted in
 //!   `limiter_shadow_denied_total` and logged), `0` or unset enforces them;
+//! - `LIMITER_MAX_BLOCKS`: how many blocks earned by penalties are kept at
+//!   most, in memory or in Redis (default 100,000); past it the one that
+//!   ends soonest gives way to the new one. Blocks set through the admin
+//!   routes are bounded apart (1,000,000) and never give way;
 //! - `LIMITER_ADMIN_TOKEN`: the secret of the admin routes
 //!   (`PUT /admin/plans/{key}`): each request needs
 //!   `Authorization: Bearer <token>` (401 otherwise). Unset, the admin routes
@@ -47,8 +51,8 @@ use limiter_examples::{
 use metrics_exporter_prometheus::PrometheusBuilder;
 
 use limiter_tower::{
-    DEFAULT_DEADLINE, GuardConfig, Limiter, MemoryStore, RedisConfig, RedisStore, Region,
-    RegionalConfig, RegionalStore,
+    DEFAULT_DEADLINE, DEFAULT_MAX_PENALTY_BLOCKS, GuardConfig, Limiter, MemoryStore, RedisConfig,
+    RedisStore, Region, RegionalConfig, RegionalStore,
 };
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
@@ -102,6 +106,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         )?),
         max_connections: env_number("LIMITER_MAX_CONNECTIONS", DEFAULT_MAX_CONNECTIONS)?,
     };
+    let max_penalty_blocks = env_number("LIMITER_MAX_BLOCKS", DEFAULT_MAX_PENALTY_BLOCKS)?;
     let metrics = PrometheusBuilder::new()
         .install_recorder()
         .map_err(|e| format!("metrics: {e}"))?;
@@ -118,7 +123,9 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
                 "LIMITER_STORE_DEADLINE_MS",
                 DEFAULT_DEADLINE.as_millis() as u64,
             )?);
-            let config = RedisConfig::new().response_timeout(deadline);
+            let config = RedisConfig::new()
+                .response_timeout(deadline)
+                .max_penalty_blocks(max_penalty_blocks);
             let store =
                 RedisStore::open_with(&url, config).map_err(|e| format!("REDIS_URL {url}: {e}"))?;
             tracing::info!(%url, ?deadline, "limits shared through Redis");
@@ -152,7 +159,8 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
                 admin_token,
                 ..Options::default()
             };
-            app(Limiter::new(MemoryStore::new()), options)
+            let store = MemoryStore::new().with_max_penalty_blocks(max_penalty_blocks);
+            app(Limiter::new(store), options)
         }
     };
     let listener = TcpListener::bind(&addr)

@@ -255,7 +255,12 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
         let outcome = self.within_deadline(call).await;
         metrics::histogram!("limiter_store_call_seconds").record(started.elapsed().as_secs_f64());
         match outcome {
-            Err(error) if !matches!(error, Error::Config(_) | Error::Unsupported(_)) => {
+            Err(error)
+                if !matches!(
+                    error,
+                    Error::Config(_) | Error::Unsupported(_) | Error::Full(_)
+                ) =>
+            {
                 metrics::counter!("limiter_store_errors_total", "kind" => error.kind())
                     .increment(1);
                 breaker.failed(admission);

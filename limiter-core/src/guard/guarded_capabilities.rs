@@ -136,8 +136,13 @@ impl<S: Refunds, C: Clock + Clone> Refunds for Guarded<S, C> {
 
 impl<S: Blocks, C: Clock + Clone> Blocks for Guarded<S, C> {
     /// Blocks within the deadline, through the key's breaker.
-    async fn block(&self, key: &str, duration: Duration) -> Result<(), Error> {
-        block_entry(self, key, duration).await
+    async fn block(
+        &self,
+        key: &str,
+        duration: Duration,
+        origin: crate::BlockOrigin,
+    ) -> Result<(), Error> {
+        block_entry(self, key, duration, origin).await
     }
 
     async fn unblock(&self, key: &str) -> Result<(), Error> {
@@ -377,9 +382,10 @@ fn block_entry<'a, S: Store, C: Clock + Clone>(
     guarded: &'a Guarded<S, C>,
     key: &'a str,
     duration: Duration,
+    origin: crate::BlockOrigin,
 ) -> Boxed<'a, ()> {
     Box::pin(async move {
-        match ask::block(&guarded.inner.store, key, duration) {
+        match ask::block(&guarded.inner.store, key, duration, origin) {
             Some(block) => unconfirmed(guarded.through_breaker(key, || block).await),
             None => Err(Error::Unsupported("blocks")),
         }

@@ -277,13 +277,42 @@ impl Store for Hung {
 }
 
 impl crate::Blocks for Hung {
-    async fn block(&self, _: &str, _: Duration) -> Result<(), Error> {
+    async fn block(&self, _: &str, _: Duration, _: crate::BlockOrigin) -> Result<(), Error> {
         tokio::time::sleep(Duration::from_secs(5)).await;
         Ok(())
     }
 
     async fn unblock(&self, _: &str) -> Result<(), Error> {
         tokio::time::sleep(Duration::from_secs(5)).await;
+        Ok(())
+    }
+
+    fn blocked(&self, _: &str) -> Option<Duration> {
+        None
+    }
+}
+
+/// A store whose operator blocks are full: every block is refused.
+#[derive(Debug, Default)]
+struct FullBlocks {
+    calls: AtomicUsize,
+}
+
+impl Store for FullBlocks {
+    const CAPABILITIES: crate::Capabilities<Self> = crate::Capabilities::LOCAL.blocks();
+
+    async fn check(&self, _: &str, _: &Policy, _: u64) -> Result<Decision, Error> {
+        Err(Error::Unsupported("checks"))
+    }
+}
+
+impl crate::Blocks for FullBlocks {
+    async fn block(&self, _: &str, _: Duration, _: crate::BlockOrigin) -> Result<(), Error> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        Err(Error::Full("full".into()))
+    }
+
+    async fn unblock(&self, _: &str) -> Result<(), Error> {
         Ok(())
     }
 
@@ -307,7 +336,9 @@ async fn an_admin_change_cut_short_by_the_deadline_is_unconfirmed() {
     let guarded = Guarded::new(Hung, GuardConfig::default());
     let deadline = guarded.config().deadline;
     let answers = [
-        guarded.block("k", Duration::from_secs(60)).await,
+        guarded
+            .block("k", Duration::from_secs(60), crate::BlockOrigin::Operator)
+            .await,
         guarded.unblock("k").await,
         guarded.reset("k", &policy()).await,
     ];
@@ -317,4 +348,20 @@ async fn an_admin_change_cut_short_by_the_deadline_is_unconfirmed() {
             "{answer:?}"
         );
     }
+}
+
+#[tokio::test]
+async fn a_block_refused_for_a_full_list_is_not_a_store_failure() {
+    use crate::Blocks;
+    let clock = ManualClock::new(Duration::from_secs(1_000));
+    let guarded = Guarded::with_clock(FullBlocks::default(), GuardConfig::default(), clock);
+    for _ in 0..10 {
+        let refused = guarded
+            .block("k", Duration::from_secs(60), crate::BlockOrigin::Operator)
+            .await;
+        assert!(matches!(refused, Err(Error::Full(_))), "{refused:?}");
+    }
+    // Every refusal reached the store: the breaker stayed closed.
+    assert_eq!(guarded.store().calls.load(Ordering::SeqCst), 10);
+    assert_eq!(guarded.breaker_state(), BreakerState::Closed);
 }

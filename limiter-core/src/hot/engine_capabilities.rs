@@ -134,8 +134,13 @@ impl<S: Refunds> Refunds for HotKeys<S> {
 }
 
 impl<S: Blocks> Blocks for HotKeys<S> {
-    async fn block(&self, key: &str, duration: std::time::Duration) -> Result<(), Error> {
-        self.store.block(key, duration).await
+    async fn block(
+        &self,
+        key: &str,
+        duration: std::time::Duration,
+        origin: crate::BlockOrigin,
+    ) -> Result<(), Error> {
+        self.store.block(key, duration, origin).await
     }
 
     async fn unblock(&self, key: &str) -> Result<(), Error> {
@@ -211,8 +216,9 @@ fn forward_block<'a, S: Store>(
     hot: &'a HotKeys<S>,
     key: &'a str,
     duration: std::time::Duration,
+    origin: crate::BlockOrigin,
 ) -> Boxed<'a, ()> {
-    match ask::block(&*hot.store, key, duration) {
+    match ask::block(&*hot.store, key, duration, origin) {
         Some(block) => block,
         None => Box::pin(async { Err(Error::Unsupported("blocks")) }),
     }

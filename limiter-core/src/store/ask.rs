@@ -115,17 +115,18 @@ pub fn reset<'a, S: Store>(
     S::CAPABILITIES.reset.map(|reset| reset(store, key, policy))
 }
 
-/// Blocks `key` for `duration` (see [`Blocks`](super::Blocks)); `None`
-/// when the store blocks nothing.
+/// Blocks `key` for `duration`, a block of `origin` (see
+/// [`Blocks`](super::Blocks)); `None` when the store blocks nothing.
 pub fn block<'a, S: Store>(
     store: &'a S,
     key: &'a str,
     duration: std::time::Duration,
+    origin: crate::BlockOrigin,
 ) -> Option<Boxed<'a, ()>> {
     S::CAPABILITIES
         .blocks
         .as_ref()
-        .map(|ops| (ops.block)(store, key, duration))
+        .map(|ops| (ops.block)(store, key, duration, origin))
 }
 
 /// Lifts `key`'s block (see [`Blocks`](super::Blocks)); `None` when the

@@ -53,7 +53,8 @@ pub(crate) struct PlanOps<S: ?Sized> {
 
 pub(crate) type PenalizeOp<S> =
     for<'a> fn(&'a S, &'a str, &'a crate::Penalty) -> Boxed<'a, Option<Duration>>;
-pub(crate) type BlockOp<S> = for<'a> fn(&'a S, &'a str, Duration) -> Boxed<'a, ()>;
+pub(crate) type BlockOp<S> =
+    for<'a> fn(&'a S, &'a str, Duration, crate::BlockOrigin) -> Boxed<'a, ()>;
 pub(crate) type UnblockOp<S> = for<'a> fn(&'a S, &'a str) -> Boxed<'a, ()>;
 pub(crate) type BlockedOp<S> = fn(&S, &str) -> Option<Duration>;
 

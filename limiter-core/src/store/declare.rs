@@ -119,8 +119,9 @@ pub(crate) fn block_of<'a, S: Blocks>(
     store: &'a S,
     key: &'a str,
     duration: Duration,
+    origin: crate::BlockOrigin,
 ) -> Boxed<'a, ()> {
-    Box::pin(async move { store.block(key, duration).await })
+    Box::pin(async move { store.block(key, duration, origin).await })
 }
 
 pub(crate) fn unblock_of<'a, S: Blocks>(store: &'a S, key: &'a str) -> Boxed<'a, ()> {

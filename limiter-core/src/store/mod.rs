@@ -27,7 +27,9 @@ pub(crate) mod memory;
 pub(crate) mod traits;
 
 pub use assigned::{AssignedPlans, MAX_ASSIGNED_PLANS};
-pub use blocks::{BlockList, MAX_BLOCKS};
+pub use blocks::{
+    BlockList, BlockOrigin, DEFAULT_MAX_PENALTY_BLOCKS, ListedBlock, MAX_BLOCKS, MAX_BLOCKS_PAGE,
+};
 pub use capabilities::Capabilities;
 pub(crate) use capabilities::{Boxed, GuardOps, RefundOps};
 pub use traits::{

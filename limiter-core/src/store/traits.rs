@@ -176,15 +176,21 @@ pub trait AnnouncesResets: Store {
 /// Blocking a key (an identity's, under a prefix) for a while, shared by
 /// every instance using the store.
 pub trait Blocks: Store {
-    /// Blocks `key` for `duration`, replacing a block it has; every
-    /// instance answers it blocked once this returns.
+    /// Blocks `key` for `duration`, replacing its block of the same
+    /// `origin` (a block of the other origin stays: the key is blocked
+    /// until the later one ends); every instance answers it blocked once
+    /// this returns. Operator blocks and penalty-earned ones are bounded
+    /// apart (see [`BlockList`](crate::BlockList)): past its bound a new
+    /// operator block is refused, and a new penalty block takes the place
+    /// of the penalty block that ends soonest.
     fn block(
         &self,
         key: &str,
         duration: Duration,
+        origin: crate::BlockOrigin,
     ) -> impl Future<Output = Result<(), Error>> + Send;
 
-    /// Lifts `key`'s block; every instance answers it unblocked once this
+    /// Lifts `key`'s blocks, of both origins; every instance answers it unblocked once this
     /// returns.
     fn unblock(&self, key: &str) -> impl Future<Output = Result<(), Error>> + Send;
 

@@ -220,7 +220,10 @@ impl Control {
         duration: std::time::Duration,
     ) -> Result<(), Error> {
         let key = self.identity_key(identity);
-        self.store.control().block(&key, duration).await
+        self.store
+            .control()
+            .block(&key, duration, limiter_core::BlockOrigin::Operator)
+            .await
     }
 
     /// Lifts `identity`'s block on every instance sharing the store.
@@ -233,6 +236,36 @@ impl Control {
     /// own block, not its address's).
     pub fn blocked(&self, identity: &Identity) -> Option<std::time::Duration> {
         self.store.control().blocked(&self.identity_key(identity))
+    }
+
+    /// The live blocks this instance knows, in key order: at most `max`
+    /// (up to [`MAX_BLOCKS_PAGE`](limiter_core::MAX_BLOCKS_PAGE)) whose
+    /// keys come after `after` (the last key of the page before; `None`
+    /// for the first page). Each block's key names its identity's kind
+    /// (see [`Identity`]); its origin says whether an operator or a
+    /// penalty set it. Fails with [`Error::Unsupported`] for a store that
+    /// keeps no list of its blocks.
+    pub fn blocks(
+        &self,
+        after: Option<&str>,
+        max: usize,
+    ) -> Result<Vec<limiter_core::ListedBlock>, Error> {
+        let list = self
+            .store
+            .control()
+            .block_list()
+            .ok_or(Error::Unsupported("listing blocks"))?;
+        // Each block's time left as the store reads it, on the store's own
+        // clock (a test's manual one too): ended ones are left out.
+        let control = self.store.control();
+        Ok(list
+            .page(after, max, 0)
+            .into_iter()
+            .filter_map(|mut listed| {
+                listed.left = control.blocked(&listed.key)?;
+                Some(listed)
+            })
+            .collect())
     }
 
     /// Gives `identity` (an API key's [`Identity::header`], a user: any

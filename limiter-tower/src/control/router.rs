@@ -37,8 +37,9 @@ impl Control {
     /// |---|---|
     /// | `GET /limits/{kind}/{identity}` | 200, a JSON array of [`LimitState`](super::LimitState)s ([`limits`](Self::limits)) |
     /// | `DELETE /limits/{kind}/{identity}` | 204 once every limit of the identity is reset ([`reset`](Self::reset)) |
+    /// | `GET /blocks?after={key}&limit={n}` | 200 `{"blocks": [{"key", "seconds", "origin"}...], "next": key or null}`: the live blocks this instance knows in key order, `limit` (1 to 1,000, default 100) a page, from after `after` (the `next` of the page before) ([`blocks`](Self::blocks)) |
     /// | `GET /blocks/{kind}/{identity}` | 200 `{"seconds": N}`, the block's time left rounded up, or 404 when not blocked ([`blocked`](Self::blocked)) |
-    /// | `PUT /blocks/{kind}/{identity}` | body `{"seconds": N}` (1 to 31,536,000): 204 once blocked on every instance ([`block`](Self::block)); 400 for another body |
+    /// | `PUT /blocks/{kind}/{identity}` | body `{"seconds": N}` (1 to 31,536,000): 204 once blocked on every instance ([`block`](Self::block)); 400 for another body; 507 when the store holds [`MAX_BLOCKS`](limiter_core::MAX_BLOCKS) operator blocks already |
     /// | `DELETE /blocks/{kind}/{identity}` | 204 once unblocked ([`unblock`](Self::unblock)) |
     ///
     /// An unknown kind is 404, an address that does not parse 400. A store
@@ -58,6 +59,7 @@ impl Control {
     pub fn router<S>(&self) -> Router<S> {
         Router::new()
             .route("/limits/{kind}/{identity}", get(limits).delete(reset))
+            .route("/blocks", get(list_blocks))
             .route(
                 "/blocks/{kind}/{identity}",
                 get(blocked).put(block).delete(unblock),
@@ -146,6 +148,56 @@ async fn reset(State(control): State<Control>, uri: Uri) -> Response {
     }
 }
 
+/// The query of `GET /blocks`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BlocksPage {
+    after: Option<String>,
+    limit: Option<usize>,
+}
+
+/// A page of blocks as the router lists them.
+#[derive(serde::Serialize)]
+struct ListedBlockBody {
+    key: String,
+    seconds: u64,
+    origin: &'static str,
+}
+
+async fn list_blocks(State(control): State<Control>, uri: Uri) -> Response {
+    let query = uri.query().unwrap_or("");
+    let Ok(page) = serde_urlencoded::from_str::<BlocksPage>(query) else {
+        return bad_request("The query is `after={key}&limit={n}`, both optional.");
+    };
+    let limit = page.limit.unwrap_or(100);
+    if !(1..=limiter_core::MAX_BLOCKS_PAGE).contains(&limit) {
+        return bad_request(&format!(
+            "`limit` is 1 to {}.",
+            limiter_core::MAX_BLOCKS_PAGE
+        ));
+    }
+    match control.blocks(page.after.as_deref(), limit) {
+        Ok(blocks) => {
+            let next = (blocks.len() == limit)
+                .then(|| blocks.last().map(|b| b.key.clone()))
+                .flatten();
+            let blocks: Vec<ListedBlockBody> = blocks
+                .into_iter()
+                .map(|b| ListedBlockBody {
+                    seconds: b.left.as_micros().div_ceil(1_000_000) as u64,
+                    origin: match b.origin {
+                        limiter_core::BlockOrigin::Operator => "operator",
+                        limiter_core::BlockOrigin::Penalty => "penalty",
+                    },
+                    key: b.key,
+                })
+                .collect();
+            json(&serde_json::json!({ "blocks": blocks, "next": next }))
+        }
+        Err(error) => failed(&error),
+    }
+}
+
 /// The longest block the router sets: a year.
 const MAX_BLOCK_SECONDS: u64 = 365 * 24 * 3600;
 
@@ -216,6 +268,9 @@ fn bad_request(detail: &str) -> Response {
 fn failed(error: &Error) -> Response {
     let status = match error {
         Error::Unsupported(_) => StatusCode::NOT_IMPLEMENTED,
+        // The store keeps no more of them (an operator's blocks): the
+        // store is well, the request cannot be stored.
+        Error::Full(_) => StatusCode::INSUFFICIENT_STORAGE,
         _ => StatusCode::SERVICE_UNAVAILABLE,
     };
     tracing::warn!(%error, "a limit control call failed");
@@ -224,6 +279,7 @@ fn failed(error: &Error) -> Response {
         // The store's own words: the change may have been made, and holds
         // everywhere or nowhere once the store answers; repeat it.
         Error::Unconfirmed(_) => format!("The change was not confirmed: {error}."),
+        Error::Full(_) => format!("The store holds no more: {error}."),
         _ => format!("The limits could not be read or changed: {error}."),
     };
     problem(Protocol::Http, status, &detail)

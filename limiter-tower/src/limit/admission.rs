@@ -168,7 +168,10 @@ async fn penalize(store: Arc<dyn DynStore>, key: String, penalty: Arc<Penalty>, 
     let control = store.control();
     let counted = control.penalize(&format!("{key}:penalty"), &penalty).await;
     let blocked = match counted {
-        Ok(Some(block)) => control.block(&block_key, block).await,
+        Ok(Some(block)) => {
+            let origin = limiter_core::BlockOrigin::Penalty;
+            control.block(&block_key, block, origin).await
+        }
         Ok(None) => Ok(()),
         Err(error) => Err(error),
     };

@@ -83,7 +83,7 @@ impl RouteLimit {
     /// this limit (`{prefix}:{identity}` under the router layer's prefix,
     /// of the identity's kind), or of its client address, which covers
     /// every limited route of that client. The address is resolved only
-    /// while the store holds blocks.
+    /// while the store holds address blocks.
     #[inline(always)]
     pub(crate) fn block_of<B>(
         &self,
@@ -112,9 +112,11 @@ impl RouteLimit {
             Source::Global => None,
             _ => control.blocked(&self.block_key(key, context)),
         };
-        let address = match self.source.0 {
+        let address = match (&self.source.0, &context.blocks) {
             // The identity is the address: its block was read above.
-            Source::Ip => None,
+            (Source::Ip, _) => None,
+            // No address is blocked: the client's address is not resolved.
+            (_, BlockCheck::List(list)) if !list.holds_addresses() => None,
             _ => {
                 let ip = client_ip(context, request)?;
                 let mut address_key = String::from(&*context.key_start);

@@ -123,9 +123,9 @@ impl<C: Clock> Peek for MemoryStore<C> {
 }
 
 impl<C: Clock> Blocks for MemoryStore<C> {
-    async fn block(&self, key: &str, duration: Duration) -> Result<(), Error> {
+    async fn block(&self, key: &str, duration: Duration, origin: BlockOrigin) -> Result<(), Error> {
         let now = self.inner.clock.now_micros();
-        self.inner.blocks.block(key, duration, now)
+        self.inner.blocks.block(key, duration, origin, now)
     }
 
     async fn unblock(&self, key: &str) -> Result<(), Error> {

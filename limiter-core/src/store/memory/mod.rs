@@ -45,8 +45,8 @@ use crate::penalty::Penalty;
 use crate::policy::{Kind, Policy};
 use crate::refund::Receipt;
 use crate::store::{
-    AssignedPlans, BlockList, Blocks, Capabilities, Peek, Penalties, PlanAssignments, Refunds,
-    Reset, Store,
+    AssignedPlans, BlockList, BlockOrigin, Blocks, Capabilities, Peek, Penalties, PlanAssignments,
+    Refunds, Reset, Store,
 };
 use penalties::Penalized;
 use permits::Permits;
@@ -198,6 +198,24 @@ impl<C: Clock> MemoryStore<C> {
         for shard in self.inner.shards.iter() {
             lock(shard).capacity = per_shard;
         }
+        self
+    }
+
+    /// Keeps at most `blocks` penalty-earned blocks (default
+    /// [`DEFAULT_MAX_PENALTY_BLOCKS`](crate::DEFAULT_MAX_PENALTY_BLOCKS); at
+    /// least 1): past it, the one that ends soonest gives way to the new
+    /// one, so a flood of made-up identities earning blocks costs bounded
+    /// memory and never stops a later offender from being blocked. Blocks
+    /// set by an operator are bounded apart ([`MAX_BLOCKS`](crate::MAX_BLOCKS)),
+    /// and never give way.
+    ///
+    /// ```
+    /// use limiter_core::MemoryStore;
+    ///
+    /// let store = MemoryStore::new().with_max_penalty_blocks(20_000);
+    /// ```
+    pub fn with_max_penalty_blocks(self, blocks: usize) -> Self {
+        self.inner.blocks.set_max_penalty_blocks(blocks);
         self
     }
 

@@ -1,0 +1,109 @@
+//! Blocks in Redis: an operator's in the hash [`BLOCKS`], penalties' in the
+//! sorted set [`PENALTY_BLOCKS`] (by end time), both in the channel's slot,
+//! each kind bounded by the script that writes it (`block.lua`) and when an
+//! instance reads them at its subscription (`blocks.lua`). A block or an
+//! unblock travels to every instance's list as a notice (see `announce.rs`):
+//! `b` an operator's, `e` a penalty's.
+
+use std::time::Duration;
+
+use limiter_core::{BlockOrigin, Clock, Error, SystemClock};
+
+use super::announce::VERSION;
+use super::reconcile::unconfirmed;
+use super::{RedisStore, scripts};
+
+/// The hash of keys blocked by an operator and when each block ends (µs,
+/// Redis's clock), in the channel's slot (its hash tag), so the subscriber
+/// reads it where it subscribes.
+pub(crate) const BLOCKS: &str = "{limiter:resets}:blocks";
+/// The sorted set of keys blocked by a penalty, scored by when each block
+/// ends (µs, Redis's clock), in the same slot.
+pub(crate) const PENALTY_BLOCKS: &str = "{limiter:resets}:penalty_blocks";
+/// The longest block kept (µs, about 142 years): an end time stays an exact
+/// integer in Lua and in a sorted set's score (a double).
+const MAX_BLOCK_US: u64 = 1 << 52;
+
+impl RedisStore {
+    /// Blocks `key` for `duration` in Redis (by the Redis server's clock,
+    /// within the bound of `origin`), here, then on every instance. An
+    /// operator's block is counted in [`VERSION`] by the same script, so
+    /// one that runs late still reaches every instance; a penalty's is not
+    /// (a flood of them would have every instance read every block each
+    /// poll).
+    pub(super) async fn block_and_announce(
+        &self,
+        key: &str,
+        duration: Duration,
+        origin: BlockOrigin,
+    ) -> Result<(), Error> {
+        self.subscribe();
+        let left = u64::try_from(duration.as_micros())
+            .unwrap_or(u64::MAX)
+            .min(MAX_BLOCK_US);
+        let (mark, bound, notice) = match origin {
+            BlockOrigin::Operator => ("o", limiter_core::MAX_BLOCKS, "b"),
+            BlockOrigin::Penalty => ("p", self.inner.blocks.max_penalty_blocks(), "e"),
+        };
+        let block = scripts::block();
+        let mut call = match origin {
+            BlockOrigin::Operator => block.call_keys(&[BLOCKS, PENALTY_BLOCKS, VERSION]),
+            BlockOrigin::Penalty => block.call_keys(&[BLOCKS, PENALTY_BLOCKS]),
+        };
+        call.arg(key).arg(left).arg(mark).arg(bound);
+        let kept = (self.bounded_call(block, &call).await).map_err(unconfirmed)?;
+        if kept.first() != Some(&1) {
+            return Err(Error::Full(format!(
+                "{} operator blocks are held already: lift one before blocking another key",
+                limiter_core::MAX_BLOCKS
+            )));
+        }
+        let duration = Duration::from_micros(left);
+        self.inner
+            .blocks
+            .block(key, duration, origin, SystemClock.now_micros())?;
+        (self.announce(notice, &format!("{left} {key}")).await).map_err(unconfirmed)
+    }
+
+    /// Lifts `key`'s blocks in Redis, here, then on every instance; counted
+    /// in [`VERSION`] by the same script.
+    pub(super) async fn unblock_and_announce(&self, key: &str) -> Result<(), Error> {
+        self.subscribe();
+        let unblock = scripts::unblock();
+        let mut call = unblock.call_keys(&[BLOCKS, PENALTY_BLOCKS, VERSION]);
+        call.arg(key);
+        (self.bounded_call(unblock, &call).await).map_err(unconfirmed)?;
+        self.inner.blocks.unblock(key);
+        self.announce("u", key).await.map_err(unconfirmed)
+    }
+}
+
+/// The live blocks (key, time left, origin) of the node `connection`
+/// reaches, at most the store's penalty bound of penalty blocks (the
+/// ended ones and those past the bound deleted there).
+pub(crate) async fn load(
+    store: &RedisStore,
+    connection: &mut redis::aio::MultiplexedConnection,
+) -> Result<Vec<(String, Duration, BlockOrigin)>, Error> {
+    let load = scripts::blocks();
+    let flat: Vec<String> = redis::Script::new(load.source())
+        .key(BLOCKS)
+        .key(PENALTY_BLOCKS)
+        .arg(store.inner.blocks.max_penalty_blocks())
+        .invoke_async(connection)
+        .await
+        .map_err(crate::redis_error)?;
+    let blocks: Vec<_> = flat
+        .chunks_exact(3)
+        .filter_map(|block| {
+            let left = block[1].parse::<u64>().ok()?;
+            let origin = match block[2].as_str() {
+                "o" => BlockOrigin::Operator,
+                "p" => BlockOrigin::Penalty,
+                _ => return None,
+            };
+            Some((block[0].clone(), Duration::from_micros(left), origin))
+        })
+        .collect();
+    Ok(blocks)
+}
