@@ -38,6 +38,17 @@ pub enum IdentityKind {
 
 /// An identity and its kind: what blocks, resets, peeks and plans name.
 ///
+/// A client address keeps the seeds' key form, `{prefix}:{address}`; every
+/// other kind starts with a marker that ends in `=`, which no address text
+/// contains:
+///
+/// | kind | key of its state | example |
+/// |---|---|---|
+/// | client address or network | `{prefix}:{address}` | `rate_limit:203.0.113.7`, `rate_limit:2001%3Adb8%3A1%3A2%3A%3A/64` |
+/// | user | `{prefix}:user={user}` | `rate_limit:user=alice` |
+/// | a header's value | `{prefix}:header.{name}={value}` | `rate_limit:header.x-api-key=k1` |
+/// | a custom function's | `{prefix}:custom={value}` | `rate_limit:custom=tenant-7` |
+///
 /// ```
 /// use limiter_core::Identity;
 ///
@@ -144,7 +155,7 @@ impl Identity {
     }
 
     /// Appends the identity's part of a key, its kind's marker and its
-    /// escaped value (see the [module docs](self)).
+    /// escaped value (see [`Identity`]'s kinds table).
     pub fn push_key(&self, key: &mut String) {
         match &self.0 {
             Inner::Address { .. } => {

@@ -5,6 +5,8 @@
 
 #[path = "adversarial/admin.rs"]
 mod admin;
+#[path = "adversarial/admin_stall_http.rs"]
+mod admin_stall_http;
 #[path = "adversarial/admin_throttle.rs"]
 mod admin_throttle;
 #[path = "adversarial/client_ip.rs"]
