@@ -76,9 +76,13 @@ enum Inner {
 }
 
 impl Identity {
-    /// A client address.
+    /// A client address (an IPv4-mapped IPv6 address is its IPv4 one, as
+    /// the HTTP layers find clients).
     pub fn ip(ip: IpAddr) -> Self {
-        Self(Inner::Address { ip, prefix: None })
+        Self(Inner::Address {
+            ip: ip.to_canonical(),
+            prefix: None,
+        })
     }
 
     /// The network of `ip`'s first `prefix` bits (an IPv6 /64, as the
@@ -292,5 +296,10 @@ mod tests {
         assert_eq!(key(&Identity::header("a=b:c", "v")), "header.a%3Db%3Ac=v");
         // An address's text never holds `=`.
         assert!(!key(&Identity::ip("::1".parse().unwrap())).contains('='));
+        // An IPv4-mapped address is the IPv4 one.
+        assert_eq!(
+            key(&Identity::ip("::ffff:127.0.0.2".parse().unwrap())),
+            "127.0.0.2"
+        );
     }
 }

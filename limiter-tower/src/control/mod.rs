@@ -311,7 +311,8 @@ impl Control {
 
     fn push_identity(&self, key: &mut String, identity: &Identity) {
         match identity.address() {
-            Some((ip, None)) => self.client_ip.push_identity(key, ip),
+            // An IPv4-mapped address is the IPv4 one, as the layer finds it.
+            Some((ip, None)) => self.client_ip.push_identity(key, ip.to_canonical()),
             _ => identity.push_key(key),
         }
     }
