@@ -24,7 +24,11 @@
 //!
 //! What follows from using the ordinary limit machinery: requests in
 //! flight count until they are answered (at most 10 admin requests of one
-//! address at once); an address on the allow list (`LIMITER_ALLOW`) is not
+//! address at once); while the store fails, the throttle is decided by the
+//! local fallback, which gives nothing back, so every admin request of an
+//! address counts then (10 a minute, the right token's too: an operator
+//! repeating an unconfirmed change during an outage spreads the repeats
+//! over a minute, or works from an address on the allow list); an address on the allow list (`LIMITER_ALLOW`) is not
 //! throttled and shadow mode (`LIMITER_SHADOW=1`) never denies; an
 //! operator block of an address (`PUT /admin/blocks/...`) covers its admin
 //! requests too, so an administrator must not block the address they
