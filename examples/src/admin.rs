@@ -28,11 +28,12 @@
 //! local fallback, which gives nothing back, so every admin request of an
 //! address counts then (10 a minute, the right token's too: an operator
 //! repeating an unconfirmed change during an outage spreads the repeats
-//! over a minute, or works from an address on the allow list); an address on the allow list (`LIMITER_ALLOW`) is not
-//! throttled and shadow mode (`LIMITER_SHADOW=1`) never denies; an
-//! operator block of an address (`PUT /admin/blocks/...`) covers its admin
-//! requests too, so an administrator must not block the address they
-//! administer from.
+//! over a minute, or works from an address on the allow list); an address
+//! on the allow list (`LIMITER_ALLOW`) is not throttled and shadow mode
+//! (`LIMITER_SHADOW=1`) never denies. Blocks do not cover the admin routes
+//! ([`LimitLayer::honours_blocks`]`(false)`): an operator who blocks the
+//! address they work from, or the proxy every client comes through, can
+//! still lift the block.
 
 use std::time::Duration;
 
@@ -192,6 +193,9 @@ pub fn failed_authentications() -> LimitLayer {
     let rule = Rule::new(MAX_FAILURES, FAILURE_WINDOW).expect("a valid rule");
     let policy = Policy::sliding_log([rule]).expect("a valid policy");
     LimitLayer::new(FAILURES_LIMIT_NAME, policy, KeySource::ip())
+        // A block of the operator's own address (or of the proxy's) must
+        // not lock them out of lifting it.
+        .honours_blocks(false)
         .count_when(|status, _headers| status == StatusCode::UNAUTHORIZED)
         .expect("a sliding log gives requests back")
 }

@@ -346,6 +346,15 @@ async fn a_blocked_address_is_denied_on_every_limited_route() {
     // Not limited: still served.
     let health = send(addr, "GET", "/health", &headers, b"").await.unwrap();
     assert_eq!(health.status, 200);
+    // The admin routes are not covered: the operator who blocked the
+    // address they work from lifts the block from it.
+    let path = "/admin/blocks/ip/127.0.0.1";
+    assert_eq!(
+        admin(addr, "DELETE", path, Some(ADMIN_TOKEN)).await.status,
+        204
+    );
+    let post = send(addr, "POST", "/posts", &headers, b"").await.unwrap();
+    assert_eq!(post.status, 201, "{post:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

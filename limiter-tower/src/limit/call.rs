@@ -64,7 +64,9 @@ impl RouteLimit {
         if tracing::enabled!(tracing::Level::DEBUG) {
             tracing::debug!(limit = %self.name, %key, "checking");
         }
-        if let Some(left) = self.block_of(&key, context, &request) {
+        if self.honours_blocks
+            && let Some(left) = self.block_of(&key, context, &request)
+        {
             KEY_BUFFER.set(key);
             return self.blocked(left, &request);
         }

@@ -82,6 +82,17 @@ impl LimitLayer {
         self
     }
 
+    /// Whether blocks deny this limit's requests (on by default: a blocked
+    /// identity or client address gets the block's 429 before the check).
+    /// Off for a limit that must keep answering a blocked client by its
+    /// own rule, such as a throttle in front of the admin routes, so that
+    /// an operator who blocks their own address (or the proxy's) is not
+    /// locked out of unblocking it.
+    pub fn honours_blocks(mut self, on: bool) -> Self {
+        self.limit().honours_blocks = on;
+        self
+    }
+
     /// Whether an allowed request carries its [`Decision`](limiter_core::Decision)
     /// as a request extension, for the service below to read
     /// (`Extension<Decision>` in a handler). On by default; switch it off

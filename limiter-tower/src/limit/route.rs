@@ -39,6 +39,8 @@ pub(crate) struct RouteLimit {
     /// when none is configured, so a plain limit pays one test for them.
     pub(crate) business: Option<Box<RouteBusiness>>,
     pub(crate) shadow_counter: ShadowCounter,
+    /// Whether blocks deny this limit's requests.
+    pub(crate) honours_blocks: bool,
 }
 
 impl RouteLimit {
@@ -57,6 +59,7 @@ impl RouteLimit {
             decision_extension: true,
             business: None,
             shadow_counter: ShadowCounter::default(),
+            honours_blocks: true,
         }
     }
 
