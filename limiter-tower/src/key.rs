@@ -82,9 +82,10 @@ impl fmt::Debug for KeySource {
 /// [`LimitLayer::deny_identities`](crate::LimitLayer::deny_identities)...):
 /// a typed [`Identity`](limiter_core::Identity), which matches only
 /// identities of its kind, or plain text, which means the limit's own kind
-/// on a [`LimitLayer`](crate::LimitLayer) (its `by`) and a user on the
+/// on a [`LimitLayer`](crate::LimitLayer) (its `by`), and on the
 /// [`RateLimitLayer`](crate::RateLimitLayer) (whose lists reach limits of
-/// every kind: an API key spelled like an allowed user is not allowed).
+/// every kind) a client address when it parses as one, else a user: an
+/// API key spelled like an allowed user is not allowed.
 ///
 /// ```
 /// use limiter_tower::{Identity, Limiter, MemoryStore, RateLimitLayer};
@@ -124,9 +125,15 @@ impl ListedIdentity {
     /// escaped), plain text read as `source` finds identities; `None` for
     /// text that no request of `source` can have (a global limit's, an
     /// address that does not parse).
-    pub(crate) fn key_text(self, source: &Source) -> Option<String> {
+    pub(crate) fn key_text(self, source: Option<&Source>) -> Option<String> {
         use limiter_core::Identity;
         let mut text = String::new();
+        let source = match (&self, source) {
+            (_, Some(source)) => source,
+            // The router layer's: an address when it parses as one.
+            (Self::Plain(plain), None) if plain.parse::<std::net::IpAddr>().is_ok() => &Source::Ip,
+            (_, None) => &Source::User,
+        };
         match (self, source) {
             (Self::Typed(identity), _) => identity.push_key(&mut text),
             (Self::Plain(plain), Source::Ip) => {

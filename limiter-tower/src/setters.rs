@@ -20,8 +20,9 @@ pub(crate) trait Configure {
     fn set_on_store_error(&mut self, policy: OnStoreError);
 
     /// How the layer reads a plain entry of its identity lists: the kind
-    /// of its limit's `by`, or for the router layer a user.
-    fn plain_identities(&self) -> Source;
+    /// of its limit's `by`; `None` for the router layer (an address when
+    /// it parses as one, else a user).
+    fn plain_identities(&self) -> Option<Source>;
 }
 
 /// The list entries as keys write the identities (see [`ListedIdentity`]).
@@ -32,7 +33,7 @@ pub(crate) fn listed<L: Configure, I: Into<ListedIdentity>>(
     let source = layer.plain_identities();
     identities
         .into_iter()
-        .filter_map(|listed| listed.into().key_text(&source))
+        .filter_map(|listed| listed.into().key_text(source.as_ref()))
         .collect()
 }
 

@@ -76,7 +76,7 @@ mod listed_tests {
     use crate::key::Source;
 
     fn text(listed: impl Into<ListedIdentity>, source: &Source) -> Option<String> {
-        listed.into().key_text(source)
+        listed.into().key_text(Some(source))
     }
 
     #[test]
@@ -94,6 +94,10 @@ mod listed_tests {
         // Not an address: no request by address has it.
         assert_eq!(text("partner", &Source::Ip), None);
         assert_eq!(text("partner", &Source::Global), None);
+        // The router layer's: an address when it parses, else a user.
+        let router = |plain: &str| ListedIdentity::from(plain).key_text(None);
+        assert_eq!(router("198.51.100.9").as_deref(), Some("198.51.100.9"));
+        assert_eq!(router("partner").as_deref(), Some("user=partner"));
         // A typed entry keeps its kind whatever the list's.
         let key = Identity::header("x-api-key", "partner");
         assert_eq!(

@@ -170,8 +170,8 @@ common_setters! {
 }
 
 impl Configure for LimitLayer {
-    fn plain_identities(&self) -> crate::key::Source {
-        self.limit.source.0.clone()
+    fn plain_identities(&self) -> Option<crate::key::Source> {
+        Some(self.limit.source.0.clone())
     }
 
     fn common(&mut self) -> &mut Common {

@@ -234,8 +234,9 @@ common_setters! {
 
     /// Identities no limit below holds: a request whose identity for a
     /// limit is one of these, of the same kind, bypasses that limit, as
-    /// [`allow_ips`](Self::allow_ips) describes. Plain text names a user;
-    /// an [`Identity`](crate::Identity) names its own kind (an API key is
+    /// [`allow_ips`](Self::allow_ips) describes. Plain text names a client
+    /// address when it parses as one, else a user; an
+    /// [`Identity`](crate::Identity) names its own kind (an API key is
     /// `Identity::header("x-api-key", key)`), so a client cannot send an
     /// allowed user's name as its API key to pass a limit by key.
     fn allow_identities;
@@ -259,7 +260,8 @@ common_setters! {
     fn deny_ips;
 
     /// Identities every limit below refuses, of their kind (plain text
-    /// names a user; an [`Identity`](crate::Identity) its own kind), as
+    /// names an address when it parses as one, else a user; an
+    /// [`Identity`](crate::Identity) its own kind), as
     /// [`deny_ips`](Self::deny_ips) describes.
     fn deny_identities;
 
@@ -279,8 +281,8 @@ common_setters! {
 }
 
 impl Configure for RateLimitLayer {
-    fn plain_identities(&self) -> crate::key::Source {
-        crate::key::Source::User
+    fn plain_identities(&self) -> Option<crate::key::Source> {
+        None
     }
 
     fn common(&mut self) -> &mut Common {
