@@ -117,12 +117,13 @@ impl RouteLimit {
             (Source::Ip, _) => None,
             // No address is blocked: the client's address is not resolved.
             (_, BlockCheck::List(list)) if !list.holds_addresses() => None,
-            _ => {
-                let ip = client_ip(context, request)?;
+            // A request without its peer address has no address block; its
+            // own identity's block still holds.
+            _ => client_ip(context, request).and_then(|ip| {
                 let mut address_key = String::from(&*context.key_start);
                 context.client_ip.push_identity(&mut address_key, ip);
                 control.blocked(&address_key)
-            }
+            }),
         };
         own.max(address)
     }
