@@ -294,13 +294,23 @@ async fn waiters_pass_in_order_on_redis_and_a_cancelled_one_leaves() {
             status
         });
         // The first joins the queue before the second.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while waiters.waiting() < i + 1 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "waiter {i} never queued"
+            );
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
     // A third waiter gives up: it leaves the queue, and no quota is used.
     let third = tokio::spawn(get());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while waiters.waiting() < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the third waiter never queued"
+        );
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     third.abort();
