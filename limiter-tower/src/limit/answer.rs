@@ -110,8 +110,20 @@ impl RouteLimit {
                 Permitted::Held(permit) => held = permit,
                 Permitted::Denied(response) => return ResponseFuture::respond(response),
                 Permitted::Failed(error) => {
-                    let next = self.failed(&error, &reading, request.headers());
-                    return ResponseFuture::next(inner, request, next);
+                    // The rate check's receipt stays: the response still
+                    // says whether the request counts (shadow mode, or a
+                    // failure policy that lets it through).
+                    return match self.failed(&error, &reading, request.headers()) {
+                        Next::Proceed { fields, delay } => ResponseFuture::proceed_counting(
+                            inner,
+                            request,
+                            fields,
+                            delay,
+                            None,
+                            admission.refund,
+                        ),
+                        Next::Respond(response) => ResponseFuture::respond(response),
+                    };
                 }
             }
         }

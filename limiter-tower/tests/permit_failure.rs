@@ -1,0 +1,83 @@
+//! A request whose concurrency permit could not be asked for, let through
+//! (shadow mode), still has its rate count given back by its outcome.
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use axum::routing::post;
+use limiter_core::{
+    Acquired, Capabilities, ConcurrencyLimit, Decision, Error, Identity, Permits, Policy, Receipt,
+    Refunds, Rule, Store,
+};
+use limiter_tower::{Control, KeySource, LimitLayer, Limiter, MemoryStore, RateLimitLayer};
+use tower::ServiceExt;
+
+/// The memory store, whose permits fail.
+#[derive(Debug, Clone, Default)]
+struct PermitsFail(MemoryStore);
+
+impl Store for PermitsFail {
+    const CAPABILITIES: Capabilities<Self> = Capabilities::LOCAL.permits().refunds().peek();
+
+    async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        self.0.check(key, policy, cost).await
+    }
+}
+
+impl Permits for PermitsFail {
+    async fn acquire_permit(&self, _: &str, _: &ConcurrencyLimit) -> Result<Acquired, Error> {
+        Err(Error::Timeout(Duration::from_millis(50)))
+    }
+}
+
+impl Refunds for PermitsFail {
+    async fn check_refundable(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+    ) -> Result<(Decision, Option<Receipt>), Error> {
+        self.0.check_refundable(key, policy, cost).await
+    }
+
+    async fn refund(&self, key: &str, policy: &Policy, receipt: &Receipt) -> Result<(), Error> {
+        self.0.refund(key, policy, receipt).await
+    }
+}
+
+impl limiter_core::Peek for PermitsFail {
+    async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        self.0.peek(key, policy, cost).await
+    }
+}
+
+#[tokio::test]
+async fn a_failed_permit_in_shadow_mode_keeps_the_rate_counts_refund() {
+    let policy = Policy::sliding_log([Rule::new(3, Duration::from_secs(60)).unwrap()]).unwrap();
+    let exports = LimitLayer::new("exports", policy, KeySource::user())
+        .concurrency(ConcurrencyLimit::new(1).unwrap())
+        .count_failures()
+        .unwrap()
+        .shadow(true);
+    let layer = RateLimitLayer::new(Limiter::new(PermitsFail::default()))
+        .user(|parts| Some(parts.headers.get("x-user-id")?.to_str().ok()?.to_owned()));
+    let control: Control = layer.control().limit("POST /exports", &exports);
+    let router = Router::new()
+        .route("/exports", post(|| async { "started" }).layer(exports))
+        .layer(layer);
+    for _ in 0..5 {
+        let request = Request::post("/exports")
+            .header("x-user-id", "alice")
+            .body(Body::empty())
+            .unwrap();
+        let response = router.clone().oneshot(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        // The response body is read: the refund runs when it ends.
+        let _ = axum::body::to_bytes(response.into_body(), usize::MAX).await;
+    }
+    // Every success was given back: the whole quota remains.
+    let states = control.limits(&Identity::user("alice")).await.unwrap();
+    assert_eq!(states[0].remaining, 3, "{states:?}");
+}
