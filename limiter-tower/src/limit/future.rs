@@ -13,7 +13,7 @@ use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use super::admission::Pending;
-use super::answer::{Next, Reading};
+use super::answer::Reading;
 use super::detached::Detached;
 use super::permit_body::PermitBody;
 use super::refund::Refund;
@@ -202,18 +202,6 @@ where
                     refund,
                 })),
             },
-        }
-    }
-
-    /// Calls `inner`, or answers without calling it, as `next` says.
-    #[inline(always)]
-    pub(crate) fn next(inner: &mut S, request: Request<B>, next: Next) -> Self
-    where
-        S: Clone,
-    {
-        match next {
-            Next::Proceed { fields, delay } => Self::proceed(inner, request, fields, delay),
-            Next::Respond(response) => Self::respond(response),
         }
     }
 
