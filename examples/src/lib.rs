@@ -62,6 +62,8 @@ use serde_json::json;
 pub mod admin;
 pub mod business;
 pub mod demo;
+#[cfg(doctest)]
+mod guides;
 pub mod login;
 pub mod serve;
 mod trending;

@@ -1,0 +1,20 @@
+//! The guides' Rust snippets, compiled by `cargo test --doc` as doc tests:
+//! what a user copies from `docs/*.md` builds.
+
+#[doc = include_str!("../../docs/algorithms.md")]
+mod algorithms {}
+
+#[doc = include_str!("../../docs/hot-keys.md")]
+mod hot_keys {}
+
+#[doc = include_str!("../../docs/operations.md")]
+mod operations {}
+
+#[doc = include_str!("../../docs/regions.md")]
+mod regions {}
+
+#[doc = include_str!("../../docs/stores.md")]
+mod stores {}
+
+#[doc = include_str!("../../docs/ugc.md")]
+mod ugc {}
