@@ -18,3 +18,9 @@ mod stores {}
 
 #[doc = include_str!("../../docs/ugc.md")]
 mod ugc {}
+
+#[doc = include_str!("../../docs/layers.md")]
+mod layers {}
+
+#[doc = include_str!("../../docs/programmatic.md")]
+mod programmatic {}
