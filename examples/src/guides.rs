@@ -30,3 +30,8 @@ mod programmatic {}
 // crate depends on limiter-tower, which does not re-export them. They join
 // once limiter-examples has limiter-core as a dev-dependency (their hidden
 // `use limiter_tower as limiter_core;` lines then go).
+//
+// Nor README.md, whose snippets compile too (checked with its program's
+// fence `rust,no_run`): its program serves until stopped, so it can only be
+// a doc test marked `no_run`, and `examples/tests/readme.rs` finds it by its
+// fence `rust`.
