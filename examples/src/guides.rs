@@ -25,13 +25,13 @@ mod layers {}
 #[doc = include_str!("../../docs/programmatic.md")]
 mod programmatic {}
 
-// Not yet: business.md and control.md, whose snippets compile but for one
-// import each, `limiter_core::Acquired` and `limiter_core::BlockList`: this
-// crate depends on limiter-tower, which does not re-export them. They join
-// once limiter-examples has limiter-core as a dev-dependency (their hidden
-// `use limiter_tower as limiter_core;` lines then go).
-//
-// Nor README.md, whose snippets compile too (checked with its program's
-// fence `rust,no_run`): its program serves until stopped, so it can only be
-// a doc test marked `no_run`, and `examples/tests/readme.rs` finds it by its
-// fence `rust`.
+#[doc = include_str!("../../docs/business.md")]
+mod business {}
+
+#[doc = include_str!("../../docs/control.md")]
+mod control {}
+
+// The README's program is `no_run`: it serves until stopped
+// (`examples/tests/readme.rs` runs it as the quickstart binary).
+#[doc = include_str!("../../README.md")]
+mod readme {}

@@ -25,11 +25,12 @@ const QUICKSTART: &str = include_str!("../src/bin/quickstart.rs");
 /// How long the program may take to start, and a request to be answered.
 const PATIENCE: Duration = Duration::from_secs(30);
 
-/// The text of the first ```` ```rust ```` block of `markdown`, its last
+/// The text of the first ```` ```rust,no_run ```` block of `markdown`, its last
 /// newline included.
 fn first_rust_block(markdown: &str) -> &str {
-    let fence = "```rust\n";
-    let start = markdown.find(fence).expect("a ```rust block") + fence.len();
+    // `no_run`: as a doc test it would serve until stopped.
+    let fence = "```rust,no_run\n";
+    let start = markdown.find(fence).expect("a ```rust,no_run block") + fence.len();
     let length = markdown[start..]
         .find("\n```")
         .expect("the block's closing fence")
