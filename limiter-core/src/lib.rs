@@ -104,7 +104,7 @@ pub use guard::{
 pub use hot::HotKeys;
 pub use hot::{DEFAULT_LEASE_TTL, HotKey, Lease};
 #[cfg(feature = "runtime")]
-pub use identity::{Identity, IdentityKind};
+pub use identity::{Identity, IdentityKind, identity_key_of};
 #[cfg(feature = "runtime")]
 pub use key::{HASHED_IDENTITY_PREFIX, MAX_IDENTITY_LEN, push_identity, push_identity_bytes};
 #[cfg(feature = "runtime")]

@@ -360,12 +360,8 @@ impl<S: Store> Limiter<S> {
             return None;
         }
         // A store's `blocked` costs one atomic load while it holds no block.
-        let start = self.prefix.len() + 1;
-        let end = full
-            .get(start..)?
-            .find(':')
-            .map_or(full.len(), |at| start + at);
-        capabilities.blocked(&self.store, &full[..end])
+        let identity = crate::identity_key_of(full, self.prefix.len() + 1)?;
+        capabilities.blocked(&self.store, identity)
     }
 
     /// The store.

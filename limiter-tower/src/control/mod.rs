@@ -295,9 +295,8 @@ impl Control {
     /// key up to its first `:` after the prefix (an identity escapes its
     /// own), as [`Identity::push_key`] and `:{action}` build it.
     fn block_of_key(&self, full: &str) -> Option<std::time::Duration> {
-        let start = self.key_start.len();
-        let end = full[start..].find(':').map_or(full.len(), |at| start + at);
-        self.store.control().blocked(&full[..end])
+        let identity = limiter_core::identity_key_of(full, self.key_start.len())?;
+        self.store.control().blocked(identity)
     }
 
     /// `{prefix}:{identity}`: the key of its block and plan, and how its

@@ -108,9 +108,12 @@ impl RouteLimit {
         request: &Request<B>,
     ) -> Option<Duration> {
         let control = context.store.control();
-        let own = match self.source.0 {
-            Source::Global => None,
-            _ => control.blocked(&self.block_key(key, context)),
+        let own = match (&self.source.0, &self.key_start) {
+            (Source::Global, _) => None,
+            // The key starts with the block's key: read it in place (this
+            // runs on every request while the store holds any block).
+            (_, None) => control.blocked(&key[..key.len() - self.name.len() - 1]),
+            (_, Some(_)) => control.blocked(&self.block_key(key, context)),
         };
         let address = match (&self.source.0, &context.blocks) {
             // The identity is the address: its block was read above.
