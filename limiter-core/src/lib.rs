@@ -88,6 +88,10 @@ mod verdict;
 #[cfg(feature = "runtime")]
 mod wait;
 
+/// Implements a capability trait ([`Peek`], [`Permits`], …): they are
+/// usable as trait objects, so their methods answer boxed futures.
+#[cfg(feature = "runtime")]
+pub use async_trait::async_trait;
 #[cfg(feature = "runtime")]
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use concurrency::ConcurrencyLimit;
@@ -120,10 +124,10 @@ pub use rule::{MAX_WINDOW, Rate, Rule};
 pub use store::memory::{DEFAULT_CAPACITY, MemoryStore};
 #[cfg(feature = "runtime")]
 pub use store::{
-    AnnouncesResets, AssignedPlans, BlockList, BlockOrigin, Blocks, Bounded, Capabilities,
-    DEFAULT_MAX_PENALTY_BLOCKS, FailureDomains, Forget, Forgetter, Leases, ListedBlock,
-    MAX_ASSIGNED_PLANS, MAX_BLOCKS, MAX_BLOCKS_PAGE, Peek, Penalties, Permits, PlanAssignments,
-    Refunds, Reset, Store, ask,
+    AnnouncesResets, AssignedPlans, BlockList, BlockOrigin, Blocks, Capabilities,
+    DEFAULT_MAX_PENALTY_BLOCKS, Forget, Forgetter, Leases, ListedBlock, MAX_ASSIGNED_PLANS,
+    MAX_BLOCKS, MAX_BLOCKS_PAGE, Peek, Penalties, Permits, PlanAssignments, Refunds, Reset, Store,
+    forwarded, required,
 };
 pub use verdict::{OnStoreError, Verdict};
 #[cfg(feature = "runtime")]

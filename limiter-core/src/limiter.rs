@@ -11,7 +11,7 @@ use crate::key::push_identity;
 use crate::policy::Policy;
 use crate::refund::Receipt;
 use crate::rule::Rule;
-use crate::store::{Blocks, Peek, Permits, Refunds, Reset, Store};
+use crate::store::{Blocks, Capabilities, Peek, Permits, Refunds, Reset, Store};
 use crate::wait::Waiters;
 
 /// The key prefix unless another is set: keys look like `rate_limit:user={user}:{action}`.
@@ -179,7 +179,7 @@ impl<S: Store> Limiter<S> {
     {
         let mut full = self.key_with_prefix();
         full.push_str(key);
-        self.store.acquire_permit(&full, limit).await
+        self.store.store().acquire_permit(&full, limit).await
     }
 
     /// What [`check`](Self::check) would answer now on `{prefix}:{key}`
@@ -273,6 +273,7 @@ impl<S: Store> Limiter<S> {
             Some(left) => (Decision::blocked(policy, left), None),
             None => {
                 self.store
+                    .store()
                     .check_refundable(&full, policy, policy.cost())
                     .await?
             }
@@ -319,6 +320,7 @@ impl<S: Store> Limiter<S> {
         S: Blocks,
     {
         self.store
+            .store()
             .block(
                 &self.identity_key(identity),
                 duration,
@@ -332,7 +334,10 @@ impl<S: Store> Limiter<S> {
     where
         S: Blocks,
     {
-        self.store.unblock(&self.identity_key(identity)).await
+        self.store
+            .store()
+            .unblock(&self.identity_key(identity))
+            .await
     }
 
     /// How long `identity` stays blocked, as this instance knows it now.
@@ -340,7 +345,7 @@ impl<S: Store> Limiter<S> {
     where
         S: Blocks,
     {
-        self.store.blocked(&self.identity_key(identity))
+        self.store.store().blocked(&self.identity_key(identity))
     }
 
     /// `{prefix}:{identity}`: the key of `identity`'s block, and how its
@@ -355,13 +360,10 @@ impl<S: Store> Limiter<S> {
     /// with, when the store holds any: `{prefix}:{identity}` is the key up
     /// to the first `:` after the prefix (an identity escapes its own).
     fn block_of_key(&self, full: &str) -> Option<Duration> {
-        let capabilities = &HotKeys::<S>::CAPABILITIES;
-        if !capabilities.has_blocks() {
-            return None;
-        }
+        let blocks = self.store.as_blocks()?;
         // A store's `blocked` costs one atomic load while it holds no block.
         let identity = crate::identity_key_of(full, self.prefix.len() + 1)?;
-        capabilities.blocked(&self.store, identity)
+        blocks.blocked(identity)
     }
 
     /// The store.
@@ -394,7 +396,7 @@ pub struct Attempt<'a, S> {
     receipt: Option<Receipt>,
 }
 
-impl<S: Refunds> Attempt<'_, S> {
+impl<S: Store + Refunds> Attempt<'_, S> {
     /// The check's decision.
     pub fn decision(&self) -> &Decision {
         &self.decision
@@ -413,6 +415,7 @@ impl<S: Refunds> Attempt<'_, S> {
             Some(receipt) => {
                 self.limiter
                     .store
+                    .store()
                     .refund(&self.key, &self.policy, receipt)
                     .await
             }

@@ -85,9 +85,52 @@ async fn cancellation() {
     conformance::cancellation(&Memory).await;
 }
 
+/// The memory store is in process: the check needs no unreachable backend
+/// (and fails for a store across a network whose harness gives none).
 #[tokio::test]
-async fn failure_is_skipped_without_a_backend() {
+async fn failure_needs_no_backend_in_process() {
     conformance::failure(&Memory).await;
+}
+
+/// A harness that hides a capability the store has: checks only what
+/// every store does.
+struct Hiding;
+
+impl Harness for Hiding {
+    type Store = MemoryStore<ManualClock>;
+
+    async fn store(&self) -> Self::Store {
+        Memory.store().await
+    }
+
+    async fn check_at(
+        &self,
+        store: &Self::Store,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        now_us: u64,
+    ) -> Result<Decision, Error> {
+        store.check_at(key, policy, cost, now_us)
+    }
+}
+
+#[tokio::test]
+#[should_panic(expected = "the store has Peek, which the harness does not exercise")]
+async fn a_peek_the_harness_hides_fails_the_check() {
+    conformance::peek(&Hiding).await;
+}
+
+#[tokio::test]
+#[should_panic(expected = "the store has Penalties, which the harness does not exercise")]
+async fn penalties_the_harness_hides_fail_the_check() {
+    conformance::penalties(&Hiding).await;
+}
+
+#[tokio::test]
+#[should_panic(expected = "the store has Refunds, which the harness does not exercise")]
+async fn refunds_the_harness_hides_fail_the_check() {
+    conformance::refunds(&Hiding).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

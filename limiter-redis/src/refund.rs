@@ -87,6 +87,7 @@ impl RedisStore {
 /// The algorithm's own check, replying with the server's time too; the
 /// refund gives back the entries recorded at that time (the sliding log)
 /// or the cost counted in that window (the window counters), in one script.
+#[limiter_core::async_trait]
 impl Refunds for RedisStore {
     async fn check_refundable(
         &self,

@@ -19,8 +19,8 @@ use crate::sentinel::Sentinels;
 use crate::slots::SlotTable;
 
 use limiter_core::{
-    Acquired, Bounded, Capabilities, ConcurrencyLimit, Decision, Error, FailureDomains, Leases,
-    Peek, Permits, Policy, Reset, Store,
+    Acquired, AnnouncesResets, Blocks, Capabilities, ConcurrencyLimit, Decision, Error, Leases,
+    Peek, Penalties, Permits, PlanAssignments, Policy, Refunds, Reset, Store, async_trait,
 };
 
 /// The Redis store: exact and shared across every instance of a service.
@@ -361,36 +361,78 @@ impl RedisStore {
 }
 
 impl Store for RedisStore {
-    /// Across a network, each call bounded by its response timeout, a
-    /// Cluster's nodes failing one by one; permits and leases kept in Redis.
-    const CAPABILITIES: Capabilities<Self> = Capabilities::REMOTE
-        .bounded()
-        .failure_domains()
-        .permits()
-        .leases()
-        .peek()
-        .reset()
-        .announces_resets()
-        .blocks()
-        .penalties()
-        .plan_assignments()
-        .refunds();
-
     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.run(key, policy, cost, None).await
     }
 }
 
-/// Every call, connecting included, within
-/// [`RedisConfig::response_timeout`](crate::RedisConfig::response_timeout).
-impl Bounded for RedisStore {
-    fn deadline(&self) -> Duration {
-        self.inner.config.response_timeout
+/// Across a network, each call bounded by its response timeout, a
+/// Cluster's nodes failing one by one; every capability kept in Redis.
+impl Capabilities for RedisStore {
+    /// Every call, connecting included, within
+    /// [`RedisConfig::response_timeout`](crate::RedisConfig::response_timeout).
+    fn deadline(&self) -> Option<Duration> {
+        Some(self.inner.config.response_timeout)
+    }
+
+    /// On a Redis Cluster, the node serving `key`'s slot (as last read from
+    /// `CLUSTER SLOTS`); 0 for a standalone Redis, which fails as a whole.
+    fn failure_domain(&self, key: &str) -> u64 {
+        match &self.inner.backend {
+            Backend::Cluster(cluster) => cluster.slots.domain(key),
+            Backend::Primary(_) => 0,
+        }
+    }
+
+    /// The node's `host:port`.
+    fn failure_domain_name(&self, domain: u64) -> String {
+        match &self.inner.backend {
+            Backend::Cluster(cluster) => cluster.slots.name(domain),
+            Backend::Primary(_) => None,
+        }
+        .unwrap_or_else(|| domain.to_string())
+    }
+
+    fn as_permits(&self) -> Option<&dyn Permits> {
+        Some(self)
+    }
+
+    fn as_leases(&self) -> Option<&dyn Leases> {
+        Some(self)
+    }
+
+    fn as_peek(&self) -> Option<&dyn Peek> {
+        Some(self)
+    }
+
+    fn as_reset(&self) -> Option<&dyn Reset> {
+        Some(self)
+    }
+
+    fn as_refunds(&self) -> Option<&dyn Refunds> {
+        Some(self)
+    }
+
+    fn as_blocks(&self) -> Option<&dyn Blocks> {
+        Some(self)
+    }
+
+    fn as_penalties(&self) -> Option<&dyn Penalties> {
+        Some(self)
+    }
+
+    fn as_plan_assignments(&self) -> Option<&dyn PlanAssignments> {
+        Some(self)
+    }
+
+    fn as_reset_announcer(&self) -> Option<&dyn AnnouncesResets> {
+        Some(self)
     }
 }
 
 /// The algorithm's own script with its writes shadowed (`peek.lua`), on
 /// the Redis server's clock.
+#[async_trait]
 impl Peek for RedisStore {
     async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.peek_at_time(key, policy, cost, None).await
@@ -408,6 +450,7 @@ impl Peek for RedisStore {
 /// change is then in effect on every instance or on none within 2 s of
 /// Redis answering again (`reconcile.rs`); repeat the call, it is
 /// idempotent.
+#[async_trait]
 impl Reset for RedisStore {
     async fn reset(&self, key: &str, _policy: &Policy) -> Result<(), Error> {
         self.reset_and_announce(key).await
@@ -426,7 +469,8 @@ impl Reset for RedisStore {
 /// change is then in effect on every instance or on none within 2 s of
 /// Redis answering again (`reconcile.rs`); repeat the call, it is
 /// idempotent.
-impl limiter_core::Blocks for RedisStore {
+#[async_trait]
+impl Blocks for RedisStore {
     async fn block(
         &self,
         key: &str,
@@ -462,7 +506,8 @@ impl limiter_core::Blocks for RedisStore {
 /// change is then in effect on every instance or on none within 2 s of
 /// Redis answering again (`reconcile.rs`); repeat the call, it is
 /// idempotent.
-impl limiter_core::PlanAssignments for RedisStore {
+#[async_trait]
+impl PlanAssignments for RedisStore {
     async fn assign_plan(&self, key: &str, plan: Option<&str>) -> Result<(), Error> {
         self.assign_and_announce(key, plan).await
     }
@@ -477,7 +522,8 @@ impl limiter_core::PlanAssignments for RedisStore {
 }
 
 /// One call of `penalty.lua` on the key, by the Redis server's clock.
-impl limiter_core::Penalties for RedisStore {
+#[async_trait]
+impl Penalties for RedisStore {
     async fn penalize(
         &self,
         key: &str,
@@ -487,6 +533,7 @@ impl limiter_core::Penalties for RedisStore {
     }
 }
 
+#[async_trait]
 impl Permits for RedisStore {
     /// A lease in a sorted set of the key (`concurrency.lua`), renewed by a
     /// task every third of the lease while the permit is held, given back
@@ -497,6 +544,7 @@ impl Permits for RedisStore {
     }
 }
 
+#[async_trait]
 impl Leases for RedisStore {
     /// One call of `lease.lua`, on the state of the sliding log or the
     /// fixed window script: the leased entries of a sliding log are
@@ -518,26 +566,6 @@ impl Leases for RedisStore {
         unused: u64,
     ) -> Result<u64, Error> {
         self.give_back(key, policy, grant, unused).await
-    }
-}
-
-impl FailureDomains for RedisStore {
-    /// On a Redis Cluster, the node serving `key`'s slot (as last read from
-    /// `CLUSTER SLOTS`); 0 for a standalone Redis, which fails as a whole.
-    fn failure_domain(&self, key: &str) -> u64 {
-        match &self.inner.backend {
-            Backend::Cluster(cluster) => cluster.slots.domain(key),
-            Backend::Primary(_) => 0,
-        }
-    }
-
-    /// The node's `host:port`.
-    fn failure_domain_name(&self, domain: u64) -> String {
-        match &self.inner.backend {
-            Backend::Cluster(cluster) => cluster.slots.name(domain),
-            Backend::Primary(_) => None,
-        }
-        .unwrap_or_else(|| domain.to_string())
     }
 }
 

@@ -317,6 +317,9 @@ impl Inner {
     }
 }
 
+/// Across a network; rate checks only, for now.
+impl limiter_core::Capabilities for RegionalStore {}
+
 impl Store for RegionalStore {
     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.run(key, policy, cost, None).await

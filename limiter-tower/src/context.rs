@@ -3,30 +3,31 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use http::StatusCode;
 use limiter_core::{
-    Acquired, BlockOrigin, ConcurrencyLimit, Decision, Error, GuardConfig, Guarded, HotKeys,
-    OnStoreError, Policy, Receipt, Store, Verdict, Waiters, ask,
+    Acquired, Capabilities, ConcurrencyLimit, Decision, Error, GuardConfig, Guarded, HotKeys,
+    OnStoreError, Policy, Store, Verdict, Waiters, required,
 };
 
 use crate::business::Common;
 use crate::client_ip::ClientIp;
 use crate::key::Resolver;
 
+/// The capability a limit counted by outcome needs, as its absence is named.
+pub(crate) const COUNTING: &str = "counting by outcome";
+
 /// A boxed, sendable future.
 pub(crate) type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
 
 /// A [`Store`] behind a pointer, so every route can reach it without knowing
 /// its type; remote stores come guarded (deadline, breaker, failure policy).
+/// Only the hot path is erased here: the rest is the store's own
+/// [`Capabilities`].
 pub(crate) trait DynStore: Send + Sync + 'static {
     /// Decides at once when the store can (see [`Store::try_check_now`]);
     /// `None`: await [`check_owned`](Self::check_owned).
-    fn check_now(&self, key: &str, policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
-        let _ = (key, policy, cost);
-        None
-    }
+    fn check_now(&self, key: &str, policy: &Policy, cost: u64) -> Option<Result<Decision, Error>>;
 
     fn check_owned(
         self: Arc<Self>,
@@ -45,17 +46,17 @@ pub(crate) trait DynStore: Send + Sync + 'static {
         on_error: Option<OnStoreError>,
     ) -> BoxFuture<Result<Acquired, Error>>;
 
-    /// The store's handles on its state, for the layer's blocks and
+    /// What the store does besides checks, for the layer's blocks and
     /// penalties and for [`Control`](crate::Control).
-    fn control(&self) -> &dyn DynControl;
+    fn capabilities(&self) -> &dyn Capabilities;
 }
 
-/// A store used as it is (one that never fails, such as the memory store,
-/// or one the application guarded itself), honouring the policies' hot-key
-/// modes.
-struct AsGiven<S>(HotKeys<S>);
+/// The store the layer holds, honouring the policies' hot-key modes: the
+/// application's (one that never fails, such as the memory store, or one
+/// it guarded itself), or the layer's guard of it.
+struct Held<S>(HotKeys<S>);
 
-impl<S: Store> DynStore for AsGiven<S> {
+impl<S: Store> DynStore for Held<S> {
     #[inline]
     fn check_now(&self, key: &str, policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
         self.0.try_check_now(key, policy, cost)
@@ -68,43 +69,12 @@ impl<S: Store> DynStore for AsGiven<S> {
         cost: u64,
         on_error: Option<OnStoreError>,
     ) -> BoxFuture<Result<Verdict, Error>> {
-        Box::pin(async move { self.0.verdict(&key, &policy, cost, on_error).await })
-    }
-
-    fn acquire_permit_owned(
-        self: Arc<Self>,
-        key: String,
-        limit: ConcurrencyLimit,
-        on_error: Option<OnStoreError>,
-    ) -> BoxFuture<Result<Acquired, Error>> {
-        Box::pin(async move { permit(self.0.store(), &key, &limit, on_error).await })
-    }
-
-    fn control(&self) -> &dyn DynControl {
-        &self.0
-    }
-}
-
-/// A store the layer guards itself, honouring the policies' hot-key modes
-/// in front of the guard; a check of a policy without a mode goes to the
-/// guard directly, its future stored in the one box of the call.
-struct LayerGuarded<S>(HotKeys<Guarded<S>>);
-
-impl<S: Store> DynStore for LayerGuarded<S> {
-    fn check_owned(
-        self: Arc<Self>,
-        key: String,
-        policy: Arc<Policy>,
-        cost: u64,
-        on_error: Option<OnStoreError>,
-    ) -> BoxFuture<Result<Verdict, Error>> {
         Box::pin(async move {
-            if policy.hot_key().is_some() {
-                return self.0.verdict(&key, &policy, cost, on_error).await;
+            // A policy without a mode goes to the store directly.
+            if policy.hot_key().is_none() {
+                return self.0.store().verdict(&key, &policy, cost, on_error).await;
             }
-            let guarded = self.0.store();
-            let on_error = on_error.unwrap_or(guarded.config().on_store_error);
-            guarded.check_with(&key, &policy, cost, on_error).await
+            self.0.verdict(&key, &policy, cost, on_error).await
         })
     }
 
@@ -114,165 +84,16 @@ impl<S: Store> DynStore for LayerGuarded<S> {
         limit: ConcurrencyLimit,
         on_error: Option<OnStoreError>,
     ) -> BoxFuture<Result<Acquired, Error>> {
-        Box::pin(async move { permit(self.0.store(), &key, &limit, on_error).await })
+        Box::pin(async move {
+            // A store that keeps no permits says so (see `misconfigured`).
+            required(self.0.as_permits(), "concurrency limits")?
+                .acquire_permit_or(&key, &limit, on_error)
+                .await
+        })
     }
 
-    fn control(&self) -> &dyn DynControl {
+    fn capabilities(&self) -> &dyn Capabilities {
         &self.0
-    }
-}
-
-/// A boxed, sendable future borrowing its store.
-pub(crate) type BoxRef<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
-
-/// What a store does besides checks, with its type not named: read a key,
-/// reset it, block, count penalties, keep plans. Implemented once, for the
-/// store the layer holds (a [`HotKeys`], guarded or not); a store without
-/// a capability answers [`Error::Unsupported`].
-pub(crate) trait DynControl: Send + Sync {
-    /// What a check of `key` would answer now (see [`limiter_core::Peek`]).
-    fn peek<'a>(&'a self, key: &'a str, policy: &'a Policy) -> BoxRef<'a, Result<Decision, Error>>;
-    /// Forgets `key`'s state (see [`limiter_core::Reset`]).
-    fn reset<'a>(&'a self, key: &'a str, policy: &'a Policy) -> BoxRef<'a, Result<(), Error>>;
-    /// How long `key` stays blocked, as this instance knows it.
-    fn blocked(&self, key: &str) -> Option<Duration>;
-    /// The list [`blocked`](Self::blocked) reads, when the store keeps one.
-    fn block_list(&self) -> Option<Arc<limiter_core::BlockList>>;
-    /// Whether the store blocks keys at all.
-    fn has_blocks(&self) -> bool;
-    /// Blocks `key` for `duration`, a block of `origin`, on every instance.
-    fn block<'a>(
-        &'a self,
-        key: &'a str,
-        duration: Duration,
-        origin: BlockOrigin,
-    ) -> BoxRef<'a, Result<(), Error>>;
-    /// Lifts `key`'s block, on every instance.
-    fn unblock<'a>(&'a self, key: &'a str) -> BoxRef<'a, Result<(), Error>>;
-    /// Counts a denial under `key` by `penalty`; the block it earns.
-    fn penalize<'a>(
-        &'a self,
-        key: &'a str,
-        penalty: &'a limiter_core::Penalty,
-    ) -> BoxRef<'a, Result<Option<Duration>, Error>>;
-    /// Checks a request counted by outcome (see [`limiter_core::Refunds`]);
-    /// a guarded store decides by `on_error` when it fails.
-    fn check_refundable<'a>(
-        &'a self,
-        key: &'a str,
-        policy: &'a Policy,
-        cost: u64,
-        on_error: Option<OnStoreError>,
-    ) -> BoxRef<'a, Result<(Verdict, Option<Receipt>), Error>>;
-    /// Gives back what `receipt` recorded on `key`.
-    fn refund<'a>(
-        &'a self,
-        key: &'a str,
-        policy: &'a Policy,
-        receipt: &'a Receipt,
-    ) -> BoxRef<'a, Result<(), Error>>;
-    /// Gives `key` the plan `plan` (`None`: the default), on every instance.
-    fn assign<'a>(&'a self, key: &'a str, plan: Option<&'a str>) -> BoxRef<'a, Result<(), Error>>;
-    /// The plan `key` has, as this instance knows it.
-    fn assigned(&self, key: &str) -> Option<Arc<str>>;
-    /// How many keys have a plan.
-    fn assigned_count(&self) -> usize;
-}
-
-/// A capability the store lacks, as an answer.
-fn unsupported<'a, T: Send + 'a>(what: &'static str) -> BoxRef<'a, Result<T, Error>> {
-    Box::pin(async move { Err(Error::Unsupported(what)) })
-}
-
-impl<T: Store> DynControl for HotKeys<T> {
-    fn peek<'a>(&'a self, key: &'a str, policy: &'a Policy) -> BoxRef<'a, Result<Decision, Error>> {
-        ask::peek(self, key, policy, policy.cost())
-            .unwrap_or_else(|| unsupported("reading a key without counting"))
-    }
-
-    fn reset<'a>(&'a self, key: &'a str, policy: &'a Policy) -> BoxRef<'a, Result<(), Error>> {
-        ask::reset(self, key, policy).unwrap_or_else(|| unsupported("resetting a key"))
-    }
-
-    #[inline]
-    fn blocked(&self, key: &str) -> Option<Duration> {
-        Self::CAPABILITIES.blocked(self, key)
-    }
-
-    fn block_list(&self) -> Option<Arc<limiter_core::BlockList>> {
-        Self::CAPABILITIES.block_list(self)
-    }
-
-    fn has_blocks(&self) -> bool {
-        Self::CAPABILITIES.has_blocks()
-    }
-
-    fn block<'a>(
-        &'a self,
-        key: &'a str,
-        duration: Duration,
-        origin: BlockOrigin,
-    ) -> BoxRef<'a, Result<(), Error>> {
-        ask::block(self, key, duration, origin).unwrap_or_else(|| unsupported("blocks"))
-    }
-
-    fn unblock<'a>(&'a self, key: &'a str) -> BoxRef<'a, Result<(), Error>> {
-        ask::unblock(self, key).unwrap_or_else(|| unsupported("blocks"))
-    }
-
-    fn penalize<'a>(
-        &'a self,
-        key: &'a str,
-        penalty: &'a limiter_core::Penalty,
-    ) -> BoxRef<'a, Result<Option<Duration>, Error>> {
-        ask::penalize(self, key, penalty).unwrap_or_else(|| unsupported("penalties"))
-    }
-
-    fn check_refundable<'a>(
-        &'a self,
-        key: &'a str,
-        policy: &'a Policy,
-        cost: u64,
-        on_error: Option<OnStoreError>,
-    ) -> BoxRef<'a, Result<(Verdict, Option<Receipt>), Error>> {
-        ask::check_refundable(self, key, policy, cost, on_error)
-            .unwrap_or_else(|| unsupported("counting by outcome"))
-    }
-
-    fn refund<'a>(
-        &'a self,
-        key: &'a str,
-        policy: &'a Policy,
-        receipt: &'a Receipt,
-    ) -> BoxRef<'a, Result<(), Error>> {
-        ask::refund(self, key, policy, receipt)
-            .unwrap_or_else(|| unsupported("counting by outcome"))
-    }
-
-    fn assign<'a>(&'a self, key: &'a str, plan: Option<&'a str>) -> BoxRef<'a, Result<(), Error>> {
-        ask::assign_plan(self, key, plan).unwrap_or_else(|| unsupported("plan assignments"))
-    }
-
-    fn assigned(&self, key: &str) -> Option<Arc<str>> {
-        Self::CAPABILITIES.assigned_plan(self, key)
-    }
-
-    fn assigned_count(&self) -> usize {
-        Self::CAPABILITIES.assigned_plans(self)
-    }
-}
-
-/// A permit of `store`, whose type is not named here: a store that keeps
-/// no permits says so (see `misconfigured`).
-async fn permit<S: Store>(
-    store: &S,
-    key: &str,
-    limit: &ConcurrencyLimit,
-    on_error: Option<OnStoreError>,
-) -> Result<Acquired, Error> {
-    match ask::permit(store, key, limit, on_error) {
-        Some(permit) => permit.await,
-        None => Err(Error::Unsupported("concurrency limits")),
     }
 }
 
@@ -287,11 +108,11 @@ pub(crate) fn store_builder<S: Store + Clone>(store: S) -> StoreBuilder {
     let hot = HotKeys::new(store);
     Arc::new(move |config| -> Arc<dyn DynStore> {
         let store = hot.store().clone();
-        if S::CAPABILITIES.is_remote() && !S::CAPABILITIES.is_guarded() {
+        if store.is_remote() && !store.is_guarded() {
             let guarded = Guarded::new(store, config);
-            Arc::new(LayerGuarded(HotKeys::sharing(guarded, &hot)))
+            Arc::new(Held(HotKeys::sharing(guarded, &hot)))
         } else {
-            Arc::new(AsGiven(HotKeys::sharing(store, &hot)))
+            Arc::new(Held(HotKeys::sharing(store, &hot)))
         }
     })
 }
@@ -308,10 +129,8 @@ pub(crate) enum BlockCheck {
 
 impl BlockCheck {
     pub(crate) fn of(store: &dyn DynStore) -> Self {
-        let control = store.control();
-        match control.block_list() {
-            Some(list) => Self::List(list),
-            None if control.has_blocks() => Self::Ask,
+        match store.capabilities().as_blocks() {
+            Some(blocks) => blocks.block_list().map_or(Self::Ask, Self::List),
             None => Self::None,
         }
     }

@@ -93,8 +93,8 @@ pub use ipnet::IpNet;
 pub use key::{KeySource, ListedIdentity, Resolver};
 pub use limit::{Limit, LimitLayer, ResponseFuture};
 pub use limiter_core::{
-    Acquired, Algorithm, Blocks, HotKeys, Lease, Peek, Penalties, Permits, Receipt, Refunds, Reset,
-    Verdict,
+    Acquired, Algorithm, Blocks, Capabilities, HotKeys, Lease, Peek, Penalties, Permits,
+    PlanAssignments, Receipt, Refunds, Reset, Verdict,
 };
 pub use limiter_core::{
     BlockOrigin, DEFAULT_MAX_PENALTY_BLOCKS, ListedBlock, MAX_BLOCKS, MAX_BLOCKS_PAGE,

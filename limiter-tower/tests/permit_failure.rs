@@ -9,7 +9,7 @@ use axum::http::{Request, StatusCode};
 use axum::routing::post;
 use limiter_core::{
     Acquired, Capabilities, ConcurrencyLimit, Decision, Error, Identity, Permits, Policy, Receipt,
-    Refunds, Rule, Store,
+    Refunds, Rule, Store, async_trait,
 };
 use limiter_tower::{Control, KeySource, LimitLayer, Limiter, MemoryStore, RateLimitLayer};
 use tower::ServiceExt;
@@ -18,20 +18,38 @@ use tower::ServiceExt;
 #[derive(Debug, Clone, Default)]
 struct PermitsFail(MemoryStore);
 
-impl Store for PermitsFail {
-    const CAPABILITIES: Capabilities<Self> = Capabilities::LOCAL.permits().refunds().peek();
+impl Capabilities for PermitsFail {
+    fn is_remote(&self) -> bool {
+        false
+    }
 
+    fn as_permits(&self) -> Option<&dyn Permits> {
+        Some(self)
+    }
+
+    fn as_refunds(&self) -> Option<&dyn Refunds> {
+        Some(self)
+    }
+
+    fn as_peek(&self) -> Option<&dyn limiter_core::Peek> {
+        Some(self)
+    }
+}
+
+impl Store for PermitsFail {
     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.0.check(key, policy, cost).await
     }
 }
 
+#[async_trait]
 impl Permits for PermitsFail {
     async fn acquire_permit(&self, _: &str, _: &ConcurrencyLimit) -> Result<Acquired, Error> {
         Err(Error::Timeout(Duration::from_millis(50)))
     }
 }
 
+#[async_trait]
 impl Refunds for PermitsFail {
     async fn check_refundable(
         &self,
@@ -47,6 +65,7 @@ impl Refunds for PermitsFail {
     }
 }
 
+#[async_trait]
 impl limiter_core::Peek for PermitsFail {
     async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.0.peek(key, policy, cost).await

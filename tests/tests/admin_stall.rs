@@ -124,10 +124,9 @@ async fn allowed_on(b: &Guarded<RedisStore>) -> bool {
 /// deadline, and A applies none of them itself.
 async fn change_while_hung(a: &Guarded<RedisStore>) {
     let policy = once_a_minute();
-    let assign = limiter_core::ask::assign_plan(a, PLANNED, Some("pro")).expect("plans are kept");
     let (block, plan, reset) = tokio::join!(
         a.block(BLOCKED, Duration::from_secs(600), BlockOrigin::Operator),
-        assign,
+        a.assign_plan(PLANNED, Some("pro")),
         a.reset(RESET, &policy),
     );
     for answer in [&block, &plan, &reset] {

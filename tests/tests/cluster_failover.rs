@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use limiter_core::{
-    BreakerState, FailureDomains, GuardConfig, Guarded, OnStoreError, Policy, Rule, Store, Verdict,
+    BreakerState, Capabilities, GuardConfig, Guarded, OnStoreError, Policy, Rule, Store, Verdict,
 };
 use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::{RedisCluster, SteadyLoad};

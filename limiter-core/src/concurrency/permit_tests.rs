@@ -5,7 +5,7 @@ use std::time::Duration;
 use super::*;
 use crate::{
     Acquired, Capabilities, Error, GuardConfig, Guarded, ManualClock, MemoryStore, OnStoreError,
-    Permits, Policy, Store, ask,
+    Permits, Policy, Store, async_trait,
 };
 
 fn two() -> ConcurrencyLimit {
@@ -43,14 +43,19 @@ async fn at_most_max_permits_are_held_and_a_dropped_one_is_given_back() {
 #[derive(Debug)]
 struct Down;
 
-impl Store for Down {
-    const CAPABILITIES: Capabilities<Self> = Capabilities::REMOTE.permits();
+impl Capabilities for Down {
+    fn as_permits(&self) -> Option<&dyn Permits> {
+        Some(self)
+    }
+}
 
+impl Store for Down {
     async fn check(&self, _: &str, _: &Policy, _: u64) -> Result<crate::Decision, Error> {
         Err(Error::Protocol("down".into()))
     }
 }
 
+#[async_trait]
 impl Permits for Down {
     async fn acquire_permit(&self, _: &str, _: &ConcurrencyLimit) -> Result<Acquired, Error> {
         Err(Error::Protocol("down".into()))
@@ -103,15 +108,19 @@ async fn a_failed_store_decides_permits_by_the_failure_policy() {
 async fn a_store_without_permits_says_so() {
     #[derive(Debug)]
     struct RatesOnly;
+    impl Capabilities for RatesOnly {}
     impl Store for RatesOnly {
         async fn check(&self, _: &str, p: &Policy, _: u64) -> Result<crate::Decision, Error> {
             Ok(crate::Decision::unchecked(p))
         }
     }
-    assert!(!RatesOnly::CAPABILITIES.has_permits());
-    assert!(ask::permit(&RatesOnly, "k", &two(), None).is_none());
+    assert!(RatesOnly.as_permits().is_none());
     let guarded = Guarded::new(RatesOnly, GuardConfig::default());
-    assert!(!Guarded::<RatesOnly>::CAPABILITIES.has_permits());
-    assert!(ask::permit(&guarded, "k", &two(), None).is_none());
+    assert!(guarded.as_permits().is_none());
+    let refused = guarded.acquire_permit("k", &two()).await;
+    assert!(matches!(
+        refused,
+        Err(Error::Unsupported("concurrency limits"))
+    ));
     assert_eq!(guarded.breaker_state(), crate::BreakerState::Closed);
 }

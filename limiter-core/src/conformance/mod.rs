@@ -20,7 +20,7 @@
 //! | [`penalties`] | when the harness counts penalties ([`Harness::penalize_at`]): every denial of pseudo-random sequences earns the block the model ([`PenaltyState`](crate::PenaltyState)) does |
 //! | [`refunds`] | when the harness counts by outcome ([`Harness::check_refundable_at`]): on pseudo-random traces of the algorithms that refund exactly, with requests given back at random later steps, every decision equals the model's ([`KeyModel::refund`]); the others refuse with [`Error::Config`] |
 //! | [`reset`] | when the store forgets keys ([`Reset`](crate::Reset)): a key used up and reset answers as a fresh key; the key beside it keeps its state |
-//! | [`permits`] | when the store keeps [concurrency permits](crate::Permits) ([`Capabilities::has_permits`](crate::Capabilities::has_permits)): at most the maximum held, racing or not; a dropped permit given back |
+//! | [`permits`] | when the store keeps [concurrency permits](crate::Permits) ([`Capabilities::as_permits`](crate::Capabilities::as_permits)): at most the maximum held, racing or not; a dropped permit given back |
 //!
 //! A check that fails panics with a message naming the check, the
 //! algorithm, the case and step, and both answers. The cases are
@@ -60,9 +60,18 @@
 //!
 //! # let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 //! # runtime.block_on(async {
-//! conformance::run(&Memory).await; // inside #[tokio::test] in your tests
+//! // Inside #[tokio::test]s in your tests: each check alone, or all of
+//! // them with `conformance::run`.
+//! conformance::traces(&Memory).await;
+//! conformance::costs(&Memory).await;
 //! # });
 //! ```
+//!
+//! A check never passes by skipping what the store has: the memory store
+//! peeks, so this harness, which does not implement
+//! [`Harness::peek_at`], fails the [`peek`] check, naming the capability
+//! (and likewise for penalties, refunds, and a remote store without
+//! [`Harness::unreachable`]).
 //!
 //! [`Harness::check_at`] decides at a time the suite gives: a store that
 //! reads a server's clock needs a way to be told the time in tests (the

@@ -1,5 +1,5 @@
 //! A circuit breaker per failure domain of the store (see
-//! [`FailureDomains`](crate::FailureDomains)): on a Redis
+//! [`Capabilities::failure_domain`](crate::Capabilities::failure_domain)): on a Redis
 //! Cluster, one per node, so that a dead master opens the breaker of its own
 //! keys only, and failures on it never count against the others.
 
@@ -90,8 +90,8 @@ mod tests {
     use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 
     use crate::{
-        BreakerState, Capabilities, Decision, Error, FailureDomains, GuardConfig, Guarded,
-        ManualClock, MemoryStore, OnStoreError, Policy, Rule, Store, Verdict,
+        BreakerState, Capabilities, Decision, Error, GuardConfig, Guarded, ManualClock,
+        MemoryStore, OnStoreError, Policy, Rule, Store, Verdict,
     };
 
     /// Two nodes: keys starting with `a` are on node 1, which is down; the
@@ -103,8 +103,6 @@ mod tests {
     }
 
     impl Store for TwoNodes {
-        const CAPABILITIES: Capabilities<Self> = Capabilities::REMOTE.failure_domains();
-
         async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
             if self.failure_domain(key) == 1 {
                 self.calls_to_the_dead_node.fetch_add(1, Ordering::SeqCst);
@@ -114,7 +112,7 @@ mod tests {
         }
     }
 
-    impl FailureDomains for TwoNodes {
+    impl Capabilities for TwoNodes {
         fn failure_domain(&self, key: &str) -> u64 {
             if key.starts_with('a') { 1 } else { 2 }
         }

@@ -12,15 +12,8 @@ use crate::decision::Decision;
 use crate::error::Error;
 use crate::hot::{LeaseGrant, LeaseRequest};
 use crate::policy::Policy;
-use crate::store::ask;
-use crate::store::capabilities::{
-    BlockOps, PeekOp, PermitOp, PlanOps, ResetOp, peek_of, permit_of, reset_of,
-};
 use crate::store::memory::MemoryStore;
-use crate::store::{
-    Blocks, Boxed, Capabilities, Forget, Forgetter, GuardOps, Peek, Permits, RefundOps, Refunds,
-    Reset, Store,
-};
+use crate::store::{Blocks, Forget, Peek, Permits, Refunds, Reset, Store, required};
 use crate::verdict::{OnStoreError, Verdict};
 
 /// How long one store call may take unless configured: tens of
@@ -57,7 +50,7 @@ impl Default for GuardConfig {
 /// A store guarded against failure: every call has a deadline; after
 /// consecutive failures a circuit breaker stops calling the store and lets one
 /// probe through per interval; meanwhile the failure policy decides. Each
-/// part of the store that fails on its own ([`FailureDomains`](crate::FailureDomains): a node
+/// part of the store that fails on its own ([`Capabilities::failure_domain`](crate::Capabilities::failure_domain): a node
 /// of a Redis Cluster) has a breaker of its own, so a dead node costs only
 /// the keys it serves. Denials
 /// are remembered locally until they end, so a flood from a denied client
@@ -120,9 +113,8 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
         };
         // A key reset by another instance loses its cached denial here.
         let inner = Arc::downgrade(&guarded.inner);
-        S::CAPABILITIES.on_reset(
-            &guarded.inner.store,
-            Box::new(move |forget| {
+        if let Some(announcer) = guarded.inner.store.as_reset_announcer() {
+            announcer.on_reset(Box::new(move |forget| {
                 let Some(inner) = inner.upgrade() else {
                     return false;
                 };
@@ -133,8 +125,8 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
                     }
                 }
                 true
-            }),
-        );
+            }));
+        }
         guarded
     }
 
@@ -156,7 +148,7 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
 
     /// The state of the circuit breaker that guards `key`: the breaker of
     /// the part of the store serving it
-    /// ([`FailureDomains`](crate::FailureDomains)), such as
+    /// ([`Capabilities::failure_domain`](crate::Capabilities::failure_domain)), such as
     /// a node of a Redis Cluster.
     pub fn breaker_state_of(&self, key: &str) -> BreakerState {
         self.breaker(key).state()
@@ -164,10 +156,10 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
 
     fn breaker(&self, key: &str) -> super::domains::BreakerRef<'_, C> {
         let store = &self.inner.store;
-        let domain = S::CAPABILITIES.failure_domain(store, key);
-        self.inner.breakers.get(domain, || {
-            S::CAPABILITIES.failure_domain_name(store, domain)
-        })
+        let domain = store.failure_domain(key);
+        self.inner
+            .breakers
+            .get(domain, || store.failure_domain_name(domain))
     }
 
     /// Checks like [`Store::check`], deciding by `on_error` if the store fails.
@@ -275,13 +267,13 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
 
     /// The call `call` makes, or [`Error::Timeout`] once the deadline has
     /// passed. A store that bounds its calls itself within the deadline
-    /// ([`Bounded`](crate::Bounded)) keeps the one timer of the call.
+    /// ([`Capabilities::deadline`](crate::Capabilities::deadline)) keeps the one timer of the call.
     async fn within_deadline<T, F: Future<Output = Result<T, Error>>>(
         &self,
         call: impl FnOnce() -> F,
     ) -> Result<T, Error> {
         let deadline = self.inner.config.deadline;
-        match S::CAPABILITIES.deadline(&self.inner.store) {
+        match self.inner.store.deadline() {
             Some(own) if own <= deadline => call().await,
             _ => tokio::time::timeout(deadline, call())
                 .await
@@ -352,27 +344,12 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
         key: &str,
         limit: &ConcurrencyLimit,
         on_error: OnStoreError,
-    ) -> Result<Acquired, Error>
-    where
-        S: Permits,
-    {
-        self.acquire_permit_by(permit_of::<S>, key, limit, on_error)
-            .await
-    }
-
-    /// [`acquire_permit_with`](Self::acquire_permit_with), taking the
-    /// permit from the store by `permit`.
-    async fn acquire_permit_by(
-        &self,
-        permit: PermitOp<S>,
-        key: &str,
-        limit: &ConcurrencyLimit,
-        on_error: OnStoreError,
     ) -> Result<Acquired, Error> {
+        let permits = required(self.inner.store.as_permits(), "concurrency limits")?;
         let inner = &*self.inner;
         let breaker = self.breaker(key);
         match self
-            .call(&breaker, || permit(&inner.store, key, limit))
+            .call(&breaker, || permits.acquire_permit(key, limit))
             .await
         {
             Called::Answered(answer) => return answer,

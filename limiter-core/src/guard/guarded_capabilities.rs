@@ -1,86 +1,15 @@
-//! What a guarded store does besides its guarded checks: its table of
-//! capabilities (each a call through the guard to the store's own), and
-//! the capability traits it implements when the store does.
+//! What a guarded store does besides its guarded checks: each capability
+//! of the guarded store, answered through the guard (the deadline, the
+//! key's breaker, and what the guard remembers of the key).
+
+use async_trait::async_trait;
 
 use super::*;
+use crate::store::{
+    AnnouncesResets, Capabilities, Leases, Penalties, PlanAssignments, forwarded, required,
+};
 
 impl<S: Store, C: Clock + Clone> Store for Guarded<S, C> {
-    /// Across a network as the guarded store is, guarding itself, and
-    /// keeping permits and leasing quota when the guarded store does.
-    const CAPABILITIES: Capabilities<Self> = Capabilities::REMOTE
-        .guarded_by(GuardOps {
-            check: check_verdict::<S, C>,
-            permit: if S::CAPABILITIES.has_permits() {
-                Some(permit_verdict::<S, C>)
-            } else {
-                None
-            },
-            check_refundable: if S::CAPABILITIES.has_refunds() {
-                Some(refundable_verdict::<S, C>)
-            } else {
-                None
-            },
-        })
-        .with_refund_ops(if S::CAPABILITIES.has_refunds() {
-            Some(RefundOps {
-                check: check_refundable_entry::<S, C>,
-                refund: refund_entry::<S, C>,
-            })
-        } else {
-            None
-        })
-        .with_permit_op(if S::CAPABILITIES.has_permits() {
-            Some(permit::<S, C>)
-        } else {
-            None
-        })
-        .with_lease_ops(if S::CAPABILITIES.has_leases() {
-            Some((lease::<S, C>, end_lease::<S, C>))
-        } else {
-            None
-        })
-        .with_resets(if S::CAPABILITIES.resets.is_some() {
-            Some(forward_on_reset::<S, C>)
-        } else {
-            None
-        })
-        .with_plan_ops(if S::CAPABILITIES.has_plan_assignments() {
-            Some(PlanOps {
-                assign: assign_entry::<S, C>,
-                assigned: assigned_entry::<S, C>,
-                count: count_entry::<S, C>,
-            })
-        } else {
-            None
-        })
-        .with_penalize_op(if S::CAPABILITIES.has_penalties() {
-            Some(penalize_entry::<S, C>)
-        } else {
-            None
-        })
-        .with_block_ops(if S::CAPABILITIES.has_blocks() {
-            Some(BlockOps {
-                block: block_entry::<S, C>,
-                unblock: unblock_entry::<S, C>,
-                blocked: blocked_entry::<S, C>,
-                list: list_entry::<S, C>,
-            })
-        } else {
-            None
-        })
-        .with_control_ops(
-            if S::CAPABILITIES.has_peek() {
-                Some(peek_entry::<S, C>)
-            } else {
-                None
-            },
-            if S::CAPABILITIES.has_reset() {
-                Some(reset_entry::<S, C>)
-            } else {
-                None
-            },
-        );
-
     /// Checks with the configured failure policy. Failing open answers an
     /// allowed decision with every rule's whole quota remaining; failing
     /// closed answers [`Error::Unavailable`].
@@ -90,27 +19,165 @@ impl<S: Store, C: Clock + Clone> Store for Guarded<S, C> {
             .await?)
             .into_decision(policy)
     }
+
+    fn verdict(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        on_error: Option<OnStoreError>,
+    ) -> impl Future<Output = Result<Verdict, Error>> + Send {
+        let on_error = on_error.unwrap_or(self.inner.config.on_store_error);
+        self.check_with(key, policy, cost, on_error)
+    }
 }
 
-impl<S: Permits, C: Clock + Clone> Permits for Guarded<S, C> {
+/// What the guarded store is and has, each capability through the guard.
+impl<S: Store, C: Clock + Clone> Capabilities for Guarded<S, C> {
+    fn is_remote(&self) -> bool {
+        self.inner.store.is_remote()
+    }
+
+    /// The guard's deadline, or the store's own when shorter.
+    fn deadline(&self) -> Option<Duration> {
+        let own = self.inner.config.deadline;
+        Some(
+            self.inner
+                .store
+                .deadline()
+                .map_or(own, |store| store.min(own)),
+        )
+    }
+
+    fn failure_domain(&self, key: &str) -> u64 {
+        self.inner.store.failure_domain(key)
+    }
+
+    fn failure_domain_name(&self, domain: u64) -> String {
+        self.inner.store.failure_domain_name(domain)
+    }
+
+    fn is_guarded(&self) -> bool {
+        true
+    }
+
+    fn honours_hot_keys(&self) -> bool {
+        self.inner.store.honours_hot_keys()
+    }
+
+    fn as_permits(&self) -> Option<&dyn Permits> {
+        forwarded(self.inner.store.as_permits(), self)
+    }
+
+    fn as_leases(&self) -> Option<&dyn Leases> {
+        forwarded(self.inner.store.as_leases(), self)
+    }
+
+    fn as_peek(&self) -> Option<&dyn Peek> {
+        forwarded(self.inner.store.as_peek(), self)
+    }
+
+    fn as_reset(&self) -> Option<&dyn Reset> {
+        forwarded(self.inner.store.as_reset(), self)
+    }
+
+    fn as_refunds(&self) -> Option<&dyn Refunds> {
+        forwarded(self.inner.store.as_refunds(), self)
+    }
+
+    fn as_blocks(&self) -> Option<&dyn Blocks> {
+        forwarded(self.inner.store.as_blocks(), self)
+    }
+
+    fn as_penalties(&self) -> Option<&dyn Penalties> {
+        forwarded(self.inner.store.as_penalties(), self)
+    }
+
+    fn as_plan_assignments(&self) -> Option<&dyn PlanAssignments> {
+        forwarded(self.inner.store.as_plan_assignments(), self)
+    }
+
+    /// The store's own: a notice needs no guard.
+    fn as_reset_announcer(&self) -> Option<&dyn AnnouncesResets> {
+        self.inner.store.as_reset_announcer()
+    }
+}
+
+#[async_trait]
+impl<S: Store, C: Clock + Clone> Permits for Guarded<S, C> {
     /// Takes a permit with the configured failure policy.
-    fn acquire_permit(
+    async fn acquire_permit(&self, key: &str, limit: &ConcurrencyLimit) -> Result<Acquired, Error> {
+        self.acquire_permit_or(key, limit, None).await
+    }
+
+    async fn acquire_permit_or(
         &self,
         key: &str,
         limit: &ConcurrencyLimit,
-    ) -> impl Future<Output = Result<Acquired, Error>> + Send {
-        self.acquire_permit_with(key, limit, self.inner.config.on_store_error)
+        on_error: Option<OnStoreError>,
+    ) -> Result<Acquired, Error> {
+        let on_error = on_error.unwrap_or(self.inner.config.on_store_error);
+        self.acquire_permit_with(key, limit, on_error).await
     }
 }
 
-impl<S: Peek, C: Clock + Clone> Peek for Guarded<S, C> {
+#[async_trait]
+impl<S: Store, C: Clock + Clone> Leases for Guarded<S, C> {
+    /// Leases through the key's breaker, with no failure policy: the lease's
+    /// caller ([`HotKeys`](crate::HotKeys)) then checks through
+    /// [`Store::verdict`], which applies it.
+    async fn lease(
+        &self,
+        key: &str,
+        policy: &Policy,
+        request: &LeaseRequest,
+    ) -> Result<LeaseGrant, Error> {
+        let leases = required(self.inner.store.as_leases(), "leases")?;
+        self.through_breaker(key, || leases.lease(key, policy, request))
+            .await
+    }
+
+    async fn end_lease(
+        &self,
+        key: &str,
+        policy: &Policy,
+        grant: &LeaseGrant,
+        unused: u64,
+    ) -> Result<u64, Error> {
+        let Some(leases) = self.inner.store.as_leases() else {
+            return Ok(0);
+        };
+        self.within_deadline(|| leases.end_lease(key, policy, grant, unused))
+            .await
+    }
+}
+
+#[async_trait]
+impl<S: Store, C: Clock + Clone> Peek for Guarded<S, C> {
     /// Peeks within the deadline, through the key's breaker.
     async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
-        self.peek_by(peek_of::<S>, key, policy, cost).await
+        let peek = required(self.inner.store.as_peek(), "peek")?;
+        self.through_breaker(key, || peek.peek(key, policy, cost))
+            .await
     }
 }
 
-impl<S: Refunds, C: Clock + Clone> Refunds for Guarded<S, C> {
+#[async_trait]
+impl<S: Store, C: Clock + Clone> Reset for Guarded<S, C> {
+    /// Resets the store within the deadline, through the key's breaker, and
+    /// forgets the key here too, before the store does and again after (a
+    /// denial cached meanwhile came from the state being reset).
+    async fn reset(&self, key: &str, policy: &Policy) -> Result<(), Error> {
+        let reset = required(self.inner.store.as_reset(), "reset")?;
+        self.forget_local(key, policy);
+        let reset = self.through_breaker(key, || reset.reset(key, policy)).await;
+        self.forget_local(key, policy);
+        unconfirmed(reset)
+    }
+}
+
+#[async_trait]
+impl<S: Store, C: Clock + Clone> Refunds for Guarded<S, C> {
     /// Checks with the configured failure policy; a request the failure
     /// policy decided has no receipt (it stays counted where it was).
     async fn check_refundable(
@@ -119,7 +186,8 @@ impl<S: Refunds, C: Clock + Clone> Refunds for Guarded<S, C> {
         policy: &Policy,
         cost: u64,
     ) -> Result<(Decision, Option<crate::Receipt>), Error> {
-        check_refundable_entry(self, key, policy, cost).await
+        let (verdict, receipt) = self.check_refundable_or(key, policy, cost, None).await?;
+        Ok((verdict.into_decision(policy)?, receipt))
     }
 
     /// Refunds within the deadline, through the key's breaker, and forgets
@@ -130,11 +198,33 @@ impl<S: Refunds, C: Clock + Clone> Refunds for Guarded<S, C> {
         policy: &Policy,
         receipt: &crate::Receipt,
     ) -> Result<(), Error> {
-        refund_entry(self, key, policy, receipt).await
+        let refunds = required(self.inner.store.as_refunds(), "refunds")?;
+        let refunded = self
+            .through_breaker(key, || refunds.refund(key, policy, receipt))
+            .await;
+        if let Some(cache) = &self.inner.deny_cache {
+            cache.remove(key);
+        }
+        refunded
+    }
+
+    async fn check_refundable_or(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        on_error: Option<OnStoreError>,
+    ) -> Result<(Verdict, Option<crate::Receipt>), Error> {
+        let refunds = required(self.inner.store.as_refunds(), "refunds")?;
+        let on_error = on_error.unwrap_or(self.inner.config.on_store_error);
+        let check = || refunds.check_refundable(key, policy, cost);
+        let (verdict, receipt) = self.decide_with(key, policy, cost, on_error, check).await?;
+        Ok((verdict, receipt.flatten()))
     }
 }
 
-impl<S: Blocks, C: Clock + Clone> Blocks for Guarded<S, C> {
+#[async_trait]
+impl<S: Store, C: Clock + Clone> Blocks for Guarded<S, C> {
     /// Blocks within the deadline, through the key's breaker.
     async fn block(
         &self,
@@ -142,36 +232,67 @@ impl<S: Blocks, C: Clock + Clone> Blocks for Guarded<S, C> {
         duration: Duration,
         origin: crate::BlockOrigin,
     ) -> Result<(), Error> {
-        block_entry(self, key, duration, origin).await
+        let blocks = required(self.inner.store.as_blocks(), "blocks")?;
+        unconfirmed(
+            self.through_breaker(key, || blocks.block(key, duration, origin))
+                .await,
+        )
     }
 
     async fn unblock(&self, key: &str) -> Result<(), Error> {
-        unblock_entry(self, key).await
+        let blocks = required(self.inner.store.as_blocks(), "blocks")?;
+        unconfirmed(self.through_breaker(key, || blocks.unblock(key)).await)
     }
 
     fn blocked(&self, key: &str) -> Option<Duration> {
-        self.inner.store.blocked(key)
+        self.inner.store.as_blocks()?.blocked(key)
     }
 
     fn block_list(&self) -> Option<Arc<crate::BlockList>> {
-        self.inner.store.block_list()
+        self.inner.store.as_blocks()?.block_list()
     }
 }
 
-impl<S: Reset, C: Clock + Clone> Reset for Guarded<S, C> {
-    /// Resets the store within the deadline, through the key's breaker, and
-    /// forgets the key's denial and fallback state here.
-    async fn reset(&self, key: &str, policy: &Policy) -> Result<(), Error> {
-        self.reset_by(reset_of::<S>, key, policy).await
+#[async_trait]
+impl<S: Store, C: Clock + Clone> Penalties for Guarded<S, C> {
+    async fn penalize(
+        &self,
+        key: &str,
+        penalty: &crate::Penalty,
+    ) -> Result<Option<Duration>, Error> {
+        let penalties = required(self.inner.store.as_penalties(), "penalties")?;
+        self.through_breaker(key, || penalties.penalize(key, penalty))
+            .await
+    }
+}
+
+#[async_trait]
+impl<S: Store, C: Clock + Clone> PlanAssignments for Guarded<S, C> {
+    async fn assign_plan(&self, key: &str, plan: Option<&str>) -> Result<(), Error> {
+        let plans = required(self.inner.store.as_plan_assignments(), "plan assignments")?;
+        unconfirmed(
+            self.through_breaker(key, || plans.assign_plan(key, plan))
+                .await,
+        )
+    }
+
+    fn assigned_plan(&self, key: &str) -> Option<Arc<str>> {
+        self.inner.store.as_plan_assignments()?.assigned_plan(key)
+    }
+
+    fn assigned_plans(&self) -> usize {
+        self.inner
+            .store
+            .as_plan_assignments()
+            .map_or(0, |plans| plans.assigned_plans())
     }
 }
 
 impl<S: Store, C: Clock + Clone> Guarded<S, C> {
     /// `call` within the deadline, through the key's breaker: an open
     /// breaker answers [`Error::Unavailable`] at once. For calls without a
-    /// failure policy (a lease's caller, [`HotKeys`](crate::HotKeys), then
-    /// checks through [`ask::verdict`](crate::ask::verdict), which applies
-    /// it; a peek or a reset fails).
+    /// failure policy (a lease, whose caller then checks through
+    /// [`Store::verdict`], which applies it; a peek or a reset fails).
     async fn through_breaker<T, F: Future<Output = Result<T, Error>>>(
         &self,
         key: &str,
@@ -186,28 +307,6 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
         }
     }
 
-    async fn peek_by(
-        &self,
-        peek: PeekOp<S>,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-    ) -> Result<Decision, Error> {
-        self.through_breaker(key, || peek(&self.inner.store, key, policy, cost))
-            .await
-    }
-
-    /// Forgets the key here too, before the store does and again after (a
-    /// denial cached meanwhile came from the state being reset).
-    async fn reset_by(&self, reset: ResetOp<S>, key: &str, policy: &Policy) -> Result<(), Error> {
-        self.forget_local(key, policy);
-        let reset = self
-            .through_breaker(key, || reset(&self.inner.store, key, policy))
-            .await;
-        self.forget_local(key, policy);
-        unconfirmed(reset)
-    }
-
     /// Forgets what this instance remembers of `key`: a denial in the
     /// deny cache, the fallback's state.
     fn forget_local(&self, key: &str, policy: &Policy) {
@@ -217,225 +316,6 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
         self.inner
             .fallback
             .reset_at(key, policy, self.inner.clock.now_micros());
-    }
-}
-
-// The table's entries (see `Store::CAPABILITIES` above): each reached only
-// when the guarded store has what it calls.
-
-fn check_verdict<'a, S: Store, C: Clock + Clone>(
-    guarded: &'a Guarded<S, C>,
-    key: &'a str,
-    policy: &'a Policy,
-    cost: u64,
-    on_error: Option<OnStoreError>,
-) -> Boxed<'a, Verdict> {
-    let on_error = on_error.unwrap_or(guarded.inner.config.on_store_error);
-    // An async block, so the future is made in its box, not copied there.
-    Box::pin(async move { guarded.check_with(key, policy, cost, on_error).await })
-}
-
-fn refundable_verdict<'a, S: Store, C: Clock + Clone>(
-    guarded: &'a Guarded<S, C>,
-    key: &'a str,
-    policy: &'a Policy,
-    cost: u64,
-    on_error: Option<OnStoreError>,
-) -> Boxed<'a, (Verdict, Option<crate::Receipt>)> {
-    let on_error = on_error.unwrap_or(guarded.inner.config.on_store_error);
-    Box::pin(async move {
-        let Some(ops) = S::CAPABILITIES.refunds.as_ref() else {
-            return Err(Error::Unsupported("refunds"));
-        };
-        let store = &guarded.inner.store;
-        let check = || (ops.check)(store, key, policy, cost);
-        let (verdict, receipt) = guarded
-            .decide_with(key, policy, cost, on_error, check)
-            .await?;
-        Ok((verdict, receipt.flatten()))
-    })
-}
-
-fn check_refundable_entry<'a, S: Store, C: Clock + Clone>(
-    guarded: &'a Guarded<S, C>,
-    key: &'a str,
-    policy: &'a Policy,
-    cost: u64,
-) -> Boxed<'a, (Decision, Option<crate::Receipt>)> {
-    Box::pin(async move {
-        let (verdict, receipt) = refundable_verdict(guarded, key, policy, cost, None).await?;
-        Ok((verdict.into_decision(policy)?, receipt))
-    })
-}
-
-fn refund_entry<'a, S: Store, C: Clock + Clone>(
-    guarded: &'a Guarded<S, C>,
-    key: &'a str,
-    policy: &'a Policy,
-    receipt: &'a crate::Receipt,
-) -> Boxed<'a, ()> {
-    Box::pin(async move {
-        let Some(refund) = ask::refund(&guarded.inner.store, key, policy, receipt) else {
-            return Err(Error::Unsupported("refunds"));
-        };
-        let refunded = guarded.through_breaker(key, || refund).await;
-        if let Some(cache) = &guarded.inner.deny_cache {
-            cache.remove(key);
-        }
-        refunded
-    })
-}
-
-fn permit_verdict<'a, S: Store, C: Clock + Clone>(
-    guarded: &'a Guarded<S, C>,
-    key: &'a str,
-    limit: &'a ConcurrencyLimit,
-    on_error: Option<OnStoreError>,
-) -> Boxed<'a, Acquired> {
-    let on_error = on_error.unwrap_or(guarded.inner.config.on_store_error);
-    match S::CAPABILITIES.permits {
-        Some(permit) => Box::pin(async move {
-            guarded
-                .acquire_permit_by(permit, key, limit, on_error)
-                .await
-        }),
-        None => Box::pin(async { Err(Error::Unsupported("concurrency limits")) }),
-    }
-}
-
-fn permit<'a, S: Store, C: Clock + Clone>(
-    guarded: &'a Guarded<S, C>,
-    key: &'a str,
-    limit: &'a ConcurrencyLimit,
-) -> Boxed<'a, Acquired> {
-    permit_verdict(guarded, key, limit, None)
-}
-
-fn lease<'a, S: Store, C: Clock + Clone>(
-    guarded: &'a Guarded<S, C>,
-    key: &'a str,
-    policy: &'a Policy,
-    request: &'a LeaseRequest,
-) -> Boxed<'a, LeaseGrant> {
-    match S::CAPABILITIES.leases {
-        Some((lease, _)) => Box::pin(async move {
-            guarded
-                .through_breaker(key, || lease(&guarded.inner.store, key, policy, request))
-                .await
-        }),
-        None => Box::pin(async { Err(Error::Unsupported("leases")) }),
-    }
-}
-
-fn end_lease<'a, S: Store, C: Clock + Clone>(
-    guarded: &'a Guarded<S, C>,
-    key: &'a str,
-    policy: &'a Policy,
-    grant: &'a LeaseGrant,
-    unused: u64,
-) -> Boxed<'a, u64> {
-    match S::CAPABILITIES.leases {
-        Some((_, end_lease)) => {
-            Box::pin(guarded.within_deadline(move || {
-                end_lease(&guarded.inner.store, key, policy, grant, unused)
-            }))
-        }
-        None => Box::pin(async { Ok(0) }),
-    }
-}
-
-fn assign_entry<'a, S: Store, C: Clock + Clone>(
-    guarded: &'a Guarded<S, C>,
-    key: &'a str,
-    plan: Option<&'a str>,
-) -> Boxed<'a, ()> {
-    Box::pin(async move {
-        match ask::assign_plan(&guarded.inner.store, key, plan) {
-            Some(assign) => unconfirmed(guarded.through_breaker(key, || assign).await),
-            None => Err(Error::Unsupported("plan assignments")),
-        }
-    })
-}
-
-fn assigned_entry<S: Store, C>(guarded: &Guarded<S, C>, key: &str) -> Option<Arc<str>> {
-    S::CAPABILITIES.assigned_plan(&guarded.inner.store, key)
-}
-
-fn count_entry<S: Store, C>(guarded: &Guarded<S, C>) -> usize {
-    S::CAPABILITIES.assigned_plans(&guarded.inner.store)
-}
-
-fn penalize_entry<'a, S: Store, C: Clock + Clone>(
-    guarded: &'a Guarded<S, C>,
-    key: &'a str,
-    penalty: &'a crate::Penalty,
-) -> Boxed<'a, Option<Duration>> {
-    Box::pin(async move {
-        match ask::penalize(&guarded.inner.store, key, penalty) {
-            Some(penalize) => guarded.through_breaker(key, || penalize).await,
-            None => Err(Error::Unsupported("penalties")),
-        }
-    })
-}
-
-fn block_entry<'a, S: Store, C: Clock + Clone>(
-    guarded: &'a Guarded<S, C>,
-    key: &'a str,
-    duration: Duration,
-    origin: crate::BlockOrigin,
-) -> Boxed<'a, ()> {
-    Box::pin(async move {
-        match ask::block(&guarded.inner.store, key, duration, origin) {
-            Some(block) => unconfirmed(guarded.through_breaker(key, || block).await),
-            None => Err(Error::Unsupported("blocks")),
-        }
-    })
-}
-
-fn unblock_entry<'a, S: Store, C: Clock + Clone>(
-    guarded: &'a Guarded<S, C>,
-    key: &'a str,
-) -> Boxed<'a, ()> {
-    Box::pin(async move {
-        match ask::unblock(&guarded.inner.store, key) {
-            Some(unblock) => unconfirmed(guarded.through_breaker(key, || unblock).await),
-            None => Err(Error::Unsupported("blocks")),
-        }
-    })
-}
-
-fn list_entry<S: Store, C>(guarded: &Guarded<S, C>) -> Option<Arc<crate::BlockList>> {
-    S::CAPABILITIES.block_list(&guarded.inner.store)
-}
-
-fn blocked_entry<S: Store, C>(guarded: &Guarded<S, C>, key: &str) -> Option<Duration> {
-    S::CAPABILITIES.blocked(&guarded.inner.store, key)
-}
-
-fn forward_on_reset<S: Store, C>(guarded: &Guarded<S, C>, forget: Forgetter) {
-    S::CAPABILITIES.on_reset(&guarded.inner.store, forget);
-}
-
-fn peek_entry<'a, S: Store, C: Clock + Clone>(
-    guarded: &'a Guarded<S, C>,
-    key: &'a str,
-    policy: &'a Policy,
-    cost: u64,
-) -> Boxed<'a, Decision> {
-    match S::CAPABILITIES.peek {
-        Some(peek) => Box::pin(guarded.peek_by(peek, key, policy, cost)),
-        None => Box::pin(async { Err(Error::Unsupported("peek")) }),
-    }
-}
-
-fn reset_entry<'a, S: Store, C: Clock + Clone>(
-    guarded: &'a Guarded<S, C>,
-    key: &'a str,
-    policy: &'a Policy,
-) -> Boxed<'a, ()> {
-    match S::CAPABILITIES.reset {
-        Some(reset) => Box::pin(guarded.reset_by(reset, key, policy)),
-        None => Box::pin(async { Err(Error::Unsupported("reset")) }),
     }
 }
 

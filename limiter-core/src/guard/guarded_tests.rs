@@ -11,6 +11,8 @@ struct Down {
     calls: AtomicUsize,
 }
 
+impl crate::Capabilities for Down {}
+
 impl Store for Down {
     async fn check(&self, _: &str, _: &Policy, _: u64) -> Result<Decision, Error> {
         self.calls.fetch_add(1, Ordering::SeqCst);
@@ -103,6 +105,8 @@ struct Switch {
     mode: std::sync::atomic::AtomicU8,
     calls: AtomicUsize,
 }
+
+impl crate::Capabilities for Switch {}
 
 impl Store for Switch {
     async fn check(&self, _: &str, policy: &Policy, _: u64) -> Result<Decision, Error> {
@@ -203,6 +207,8 @@ struct Counted {
     calls: AtomicUsize,
 }
 
+impl crate::Capabilities for Counted {}
+
 impl Store for Counted {
     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.calls.fetch_add(1, Ordering::SeqCst);
@@ -216,17 +222,15 @@ struct Slow {
 }
 
 impl Store for Slow {
-    const CAPABILITIES: Capabilities<Self> = Capabilities::REMOTE.bounded();
-
     async fn check(&self, _: &str, policy: &Policy, _: u64) -> Result<Decision, Error> {
         tokio::time::sleep(Duration::from_millis(80)).await;
         Ok(Decision::unchecked(policy))
     }
 }
 
-impl crate::Bounded for Slow {
-    fn deadline(&self) -> Duration {
-        self.own
+impl crate::Capabilities for Slow {
+    fn deadline(&self) -> Option<Duration> {
+        Some(self.own)
     }
 }
 
@@ -268,14 +272,23 @@ async fn a_store_bounding_its_calls_within_the_deadline_keeps_the_one_timer() {
 /// maybe made later.
 struct Hung;
 
-impl Store for Hung {
-    const CAPABILITIES: Capabilities<Self> = Capabilities::REMOTE.blocks().reset();
+impl crate::Capabilities for Hung {
+    fn as_blocks(&self) -> Option<&dyn crate::Blocks> {
+        Some(self)
+    }
 
+    fn as_reset(&self) -> Option<&dyn crate::Reset> {
+        Some(self)
+    }
+}
+
+impl Store for Hung {
     async fn check(&self, _: &str, policy: &Policy, _: u64) -> Result<Decision, Error> {
         Ok(Decision::unchecked(policy))
     }
 }
 
+#[crate::async_trait]
 impl crate::Blocks for Hung {
     async fn block(&self, _: &str, _: Duration, _: crate::BlockOrigin) -> Result<(), Error> {
         tokio::time::sleep(Duration::from_secs(5)).await;
@@ -298,14 +311,23 @@ struct FullBlocks {
     calls: AtomicUsize,
 }
 
-impl Store for FullBlocks {
-    const CAPABILITIES: crate::Capabilities<Self> = crate::Capabilities::LOCAL.blocks();
+impl crate::Capabilities for FullBlocks {
+    fn is_remote(&self) -> bool {
+        false
+    }
 
+    fn as_blocks(&self) -> Option<&dyn crate::Blocks> {
+        Some(self)
+    }
+}
+
+impl Store for FullBlocks {
     async fn check(&self, _: &str, _: &Policy, _: u64) -> Result<Decision, Error> {
         Err(Error::Unsupported("checks"))
     }
 }
 
+#[crate::async_trait]
 impl crate::Blocks for FullBlocks {
     async fn block(&self, _: &str, _: Duration, _: crate::BlockOrigin) -> Result<(), Error> {
         self.calls.fetch_add(1, Ordering::SeqCst);
@@ -321,6 +343,7 @@ impl crate::Blocks for FullBlocks {
     }
 }
 
+#[crate::async_trait]
 impl crate::Reset for Hung {
     async fn reset(&self, _: &str, _: &Policy) -> Result<(), Error> {
         tokio::time::sleep(Duration::from_secs(5)).await;

@@ -7,15 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::clock::{Clock, ManualClock, SystemClock};
-use crate::concurrency::{Acquired, ConcurrencyLimit};
 use crate::decision::Decision;
 use crate::error::Error;
 use crate::policy::Policy;
-use crate::store::capabilities::{BlockOps, PeekOp, PlanOps, ResetOp, peek_of, reset_of};
-use crate::store::{
-    Blocks, Boxed, Capabilities, Forget, Forgetter, GuardOps, Peek, Permits, RefundOps, Refunds,
-    Reset, Store, ask,
-};
+use crate::store::{Forget, Peek, Reset, Store};
 use crate::verdict::{OnStoreError, Verdict};
 
 use super::HotKey;
@@ -191,9 +186,8 @@ impl<S: Store> HotKeys<S> {
     fn with(store: S, state: HotState) -> Self {
         // A key reset by another instance loses its lease and sample here.
         let shared = Arc::downgrade(&state.shared);
-        S::CAPABILITIES.on_reset(
-            &store,
-            Box::new(move |forget| {
+        if let Some(announcer) = store.as_reset_announcer() {
+            announcer.on_reset(Box::new(move |forget| {
                 let Some(shared) = shared.upgrade() else {
                     return false;
                 };
@@ -208,8 +202,8 @@ impl<S: Store> HotKeys<S> {
                     }
                 }
                 true
-            }),
-        );
+            }));
+        }
         Self {
             store: Arc::new(store),
             state,
@@ -221,10 +215,10 @@ impl<S: Store> HotKeys<S> {
         &self.store
     }
 
-    /// Checks a request of `cost` on `key` as [`ask::verdict`] does,
+    /// Checks a request of `cost` on `key` as [`Store::verdict`] does,
     /// honouring the policy's hot-key mode. `on_error` is the failure
     /// policy a guarded store applies, also when a lease cannot be taken.
-    pub async fn verdict(
+    async fn honour(
         &self,
         key: &str,
         policy: &Policy,
@@ -232,19 +226,16 @@ impl<S: Store> HotKeys<S> {
         on_error: Option<OnStoreError>,
     ) -> Result<Verdict, Error> {
         let (hot, store) = (&self.state, &self.store);
-        let caps = &S::CAPABILITIES;
         match policy.hot_key() {
             // A store that honours the modes itself (a `HotKeys`) decides.
-            _ if caps.honours_hot_keys() => {
-                ask::verdict(&**store, key, policy, cost, on_error).await
-            }
-            None => ask::verdict(&**store, key, policy, cost, on_error).await,
-            Some(HotKey::Lease(lease)) if caps.is_remote() && caps.has_leases() => {
+            _ if store.honours_hot_keys() => store.verdict(key, policy, cost, on_error).await,
+            None => store.verdict(key, policy, cost, on_error).await,
+            Some(HotKey::Lease(lease)) if store.is_remote() && store.as_leases().is_some() => {
                 super::lease::check(hot, store, key, policy, lease, cost, on_error).await
             }
             // In process a lease would gain nothing: the store decides at
             // once; a store that leases nothing decides each check itself.
-            Some(HotKey::Lease(_)) => ask::verdict(&**store, key, policy, cost, on_error).await,
+            Some(HotKey::Lease(_)) => store.verdict(key, policy, cost, on_error).await,
             Some(HotKey::Shard { shards }) => {
                 super::shard::check(hot, store, key, policy, shards, cost, on_error).await
             }
@@ -262,35 +253,35 @@ impl<S: Store> HotKeys<S> {
     /// any instance count as used until they come back.
     async fn peek_by(
         &self,
-        peek: PeekOp<S>,
+        peek: &dyn Peek,
         key: &str,
         policy: &Policy,
         cost: u64,
     ) -> Result<Decision, Error> {
         if let Some(HotKey::Shard { shards }) = policy.hot_key()
-            && !S::CAPABILITIES.honours_hot_keys()
+            && !self.store.honours_hot_keys()
         {
             let (sub_key, share) = super::shard::next(&self.state, key, policy, shards);
-            return peek(&self.store, &sub_key, &share, cost).await;
+            return peek.peek(&sub_key, &share, cost).await;
         }
-        peek(&self.store, key, policy, cost).await
+        peek.peek(key, policy, cost).await
     }
 
     /// Forgets `key`'s state in the store and in this instance (see
     /// [`Reset`]): its lease and its last sample, or every shard.
-    async fn reset_by(&self, reset: ResetOp<S>, key: &str, policy: &Policy) -> Result<(), Error> {
+    async fn reset_by(&self, reset: &dyn Reset, key: &str, policy: &Policy) -> Result<(), Error> {
         let shared = &self.state.shared;
         shared.leases.forget(key);
         shared.samples.forget(key);
         let result = match policy.hot_key() {
-            Some(HotKey::Shard { shards }) if !S::CAPABILITIES.honours_hot_keys() => {
+            Some(HotKey::Shard { shards }) if !self.store.honours_hot_keys() => {
                 let (keys, share) = super::shard::shards_of(key, policy, shards);
                 for sub_key in &keys {
-                    reset(&self.store, sub_key, &share).await?;
+                    reset.reset(sub_key, &share).await?;
                 }
                 Ok(())
             }
-            _ => reset(&self.store, key, policy).await,
+            _ => reset.reset(key, policy).await,
         };
         // A lease or sample taken meanwhile came from the state being reset.
         shared.leases.forget(key);
@@ -321,7 +312,8 @@ mod tests {
     /// policy decides the same sequence either way.
     #[tokio::test]
     async fn a_wrapped_hot_keys_applies_the_modes_once() {
-        assert!(HotKeys::<HotKeys<MemoryStore>>::CAPABILITIES.honours_hot_keys());
+        use crate::Capabilities;
+        assert!(HotKeys::new(HotKeys::new(MemoryStore::new())).honours_hot_keys());
         let policy = Policy::sliding_log([Rule::new(10, Duration::from_secs(60)).unwrap()])
             .unwrap()
             .with_sampling(4)

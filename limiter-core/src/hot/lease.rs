@@ -21,7 +21,7 @@ use tokio::sync::Notify;
 use crate::decision::Decision;
 use crate::error::Error;
 use crate::policy::Policy;
-use crate::store::{Boxed, Store, ask};
+use crate::store::Store;
 use crate::verdict::{OnStoreError, Verdict};
 
 use super::Lease;
@@ -279,9 +279,7 @@ async fn direct<S: Store>(
     match take(&**store, key, policy, &request).await {
         Ok(grant) => Ok(Verdict::Store(grant.decision)),
         Err(Error::Config(error)) => Err(error.into()),
-        Err(_) if S::CAPABILITIES.is_guarded() => {
-            ask::verdict(&**store, key, policy, cost, on_error).await
-        }
+        Err(_) if store.is_guarded() => store.verdict(key, policy, cost, on_error).await,
         Err(error) => Err(error),
     }
 }
@@ -370,10 +368,10 @@ async fn give_back<S: Store>(store: &S, key: &str, policy: &Policy, ended: Held,
     if unused == 0 {
         return;
     }
-    let Some((_, end_lease)) = S::CAPABILITIES.leases else {
+    let Some(leases) = store.as_leases() else {
         return;
     };
-    match end_lease(store, key, policy, &ended.grant, unused).await {
+    match leases.end_lease(key, policy, &ended.grant, unused).await {
         Ok(returned) => {
             metrics::counter!("limiter_leases_returned_total").increment(1);
             metrics::counter!("limiter_lease_permits_returned_total").increment(returned);
@@ -384,17 +382,16 @@ async fn give_back<S: Store>(store: &S, key: &str, policy: &Policy, ended: Held,
 }
 
 /// Takes a lease of `store`, which the engine asks only of a store that
-/// leases ([`Capabilities::has_leases`](crate::Capabilities::has_leases)).
-fn take<'a, S: Store>(
-    store: &'a S,
-    key: &'a str,
-    policy: &'a Policy,
-    request: &'a LeaseRequest,
-) -> Boxed<'a, LeaseGrant> {
-    match S::CAPABILITIES.leases {
-        Some((lease, _)) => lease(store, key, policy, request),
-        None => Box::pin(async { Err(Error::Unsupported("leases")) }),
-    }
+/// leases ([`Capabilities::as_leases`](crate::Capabilities::as_leases)).
+async fn take<S: Store>(
+    store: &S,
+    key: &str,
+    policy: &Policy,
+    request: &LeaseRequest,
+) -> Result<LeaseGrant, Error> {
+    crate::store::required(store.as_leases(), "leases")?
+        .lease(key, policy, request)
+        .await
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -18,7 +18,7 @@ use tokio::sync::{Notify, oneshot};
 use crate::decision::Decision;
 use crate::error::Error;
 use crate::policy::Policy;
-use crate::store::{Store, ask};
+use crate::store::Store;
 use crate::verdict::{OnStoreError, Verdict};
 
 use super::engine::{HotState, MAX_TRACKED_KEYS, SweepGate};
@@ -80,7 +80,7 @@ pub(super) async fn check<S: Store>(
             let (hot, store) = (hot.clone(), Arc::clone(store));
             let (key, policy) = (key.to_owned(), policy.clone());
             tokio::spawn(async move {
-                let outcome = ask::verdict(&*store, &key, &policy, weight, on_error).await;
+                let outcome = store.verdict(&key, &policy, weight, on_error).await;
                 let samples = &hot.shared.samples;
                 samples.record(&key, every - 1, outcome.as_ref().ok().copied(), now);
                 notify.notify_waiters();
@@ -98,7 +98,7 @@ pub(super) async fn check<S: Store>(
         }
     }
     // Never decided by a sample: checked at its own cost, exactly.
-    ask::verdict(&**store, key, policy, cost, on_error).await
+    store.verdict(key, policy, cost, on_error).await
 }
 
 impl Samples {

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 
 use crate::error::Error;
 use crate::policy::Policy;
-use crate::store::{Store, ask};
+use crate::store::Store;
 use crate::verdict::{OnStoreError, Verdict};
 
 use super::engine::HotState;
@@ -47,7 +47,7 @@ pub(super) async fn check<S: Store>(
     let share = policy.divided(shards);
     share.validate_cost(cost)?;
     let sub_key = shard_key(key, shard, shards);
-    ask::verdict(&**store, &sub_key, &share, cost, on_error).await
+    store.verdict(&sub_key, &share, cost, on_error).await
 }
 
 /// The key of shard `shard` of `shards`: the key with a hash tag that puts

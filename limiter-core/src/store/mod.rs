@@ -1,28 +1,26 @@
 //! Where the state lives: the [`Store`] contract, its capabilities, and the
 //! memory store.
 //!
-//! - [`Store`]: rate checks, the one trait every store implements;
-//! - [`FailureDomains`], [`Permits`], [`Leases`], [`Peek`], [`Reset`]: what
-//!   only some stores do, each a
-//!   trait of its own, so that code naming a store's type cannot ask it for
-//!   what it lacks: it does not compile;
-//! - [`Capabilities`]: the same set as a table of the store's type
-//!   ([`Store::CAPABILITIES`]), for code that holds the store without
-//!   naming it (the HTTP layer, the hot-key modes, the guard), declared in
-//!   one line and checked by the compiler;
-//! - [`ask`]: the one way to ask a store for a decision or a permit,
-//!   guarded or not.
+//! - [`Store`]: rate checks, the one trait every store implements, on the
+//!   hot path and static;
+//! - [`Capabilities`] (its supertrait): where the state lives, how calls
+//!   are bounded and fail, and each capability the store has, answered by
+//!   the store as a trait object, for code that holds it without naming its
+//!   type;
+//! - [`Permits`], [`Leases`], [`Peek`], [`Reset`], [`Refunds`], [`Blocks`],
+//!   [`Penalties`], [`PlanAssignments`], [`AnnouncesResets`]: what only some
+//!   stores do, each a trait of its own, so that code naming a store's type
+//!   cannot ask it for what it lacks: it does not compile.
 
 use std::future::Future;
 
 use crate::decision::Decision;
 use crate::error::Error;
 use crate::policy::Policy;
+use crate::verdict::{OnStoreError, Verdict};
 
-pub mod ask;
 pub(crate) mod assigned;
 pub(crate) mod blocks;
-pub(crate) mod capabilities;
 pub(crate) mod memory;
 pub(crate) mod traits;
 
@@ -30,11 +28,9 @@ pub use assigned::{AssignedPlans, MAX_ASSIGNED_PLANS};
 pub use blocks::{
     BlockList, BlockOrigin, DEFAULT_MAX_PENALTY_BLOCKS, ListedBlock, MAX_BLOCKS, MAX_BLOCKS_PAGE,
 };
-pub use capabilities::Capabilities;
-pub(crate) use capabilities::{Boxed, GuardOps, RefundOps};
 pub use traits::{
-    AnnouncesResets, Blocks, Bounded, FailureDomains, Forget, Forgetter, Leases, Peek, Penalties,
-    Permits, PlanAssignments, Refunds, Reset,
+    AnnouncesResets, Blocks, Capabilities, Forget, Forgetter, Leases, Peek, Penalties, Permits,
+    PlanAssignments, Refunds, Reset, forwarded, required,
 };
 
 /// A place that keeps rate-limit state and decides atomically.
@@ -45,22 +41,20 @@ pub use traits::{
 ///
 /// Implemented by [`MemoryStore`](crate::MemoryStore) (in process) and
 /// `limiter_redis::RedisStore` (shared). Both decide identically for
-/// identical timestamps; the [conformance suite](crate::conformance) shows
-/// it for any store.
+/// identical timestamps; the conformance suite (the crate
+/// `limiter-conformance`) shows it for any store.
 ///
 /// What a store does besides rate checks is a trait of its own
-/// ([`FailureDomains`], [`Permits`], [`Leases`]), declared with where its
-/// state lives in [`CAPABILITIES`](Self::CAPABILITIES):
+/// ([`Peek`], [`Permits`], …), which the store answers as itself in its
+/// [`Capabilities`], with where its state lives and how it fails:
 ///
 /// ```
-/// use limiter_core::{Capabilities, Decision, Error, FailureDomains, Policy, Store};
+/// use limiter_core::{Capabilities, Decision, Error, Peek, Policy, Store, async_trait};
 ///
 /// /// A store of one's own across a network, whose nodes fail one by one.
 /// struct Shared;
 ///
 /// impl Store for Shared {
-///     const CAPABILITIES: Capabilities<Self> = Capabilities::REMOTE.failure_domains();
-///
 ///     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
 ///         # let _ = (key, policy, cost);
 ///         // one atomic step on the backend
@@ -68,20 +62,29 @@ pub use traits::{
 ///     }
 /// }
 ///
-/// impl FailureDomains for Shared {
+/// impl Capabilities for Shared {
 ///     fn failure_domain(&self, key: &str) -> u64 {
 ///         key.len() as u64 % 3 // the node that serves `key`
 ///     }
+///
+///     fn as_peek(&self) -> Option<&dyn Peek> {
+///         Some(self) // compiles only because `Shared` implements `Peek`
+///     }
 /// }
+///
+/// #[async_trait]
+/// impl Peek for Shared {
+///     async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+///         # let _ = (key, policy, cost);
+///         // read the state, record nothing
+///         # unimplemented!()
+///     }
+/// }
+///
+/// let store: &dyn Capabilities = &Shared;
+/// assert!(store.is_remote() && store.as_peek().is_some() && store.as_permits().is_none());
 /// ```
-pub trait Store: Send + Sync + 'static {
-    /// Where the state lives and what the store does besides rate checks,
-    /// for code that holds it without naming its type. Declares only traits
-    /// the store implements: [`Capabilities::permits`] needs [`Permits`],
-    /// and so on. By default [`Capabilities::REMOTE`]: calls cross a
-    /// network, so the HTTP layer guards them, and nothing else.
-    const CAPABILITIES: Capabilities<Self> = Capabilities::REMOTE;
-
+pub trait Store: Capabilities {
     /// Checks a request of `cost` against `policy` on `key`, and records it if
     /// allowed. `key` is used as given (the [`Limiter`](crate::Limiter) adds
     /// its prefix).
@@ -110,5 +113,20 @@ pub trait Store: Send + Sync + 'static {
     ) -> Option<Result<Decision, Error>> {
         let _ = (key, policy, cost);
         None
+    }
+
+    /// Checks like [`check`](Self::check), saying how the request was
+    /// decided: a store that guards itself ([`Guarded`](crate::Guarded))
+    /// applies `on_error` when its backend fails (its own failure policy
+    /// when `None`); any other store decides itself ([`Verdict::Store`]).
+    fn verdict(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        on_error: Option<OnStoreError>,
+    ) -> impl Future<Output = Result<Verdict, Error>> + Send {
+        let _ = on_error;
+        async move { self.check(key, policy, cost).await.map(Verdict::Store) }
     }
 }

@@ -1,92 +1,195 @@
-//! What only some stores do, each a trait of its own: a store implements
-//! those it can, and declares them in its
-//! [`Capabilities`](super::Capabilities).
+//! What only some stores do, each a trait of its own, usable as a trait
+//! object: a store implements those it can, and answers each as itself
+//! through [`Capabilities`], so code holding a store without naming its
+//! type (the HTTP layer, the guard, the hot-key modes) reaches them the
+//! same way. The calls are cold or already boxed: the hot path (a rate
+//! check) stays on [`Store`](super::Store).
 
-use std::future::Future;
 use std::time::Duration;
 
-use super::Store;
+use async_trait::async_trait;
+
 use crate::concurrency::{Acquired, ConcurrencyLimit};
 use crate::decision::Decision;
 use crate::error::Error;
 use crate::hot::{LeaseGrant, LeaseRequest};
 use crate::policy::Policy;
+use crate::verdict::{OnStoreError, Verdict};
 
-/// Parts of a store that fail on their own (the nodes of a Redis Cluster):
-/// a guard keeps a circuit breaker per part, so that a part that is down
-/// costs only its own keys.
-pub trait FailureDomains: Store {
-    /// The part of the store that serves `key`. 0 is the whole store.
-    /// Called before every guarded call: it must be cheap.
-    fn failure_domain(&self, key: &str) -> u64;
+/// What a store is and does besides rate checks, asked of the store
+/// itself, whatever its type: where its state lives, how its calls are
+/// bounded and fail, and each capability trait it implements, answered as
+/// a trait object (`Some(self)`, which compiles only when the store
+/// implements the trait). Every method has a default: a store overrides
+/// what it has.
+///
+/// A wrapper answers each capability of the store it wraps in one line,
+/// and so cannot drop one; the capability test over every wrapper and
+/// store shows it.
+pub trait Capabilities: Send + Sync + 'static {
+    /// Whether calls cross a network (the default), so the HTTP layer
+    /// guards them with a deadline, a circuit breaker and the failure
+    /// policy. The memory store answers `false`.
+    fn is_remote(&self) -> bool {
+        true
+    }
+
+    /// The bound the store keeps on each of its calls, connecting
+    /// included, answering [`Error::Timeout`] past it; a guard whose
+    /// deadline is no shorter adds no timer of its own, so each call has
+    /// one deadline. `None` (the default): unbounded.
+    fn deadline(&self) -> Option<Duration> {
+        None
+    }
+
+    /// The part of the store that serves `key`, failing on its own (a node
+    /// of a Redis Cluster): a guard keeps a circuit breaker per part, so a
+    /// part that is down costs only its keys. 0 (the default) is the whole
+    /// store. Called before every guarded call: it must be cheap.
+    fn failure_domain(&self, key: &str) -> u64 {
+        let _ = key;
+        0
+    }
 
     /// A name for failure domain `domain` (a node's address), for the
     /// breaker's metrics and logs. Called once per domain.
     fn failure_domain_name(&self, domain: u64) -> String {
         domain.to_string()
     }
+
+    /// Whether the store guards its own calls, as
+    /// [`Guarded`](crate::Guarded) does: one owner guards a store.
+    fn is_guarded(&self) -> bool {
+        false
+    }
+
+    /// Whether the store honours the policies' hot-key modes itself
+    /// ([`HotKeys`](crate::HotKeys)), so that no one in front of it does.
+    fn honours_hot_keys(&self) -> bool {
+        false
+    }
+
+    /// Concurrency permits ([`Permits`]).
+    fn as_permits(&self) -> Option<&dyn Permits> {
+        None
+    }
+
+    /// Leases of a key's quota ([`Leases`]).
+    fn as_leases(&self) -> Option<&dyn Leases> {
+        None
+    }
+
+    /// Reading a key without changing it ([`Peek`]).
+    fn as_peek(&self) -> Option<&dyn Peek> {
+        None
+    }
+
+    /// Forgetting a key ([`Reset`]).
+    fn as_reset(&self) -> Option<&dyn Reset> {
+        None
+    }
+
+    /// Counting by outcome ([`Refunds`]).
+    fn as_refunds(&self) -> Option<&dyn Refunds> {
+        None
+    }
+
+    /// Blocking keys ([`Blocks`]).
+    fn as_blocks(&self) -> Option<&dyn Blocks> {
+        None
+    }
+
+    /// Penalties ([`Penalties`]).
+    fn as_penalties(&self) -> Option<&dyn Penalties> {
+        None
+    }
+
+    /// Plan assignments ([`PlanAssignments`]).
+    fn as_plan_assignments(&self) -> Option<&dyn PlanAssignments> {
+        None
+    }
+
+    /// Telling every instance of resets ([`AnnouncesResets`]).
+    fn as_reset_announcer(&self) -> Option<&dyn AnnouncesResets> {
+        None
+    }
 }
 
-/// A store that bounds each of its calls itself, connecting included, and
-/// answers [`Error::Timeout`] past the bound: a guard whose deadline is no
-/// shorter adds no timer of its own, so each call has one deadline.
-pub trait Bounded: Store {
-    /// The bound of each call.
-    fn deadline(&self) -> Duration;
+/// `outer` when the wrapped store has the capability (`inner`), for a
+/// wrapper that answers a capability through itself: it cannot claim one
+/// the wrapped store lacks, nor drop one it has.
+pub fn forwarded<'a, T: ?Sized, U: ?Sized>(inner: Option<&T>, outer: &'a U) -> Option<&'a U> {
+    inner.map(|_| outer)
+}
+
+/// The capability `capability`, or [`Error::Unsupported`] naming `what`.
+pub fn required<'a, T: ?Sized>(
+    capability: Option<&'a T>,
+    what: &'static str,
+) -> Result<&'a T, Error> {
+    capability.ok_or(Error::Unsupported(what))
 }
 
 /// Concurrency permits: requests in flight per key.
-pub trait Permits: Store {
+#[async_trait]
+pub trait Permits: Send + Sync + 'static {
     /// Takes a permit of `limit` on `key` when fewer than
     /// [`limit.max()`](ConcurrencyLimit::max) permits of the key are held,
     /// in one atomic step. The permit is given back when it is dropped; on a
     /// shared store it is a lease that its holder renews while it is held.
-    fn acquire_permit(
+    async fn acquire_permit(&self, key: &str, limit: &ConcurrencyLimit) -> Result<Acquired, Error>;
+
+    /// Takes a permit like [`acquire_permit`](Self::acquire_permit); a
+    /// store that guards itself decides by `on_error` when its backend
+    /// fails (its own failure policy when `None`). Any other store takes
+    /// the permit as it is.
+    async fn acquire_permit_or(
         &self,
         key: &str,
         limit: &ConcurrencyLimit,
-    ) -> impl Future<Output = Result<Acquired, Error>> + Send;
+        on_error: Option<OnStoreError>,
+    ) -> Result<Acquired, Error> {
+        let _ = on_error;
+        self.acquire_permit(key, limit).await
+    }
 }
 
 /// Leases of a key's quota, which a leased policy
 /// ([`Policy::with_lease`]) takes from a remote store so that an instance
 /// hands permits out locally.
-pub trait Leases: Store {
+#[async_trait]
+pub trait Leases: Send + Sync + 'static {
     /// Takes up to `request.want()` permits of `key` for
     /// `request.length()`, at least `request.need()` (else the request is
     /// denied and nothing is taken), in one atomic step. The store counts
     /// the permits as used at the lease's end.
-    fn lease(
+    async fn lease(
         &self,
         key: &str,
         policy: &Policy,
         request: &LeaseRequest,
-    ) -> impl Future<Output = Result<LeaseGrant, Error>> + Send;
+    ) -> Result<LeaseGrant, Error>;
 
     /// Gives back `unused` permits of `grant`, once the lease has ended;
     /// answers how many the store took back (none when the window that
     /// held them is over).
-    fn end_lease(
+    async fn end_lease(
         &self,
         key: &str,
         policy: &Policy,
         grant: &LeaseGrant,
         unused: u64,
-    ) -> impl Future<Output = Result<u64, Error>> + Send;
+    ) -> Result<u64, Error>;
 }
 
 /// Reading a key's state without changing it.
-pub trait Peek: Store {
+#[async_trait]
+pub trait Peek: Send + Sync + 'static {
     /// What a check of `cost` against `policy` on `key` would answer now
     /// (allowed, remaining per rule, retry after, reset after), recording
     /// nothing: the next check answers as if this call had not been made.
     /// Fails with [`Error::Config`] for a cost the check would refuse.
-    fn peek(
-        &self,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-    ) -> impl Future<Output = Result<Decision, Error>> + Send;
+    async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error>;
 }
 
 /// Counting requests by their outcome: a check that says what it recorded,
@@ -114,35 +217,53 @@ pub trait Peek: Store {
 /// # Ok::<(), limiter_core::Error>(())
 /// # }).unwrap();
 /// ```
-pub trait Refunds: Store {
-    /// Checks like [`Store::check`], and answers what it recorded when the
+#[async_trait]
+pub trait Refunds: Send + Sync + 'static {
+    /// Checks like [`Store::check`](super::Store::check), and answers what it recorded when the
     /// request is allowed (`None` when denied). Fails with
     /// [`Error::Config`] for a policy whose algorithm cannot refund
     /// exactly ([`Policy::counts_by_outcome`]).
-    fn check_refundable(
+    async fn check_refundable(
         &self,
         key: &str,
         policy: &Policy,
         cost: u64,
-    ) -> impl Future<Output = Result<(Decision, Option<crate::Receipt>), Error>> + Send;
+    ) -> Result<(Decision, Option<crate::Receipt>), Error>;
 
     /// Gives back what `receipt` recorded on `key` under `policy`: the
     /// state becomes what it would be had that request never been
     /// recorded. What has left the rules' windows already, or was reset,
     /// is not given back.
-    fn refund(
+    async fn refund(
         &self,
         key: &str,
         policy: &Policy,
         receipt: &crate::Receipt,
-    ) -> impl Future<Output = Result<(), Error>> + Send;
+    ) -> Result<(), Error>;
+
+    /// Checks like [`check_refundable`](Self::check_refundable), saying how
+    /// the request was decided: a store that guards itself applies
+    /// `on_error` when its backend fails (recording nothing it could give
+    /// back); any other store decides itself ([`Verdict::Store`]).
+    async fn check_refundable_or(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        on_error: Option<OnStoreError>,
+    ) -> Result<(Verdict, Option<crate::Receipt>), Error> {
+        let _ = on_error;
+        let (decision, receipt) = self.check_refundable(key, policy, cost).await?;
+        Ok((Verdict::Store(decision), receipt))
+    }
 }
 
 /// Forgetting a key's state.
-pub trait Reset: Store {
+#[async_trait]
+pub trait Reset: Send + Sync + 'static {
     /// Forgets what `key` holds under `policy`: its next check finds the
     /// whole quota. Resetting a key without state does nothing.
-    fn reset(&self, key: &str, policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send;
+    async fn reset(&self, key: &str, policy: &Policy) -> Result<(), Error>;
 }
 
 /// What an instance forgets because a key was reset through a store it
@@ -166,7 +287,7 @@ pub type Forgetter = Box<dyn Fn(&Forget) -> bool + Send + Sync>;
 /// (its deny cache, leases and samples) goes too: the
 /// [`Guarded`](crate::Guarded) store and [`HotKeys`](crate::HotKeys)
 /// register here when they are made.
-pub trait AnnouncesResets: Store {
+pub trait AnnouncesResets: Send + Sync + 'static {
     /// Calls `forget` with each key reset through the store, by any
     /// instance, and with [`Forget::Everything`] when notices may have
     /// been missed.
@@ -175,7 +296,8 @@ pub trait AnnouncesResets: Store {
 
 /// Blocking a key (an identity's, under a prefix) for a while, shared by
 /// every instance using the store.
-pub trait Blocks: Store {
+#[async_trait]
+pub trait Blocks: Send + Sync + 'static {
     /// Blocks `key` for `duration`, replacing its block of the same
     /// `origin` (a block of the other origin stays: the key is blocked
     /// until the later one ends); every instance answers it blocked once
@@ -183,16 +305,16 @@ pub trait Blocks: Store {
     /// apart (see [`BlockList`](crate::BlockList)): past its bound a new
     /// operator block is refused, and a new penalty block takes the place
     /// of the penalty block that ends soonest.
-    fn block(
+    async fn block(
         &self,
         key: &str,
         duration: Duration,
         origin: crate::BlockOrigin,
-    ) -> impl Future<Output = Result<(), Error>> + Send;
+    ) -> Result<(), Error>;
 
     /// Lifts `key`'s blocks, of both origins; every instance answers it unblocked once this
     /// returns.
-    fn unblock(&self, key: &str) -> impl Future<Output = Result<(), Error>> + Send;
+    async fn unblock(&self, key: &str) -> Result<(), Error>;
 
     /// How long `key` stays blocked, as this instance knows it now, without
     /// a call (each request asks); `None` when it is not blocked.
@@ -207,28 +329,26 @@ pub trait Blocks: Store {
 }
 
 /// Penalties: denials counted per identity and limit, earning blocks.
-pub trait Penalties: Store {
+#[async_trait]
+pub trait Penalties: Send + Sync + 'static {
     /// Records a denial under `key` (an identity's under one limit) by
     /// `penalty`, in one atomic step; answers the block it earns, if any
     /// (the caller blocks the identity through [`Blocks`]).
-    fn penalize(
+    async fn penalize(
         &self,
         key: &str,
         penalty: &crate::Penalty,
-    ) -> impl Future<Output = Result<Option<Duration>, Error>> + Send;
+    ) -> Result<Option<Duration>, Error>;
 }
 
 /// Which plan each key has, kept by the store so that every instance using
 /// it answers the same (the per-process [`Plans`](crate::Plans) resolver of
 /// an application being the embedded default).
-pub trait PlanAssignments: Store {
+#[async_trait]
+pub trait PlanAssignments: Send + Sync + 'static {
     /// Gives `key` the plan named `plan` (`None`: the default); every
     /// instance answers it once this returns.
-    fn assign_plan(
-        &self,
-        key: &str,
-        plan: Option<&str>,
-    ) -> impl Future<Output = Result<(), Error>> + Send;
+    async fn assign_plan(&self, key: &str, plan: Option<&str>) -> Result<(), Error>;
 
     /// The plan `key` has, as this instance knows it now, without a call;
     /// `None` for the default.

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::response::Response;
-use limiter_core::{Decision, Error, Identity, Policy, Receipt};
+use limiter_core::{Decision, Error, Identity, Policy, Receipt, required};
 
 use super::Control;
-use crate::context::DynStore;
+use crate::context::{COUNTING, DynStore};
 use crate::limit::LimitLayer;
 
 /// A request checked by [`Control::attempt`]: it counts unless it is
@@ -120,10 +120,9 @@ impl Control {
         let (decision, receipt) = match blocked {
             Some(left) => (Decision::blocked(policy, left), None),
             None => {
-                let (verdict, receipt) = self
-                    .store
-                    .control()
-                    .check_refundable(&full, policy, policy.cost(), None)
+                let refunds = required(self.store.capabilities().as_refunds(), COUNTING)?;
+                let (verdict, receipt) = refunds
+                    .check_refundable_or(&full, policy, policy.cost(), None)
                     .await?;
                 (verdict.into_decision(policy)?, receipt)
             }
@@ -166,8 +165,7 @@ impl Attempt {
     pub async fn refund(self) -> Result<(), Error> {
         match &self.receipt {
             Some(receipt) => {
-                self.store
-                    .control()
+                required(self.store.capabilities().as_refunds(), COUNTING)?
                     .refund(&self.key, &self.policy, receipt)
                     .await
             }

@@ -12,7 +12,7 @@ pub use router::DEFAULT_API_KEY_HEADER;
 use std::fmt;
 use std::sync::Arc;
 
-use limiter_core::{Decision, Error, Identity, IdentityKind, Policy};
+use limiter_core::{Decision, Error, Identity, IdentityKind, Policy, required};
 use serde::Serialize;
 
 use crate::client_ip::ClientIp;
@@ -173,7 +173,11 @@ impl Control {
         let mut states = Vec::new();
         for (named, key) in self.keys_of(identity) {
             let policy = &named.limit.policy;
-            let decision = self.store.control().peek(&key, policy).await?;
+            let peek = required(
+                self.store.capabilities().as_peek(),
+                "reading a key without counting",
+            )?;
+            let decision = peek.peek(&key, policy, policy.cost()).await?;
             states.extend(states_of(&named.route, policy, &decision));
         }
         Ok(states)
@@ -185,6 +189,7 @@ impl Control {
     /// store and by every instance (deny caches, leases, samples). A block
     /// stays until [`unblock`](Self::unblock).
     pub async fn reset(&self, identity: &Identity) -> Result<usize, Error> {
+        let resets = required(self.store.capabilities().as_reset(), "resetting a key")?;
         let keys = self.keys_of(identity);
         let count = keys.len();
         for (named, key) in keys {
@@ -196,9 +201,9 @@ impl Control {
                 .is_some_and(|b| b.penalty.is_some());
             if penalized {
                 let penalty_key = format!("{key}:penalty");
-                self.store.control().reset(&penalty_key, policy).await?;
+                resets.reset(&penalty_key, policy).await?;
             }
-            self.store.control().reset(&key, policy).await?;
+            resets.reset(&key, policy).await?;
         }
         Ok(count)
     }
@@ -220,8 +225,7 @@ impl Control {
         duration: std::time::Duration,
     ) -> Result<(), Error> {
         let key = self.identity_key(identity);
-        self.store
-            .control()
+        required(self.store.capabilities().as_blocks(), "blocks")?
             .block(&key, duration, limiter_core::BlockOrigin::Operator)
             .await
     }
@@ -229,13 +233,15 @@ impl Control {
     /// Lifts `identity`'s block on every instance sharing the store.
     pub async fn unblock(&self, identity: &Identity) -> Result<(), Error> {
         let key = self.identity_key(identity);
-        self.store.control().unblock(&key).await
+        required(self.store.capabilities().as_blocks(), "blocks")?
+            .unblock(&key)
+            .await
     }
 
     /// How long `identity` stays blocked, as this instance knows it (its
     /// own block, not its address's).
     pub fn blocked(&self, identity: &Identity) -> Option<std::time::Duration> {
-        self.store.control().blocked(&self.identity_key(identity))
+        self.block_of(&self.identity_key(identity))
     }
 
     /// The live blocks this instance knows, in key order: at most `max`
@@ -250,19 +256,17 @@ impl Control {
         after: Option<&str>,
         max: usize,
     ) -> Result<Vec<limiter_core::ListedBlock>, Error> {
-        let list = self
-            .store
-            .control()
+        let blocks = required(self.store.capabilities().as_blocks(), "listing blocks")?;
+        let list = blocks
             .block_list()
             .ok_or(Error::Unsupported("listing blocks"))?;
         // Each block's time left as the store reads it, on the store's own
         // clock (a test's manual one too): ended ones are left out.
-        let control = self.store.control();
         Ok(list
             .page(after, max, 0)
             .into_iter()
             .filter_map(|mut listed| {
-                listed.left = control.blocked(&listed.key)?;
+                listed.left = blocks.blocked(&listed.key)?;
                 Some(listed)
             })
             .collect())
@@ -277,18 +281,25 @@ impl Control {
     /// identities have a plan: past it, a plan for a new one is refused.
     pub async fn assign_plan(&self, identity: &Identity, plan: Option<&str>) -> Result<(), Error> {
         let key = self.identity_key(identity);
-        self.store.control().assign(&key, plan).await
+        required(
+            self.store.capabilities().as_plan_assignments(),
+            "plan assignments",
+        )?
+        .assign_plan(&key, plan)
+        .await
     }
 
     /// The plan `identity` has, as this instance knows it now (without a
     /// call); `None` for the default.
     pub fn assigned_plan(&self, identity: &Identity) -> Option<Arc<str>> {
-        self.store.control().assigned(&self.identity_key(identity))
+        let plans = self.store.capabilities().as_plan_assignments()?;
+        plans.assigned_plan(&self.identity_key(identity))
     }
 
     /// How many identities have a plan other than the default.
     pub fn assigned_plans(&self) -> usize {
-        self.store.control().assigned_count()
+        let plans = self.store.capabilities().as_plan_assignments();
+        plans.map_or(0, |plans| plans.assigned_plans())
     }
 
     /// The block of the identity a key under the prefix starts with: the
@@ -296,7 +307,13 @@ impl Control {
     /// own), as [`Identity::push_key`] and `:{action}` build it.
     fn block_of_key(&self, full: &str) -> Option<std::time::Duration> {
         let identity = limiter_core::identity_key_of(full, self.key_start.len())?;
-        self.store.control().blocked(identity)
+        self.block_of(identity)
+    }
+
+    /// How long the block of `key` (an identity's) lasts, as this instance
+    /// knows it.
+    fn block_of(&self, key: &str) -> Option<std::time::Duration> {
+        self.store.capabilities().as_blocks()?.blocked(key)
     }
 
     /// `{prefix}:{identity}`: the key of its block and plan, and how its

@@ -7,13 +7,13 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use limiter_core::{
-    Acquired, ConcurrencyLimit, Error, OnStoreError, Penalty, Policy, Verdict, Waiters,
+    Acquired, ConcurrencyLimit, Error, OnStoreError, Penalty, Policy, Verdict, Waiters, required,
 };
 
 use super::detached::Detached;
 use super::refund::Refund;
 use crate::business::CountWhen;
-use crate::context::{BoxFuture, DynStore};
+use crate::context::{BoxFuture, COUNTING, DynStore};
 
 /// What the store answered a request: the permit (when the limit has a
 /// concurrency limit) and the rate limit's verdict (unless the request is
@@ -130,11 +130,15 @@ async fn steps(checks: Checks) -> Admission {
                 });
             }
             Some(counts) => {
-                let control = store.control();
-                let check = || control.check_refundable(&key, &policy, cost, on_error);
-                let checked = match &waiters {
-                    Some((waiters, max)) => waiters.acquire(&key, *max, check).await,
-                    None => check().await,
+                let checked = match required(store.capabilities().as_refunds(), COUNTING) {
+                    Ok(refunds) => {
+                        let check = || refunds.check_refundable_or(&key, &policy, cost, on_error);
+                        match &waiters {
+                            Some((waiters, max)) => waiters.acquire(&key, *max, check).await,
+                            None => check().await,
+                        }
+                    }
+                    Err(unsupported) => Err(unsupported),
                 };
                 admission.verdict = Some(checked.map(|(verdict, receipt)| {
                     admission.refund = receipt.map(|receipt| {
@@ -165,12 +169,22 @@ async fn steps(checks: Checks) -> Admission {
 /// Counts a denial of `key` by `penalty`, and blocks `block_key` when it
 /// earns a block. A store that fails here leaves the denial as it is.
 async fn penalize(store: Arc<dyn DynStore>, key: String, penalty: Arc<Penalty>, block_key: String) {
-    let control = store.control();
-    let counted = control.penalize(&format!("{key}:penalty"), &penalty).await;
+    let capabilities = store.capabilities();
+    let counted = match required(capabilities.as_penalties(), "penalties") {
+        Ok(penalties) => {
+            penalties
+                .penalize(&format!("{key}:penalty"), &penalty)
+                .await
+        }
+        Err(unsupported) => Err(unsupported),
+    };
     let blocked = match counted {
         Ok(Some(block)) => {
             let origin = limiter_core::BlockOrigin::Penalty;
-            control.block(&block_key, block, origin).await
+            match required(capabilities.as_blocks(), "blocks") {
+                Ok(blocks) => blocks.block(&block_key, block, origin).await,
+                Err(unsupported) => Err(unsupported),
+            }
         }
         Ok(None) => Ok(()),
         Err(error) => Err(error),

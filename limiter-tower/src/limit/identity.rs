@@ -107,13 +107,13 @@ impl RouteLimit {
         context: &Context,
         request: &Request<B>,
     ) -> Option<Duration> {
-        let control = context.store.control();
+        let blocks = context.store.capabilities().as_blocks()?;
         let own = match (&self.source.0, &self.key_start) {
             (Source::Global, _) => None,
             // The key starts with the block's key: read it in place (this
             // runs on every request while the store holds any block).
-            (_, None) => control.blocked(&key[..key.len() - self.name.len() - 1]),
-            (_, Some(_)) => control.blocked(&self.block_key(key, context)),
+            (_, None) => blocks.blocked(&key[..key.len() - self.name.len() - 1]),
+            (_, Some(_)) => blocks.blocked(&self.block_key(key, context)),
         };
         let address = match (&self.source.0, &context.blocks) {
             // The identity is the address: its block was read above.
@@ -125,7 +125,7 @@ impl RouteLimit {
             _ => client_ip(context, request).and_then(|ip| {
                 let mut address_key = String::from(&*context.key_start);
                 context.client_ip.push_identity(&mut address_key, ip);
-                control.blocked(&address_key)
+                blocks.blocked(&address_key)
             }),
         };
         own.max(address)

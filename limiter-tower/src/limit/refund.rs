@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::task::Context;
 
 use http::{HeaderMap, StatusCode};
-use limiter_core::{Policy, Receipt};
+use limiter_core::{Policy, Receipt, required};
 
 use super::detached::Detached;
 use crate::business::CountWhen;
-use crate::context::DynStore;
+use crate::context::{COUNTING, DynStore};
 
 /// Counter: requests given back because their response did not count.
 const REFUNDS: &str = "limiter_refunds_total";
@@ -43,11 +43,10 @@ impl Refund {
     }
 
     async fn run(self) {
-        let refunded = self
-            .store
-            .control()
-            .refund(&self.key, &self.policy, &self.receipt)
-            .await;
+        let refunded = match required(self.store.capabilities().as_refunds(), COUNTING) {
+            Ok(refunds) => refunds.refund(&self.key, &self.policy, &self.receipt).await,
+            Err(unsupported) => Err(unsupported),
+        };
         match refunded {
             Ok(()) => metrics::counter!(REFUNDS).increment(1),
             // The request stays counted: the safe side of a limit.

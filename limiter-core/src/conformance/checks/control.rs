@@ -1,10 +1,10 @@
 //! Checks 8 and 9: reading a key ahead of its check changes nothing, and a
 //! reset key has its whole quota again.
 
-use super::{Keys, T0, algorithms, decided, fail};
+use super::{Keys, T0, algorithms, decided, fail, unexercised};
 use crate::conformance::traces::{self, Rng};
 use crate::conformance::{Harness, KeyModel, Outcome, Support};
-use crate::store::{Store, ask};
+use crate::store::Capabilities;
 
 /// Traces per algorithm.
 const CASES: u64 = 16;
@@ -41,6 +41,9 @@ pub async fn peek<H: Harness>(harness: &H) {
                 let model = &mut models[step.key];
                 let Some(peeked) = harness.peek_at(&store, &key, &policy, step.cost, now).await
                 else {
+                    if store.as_peek().is_some() {
+                        unexercised(CHECK, "Peek", "Harness::peek_at");
+                    }
                     return;
                 };
                 let peeked = Outcome::of(&decided(CHECK, algorithm, at(), peeked));
@@ -82,10 +85,10 @@ pub async fn peek<H: Harness>(harness: &H) {
 /// At the first answer that differs.
 pub async fn reset<H: Harness>(harness: &H) {
     const CHECK: &str = "reset";
-    if !<H::Store as Store>::CAPABILITIES.has_reset() {
-        return;
-    }
     let store = harness.store().await;
+    let Some(resets) = store.as_reset() else {
+        return;
+    };
     let keys = Keys::new(CHECK);
     for (algorithm, _) in algorithms(harness, &[Support::Exact]) {
         for case in 0..CASES {
@@ -108,8 +111,7 @@ pub async fn reset<H: Harness>(harness: &H) {
                     }
                 }
             }
-            let reset_call = ask::reset(&store, &reset, &policy).expect("declared");
-            if let Err(error) = reset_call.await {
+            if let Err(error) = resets.reset(&reset, &policy).await {
                 fail(
                     CHECK,
                     algorithm,
@@ -179,6 +181,9 @@ pub async fn penalties<H: Harness>(harness: &H) {
             now += [0, 1, 1_000, 300_000_000, 1_000_000_000][rng.range(0, 4) as usize]
                 + rng.range(0, 999);
             let Some(answered) = harness.penalize_at(&store, &key, &penalty, now).await else {
+                if store.as_penalties().is_some() {
+                    unexercised(CHECK, "Penalties", "Harness::penalize_at");
+                }
                 return;
             };
             let answered = match answered {

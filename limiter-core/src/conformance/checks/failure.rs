@@ -3,19 +3,20 @@
 use std::future::Future;
 use std::time::Duration;
 
-use super::{Keys, T0, algorithms, fail};
+use super::{Keys, T0, algorithms, fail, unexercised};
 use crate::conformance::traces::lasting;
 use crate::conformance::{Harness, Outcome, Support};
 use crate::decision::Decision;
 use crate::error::Error;
 use crate::policy::Algorithm;
-use crate::store::Store;
+use crate::store::{Capabilities, Store};
 
 /// How long a store whose backend does not answer may take to say so.
 const WITHIN: Duration = Duration::from_secs(2);
 
-/// On the store [`Harness::unreachable`] gives (skipped when it gives
-/// none): every check, three times over and both ways in
+/// On the store [`Harness::unreachable`] gives (skipped for a store in
+/// process; a store across a network, [`is_remote`](crate::Capabilities::is_remote),
+/// fails the check without one): every check, three times over and both ways in
 /// ([`Store::check`] and [`Harness::check_at`]), answers a store error
 /// (not [`Error::Config`], not [`Error::Unsupported`]) within 2 s, never
 /// a decision, never hanging; a cost of zero is still [`Error::Config`],
@@ -28,6 +29,9 @@ const WITHIN: Duration = Duration::from_secs(2);
 pub async fn failure<H: Harness>(harness: &H) {
     const CHECK: &str = "failure";
     let Some(store) = harness.unreachable().await else {
+        if harness.store().await.is_remote() {
+            unexercised(CHECK, "a backend across a network", "Harness::unreachable");
+        }
         return;
     };
     let keys = Keys::new(CHECK);

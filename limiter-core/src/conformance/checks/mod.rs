@@ -75,6 +75,16 @@ fn fail(
     )
 }
 
+/// A check that could not exercise a capability the store has: the
+/// harness hides it, so the suite would pass without having checked it.
+#[track_caller]
+fn unexercised(check: &str, capability: &str, harness_method: &str) -> ! {
+    panic!(
+        "conformance check `{check}` failed: the store has {capability}, which the harness \
+         does not exercise; implement {harness_method}"
+    )
+}
+
 /// The decision of a check that must be decided, or a failure naming the error.
 #[track_caller]
 fn decided(

@@ -11,7 +11,7 @@ use crate::concurrency::{Acquired, ConcurrencyLimit, Permit};
 use crate::conformance::{Harness, Outcome};
 use crate::error::Error;
 use crate::policy::Algorithm;
-use crate::store::{Store, ask};
+use crate::store::{Capabilities, Store, required};
 
 /// The most permits of a key held at once in this check.
 const MAX: u64 = 3;
@@ -20,7 +20,7 @@ const MAX: u64 = 3;
 const GIVEN_BACK_WITHIN: Duration = Duration::from_secs(2);
 
 /// When the store keeps concurrency permits (its
-/// [`Capabilities`](crate::Capabilities) declare [`Permits`](crate::Permits)): of a limit of 3, three are taken one after
+/// [`Capabilities`](crate::Capabilities) answer [`Permits`](crate::Permits)): of a limit of 3, three are taken one after
 /// another and the fourth is denied; a dropped permit is given back (within
 /// 2 s) and can be taken again. Then 16 tasks racing for permits of a
 /// fresh key take exactly 3, and once those are dropped 3 can be taken
@@ -33,10 +33,10 @@ const GIVEN_BACK_WITHIN: Duration = Duration::from_secs(2);
 /// is not given back within 2 s, or taking a permit fails.
 pub async fn permits<H: Harness>(harness: &H) {
     const CHECK: &str = "permits";
-    if !H::Store::CAPABILITIES.has_permits() {
+    let store = Arc::new(harness.store().await);
+    if store.as_permits().is_none() {
         return;
     }
-    let store = Arc::new(harness.store().await);
     let limit = ConcurrencyLimit::new(MAX).expect("a valid limit");
     let what = format!("a concurrency limit of {MAX}");
     let keys = Keys::new(CHECK);
@@ -118,10 +118,9 @@ pub async fn permits<H: Harness>(harness: &H) {
 /// A permit of `key` from a store that keeps permits (the check runs only
 /// on such stores).
 async fn take<S: Store>(store: &S, key: &str, limit: &ConcurrencyLimit) -> Result<Acquired, Error> {
-    match ask::permit(store, key, limit, None) {
-        Some(permit) => permit.await,
-        None => Err(Error::Unsupported("concurrency limits")),
-    }
+    required(store.as_permits(), "concurrency limits")?
+        .acquire_permit(key, limit)
+        .await
 }
 
 /// A permit of `key`, or a failure naming the error.

@@ -1,12 +1,12 @@
 //! Check 11: requests counted by outcome, given back later, leave the
 //! store where the model is.
 
-use super::{Keys, T0, algorithms, fail};
+use super::{Keys, T0, algorithms, fail, unexercised};
 use crate::conformance::traces::{self, Rng};
 use crate::conformance::{Harness, KeyModel, Outcome, Support};
 use crate::error::Error;
 use crate::refund::Receipt;
-use crate::store::ask;
+use crate::store::Capabilities;
 
 /// Traces per algorithm.
 const CASES: u64 = 16;
@@ -48,6 +48,9 @@ pub async fn refunds<H: Harness>(harness: &H) {
                     .check_refundable_at(&store, &key, &policy, step.cost, now)
                     .await
                 else {
+                    if store.as_refunds().is_some() {
+                        unexercised(CHECK, "Refunds", "Harness::check_refundable_at");
+                    }
                     return;
                 };
                 if !algorithm.refunds_exactly() {
@@ -82,8 +85,8 @@ pub async fn refunds<H: Harness>(harness: &H) {
                 };
                 if let Some((k, receipt)) = give_back {
                     let key = keys.key(algorithm, case, k);
-                    let refund = ask::refund(&store, &key, &policy, &receipt).expect("declared");
-                    if let Err(error) = refund.await {
+                    let refunds = store.as_refunds().expect("a store that gave a receipt");
+                    if let Err(error) = refunds.refund(&key, &policy, &receipt).await {
                         fail(CHECK, algorithm, at(), Err::<(), _>(error), "the refund");
                     }
                     models[k].refund(&params, receipt.at_us(), receipt.cost());

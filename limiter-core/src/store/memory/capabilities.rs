@@ -2,7 +2,44 @@
 //! (peek), forget it (reset), block keys, count penalties, keep plan
 //! assignments and concurrency permits, all in this process.
 
+use async_trait::async_trait;
+
 use super::*;
+
+/// In process: never slow, never failing, so nothing guards it.
+impl<C: Clock> Capabilities for MemoryStore<C> {
+    fn is_remote(&self) -> bool {
+        false
+    }
+
+    fn as_permits(&self) -> Option<&dyn crate::store::Permits> {
+        Some(self)
+    }
+
+    fn as_peek(&self) -> Option<&dyn Peek> {
+        Some(self)
+    }
+
+    fn as_reset(&self) -> Option<&dyn Reset> {
+        Some(self)
+    }
+
+    fn as_refunds(&self) -> Option<&dyn Refunds> {
+        Some(self)
+    }
+
+    fn as_blocks(&self) -> Option<&dyn Blocks> {
+        Some(self)
+    }
+
+    fn as_penalties(&self) -> Option<&dyn Penalties> {
+        Some(self)
+    }
+
+    fn as_plan_assignments(&self) -> Option<&dyn PlanAssignments> {
+        Some(self)
+    }
+}
 
 impl<C: Clock> MemoryStore<C> {
     /// What a check of `cost` at `now` would answer, recording nothing
@@ -101,6 +138,7 @@ impl<C: Clock> MemoryStore<C> {
     }
 }
 
+#[async_trait]
 impl<C: Clock> Refunds for MemoryStore<C> {
     async fn check_refundable(
         &self,
@@ -116,12 +154,14 @@ impl<C: Clock> Refunds for MemoryStore<C> {
     }
 }
 
+#[async_trait]
 impl<C: Clock> Peek for MemoryStore<C> {
     async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.peek_at(key, policy, cost, self.inner.clock.now_micros())
     }
 }
 
+#[async_trait]
 impl<C: Clock> Blocks for MemoryStore<C> {
     async fn block(&self, key: &str, duration: Duration, origin: BlockOrigin) -> Result<(), Error> {
         let now = self.inner.clock.now_micros();
@@ -145,12 +185,14 @@ impl<C: Clock> Blocks for MemoryStore<C> {
     }
 }
 
+#[async_trait]
 impl<C: Clock> Penalties for MemoryStore<C> {
     async fn penalize(&self, key: &str, penalty: &Penalty) -> Result<Option<Duration>, Error> {
         Ok(self.penalize_at(key, penalty, self.inner.clock.now_micros()))
     }
 }
 
+#[async_trait]
 impl<C: Clock> PlanAssignments for MemoryStore<C> {
     async fn assign_plan(&self, key: &str, plan: Option<&str>) -> Result<(), Error> {
         self.inner.plans.assign(key, plan)
@@ -165,6 +207,7 @@ impl<C: Clock> PlanAssignments for MemoryStore<C> {
     }
 }
 
+#[async_trait]
 impl<C: Clock> Reset for MemoryStore<C> {
     async fn reset(&self, key: &str, policy: &Policy) -> Result<(), Error> {
         self.reset_at(key, policy, self.inner.clock.now_micros());
@@ -172,6 +215,7 @@ impl<C: Clock> Reset for MemoryStore<C> {
     }
 }
 
+#[async_trait]
 impl<C: Clock> crate::store::Permits for MemoryStore<C> {
     async fn acquire_permit(&self, key: &str, limit: &ConcurrencyLimit) -> Result<Acquired, Error> {
         Ok(self.acquire_permit_now(key, limit))

@@ -422,16 +422,6 @@ fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
 }
 
 impl<C: Clock> Store for MemoryStore<C> {
-    /// In process, keeping permits.
-    const CAPABILITIES: Capabilities<Self> = Capabilities::LOCAL
-        .permits()
-        .peek()
-        .reset()
-        .blocks()
-        .penalties()
-        .plan_assignments()
-        .refunds();
-
     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.check_now(key, policy, cost)
     }
