@@ -30,21 +30,40 @@
 //! ```
 //!
 //! [`limiter-tower`]: https://docs.rs/limiter-tower
+//!
+//! # How it expands
+//!
+//! Three stages, one way: each module below uses only modules listed above
+//! it, and a stage's root uses the modules listed under it.
+//!
+//! - `parse`: the arguments and the function into typed structs that keep
+//!   their tokens for errors; the syntax alone is judged, no code written.
+//!   - `syntax`: the shared `name = value, ...` list and its errors.
+//!   - `values`: integers, durations, rules, rates, key prefixes, header names.
+//!   - `algorithm`: `algorithm = ...`, a bucket's rate and size.
+//!   - `hot`: `lease`, `shards`, `sample`.
+//!   - `penalty`: `penalty(after = .., within = .., block = ..)`.
+//!   - `business`: `plans`, `allow`, `wait`, `concurrency`... (uses `penalty`).
+//!   - `args`: the whole argument list.
+//!   - `handler`: the annotated `async fn`.
+//! - `check`: the parsed arguments judged by limiter-core, into a `Limit`.
+//!   - `hot`: the hot-key mode on a policy.
+//!   - `policy`: the policy, through limiter-core's constructors.
+//!   - `business`: the business arguments, and against each other.
+//! - `expand`: the checked `Limit` and the function written out (`quote`).
+//!   - `tokens`: the path to limiter-tower's items; values as expressions.
+//!   - `policy`: the policy's constructor calls, made again at run time.
+//!   - `business`: the business arguments' setter calls.
+//!   - `limit`: the handler's `LimitLayer`.
+//!   - `handler`: the handler type around the function and its limit.
 
 use proc_macro::TokenStream;
 
-mod args;
-mod attr_parsing;
-mod business;
+mod check;
 mod expand;
-mod generate;
-mod handler;
-mod hot;
-mod penalty;
-mod policy;
+mod parse;
 #[cfg(test)]
 mod tests;
-mod values;
 
 /// Limits how often an axum handler runs.
 ///
@@ -370,10 +389,42 @@ mod values;
 #[proc_macro_attribute]
 pub fn rate_limit(attr: TokenStream, item: TokenStream) -> TokenStream {
     let item = proc_macro2::TokenStream::from(item);
-    match expand::expand(attr.into(), item.clone()) {
+    match rate_limit_tokens(attr.into(), item.clone()) {
         Ok(expanded) => expanded.into(),
-        Err(error) => expand::recover(&error, item).into(),
+        Err(error) => recover(&error, item).into(),
     }
+}
+
+/// `#[rate_limit(attr)] item`: parse, check, expand, reporting every mistake
+/// in the arguments and in the function at once.
+fn rate_limit_tokens(
+    attr: proc_macro2::TokenStream,
+    item: proc_macro2::TokenStream,
+) -> syn::Result<proc_macro2::TokenStream> {
+    let args = syn::parse2::<parse::Args>(attr);
+    let limit = match &args {
+        Ok(args) => check::limit(args),
+        Err(error) => Err(error.clone()),
+    };
+    match (limit, parse::Handler::parse(item)) {
+        (Ok(limit), Ok(handler)) => Ok(expand::limited(&limit, &handler)),
+        (Err(mut limit), Err(handler)) => {
+            limit.combine(handler);
+            Err(limit)
+        }
+        (Err(error), Ok(_)) | (Ok(_), Err(error)) => Err(error),
+    }
+}
+
+/// `error`, and beside it what keeps it the only error: the handler without
+/// a limit when the function can be one, the item as written otherwise.
+fn recover(error: &syn::Error, item: proc_macro2::TokenStream) -> proc_macro2::TokenStream {
+    let mut output = error.to_compile_error();
+    match parse::Handler::parse_recovering(item.clone()) {
+        Ok((handler, _)) => output.extend(expand::refused(&handler)),
+        Err(_) => output.extend(item),
+    }
+    output
 }
 
 /// Emits the item, then the attribute's tokens beside it: what

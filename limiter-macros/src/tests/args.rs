@@ -1,6 +1,6 @@
 //! The attribute's syntax: every value parses, every mistake names itself.
 
-use crate::args::{Algorithm, AlgorithmKind, Args, By, OnStoreError};
+use crate::parse::{Algorithm, AlgorithmKind, Args, By, OnStoreError};
 
 fn args(attr: &str) -> Args {
     syn::parse_str(attr).unwrap_or_else(|err| panic!("`{attr}` does not parse: {err}"))

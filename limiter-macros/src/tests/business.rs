@@ -1,13 +1,14 @@
 //! The business arguments: parsed beside the others, checked through
 //! limiter-core, each mistake named.
 
-use crate::args::Args;
-use crate::business::{BusinessArgs, build};
+use crate::check::{self, Layer};
+use crate::expand;
+use crate::parse::Args;
 
 fn built(attr: &str) -> Result<String, String> {
     let args: Args = syn::parse_str(attr).map_err(|e| e.to_string())?;
-    build(&args)
-        .map(|business| business.calls.to_string())
+    check::limit(&args)
+        .map(|limit| expand::calls(&limit.business).to_string())
         .map_err(|e| e.to_string())
 }
 
@@ -35,10 +36,12 @@ fn every_business_argument_becomes_a_setter_call() {
 #[test]
 fn a_concurrency_limit_alone_needs_no_rules() {
     let args: Args = syn::parse_str("concurrency = 2, by = user").unwrap();
-    assert!(BusinessArgs::concurrency_only(&args));
-    assert!(build(&args).unwrap().concurrency_only.is_some());
+    assert!(args.concurrency_alone().is_some());
+    let limit = check::limit(&args).unwrap();
+    assert!(matches!(limit.layer, Layer::Concurrency(max) if max.value == 2));
+    assert!(limit.business.concurrency.is_none());
     let args: Args = syn::parse_str("concurrency = 2, rules = [(1, 1s)]").unwrap();
-    assert!(!BusinessArgs::concurrency_only(&args));
+    assert!(args.concurrency_alone().is_none());
 }
 
 #[test]

@@ -3,11 +3,11 @@
 use proc_macro2::TokenStream;
 use quote::quote;
 
-use crate::expand::{expand, recover};
-use crate::handler::Handler;
+use crate::parse::Handler;
+use crate::{expand, rate_limit_tokens, recover};
 
 fn expand_str(attr: &str, item: &str) -> syn::Result<TokenStream> {
-    expand(attr.parse().unwrap(), item.parse().unwrap())
+    rate_limit_tokens(attr.parse().unwrap(), item.parse().unwrap())
 }
 
 fn generated(attr: &str, item: &str) -> String {
@@ -28,8 +28,56 @@ fn error(attr: &str, item: &str) -> String {
     }
 }
 
+/// The part of `generates_the_handler_type`'s expansion that makes
+/// `ping(body: String) -> String` an axum handler, limited.
+fn ping_as_handler() -> TokenStream {
+    quote! {
+        #[doc(hidden)]
+        #[derive(::core::clone::Clone, ::core::marker::Copy)]
+        pub struct __Unlimited;
+
+        impl<__M, __S> ::limiter_tower::__private::axum::handler::Handler<(__M, String,), __S> for __Unlimited
+        where
+            __S: ::core::clone::Clone + ::core::marker::Send + ::core::marker::Sync + 'static,
+            __M: 'static,
+            String: ::limiter_tower::__private::axum::extract::FromRequest<__S, __M> + ::core::marker::Send,
+        {
+            type Future = ::core::pin::Pin<::std::boxed::Box<
+                dyn ::core::future::Future<Output = ::limiter_tower::__private::axum::response::Response> + ::core::marker::Send,
+            >>;
+
+            fn call(self, __request: ::limiter_tower::__private::axum::extract::Request, __state: __S) -> Self::Future {
+                let (__parts, __body) = __request.into_parts();
+                ::std::boxed::Box::pin(async move {
+                    let __request = ::limiter_tower::__private::axum::extract::Request::from_parts(__parts, __body);
+                    let __arg0 = match <String as ::limiter_tower::__private::axum::extract::FromRequest<__S, __M>>::from_request(__request, &__state).await {
+                        ::core::result::Result::Ok(value) => value,
+                        ::core::result::Result::Err(rejection) => return ::limiter_tower::__private::axum::response::IntoResponse::into_response(rejection),
+                    };
+                    let __output = ping(__arg0).await;
+                    ::limiter_tower::__private::axum::response::IntoResponse::into_response(__output)
+                })
+            }
+        }
+
+        impl<__M, __S> ::limiter_tower::__private::axum::handler::Handler<(__M, String,), __S> for ping
+        where
+            __S: ::core::clone::Clone + ::core::marker::Send + ::core::marker::Sync + 'static,
+            __M: 'static,
+            String: ::limiter_tower::__private::axum::extract::FromRequest<__S, __M> + ::core::marker::Send,
+        {
+            type Future = ::limiter_tower::__private::HandlerFuture<__Unlimited, (__M, String,), __S>;
+
+            fn call(self, request: ::limiter_tower::__private::axum::extract::Request, state: __S) -> Self::Future {
+                ::limiter_tower::__private::call(&__LIMIT, __Unlimited, request, state)
+            }
+        }
+    }
+}
+
 #[test]
 fn generates_the_handler_type() {
+    let ping_as_handler = ping_as_handler();
     let expected = quote! {
         #[::limiter_tower::__private::handler_items {
             const _: () = {
@@ -74,46 +122,7 @@ fn generates_the_handler_type() {
                     }
                 }
 
-                #[doc(hidden)]
-                #[derive(::core::clone::Clone, ::core::marker::Copy)]
-                pub struct __Unlimited;
-
-                impl<__M, __S> ::limiter_tower::__private::axum::handler::Handler<(__M, String,), __S> for __Unlimited
-                where
-                    __S: ::core::clone::Clone + ::core::marker::Send + ::core::marker::Sync + 'static,
-                    __M: 'static,
-                    String: ::limiter_tower::__private::axum::extract::FromRequest<__S, __M> + ::core::marker::Send,
-                {
-                    type Future = ::core::pin::Pin<::std::boxed::Box<
-                        dyn ::core::future::Future<Output = ::limiter_tower::__private::axum::response::Response> + ::core::marker::Send,
-                    >>;
-
-                    fn call(self, __request: ::limiter_tower::__private::axum::extract::Request, __state: __S) -> Self::Future {
-                        let (__parts, __body) = __request.into_parts();
-                        ::std::boxed::Box::pin(async move {
-                            let __request = ::limiter_tower::__private::axum::extract::Request::from_parts(__parts, __body);
-                            let __arg0 = match <String as ::limiter_tower::__private::axum::extract::FromRequest<__S, __M>>::from_request(__request, &__state).await {
-                                ::core::result::Result::Ok(value) => value,
-                                ::core::result::Result::Err(rejection) => return ::limiter_tower::__private::axum::response::IntoResponse::into_response(rejection),
-                            };
-                            let __output = ping(__arg0).await;
-                            ::limiter_tower::__private::axum::response::IntoResponse::into_response(__output)
-                        })
-                    }
-                }
-
-                impl<__M, __S> ::limiter_tower::__private::axum::handler::Handler<(__M, String,), __S> for ping
-                where
-                    __S: ::core::clone::Clone + ::core::marker::Send + ::core::marker::Sync + 'static,
-                    __M: 'static,
-                    String: ::limiter_tower::__private::axum::extract::FromRequest<__S, __M> + ::core::marker::Send,
-                {
-                    type Future = ::limiter_tower::__private::HandlerFuture<__Unlimited, (__M, String,), __S>;
-
-                    fn call(self, request: ::limiter_tower::__private::axum::extract::Request, state: __S) -> Self::Future {
-                        ::limiter_tower::__private::call(&__LIMIT, __Unlimited, request, state)
-                    }
-                }
+                #ping_as_handler
             };
         }]
         #[doc = " Answers."]
@@ -273,7 +282,7 @@ fn reports_every_mistake_at_once() {
 fn a_mistake_leaves_a_handler_that_compiles() {
     let recovered = |attr: &str, item: &str| {
         let item: TokenStream = item.parse().unwrap();
-        let error = expand(attr.parse().unwrap(), item.clone()).unwrap_err();
+        let error = rate_limit_tokens(attr.parse().unwrap(), item.clone()).unwrap_err();
         recover(&error, item).to_string()
     };
     // The handler without its limit, the function made `async`.
@@ -296,8 +305,7 @@ fn a_mistake_leaves_a_handler_that_compiles() {
 fn unlimited_takes_the_plain_names() {
     let names = |item: &str| {
         let handler = Handler::parse(item.parse().unwrap()).unwrap();
-        handler
-            .param_names()
+        expand::param_names(&handler)
             .iter()
             .map(ToString::to_string)
             .collect::<Vec<_>>()

@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use limiter_core::{ConfigError, DEFAULT_DUPLICATE_WINDOW, Policy, Rate, Rule};
 
-use crate::args::Args;
-use crate::policy::policy;
+use crate::check::policy;
+use crate::expand;
+use crate::parse::Args;
 
 fn args(attr: &str) -> Args {
     syn::parse_str(attr).unwrap_or_else(|err| panic!("`{attr}` does not parse: {err}"))
@@ -24,6 +25,11 @@ fn error(attr: &str) -> String {
         Ok(_) => panic!("`{attr}` was accepted"),
         Err(err) => err.to_string(),
     }
+}
+
+/// The code that builds `args`' policy at run time.
+fn run_time(args: &Args) -> String {
+    expand::policy(&policy(args).unwrap()).to_string()
 }
 
 fn secs(secs: u64) -> Duration {
@@ -232,12 +238,9 @@ fn the_algorithm_decides_what_rules_it_takes() {
 
 #[test]
 fn the_run_time_calls_are_the_checked_ones() {
-    let tokens = policy(&args(
+    let tokens = run_time(&args(
         "rules = [(10, 60s), (1, 1500ms)], prevent_duplicate, cost = 1",
-    ))
-    .unwrap()
-    .tokens
-    .to_string();
+    ));
     assert_eq!(
         tokens,
         quote::quote! {
@@ -250,10 +253,7 @@ fn the_run_time_calls_are_the_checked_ones() {
         }
         .to_string()
     );
-    let tokens = policy(&args("algorithm = gcra(rate = 100/m, burst = 20)"))
-        .unwrap()
-        .tokens
-        .to_string();
+    let tokens = run_time(&args("algorithm = gcra(rate = 100/m, burst = 20)"));
     assert_eq!(
         tokens,
         quote::quote! {

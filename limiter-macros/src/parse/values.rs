@@ -2,14 +2,14 @@
 //! so that an error about a value points at it.
 //!
 //! Nothing here judges a number: a zero limit or a window of 400 days parse
-//! fine and are refused by limiter-core when the policy is built
-//! (`policy.rs`). Only what the attribute's own syntax means is checked:
-//! units, suffixes, the shape of a rule or a rate.
+//! fine and are refused by limiter-core when the policy is checked
+//! (`check::policy`). Only what the attribute's own syntax means is
+//! checked: units, suffixes, the shape of a rule or a rate.
 
 use std::time::Duration;
 
-use proc_macro2::{Literal, Span, TokenStream};
-use quote::{ToTokens, quote_spanned};
+use proc_macro2::TokenStream;
+use quote::ToTokens;
 use syn::parse::ParseStream;
 use syn::punctuated::Punctuated;
 use syn::{Error, Ident, LitInt, LitStr, Token, bracketed, parenthesized, token};
@@ -49,14 +49,6 @@ impl Int {
         }
         let value = lit.base10_parse()?;
         Ok(Self { value, lit })
-    }
-}
-
-impl ToTokens for Int {
-    fn to_tokens(&self, tokens: &mut TokenStream) {
-        let mut literal = Literal::u64_unsuffixed(self.value);
-        literal.set_span(self.lit.span());
-        literal.to_tokens(tokens);
     }
 }
 
@@ -117,23 +109,6 @@ impl DurationLit {
             value: Duration::from_millis(unit_ms),
             written: unit.to_token_stream(),
         })
-    }
-}
-
-impl ToTokens for DurationLit {
-    /// The same `Duration`, in whole seconds when it is.
-    fn to_tokens(&self, tokens: &mut TokenStream) {
-        let span = self.written.clone().into_iter().next().map(|t| t.span());
-        let span = span.unwrap_or_else(Span::call_site);
-        let ms = self.value.as_millis() as u64;
-        let duration = if ms.is_multiple_of(1_000) {
-            let secs = Literal::u64_unsuffixed(ms / 1_000);
-            quote_spanned!(span=> ::core::time::Duration::from_secs(#secs))
-        } else {
-            let ms = Literal::u64_unsuffixed(ms);
-            quote_spanned!(span=> ::core::time::Duration::from_millis(#ms))
-        };
-        duration.to_tokens(tokens);
     }
 }
 

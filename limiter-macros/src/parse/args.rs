@@ -1,14 +1,18 @@
 //! The arguments of `#[rate_limit(...)]` as written.
 //!
 //! Parsing checks the syntax only; whether the numbers make a policy is
-//! limiter-core's to say (`policy.rs`).
+//! limiter-core's to say (`check::policy`).
 
 use syn::parse::{Parse, ParseStream};
-use syn::{Error, Ident, LitStr, Path, parenthesized, token};
+use syn::{Error, LitStr, Path, parenthesized, token};
 
-use crate::attr_parsing::{Arg, parse_arguments, parse_assignment, parse_optional_assignment};
-use crate::business::BusinessArgs;
-use crate::values::{DurationLit, Int, RateLit, RulesLit, parse_header_name, parse_key_prefix};
+use crate::parse::algorithm::Algorithm;
+use crate::parse::business::{self, BusinessArgs};
+use crate::parse::hot::HotArgs;
+use crate::parse::syntax::{
+    Arg, parse_arguments, parse_assignment, parse_optional_assignment, unknown,
+};
+use crate::parse::values::{DurationLit, Int, RulesLit, parse_header_name, parse_key_prefix};
 
 pub(crate) mod kw {
     // Arguments.
@@ -26,16 +30,6 @@ pub(crate) mod kw {
     syn::custom_keyword!(global);
     syn::custom_keyword!(header);
     syn::custom_keyword!(custom);
-    // Algorithms and their arguments.
-    syn::custom_keyword!(sliding_log);
-    syn::custom_keyword!(fixed_window);
-    syn::custom_keyword!(sliding_window);
-    syn::custom_keyword!(token_bucket);
-    syn::custom_keyword!(leaky_bucket);
-    syn::custom_keyword!(gcra);
-    syn::custom_keyword!(rate);
-    syn::custom_keyword!(burst);
-    syn::custom_keyword!(capacity);
     // Failure policies.
     syn::custom_keyword!(fallback);
     syn::custom_keyword!(fail_open);
@@ -56,7 +50,7 @@ pub(crate) struct Args {
     pub(crate) algorithm: Option<Arg<kw::algorithm, Algorithm>>,
     pub(crate) on_store_error: Option<Arg<kw::on_store_error, OnStoreError>>,
     /// `lease`, `shards`, `sample` (`hot.rs`).
-    pub(crate) hot: crate::hot::HotArgs,
+    pub(crate) hot: HotArgs,
     /// `plans`, `allow`, `shadow`, `wait`, `concurrency`, `cost = path`...
     pub(crate) business: BusinessArgs,
 }
@@ -94,6 +88,21 @@ impl Parse for Args {
             Ok(true)
         })?;
         Ok(args)
+    }
+}
+
+impl Args {
+    /// The concurrency limit, when it is the handler's only limit: no rate
+    /// limit is asked for.
+    pub(crate) fn concurrency_alone(&self) -> Option<&Arg<business::kw::concurrency, Int>> {
+        let business = &self.business;
+        let rate_limited = self.rules.is_some()
+            || self.algorithm.is_some()
+            || self.prevent_duplicate.is_some()
+            || self.cost.is_some()
+            || business.cost.is_some()
+            || business.plans.is_some();
+        business.concurrency.as_ref().filter(|_| !rate_limited)
     }
 }
 
@@ -139,132 +148,7 @@ impl Parse for By {
             )?;
             Ok(Self::Custom(path))
         } else {
-            Err(crate::attr_parsing::unknown(input, lookahead, "`by` value"))
-        }
-    }
-}
-
-/// `algorithm = ...`, named by `name` in errors.
-pub(crate) struct Algorithm {
-    pub(crate) name: Ident,
-    pub(crate) kind: AlgorithmKind,
-}
-
-pub(crate) enum AlgorithmKind {
-    SlidingLog,
-    FixedWindow,
-    SlidingWindow,
-    TokenBucket(Bucket),
-    LeakyBucket(Bucket),
-    Gcra(Bucket),
-}
-
-/// `(rate = 1/s, burst = 10)`: a rate, and the capacity or burst, here
-/// called the bucket's size.
-pub(crate) struct Bucket {
-    pub(crate) rate: RateLit,
-    pub(crate) size: Int,
-}
-
-/// How a bucket's size is written.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SizeName {
-    Burst,
-    Capacity,
-}
-
-impl SizeName {
-    pub(crate) const fn as_str(self) -> &'static str {
-        match self {
-            Self::Burst => "burst",
-            Self::Capacity => "capacity",
-        }
-    }
-}
-
-impl Algorithm {
-    /// What the bucket's size is called and an example, for the buckets and GCRA.
-    pub(crate) fn bucket_syntax(name: &str) -> Option<(SizeName, &'static str)> {
-        match name {
-            "token_bucket" => Some((SizeName::Burst, "token_bucket(rate = 1/s, burst = 10)")),
-            "leaky_bucket" => Some((SizeName::Capacity, "leaky_bucket(rate = 2/s, capacity = 5)")),
-            "gcra" => Some((SizeName::Burst, "gcra(rate = 100/60s, burst = 20)")),
-            _ => None,
-        }
-    }
-}
-
-impl Parse for Algorithm {
-    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        // Every name is peeked, so that the error lists them all.
-        let lookahead = input.lookahead1();
-        let known = [
-            lookahead.peek(kw::sliding_log),
-            lookahead.peek(kw::fixed_window),
-            lookahead.peek(kw::sliding_window),
-            lookahead.peek(kw::token_bucket),
-            lookahead.peek(kw::leaky_bucket),
-            lookahead.peek(kw::gcra),
-        ];
-        if !known.contains(&true) {
-            return Err(crate::attr_parsing::unknown(input, lookahead, "algorithm"));
-        }
-        let name: Ident = input.parse()?;
-        let kind = match name.to_string().as_str() {
-            "sliding_log" => AlgorithmKind::SlidingLog,
-            "fixed_window" => AlgorithmKind::FixedWindow,
-            "sliding_window" => AlgorithmKind::SlidingWindow,
-            "token_bucket" => AlgorithmKind::TokenBucket(Bucket::parse(input, &name)?),
-            "leaky_bucket" => AlgorithmKind::LeakyBucket(Bucket::parse(input, &name)?),
-            _ => AlgorithmKind::Gcra(Bucket::parse(input, &name)?),
-        };
-        Ok(Self { name, kind })
-    }
-}
-
-impl Bucket {
-    fn parse(input: ParseStream<'_>, name: &Ident) -> syn::Result<Self> {
-        let algorithm = name.to_string();
-        let (size_name, example) = Algorithm::bucket_syntax(&algorithm).expect("a bucket or GCRA");
-        let needs = || {
-            Error::new(
-                name.span(),
-                format!(
-                    "{algorithm} needs `rate` and `{}`, like `{example}`",
-                    size_name.as_str()
-                ),
-            )
-        };
-        if !input.peek(token::Paren) {
-            return Err(needs());
-        }
-        let content;
-        parenthesized!(content in input);
-        let mut rate: Option<Arg<kw::rate, RateLit>> = None;
-        let mut burst: Option<Arg<kw::burst, Int>> = None;
-        let mut capacity: Option<Arg<kw::capacity, Int>> = None;
-        let what = format!("{algorithm} argument");
-        parse_arguments(&content, &what, |input, lookahead| {
-            if lookahead.peek(kw::rate) {
-                parse_assignment(input, &mut rate, RateLit::parse)?;
-            } else if size_name == SizeName::Burst && lookahead.peek(kw::burst) {
-                parse_assignment(input, &mut burst, |input| Int::parse(input, "the burst"))?;
-            } else if size_name == SizeName::Capacity && lookahead.peek(kw::capacity) {
-                parse_assignment(input, &mut capacity, |input| {
-                    Int::parse(input, "the capacity")
-                })?;
-            } else {
-                return Ok(false);
-            }
-            Ok(true)
-        })?;
-        let size = burst.map(|arg| arg.value).or(capacity.map(|arg| arg.value));
-        match (rate, size) {
-            (Some(rate), Some(size)) => Ok(Self {
-                rate: rate.value,
-                size,
-            }),
-            _ => Err(needs()),
+            Err(unknown(input, lookahead, "`by` value"))
         }
     }
 }
@@ -319,11 +203,7 @@ impl Parse for OnStoreError {
             input.parse::<kw::fail_closed>()?;
             Ok(Self::FailClosed)
         } else {
-            Err(crate::attr_parsing::unknown(
-                input,
-                lookahead,
-                "failure policy",
-            ))
+            Err(unknown(input, lookahead, "failure policy"))
         }
     }
 }

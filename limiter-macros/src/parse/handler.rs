@@ -1,11 +1,11 @@
 //! The annotated function: what makes it a handler the attribute can wrap,
 //! and the parts the generated code reuses.
 
-use proc_macro2::{Ident, Span, TokenStream, TokenTree};
-use quote::format_ident;
-use syn::{Attribute, Error, FnArg, ItemFn, Pat, Signature, Token, Type, Visibility};
+use proc_macro2::{Span, TokenStream, TokenTree};
+use quote::ToTokens as _;
+use syn::{Attribute, Error, FnArg, ItemFn, Signature, Token, Type, Visibility};
 
-use crate::attr_parsing::combine;
+use crate::parse::syntax::combine;
 
 /// A free `async fn` that can become a handler type.
 pub(crate) struct Handler {
@@ -92,43 +92,7 @@ impl Handler {
         }
         self.arg_types
             .iter()
-            .any(|ty| names_decision(quote::quote!(#ty)))
-    }
-
-    /// The names the arguments take in `unlimited`: the function's own when
-    /// it binds a plain name, `arg{i}` otherwise.
-    pub(crate) fn param_names(&self) -> Vec<Ident> {
-        let plain: Vec<Option<Ident>> = self
-            .sig
-            .inputs
-            .iter()
-            .map(|input| match input {
-                FnArg::Typed(arg) => match &*arg.pat {
-                    Pat::Ident(pat) if pat.by_ref.is_none() && pat.subpat.is_none() => {
-                        Some(pat.ident.clone())
-                    }
-                    _ => None,
-                },
-                FnArg::Receiver(_) => None,
-            })
-            .collect();
-        let taken = |name: &Ident| {
-            *name == self.sig.ident || plain.iter().flatten().any(|plain| plain == name)
-        };
-        plain
-            .iter()
-            .enumerate()
-            .map(|(i, name)| match name {
-                Some(name) if *name != self.sig.ident => name.clone(),
-                _ => {
-                    let mut name = format_ident!("arg{i}");
-                    while taken(&name) {
-                        name = format_ident!("{name}_");
-                    }
-                    name
-                }
-            })
-            .collect()
+            .any(|ty| names_decision(ty.to_token_stream()))
     }
 }
 

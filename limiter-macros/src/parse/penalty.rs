@@ -1,15 +1,13 @@
 //! `penalty(after = 3, within = 10m, block = [15m, 1h])` (or `block = 15m`):
-//! denials that earn blocks. Parsed here and built through limiter-core's
-//! `Penalty::new`, whose errors become compile errors.
+//! denials that earn blocks, as written. limiter-core's `Penalty::new`
+//! judges the numbers (`check::business`).
 
-use proc_macro2::{Span, TokenStream};
-use quote::{ToTokens, quote};
+use proc_macro2::Span;
 use syn::parse::ParseStream;
 use syn::{Error, Token, bracketed, parenthesized};
 
-use crate::attr_parsing::parse_arguments;
-use crate::generate::private;
-use crate::values::{DurationLit, Int};
+use crate::parse::syntax::{ensure_unset, parse_arguments};
+use crate::parse::values::{DurationLit, Int};
 
 pub(crate) mod kw {
     syn::custom_keyword!(penalty);
@@ -20,10 +18,11 @@ pub(crate) mod kw {
 
 /// A penalty as written.
 pub(crate) struct PenaltyLit {
-    after: Int,
-    within: DurationLit,
-    blocks: Vec<DurationLit>,
-    span: Span,
+    pub(crate) after: Int,
+    pub(crate) within: DurationLit,
+    pub(crate) blocks: Vec<DurationLit>,
+    /// The parentheses, where limiter-core's refusal points.
+    pub(crate) span: Span,
 }
 
 impl PenaltyLit {
@@ -40,12 +39,12 @@ impl PenaltyLit {
         parse_arguments(&content, "penalty argument", |input, lookahead| {
             if lookahead.peek(kw::after) {
                 let keyword: kw::after = input.parse()?;
-                once(&after, &keyword)?;
+                ensure_unset(&after, &keyword)?;
                 input.parse::<Token![=]>()?;
                 after = Some(Int::parse(input, "how many denials earn a block")?);
             } else if lookahead.peek(kw::within) {
                 let keyword: kw::within = input.parse()?;
-                once(&within, &keyword)?;
+                ensure_unset(&within, &keyword)?;
                 input.parse::<Token![=]>()?;
                 within = Some(DurationLit::parse(
                     input,
@@ -53,7 +52,7 @@ impl PenaltyLit {
                 )?);
             } else if lookahead.peek(kw::block) {
                 let keyword: kw::block = input.parse()?;
-                once(&blocks, &keyword)?;
+                ensure_unset(&blocks, &keyword)?;
                 input.parse::<Token![=]>()?;
                 blocks = Some(parse_blocks(input)?);
             } else {
@@ -75,21 +74,6 @@ impl PenaltyLit {
             span,
         })
     }
-
-    /// The `.penalty(..)` call, once limiter-core accepts the penalty.
-    pub(crate) fn call(&self) -> syn::Result<TokenStream> {
-        let after = u32::try_from(self.after.value)
-            .map_err(|_| Error::new_spanned(&self.after.lit, "too many denials"))?;
-        let durations = self.blocks.iter().map(|b| b.value);
-        limiter_core::Penalty::new(after, self.within.value, durations)
-            .map_err(|error| Error::new(self.span, error))?;
-        let core = private();
-        let (within, blocks) = (&self.within, &self.blocks);
-        let after = &self.after;
-        Ok(quote! {
-            .penalty(#core::proven(#core::Penalty::new(#after, #within, [#(#blocks),*])))
-        })
-    }
 }
 
 /// `15m`, or `[15m, 1h, 24h]`.
@@ -108,14 +92,4 @@ fn parse_blocks(input: ParseStream<'_>) -> syn::Result<Vec<DurationLit>> {
         content.parse::<Token![,]>()?;
     }
     Ok(blocks)
-}
-
-fn once<T>(slot: &Option<T>, keyword: &impl ToTokens) -> syn::Result<()> {
-    match slot {
-        Some(_) => Err(Error::new_spanned(
-            keyword,
-            format!("duplicate argument `{}`", keyword.to_token_stream()),
-        )),
-        None => Ok(()),
-    }
 }

@@ -78,7 +78,7 @@ where
 }
 
 /// Refuses an argument given twice, pointing at the second one.
-fn ensure_unset<T>(slot: &Option<T>, keyword: &impl ToTokens) -> syn::Result<()> {
+pub(crate) fn ensure_unset<T>(slot: &Option<T>, keyword: &impl ToTokens) -> syn::Result<()> {
     match slot {
         Some(_) => Err(Error::new_spanned(
             keyword,

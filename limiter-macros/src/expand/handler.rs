@@ -7,118 +7,14 @@
 //! where a struct cannot go (an `impl` block) the compiler reports that one
 //! thing and nothing else.
 
-use proc_macro2::{Ident, Literal, TokenStream};
+use proc_macro2::{Ident, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::ext::IdentExt as _;
 use syn::spanned::Spanned as _;
-use syn::{LitStr, ReturnType};
+use syn::{FnArg, Pat, ReturnType};
 
-use crate::args::{Args, By, OnStoreError};
-use crate::business::Business;
-use crate::handler::Handler;
-
-/// Where the generated code finds what it calls.
-pub(crate) fn private() -> TokenStream {
-    quote!(::limiter_tower::__private)
-}
-
-/// The handler's limit: the body of `fn() -> LimitLayer`, building the
-/// policy with `policy`, the constructor calls `policy.rs` checked (`None`
-/// for a concurrency limit alone), with the business setters.
-pub(crate) fn limit(
-    args: &Args,
-    policy: Option<TokenStream>,
-    business: Business,
-    handler: &Handler,
-) -> TokenStream {
-    let private = private();
-    let ident = &handler.sig.ident;
-    let name = LitStr::new(&ident.unraw().to_string(), ident.span());
-    let source = match args.by.as_ref().map(|by| &by.value) {
-        None | Some(By::Ip) => quote!(#private::KeySource::ip()),
-        Some(By::User) => quote!(#private::KeySource::user()),
-        Some(By::Global) => quote!(#private::KeySource::global()),
-        Some(By::Header(name)) => {
-            quote!(#private::KeySource::header(#private::http::HeaderName::from_static(#name)))
-        }
-        // Typed on the path, so a function of another signature is reported there.
-        Some(By::Custom(path)) => quote_spanned! {path.span()=>
-            #private::KeySource::custom({
-                let resolve: fn(&#private::http::request::Parts) -> ::core::option::Option<::std::string::String> = #path;
-                resolve
-            })
-        },
-    };
-    let decision = handler.takes_decision();
-    let key_prefix = args.key.as_ref().map(|key| {
-        let prefix = &key.value;
-        quote!(.key_prefix(#prefix))
-    });
-    let message = args.message.as_ref().map(|message| {
-        let message = &message.value;
-        quote!(.message(#message))
-    });
-    let on_store_error = args.on_store_error.as_ref().map(|policy| {
-        let policy = match policy.value {
-            OnStoreError::Fallback(instances) => {
-                let instances = Literal::u32_unsuffixed(instances);
-                quote!(#private::OnStoreError::Fallback { instances: #instances })
-            }
-            OnStoreError::FailOpen => quote!(#private::OnStoreError::FailOpen),
-            OnStoreError::FailClosed => quote!(#private::OnStoreError::FailClosed),
-        };
-        quote!(.on_store_error(#policy))
-    });
-    let Business {
-        calls,
-        concurrency_only,
-        count_when,
-    } = business;
-    let (items, layer) = match (policy, concurrency_only) {
-        (Some(policy), _) => (
-            quote! {
-                fn __policy() -> ::core::result::Result<#private::Policy, #private::ConfigError> {
-                    let policy = #policy;
-                    ::core::result::Result::Ok(policy)
-                }
-            },
-            quote! {
-                #private::LimitLayer::new(
-                    #private::limit_name(::core::module_path!(), #name),
-                    #private::proven(__policy()),
-                    #source,
-                )
-            },
-        ),
-        (None, concurrency) => (
-            TokenStream::new(),
-            quote! {
-                #private::LimitLayer::concurrent(
-                    #private::limit_name(::core::module_path!(), #name),
-                    #concurrency,
-                    #source,
-                )
-            },
-        ),
-    };
-    let layer = quote! {
-        #layer
-        .decision_extension(#decision)
-        #key_prefix
-        #message
-        #on_store_error
-        #calls
-    };
-    // Checked through limiter-core when the attribute expanded.
-    let layer = match count_when {
-        Some(counts) => quote!(#private::proven((#layer).count_when(#counts))),
-        None => layer,
-    };
-    quote! {
-        #items
-        #layer
-    }
-}
+use crate::expand::tokens::private;
+use crate::parse::Handler;
 
 /// The handler type and its items. `limit` is the body of the function
 /// building its `LimitLayer`.
@@ -180,7 +76,7 @@ fn unlimited(handler: &Handler) -> TokenStream {
         ..
     } = handler;
     let name = &sig.ident;
-    let params = handler.param_names();
+    let params = param_names(handler);
     let output = &sig.output;
     let doc = format!(
         " Runs `{}` as written, without its rate limit (for unit tests).",
@@ -195,6 +91,42 @@ fn unlimited(handler: &Handler) -> TokenStream {
             }
         }
     }
+}
+
+/// The names the arguments take in `unlimited`: the function's own when
+/// it binds a plain name, `arg{i}` otherwise.
+pub(crate) fn param_names(handler: &Handler) -> Vec<Ident> {
+    let plain: Vec<Option<Ident>> = handler
+        .sig
+        .inputs
+        .iter()
+        .map(|input| match input {
+            FnArg::Typed(arg) => match &*arg.pat {
+                Pat::Ident(pat) if pat.by_ref.is_none() && pat.subpat.is_none() => {
+                    Some(pat.ident.clone())
+                }
+                _ => None,
+            },
+            FnArg::Receiver(_) => None,
+        })
+        .collect();
+    let taken = |name: &Ident| {
+        *name == handler.sig.ident || plain.iter().flatten().any(|plain| plain == name)
+    };
+    plain
+        .iter()
+        .enumerate()
+        .map(|(i, name)| match name {
+            Some(name) if *name != handler.sig.ident => name.clone(),
+            _ => {
+                let mut name = format_ident!("arg{i}");
+                while taken(&name) {
+                    name = format_ident!("{name}_");
+                }
+                name
+            }
+        })
+        .collect()
 }
 
 /// The function as an axum `Handler` (`__Unlimited`, extracting the
