@@ -1,9 +1,9 @@
 //! The batch scripts: one call decides k requests of one key under one
 //! policy, in order, at the same time, with the algorithm's own code: the
-//! hash algorithms' one step in a loop over the key's state read once
-//! (`scripts/loop_open.lua`), the sliding log's script for the first
+//! hash algorithms' `step` in a loop over the key's state read once
+//! (`scripts/hash_batch.lua`), the sliding log's `decide` for the first
 //! request and, on what the log then holds, a loop for the others
-//! (`scripts/batch.lua`).
+//! (`scripts/sliding_log_batch.lua`).
 //!
 //! A hash algorithm's batch answers only the state it read, the state it
 //! wrote and its time, and the requests' decisions are worked out here by
@@ -26,28 +26,8 @@ use limiter_core::backend::sliding_window::{self, Counters};
 use limiter_core::backend::{Kind, Micros};
 use limiter_core::{Algorithm, Policy};
 
-// The sliding log's script as the body of `decide(cost)`, then the batch
-// around it.
-static SLIDING_LOG: Lua =
-    scripts::around_decide!([], ["sliding_log.lua"], include_str!("scripts/batch.lua"));
-// The hash algorithms' requests decided in one loop over locals, the step
-// of their single check its body; the hash read and written once.
-static FIXED_WINDOW: Lua =
-    scripts::looped!(["helpers.lua"], "fixed_window.lua", "fixed_window_step.lua");
-static SLIDING_WINDOW: Lua = scripts::looped!(
-    ["helpers.lua"],
-    "sliding_window.lua",
-    "sliding_window_step.lua"
-);
-static BUCKET: Lua = scripts::looped!(["helpers.lua"], "meter.lua", "meter_step.lua");
-
 pub(crate) fn lua(algorithm: Algorithm) -> &'static Lua {
-    match algorithm {
-        Algorithm::SlidingLog => &SLIDING_LOG,
-        Algorithm::FixedWindow => &FIXED_WINDOW,
-        Algorithm::SlidingWindow => &SLIDING_WINDOW,
-        Algorithm::TokenBucket | Algorithm::LeakyBucket | Algorithm::Gcra => &BUCKET,
-    }
+    scripts::batch(algorithm)
 }
 
 /// The call of the batch script: the single call's arguments, with the
@@ -187,16 +167,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_sliding_logs_batch_wraps_its_script_unchanged() {
-        let batch = lua(Algorithm::SlidingLog).source();
-        assert_eq!(batch.lines().next(), Some("#!lua"));
-        let single = scripts::lua(Algorithm::SlidingLog).source();
-        let body = single.lines().last().unwrap();
-        assert!(batch.contains(body));
-        assert!(batch.contains("local function decide(cost)\n"));
-    }
-
-    #[test]
     fn costs_go_in_runs_of_equal_costs_in_order() {
         assert_eq!(runs(&[1; 32]), "1x32");
         assert_eq!(runs(&[1, 1, 5, 1, 2, 2]), "1x2 5x1 1x1 2x2");
@@ -303,25 +273,6 @@ mod tests {
                 parse_reply(&run, &policy, &[1]),
                 Err(Error::Protocol(_))
             ));
-        }
-    }
-
-    #[test]
-    fn a_looped_batch_decides_with_the_single_checks_step() {
-        let meter = include_str!("scripts/meter_step.lua");
-        let fixed = include_str!("scripts/fixed_window_step.lua");
-        let sliding = include_str!("scripts/sliding_window_step.lua");
-        for (algorithm, step) in [
-            (Algorithm::TokenBucket, meter),
-            (Algorithm::LeakyBucket, meter),
-            (Algorithm::Gcra, meter),
-            (Algorithm::FixedWindow, fixed),
-            (Algorithm::SlidingWindow, sliding),
-        ] {
-            let batch = lua(algorithm).source();
-            assert_eq!(batch.lines().next(), Some("#!lua"), "{algorithm:?}");
-            assert_eq!(batch.matches(step).count(), 1, "{algorithm:?}");
-            assert_eq!(scripts::lua(algorithm).source().matches(step).count(), 1);
         }
     }
 }

@@ -18,11 +18,29 @@ use redis::{Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, Script, Ser
 /// refuses the whole script while over `maxmemory` and on a replica.
 pub const SHEBANG: &str = "#!lua\n";
 /// The part every script shares: the time (the server's, or the caller's
-/// under test) and the cost, read from the arguments.
+/// under test) and the cost, read from the arguments, and `db`, the
+/// `call` and `pcall` of Redis through which the helpers reach it.
 pub const PRELUDE: &str = include_str!("scripts/prelude.lua");
 /// Helpers shared by the scripts of the counter and bucket algorithms
-/// (the reply's layout, whole-number division).
+/// (the reply's layout, whole-number division, reading a state's hash);
+/// they follow [`PRELUDE`].
 pub const HELPERS: &str = include_str!("scripts/helpers.lua");
+
+/// Every `.lua` file of this crate, by name (`prelude.lua`, ...), with its
+/// text: for tests that have Redis compile each on its own, or join some
+/// into a script of their own (`test-util`).
+#[cfg(feature = "test-util")]
+pub fn files() -> &'static [(&'static str, &'static str)] {
+    crate::scripts::FILES
+}
+
+/// Every script this crate sends, by a name (`fixed_window peek`,
+/// `concurrency`, ...): for tests that have Redis compile each
+/// (`test-util`).
+#[cfg(feature = "test-util")]
+pub fn scripts() -> Vec<(String, &'static Lua)> {
+    crate::scripts::all()
+}
 
 /// A script: the parts its source is joined from (the first starting with
 /// the `#!lua` shebang), and its source and SHA1, joined and computed once

@@ -1,47 +1,13 @@
 //! Counting by outcome on Redis: a check that answers the server's time it
-//! recorded at (the algorithm's own script as the body of a function whose
-//! reply gets the time appended, so it cannot drift from the check), and
+//! recorded at (the algorithm's own `decide`, its reply with the time
+//! appended: `scripts/receipted.lua`, so it cannot drift from the check), and
 //! the refund (`scripts/refund.lua`), one call each, never coalesced.
 
 use limiter_core::{Decision, Error, Policy, Receipt, Refunds};
 use redis::Cmd;
 
 use super::RedisStore;
-use super::scripts::{self, Lua};
-use limiter_core::Algorithm;
-
-/// The algorithm's file as the body of `decide(cost)`, then its reply
-/// with `now` appended.
-macro_rules! receipted {
-    ([$($helper:literal),*], [$($body:literal),+]) => {
-        scripts::around_decide!(
-            [$($helper),*],
-            [$($body),+],
-            "local reply = decide(cost)\nreply[#reply + 1] = now\nreturn reply\n"
-        )
-    };
-}
-
-static SLIDING_LOG: Lua = receipted!([], ["sliding_log.lua"]);
-static FIXED_WINDOW: Lua = receipted!(
-    ["helpers.lua"],
-    [
-        "fixed_window.lua",
-        "fixed_window_step.lua",
-        "fixed_window_answer.lua",
-        "single.lua"
-    ]
-);
-static SLIDING_WINDOW: Lua = receipted!(
-    ["helpers.lua"],
-    [
-        "sliding_window.lua",
-        "sliding_window_step.lua",
-        "sliding_window_answer.lua",
-        "single.lua"
-    ]
-);
-static REFUND: Lua = Lua::new(&["#!lua\n", include_str!("scripts/refund.lua")]);
+use super::scripts;
 
 impl RedisStore {
     /// A check at `now` (the server's time when `None`) that answers when
@@ -56,11 +22,8 @@ impl RedisStore {
         policy.counts_by_outcome()?;
         policy.validate_cost(cost)?;
         self.subscribe();
-        let lua = match policy.algorithm() {
-            Algorithm::SlidingLog => &SLIDING_LOG,
-            Algorithm::FixedWindow => &FIXED_WINDOW,
-            Algorithm::SlidingWindow => &SLIDING_WINDOW,
-            _ => unreachable!("refused by counts_by_outcome"),
+        let Some(lua) = scripts::receipted(policy.algorithm()) else {
+            unreachable!("refused by counts_by_outcome")
         };
         let call = scripts::evalsha_of(lua, key, policy, cost, now);
         let reply = self.script(lua, &call, 1).await?;
@@ -75,7 +38,7 @@ impl RedisStore {
 
     /// `refund.lua` of `receipt` on `key`.
     fn refund_call(key: &str, policy: &Policy, receipt: &Receipt) -> Cmd {
-        let mut call = REFUND.call(key);
+        let mut call = scripts::refund().call(key);
         call.arg(receipt.at_us())
             .arg(receipt.cost())
             .arg(policy.algorithm().name())
@@ -101,7 +64,7 @@ impl Refunds for RedisStore {
     async fn refund(&self, key: &str, policy: &Policy, receipt: &Receipt) -> Result<(), Error> {
         policy.counts_by_outcome()?;
         let call = Self::refund_call(key, policy, receipt);
-        self.bounded_call(&REFUND, &call).await?;
+        self.bounded_call(scripts::refund(), &call).await?;
         Ok(())
     }
 }

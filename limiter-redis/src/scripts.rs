@@ -1,4 +1,30 @@
-//! The Lua scripts, one per algorithm, and how a check becomes an EVALSHA.
+//! The Lua scripts, and how a check becomes an EVALSHA.
+//!
+//! # Layout of `scripts/`
+//! A script is whole files joined (`scripts/sources.rs` names them): the
+//! `#!lua` shebang, then
+//! - `prelude.lua`: the time and the cost, read from the arguments, and
+//!   `db`, through which the algorithms and the helpers reach Redis;
+//! - `helpers.lua` (all but the sliding log's): whole-number division, the
+//!   reply's layout, reading a state's hash;
+//! - the algorithm's file, which defines functions and runs nothing:
+//!   `fixed_window.lua`, `sliding_window.lua` and `meter.lua` (the token
+//!   and leaky buckets and GCRA), the hash algorithms, each define
+//!   `read_state`, `step` (one request), `answer`, `write_state` and
+//!   `state_fields`, from which `hash_decide.lua` makes `decide`;
+//!   `sliding_log.lua` defines its own `decide` and the steps it takes;
+//! - a driver, last, which runs them: `single.lua` (a check),
+//!   `receipted.lua` (a check that answers its time, `refund.rs`),
+//!   `peek.lua` (a check without its writes, every call of Redis through a
+//!   guard that lets only reads of the given keys through),
+//!   `hash_batch.lua` and `sliding_log_batch.lua` (coalesced checks,
+//!   `batch.rs`).
+//!
+//! No file opens a block another closes, nor uses another's locals but
+//! those it defines at its top level: each compiles on its own.
+//! The other scripts (`concurrency.lua`, `lease.lua`, `refund.lua`,
+//! `penalty.lua`, and those of blocks, plans and notices) are one file
+//! each, after the prelude and helpers when they use them.
 
 use redis::Cmd;
 
@@ -8,6 +34,15 @@ use limiter_core::Error;
 use limiter_core::backend::sliding_log;
 use limiter_core::{Algorithm, Policy, backend::Kind};
 use limiter_core::{Decision, MAX_RULES, RuleStatus};
+
+mod sources;
+
+use sources::{
+    ASSIGN, BLOCK, BLOCKS, BUMP, CONCURRENCY, LEASE, PENALTY, PUBLISH, REFUND, RESET, UNBLOCK,
+};
+#[cfg(any(test, feature = "test-util"))]
+pub(crate) use sources::{FILES, all};
+pub(crate) use sources::{batch, peek, receipted};
 
 // Every script starts with the shebang `#!lua` and declares no flag. Redis
 // (7.0 and later) checks a script that declares itself so before running
@@ -20,130 +55,12 @@ use limiter_core::{Decision, MAX_RULES, RuleStatus};
 //   runs: that answer proves nothing executed, so the call may be sent
 //   again to the primary found anew.
 // Shebang scripts must declare the keys they touch; ours touch `KEYS[1]`.
-macro_rules! lua {
-    ($($file:literal),+) => {{
-        const SOURCE: &str = concat!(
-            "#!lua\n",
-            include_str!("scripts/prelude.lua"),
-            $(include_str!(concat!("scripts/", $file))),+
-        );
-        Lua::new(&[SOURCE])
-    }};
-}
-
-/// The shebang, the prelude and `helpers`, then the algorithm's files
-/// `body` as the body of `decide(cost)`, then `tail`, which calls it: a
-/// script around the algorithm's own code, which it cannot drift from (a
-/// batch, a check that answers its time).
-macro_rules! around_decide {
-    ([$($helper:literal),*], [$($body:literal),+], $($tail:tt)+) => {
-        Lua::new(&[concat!(
-            "#!lua\n",
-            include_str!("scripts/prelude.lua"),
-            $(include_str!(concat!("scripts/", $helper)),)*
-            "local function decide(cost)\n",
-            $(include_str!(concat!("scripts/", $body)),)+
-            "\nend\n",
-            $($tail)+
-        )])
-    };
-}
-pub(crate) use around_decide;
-
-/// The shebang, the prelude and `helpers`, the algorithm's file that reads
-/// its state, then its step as the body of a loop over a batch's costs
-/// (`loop_open.lua`, `loop_close.lua`): the batch of an algorithm whose
-/// single check is the same step (`single.lua`).
-macro_rules! looped {
-    ([$($helper:literal),*], $read:literal, $step:literal) => {
-        Lua::new(&[concat!(
-            "#!lua\n",
-            include_str!("scripts/prelude.lua"),
-            $(include_str!(concat!("scripts/", $helper)),)*
-            include_str!(concat!("scripts/", $read)),
-            include_str!("scripts/loop_open.lua"),
-            include_str!(concat!("scripts/", $step)),
-            include_str!("scripts/loop_close.lua"),
-        )])
-    };
-}
-pub(crate) use looped;
-
-static SLIDING_LOG: Lua = lua!("sliding_log.lua");
-static FIXED_WINDOW: Lua = lua!(
-    "helpers.lua",
-    "fixed_window.lua",
-    "fixed_window_step.lua",
-    "fixed_window_answer.lua",
-    "single.lua"
-);
-static SLIDING_WINDOW: Lua = lua!(
-    "helpers.lua",
-    "sliding_window.lua",
-    "sliding_window_step.lua",
-    "sliding_window_answer.lua",
-    "single.lua"
-);
-static BUCKET: Lua = lua!(
-    "helpers.lua",
-    "meter.lua",
-    "meter_step.lua",
-    "meter_answer.lua",
-    "single.lua"
-);
-static CONCURRENCY: Lua = lua!("helpers.lua", "concurrency.lua");
-static LEASE: Lua = lua!("helpers.lua", "lease.lua");
-
-// Peeks: the algorithm's own script after `peek.lua`, which shadows its
-// writes, so a peek cannot drift from the check it reads ahead of.
-static PEEK_SLIDING_LOG: Lua = lua!("peek.lua", "sliding_log.lua");
-static PEEK_FIXED_WINDOW: Lua = lua!(
-    "peek.lua",
-    "helpers.lua",
-    "fixed_window.lua",
-    "fixed_window_step.lua",
-    "fixed_window_answer.lua",
-    "single.lua"
-);
-static PEEK_SLIDING_WINDOW: Lua = lua!(
-    "peek.lua",
-    "helpers.lua",
-    "sliding_window.lua",
-    "sliding_window_step.lua",
-    "sliding_window_answer.lua",
-    "single.lua"
-);
-static PEEK_BUCKET: Lua = lua!(
-    "peek.lua",
-    "helpers.lua",
-    "meter.lua",
-    "meter_step.lua",
-    "meter_answer.lua",
-    "single.lua"
-);
-static RESET: Lua = Lua::new(&["#!lua\n", include_str!("scripts/reset.lua")]);
-
-/// The peek script of `algorithm`: its arguments and reply are its check's.
-pub(crate) fn peek(algorithm: Algorithm) -> &'static Lua {
-    match algorithm {
-        Algorithm::SlidingLog => &PEEK_SLIDING_LOG,
-        Algorithm::FixedWindow => &PEEK_FIXED_WINDOW,
-        Algorithm::SlidingWindow => &PEEK_SLIDING_WINDOW,
-        Algorithm::TokenBucket | Algorithm::LeakyBucket | Algorithm::Gcra => &PEEK_BUCKET,
-    }
-}
-
-static PUBLISH: Lua = Lua::new(&["#!lua\n", include_str!("scripts/publish.lua")]);
 
 /// `PUBLISH` on the channel given as its key (routed to the node serving
 /// the channel's slot in a Cluster) of `ARGV[1]`.
 pub(crate) fn publish() -> &'static Lua {
     &PUBLISH
 }
-
-static BLOCK: Lua = Lua::new(&["#!lua\n", include_str!("scripts/block.lua")]);
-static UNBLOCK: Lua = Lua::new(&["#!lua\n", include_str!("scripts/unblock.lua")]);
-static BLOCKS: Lua = Lua::new(&["#!lua\n", include_str!("scripts/blocks.lua")]);
 
 /// Blocks `ARGV[1]` for `ARGV[2]` µs, of origin `ARGV[3]` (`o` or `p`),
 /// at most `ARGV[4]` of that origin kept: keys the operators' hash and the
@@ -166,22 +83,16 @@ pub(crate) fn blocks() -> &'static Lua {
     &BLOCKS
 }
 
-static PENALTY: Lua = Lua::new(&["#!lua\n", include_str!("scripts/penalty.lua")]);
-
 /// A denial counted by a penalty (`penalty.lua`).
 pub(crate) fn penalty() -> &'static Lua {
     &PENALTY
 }
-
-static ASSIGN: Lua = Lua::new(&["#!lua\n", include_str!("scripts/assign.lua")]);
 
 /// Gives `ARGV[1]` the plan `ARGV[2]` in the plans' hash (its first key);
 /// counts the change like [`block`].
 pub(crate) fn assign() -> &'static Lua {
     &ASSIGN
 }
-
-static BUMP: Lua = Lua::new(&["#!lua\n", include_str!("scripts/bump.lua")]);
 
 /// Counts one more change of the kind `ARGV[1]` in the version hash (its
 /// key): `HINCRBY`.
@@ -208,13 +119,14 @@ pub(crate) fn lease() -> &'static Lua {
     &LEASE
 }
 
+/// The refund of a check counted by outcome (`refund.rs`).
+pub(crate) fn refund() -> &'static Lua {
+    &REFUND
+}
+
+/// The check of `algorithm`.
 pub(crate) fn lua(algorithm: Algorithm) -> &'static Lua {
-    match algorithm {
-        Algorithm::SlidingLog => &SLIDING_LOG,
-        Algorithm::FixedWindow => &FIXED_WINDOW,
-        Algorithm::SlidingWindow => &SLIDING_WINDOW,
-        Algorithm::TokenBucket | Algorithm::LeakyBucket | Algorithm::Gcra => &BUCKET,
-    }
+    sources::single(algorithm)
 }
 
 /// `EVALSHA {sha} 1 {key} {now} {cost} {parameters...}`; `now` is empty
@@ -377,18 +289,4 @@ pub(crate) fn parse_reply(reply: &[i64], policy: &Policy, cost: u64) -> Result<D
         u64::try_from(*delay).map_err(|_| malformed())?,
         u64::try_from(*reset_after).map_err(|_| malformed())?,
     ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_script_starts_with_a_shebang_without_flags() {
-        for algorithm in Algorithm::ALL {
-            let first_line = lua(algorithm).source().lines().next();
-            assert_eq!(first_line, Some("#!lua"), "{algorithm:?}");
-        }
-        assert_eq!(concurrency().source().lines().next(), Some("#!lua"));
-    }
 }

@@ -1,7 +1,7 @@
 //! The sliding log's batch decides the requests after its first on what the
-//! log holds, read once (`scripts/batch.lua`). Against the same requests
-//! checked one at a time on Redis, on a key of their own, it must give the
-//! same decisions and leave the very same entries, also where the
+//! log holds, read once (`scripts/sliding_log_batch.lua`). Against the same
+//! requests checked one at a time on Redis, on a key of their own, it must
+//! give the same decisions and leave the very same entries, also where the
 //! differential tests (`coalesce.rs`) do not go: the clock stepping back
 //! (entries later than now), another instance's entries in the same
 //! microsecond, a batch adding more entries than one command carries.

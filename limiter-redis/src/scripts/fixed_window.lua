@@ -2,21 +2,52 @@
 -- A hash: a = "fixed_window", c = count, s = start of the window (the key's
 -- first request).
 --
--- This file reads the stored state into locals; `fixed_window_step.lua`
--- decides one request on them, alone (`single.lua`, answering with
--- `fixed_window_answer.lua`) or once per request of a batch (`loop_open.lua`):
--- the same text, so they cannot drift.
+-- A hash algorithm: the functions every one defines, which the drivers call
+-- (`hash_decide.lua` for a check or a peek, `hash_batch.lua` for a batch),
+-- so a check, its peek and its batch run the same code.
 local key = KEYS[1]
 local limit, window = tonumber(ARGV[3]), tonumber(ARGV[4])
-local stored = read_hash(key, 'fixed_window', 'c', 's')
-local stored_count, stored_start = tonumber(stored[1]), tonumber(stored[2])
 
--- Writes the stored state; it expires when its window ends.
-local function write_state()
-  redis.call('HSET', key, 'a', 'fixed_window', 'c', int(stored_count), 's', int(stored_start))
-  expire_in(key, stored_start + window - now)
+-- The stored state (nil fields: none), and whether the key holds another
+-- algorithm's state. Reads only.
+local function read_state()
+  local stored, foreign = hash_fields(key, 'fixed_window', 'c', 's')
+  return { count = tonumber(stored[1]), start = tonumber(stored[2]) }, foreign
 end
--- The stored state as a batch answers it (-1: none).
-local function state()
-  return { stored_count or -1, stored_start or -1 }
+
+-- Decides a request of `cost` on `state`, as a check of its own reading the
+-- hash would; an allowed one brings `state` up to it, to be written. Answers
+-- `allowed`, then what `answer` needs (a batch's client works the reply out
+-- itself from the state).
+local function step(state, cost)
+  local count, start = state.count, state.start
+  if not count or now >= start + window then
+    count, start = 0, now
+  end
+  local allowed = count + cost <= limit
+  if allowed then
+    count = count + cost
+    state.count, state.start = count, start
+  end
+  return allowed, count, start
+end
+
+-- The reply's 8 values (see `helpers.lua`) of the request `step` decided.
+-- The whole quota returns at once, when the window ends.
+local function answer(_, allowed, count, start)
+  local ends_in = start + window - now
+  local retry = allowed and -1 or ends_in
+  -- A count above the limit was counted under a larger one (a plan changed).
+  return allowed and 1 or 0, 0, retry, 0, ends_in, 1, math.max(limit - count, 0), ends_in
+end
+
+-- Writes the state; it expires when its window ends.
+local function write_state(state)
+  db.call('HSET', key, 'a', 'fixed_window', 'c', int(state.count), 's', int(state.start))
+  expire_in(key, state.start + window - now)
+end
+
+-- The state as a batch answers it (-1: none).
+local function state_fields(state)
+  return { state.count or -1, state.start or -1 }
 end

@@ -40,31 +40,43 @@ end
 -- Runs a read; a key holding another algorithm's state (WRONGTYPE) is
 -- deleted and reads as absent, as in the memory store.
 local function read(...)
-  local reply = redis.pcall(...)
+  local reply = db.pcall(...)
   if type(reply) == 'table' and reply.err then
-    redis.call('DEL', KEYS[1])
+    db.call('DEL', KEYS[1])
     return false
   end
   return reply
 end
 
--- Reads the hash fields of `algorithm`'s state; a hash written by another
--- algorithm (its tag field `a` differs) is deleted and reads as absent.
-local function read_hash(key, algorithm, ...)
-  local fields = { ... }
-  local state = read('HMGET', key, 'a', unpack(fields))
-  if not state or not state[1] then
-    return {}
+-- Reads the hash fields of `algorithm`'s state, writing nothing: the
+-- fields ({} for none), and whether the key holds another algorithm's state
+-- (another type, or a hash whose tag field `a` differs), which a check
+-- deletes and a peek reads as absent.
+local function hash_fields(key, algorithm, ...)
+  local state = db.pcall('HMGET', key, 'a', ...)
+  if state.err then
+    return {}, true
+  end
+  if not state[1] then
+    return {}, false
   end
   if state[1] ~= algorithm then
-    redis.call('DEL', key)
-    return {}
+    return {}, true
   end
   table.remove(state, 1)
+  return state, false
+end
+
+-- `hash_fields`, another algorithm's state deleted: it reads as absent, as
+-- in the memory store.
+local function read_hash(key, algorithm, ...)
+  local state, foreign = hash_fields(key, algorithm, ...)
+  if foreign then
+    db.call('DEL', key)
+  end
   return state
 end
 
 local function expire_in(key, us)
-  redis.call('PEXPIRE', key, ttl_ms(us))
+  db.call('PEXPIRE', key, ttl_ms(us))
 end
-

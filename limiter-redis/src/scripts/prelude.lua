@@ -15,3 +15,8 @@ else
   now = tonumber(ARGV[1])
 end
 local cost = tonumber(ARGV[2])
+
+-- The algorithms and the helpers reach Redis through `db`, never `redis`
+-- itself, so that a peek (`peek.lua`) can put a guard in its place that
+-- lets only reads through.
+local db = { call = redis.call, pcall = redis.pcall }

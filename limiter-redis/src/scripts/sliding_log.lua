@@ -14,144 +14,199 @@
 -- ZADD tell whether the log held anything at or after now, which the
 -- uniqueness of members and the reset time depend on.
 --
--- Reply: { retry after (-1 when allowed), deciding rule when denied
--- (0-based), newest entry - now, then each rule's count before this request,
--- then each rule's available after: for a rule that denied the request its
--- wait, else when its oldest entry leaves (0 without entries) }. The caller
--- derives remaining and reset after from them.
+-- Reply (`decide`): { retry after (-1 when allowed), deciding rule when
+-- denied (0-based), newest entry - now, then each rule's count before this
+-- request, then each rule's available after: for a rule that denied the
+-- request its wait, else when its oldest entry leaves (0 without entries) }.
+-- The caller derives remaining and reset after from them.
+--
+-- This file defines functions and runs nothing: `decide`, one request with
+-- or without its writes, from `open`, `count`, `available` and `record`.
+-- The drivers call it (`single.lua`, `receipted.lua`, `peek.lua`,
+-- `sliding_log_batch.lua`).
 local key = KEYS[1]
-local call, format = redis.call, string.format
+local format = string.format
 local longest, n = tonumber(ARGV[4]), tonumber(ARGV[5])
 
--- Trim what every window has left, and count what the longest one holds. A
--- key holding another algorithm's state (WRONGTYPE) is deleted and reads as
--- absent, as in the memory store.
-local total
-if now >= longest then
-  if type(redis.pcall('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - longest))) == 'table' then
-    call('DEL', key)
+-- The log as a request sees it: `total`, what the longest window holds (less
+-- the marker). A check (`writes`) first trims what every window has left,
+-- and deletes a key holding another algorithm's state (WRONGTYPE), as in the
+-- memory store. A peek does neither and reads the same: `absent` for another
+-- algorithm's state, `after` the bound the trim would have cut at.
+local function open(writes)
+  local log, total = {}, nil
+  if not writes then
+    total = db.pcall('ZCARD', key)
+    if type(total) == 'table' then
+      log.absent, total = true, 0
+    elseif now >= longest then
+      log.after = format('(%d', now - longest)
+      total = db.call('ZCOUNT', key, log.after, '+inf')
+    end
+  elseif now >= longest then
+    if type(db.pcall('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - longest))) == 'table' then
+      db.call('DEL', key)
+    end
+    total = db.call('ZCARD', key)
+  else
+    total = db.pcall('ZCARD', key)
+    if type(total) == 'table' then
+      db.call('DEL', key)
+      total = 0
+    end
   end
-  total = call('ZCARD', key)
-else
-  total = redis.pcall('ZCARD', key)
-  if type(total) == 'table' then
-    call('DEL', key)
-    total = 0
-  end
-end
-if total > 0 then
-  total = total - 1
+  log.total = total > 0 and total - 1 or 0
+  return log
 end
 
-local reply = { -1, 0, 0 }
-local retry = -1
--- Per rule: its window, and its wait when it denies the request.
-local windows, waits = {}, {}
-for i = 1, n do
-  local limit, window = tonumber(ARGV[4 + 2 * i]), tonumber(ARGV[5 + 2 * i])
-  -- The window is (now - W, +inf): entries later than now (the clock
-  -- stepped back) count too, which keeps the limit exact either way.
-  local count, after = total, nil
-  if window < longest then
-    after = format('(%d', now - window)
-    count = call('ZCOUNT', key, after, '+inf')
-    if count > 0 then
-      count = count - 1
+-- A read of the log through what `open` left: `empty` for another
+-- algorithm's state.
+local function read_log(log, empty, ...)
+  if log.absent then
+    return empty
+  end
+  return db.call(...)
+end
+
+-- Counts each rule's window for a request of `cost`: the reply with the
+-- counts, and its retry (-1: allowed). Keeps each rule's window, and its
+-- wait when it denies the request, in `log`.
+local function count(log, cost)
+  local reply, retry = { -1, 0, 0 }, -1
+  log.windows, log.waits = {}, {}
+  for i = 1, n do
+    local limit, window = tonumber(ARGV[4 + 2 * i]), tonumber(ARGV[5 + 2 * i])
+    -- The window is (now - W, +inf): entries later than now (the clock
+    -- stepped back) count too, which keeps the limit exact either way.
+    local counted, after = log.total, nil
+    if window < longest then
+      after = format('(%d', now - window)
+      counted = read_log(log, 0, 'ZCOUNT', key, after, '+inf')
+      if counted > 0 then
+        counted = counted - 1
+      end
+    end
+    reply[3 + i] = counted
+    log.windows[i] = window
+    if counted + cost > limit then
+      -- Passes once the oldest `excess` entries have left; the last of them decides.
+      after = after or format('(%d', now - window)
+      local blocking = read_log(log, {}, 'ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES',
+        'LIMIT', format('%d', counted + cost - limit - 1), 1)
+      local wait = tonumber(blocking[2]) + window - now
+      log.waits[i] = wait
+      if wait > retry then
+        retry = wait
+        reply[1], reply[2] = wait, i - 1
+      end
     end
   end
-  reply[3 + i] = count
-  windows[i] = window
-  if count + cost > limit then
-    -- Passes once the oldest `excess` entries have left; the last of them decides.
-    after = after or format('(%d', now - window)
-    local blocking = call('ZRANGEBYSCORE', key, after, '+inf',
-      'WITHSCORES', 'LIMIT', format('%d', count + cost - limit - 1), 1)
-    local wait = tonumber(blocking[2]) + window - now
-    waits[i] = wait
-    if wait > retry then
-      retry = wait
-      reply[1], reply[2] = wait, i - 1
-    end
-  end
+  return reply, retry
 end
 
 -- When each rule makes more quota available: a rule that denied the request
 -- once its wait is over, any other once its oldest entry leaves its window.
 -- `recorded` says whether this request's entries (at now) are in the log.
-local function available(recorded)
+local function available(log, reply, recorded)
   local oldest_overall
   for i = 1, n do
-    local window, count = windows[i], reply[3 + i]
-    local wait = waits[i]
+    local window, counted = log.windows[i], reply[3 + i]
+    local wait = log.waits[i]
     if wait == nil then
-      if count == 0 then
+      if counted == 0 then
         -- Nothing in the window but this request's entries, if any.
         wait = recorded and window or 0
       else
-        local oldest
-        if window >= longest then
+        local first
+        if window >= longest and not log.after then
           -- Everything left in the log is inside the longest window.
-          oldest_overall = oldest_overall or call('ZRANGE', key, '0', '0', 'WITHSCORES')
-          oldest = oldest_overall
+          oldest_overall = oldest_overall
+            or read_log(log, {}, 'ZRANGE', key, '0', '0', 'WITHSCORES')
+          first = oldest_overall
         else
-          oldest = call('ZRANGEBYSCORE', key, format('(%d', now - window), '+inf',
-            'WITHSCORES', 'LIMIT', '0', '1')
+          -- A peek that did not trim reads from the bound the trim would cut at.
+          local after = window >= longest and log.after or format('(%d', now - window)
+          first = read_log(log, {}, 'ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT',
+            '0', '1')
         end
-        wait = tonumber(oldest[2]) + window - now
+        wait = tonumber(first[2]) + window - now
       end
     end
     reply[3 + n + i] = wait
   end
 end
 
-if retry >= 0 then
-  -- Denied: some rule counted an entry, so the marker is there.
-  reply[3] = tonumber(call('ZSCORE', key, '~')) - now
-  available(false)
-  return reply
+-- Records an allowed request's `cost` entries at now and moves the marker up
+-- to now. GT leaves a marker at or after now in place, and CH counts it when
+-- it moves; an entry's member that exists already is not added. So the
+-- reply is cost + 1 exactly when the log held nothing at or after now.
+-- Answers the newest entry's time when it did (nil otherwise).
+local function record(cost)
+  local at = format('%d', now)
+  local changed
+  if cost == 1 then
+    changed = db.call('ZADD', key, 'GT', 'CH', at, '~', at, at .. '-0')
+  else
+    local add = { 'ZADD', key, 'GT', 'CH', at, '~' }
+    for j = 0, cost - 1 do
+      add[7 + 2 * j], add[8 + 2 * j] = at, at .. '-' .. j
+    end
+    changed = db.call(unpack(add))
+  end
+  local newest
+  if changed <= cost then
+    -- Rare: entries at or after now (instances sharing a microsecond, or the
+    -- clock stepped back). The marker stayed, so `changed` entries were added;
+    -- the entries at now were numbered 0..k-1, and the ones not added are
+    -- numbered after everything there now.
+    newest = tonumber(db.call('ZSCORE', key, '~'))
+    if changed < cost then
+      local next
+      if changed > 0 then
+        -- k = cost - changed of ours collided, so 0..cost-1 are all taken now.
+        next = cost
+      else
+        -- k >= cost: count them (less the marker when it is at now).
+        next = db.call('ZCOUNT', key, at, at)
+        if newest == now then
+          next = next - 1
+        end
+      end
+      local add = { 'ZADD', key }
+      for j = 0, cost - changed - 1 do
+        add[3 + 2 * j], add[4 + 2 * j] = at, at .. '-' .. (next + j)
+      end
+      db.call(unpack(add))
+    end
+  end
+  db.call('PEXPIRE', key, ARGV[3])
+  return newest
 end
 
--- Allowed: record `cost` entries at now and move the marker up to now. GT
--- leaves a marker at or after now in place, and CH counts it when it moves;
--- an entry's member that exists already is not added. So the reply is
--- cost + 1 exactly when the log held nothing at or after now.
-local at = format('%d', now)
-local changed
-if cost == 1 then
-  changed = call('ZADD', key, 'GT', 'CH', at, '~', at, at .. '-0')
-else
-  local add = { 'ZADD', key, 'GT', 'CH', at, '~' }
-  for j = 0, cost - 1 do
-    add[7 + 2 * j], add[8 + 2 * j] = at, at .. '-' .. j
+-- One request of `cost`: its reply, as a table. A check (`writes`) records
+-- an allowed one; a peek reads what `record` would answer instead (the
+-- marker's time when at or after now) and the log stays as it was.
+local function decide(cost, writes)
+  local log = open(writes)
+  local reply, retry = count(log, cost)
+  if retry >= 0 then
+    -- Denied: some rule counted an entry, so the marker is there.
+    reply[3] = tonumber(read_log(log, false, 'ZSCORE', key, '~')) - now
+    available(log, reply, false)
+    return reply
   end
-  changed = call(unpack(add))
-end
-if changed <= cost then
-  -- Rare: entries at or after now (instances sharing a microsecond, or the
-  -- clock stepped back). The marker stayed, so `changed` entries were added;
-  -- the entries at now were numbered 0..k-1, and the ones not added are
-  -- numbered after everything there now.
-  local newest = tonumber(call('ZSCORE', key, '~'))
-  reply[3] = newest - now
-  if changed < cost then
-    local next
-    if changed > 0 then
-      -- k = cost - changed of ours collided, so 0..cost-1 are all taken now.
-      next = cost
-    else
-      -- k >= cost: count them (less the marker when it is at now).
-      next = call('ZCOUNT', key, at, at)
-      if newest == now then
-        next = next - 1
-      end
+  local newest
+  if writes then
+    newest = record(cost)
+  else
+    newest = tonumber(read_log(log, false, 'ZSCORE', key, '~'))
+    if newest and newest < now then
+      newest = nil
     end
-    local add = { 'ZADD', key }
-    for j = 0, cost - changed - 1 do
-      add[3 + 2 * j], add[4 + 2 * j] = at, at .. '-' .. (next + j)
-    end
-    call(unpack(add))
   end
+  if newest then
+    reply[3] = newest - now
+  end
+  available(log, reply, true)
+  return reply
 end
-call('PEXPIRE', key, ARGV[3])
-available(true)
-return reply

@@ -4,17 +4,24 @@
 -- window's, s = its start.
 -- The weights are doubles computed in the same order as the Rust code.
 --
--- This file reads the stored state into locals; `sliding_window_step.lua`
--- decides one request on them, alone (`single.lua`, answering with
--- `sliding_window_answer.lua`) or once per request of a batch (`loop_open.lua`):
--- the same text, so they cannot drift.
+-- A hash algorithm: the functions every one defines, which the drivers call
+-- (`hash_decide.lua` for a check or a peek, `hash_batch.lua` for a batch),
+-- so a check, its peek and its batch run the same code.
 local key = KEYS[1]
 local limit, w = tonumber(ARGV[3]), tonumber(ARGV[4])
-local stored = read_hash(key, 'sliding_window', 'p', 'c', 's')
-local stored_previous, stored_current, stored_start =
-  tonumber(stored[1]), tonumber(stored[2]), tonumber(stored[3])
--- When the stored state expires, once written.
-local expires_in
+
+-- The stored state (nil fields: none), and whether the key holds another
+-- algorithm's state. Reads only. `expires_in`, set by an allowed request,
+-- is when the state expires once written.
+local function read_state()
+  local stored, foreign = hash_fields(key, 'sliding_window', 'p', 'c', 's')
+  local state = {
+    previous = tonumber(stored[1]),
+    current = tonumber(stored[2]),
+    start = tonumber(stored[3]),
+  }
+  return state, foreign
+end
 
 local function weighted(p, c, e)
   return p * ((w - e) / w) + c
@@ -75,13 +82,63 @@ local function wait_for(p, c, k, start, elapsed)
   return start + w + first_passing(c, 0, 0, k) - now
 end
 
--- Writes the stored state, with the expiry of the last request written.
-local function write_state()
-  redis.call('HSET', key, 'a', 'sliding_window', 'p', int(stored_previous), 'c',
-    int(stored_current), 's', int(stored_start))
-  expire_in(key, expires_in)
+-- Decides a request of `cost` on `state`, as a check of its own reading the
+-- hash would; an allowed one brings `state` up to it, to be written. Answers
+-- `allowed`, then what `answer` needs (a batch's client works the reply out
+-- itself from the state).
+local function step(state, cost)
+  local start = floor_div(now, w) * w
+  local previous, current = state.previous, state.current
+  if state.start and state.start >= start then
+    -- As stored; a window later than now's (the clock stepped back) stays current.
+    start = state.start
+  elseif state.start and state.start + w == start then
+    previous, current = current, 0
+  else
+    previous, current = 0, 0
+  end
+  local elapsed = math.max(0, now - start)
+  local allowed = passes(previous, current, elapsed, cost)
+  if allowed then
+    current = current + cost
+  end
+  -- When the counts stop weighing: the state expires then.
+  local reset = 0
+  if current > 0 then
+    reset = start + 2 * w - now
+  elseif previous > 0 then
+    reset = start + w - now
+  end
+  if allowed then
+    state.previous, state.current, state.start, state.expires_in = previous, current, start, reset
+  end
+  return allowed, previous, current, start, elapsed, reset
 end
--- The stored state as a batch answers it (-1: none).
-local function state()
-  return { stored_previous or -1, stored_current or -1, stored_start or -1 }
+
+-- The reply's 8 values (see `helpers.lua`) of the request `step` decided.
+local function answer(cost, allowed, previous, current, start, elapsed, reset)
+  local retry = -1
+  if not allowed then
+    retry = wait_for(previous, current, cost, start, elapsed)
+  end
+  local remaining = math.floor(math.max(limit - weighted(previous, current, elapsed), 0))
+  -- One more request fits once a request costing one more than what remains passes.
+  local available = retry
+  if allowed then
+    available = remaining < limit
+      and wait_for(previous, current, remaining + 1, start, elapsed) or 0
+  end
+  return allowed and 1 or 0, 0, retry, 0, reset, 1, remaining, available
+end
+
+-- Writes the state, with the expiry of the last request allowed.
+local function write_state(state)
+  db.call('HSET', key, 'a', 'sliding_window', 'p', int(state.previous), 'c',
+    int(state.current), 's', int(state.start))
+  expire_in(key, state.expires_in)
+end
+
+-- The state as a batch answers it (-1: none).
+local function state_fields(state)
+  return { state.previous or -1, state.current or -1, state.start or -1 }
 end

@@ -1,13 +1,12 @@
-
 -- Coalesced checks of one key under the sliding log (the hash algorithms
--- loop over their step instead: `loop_open.lua`). The sliding log's file
--- above is the body of `decide(cost)`, unchanged; ARGV[2] holds the costs of k
--- requests in runs, `{cost}x{times}` separated by spaces (as for the hash
--- algorithms: `loop_open.lua`). Each is decided in turn at the same `now`,
--- exactly as k calls one after another would be. Reply: the k replies in
--- order, each as a single call answers it, in runs: how many requests in a
--- row got this reply, then the reply (a flood of one key over its limit
--- costs one reply per batch, not one per request).
+-- loop over their `step` instead: `hash_batch.lua`), after `sliding_log.lua`,
+-- whose `decide` and locals it uses. ARGV[2] holds the costs of k requests
+-- in runs, `{cost}x{times}` separated by spaces (as for the hash
+-- algorithms). Each is decided in turn at the same `now`, exactly as k calls
+-- one after another would be. Reply: the k replies in order, each as a
+-- single call answers it, in runs: how many requests in a row got this
+-- reply, then the reply (a flood of one key over its limit costs one reply
+-- per batch, not one per request).
 --
 -- The first request is decided by `decide`: it trims the log, and deals
 -- with a key of another type. When the log then holds nothing later than
@@ -43,18 +42,16 @@ for cost_text, times in string.gmatch(ARGV[2], '(%d+)x(%d+)') do
     costs[#costs + 1] = tonumber(cost_text)
   end
 end
-answer(decide(costs[1]))
+answer(decide(costs[1], true))
 if #costs == 1 then
   return replies
 end
 
-local key = KEYS[1]
-local call, format = redis.call, string.format
-local longest, n = tonumber(ARGV[4]), tonumber(ARGV[5])
+local call = redis.call
 local newest = tonumber(call('ZSCORE', key, '~'))
 if newest and newest > now then
   for j = 2, #costs do
-    answer(decide(costs[j]))
+    answer(decide(costs[j], true))
   end
   return replies
 end
@@ -69,29 +66,29 @@ end
 for i = 1, n do
   limits[i], windows[i] = tonumber(ARGV[4 + 2 * i]), tonumber(ARGV[5 + 2 * i])
   afters[i] = format('(%d', now - windows[i])
-  local count = total
+  local counted = total
   if windows[i] < longest then
-    count = call('ZCOUNT', key, afters[i], '+inf')
-    if count > 0 then
-      count = count - 1
+    counted = call('ZCOUNT', key, afters[i], '+inf')
+    if counted > 0 then
+      counted = counted - 1
     end
   end
-  held[i] = count
+  held[i] = counted
 end
 -- The score of the entry of rank `rank` (0: the oldest) in rule i's window,
 -- once the batch has added its entries at now; read once per rank.
-local read = {}
+local scores = {}
 local function score_at(i, rank)
   if rank >= held[i] then
     return now
   end
-  local at = read[i] and read[i][rank]
+  local at = scores[i] and scores[i][rank]
   if not at then
     local entry = call('ZRANGEBYSCORE', key, afters[i], '+inf', 'WITHSCORES', 'LIMIT',
       format('%d', rank), 1)
     at = tonumber(entry[2])
-    read[i] = read[i] or {}
-    read[i][rank] = at
+    scores[i] = scores[i] or {}
+    scores[i][rank] = at
   end
   return at
 end
@@ -105,11 +102,11 @@ for j = 2, #costs do
   local retry = -1
   for i = 1, n do
     waits[i] = false
-    local count = held[i] + added
-    reply[3 + i] = count
-    if count + cost > limits[i] then
+    local counted = held[i] + added
+    reply[3 + i] = counted
+    if counted + cost > limits[i] then
       -- Passes once the oldest `excess` entries have left; the last of them decides.
-      local wait = score_at(i, count + cost - limits[i] - 1) + windows[i] - now
+      local wait = score_at(i, counted + cost - limits[i] - 1) + windows[i] - now
       waits[i] = wait
       if wait > retry then
         retry = wait
