@@ -20,27 +20,5 @@
 //!   concurrency limit; [`LeaseGrant::new`](crate::hot::LeaseGrant::new)
 //!   answers a lease.
 
-pub use crate::algorithm::Micros;
 pub use crate::concurrency::permit::decision as permit_decision;
-pub use crate::policy::{BucketParams, Kind};
-
-/// The sliding log's shared parts.
-pub mod sliding_log {
-    pub use crate::algorithm::sliding_log::{decide, longest_window_us};
-}
-
-/// The fixed window's state and check.
-pub mod fixed_window {
-    pub use crate::algorithm::fixed_window::{Window, check};
-}
-
-/// The meter of the token bucket, the leaky bucket and GCRA: its state and
-/// check.
-pub mod meter {
-    pub use crate::algorithm::bucket::{Level, Pacing, check};
-}
-
-/// The sliding window counter's state and check.
-pub mod sliding_window {
-    pub use crate::algorithm::sliding_window::{Counters, check};
-}
+pub use limiter_model::backend::*;

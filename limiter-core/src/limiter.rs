@@ -2,15 +2,15 @@
 
 use std::time::Duration;
 
+use crate::Decision;
+use crate::Error;
+use crate::Policy;
+use crate::Receipt;
+use crate::Rule;
 use crate::concurrency::{Acquired, ConcurrencyLimit};
-use crate::decision::Decision;
-use crate::error::Error;
 use crate::hot::HotKeys;
 use crate::identity::Identity;
 use crate::key::push_identity;
-use crate::policy::Policy;
-use crate::refund::Receipt;
-use crate::rule::Rule;
 use crate::store::{Blocks, Capabilities, Peek, Permits, Refunds, Reset, Store};
 use crate::wait::Waiters;
 

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use crate::error::ConfigError;
-use crate::policy::{Algorithm, Policy};
+use crate::ConfigError;
+use crate::{Algorithm, Policy};
 
 /// The longest plan name.
 const MAX_NAME_LEN: usize = 64;
@@ -192,7 +192,7 @@ impl fmt::Display for Shape {
             Self::SlidingWindow { window_us } => write!(
                 f,
                 "sliding_window over {}",
-                crate::rule::Span(std::time::Duration::from_micros(*window_us))
+                limiter_model::Span(std::time::Duration::from_micros(*window_us))
             ),
         }
     }

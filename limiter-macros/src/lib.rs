@@ -46,9 +46,9 @@
 //!   - `business`: `plans`, `allow`, `wait`, `concurrency`... (uses `penalty`).
 //!   - `args`: the whole argument list.
 //!   - `handler`: the annotated `async fn`.
-//! - `check`: the parsed arguments judged by limiter-core, into a `Limit`.
+//! - `check`: the parsed arguments judged by limiter-model, into a `Limit`.
 //!   - `hot`: the hot-key mode on a policy.
-//!   - `policy`: the policy, through limiter-core's constructors.
+//!   - `policy`: the policy, through limiter-model's constructors.
 //!   - `business`: the business arguments, and against each other.
 //! - `expand`: the checked `Limit` and the function written out (`quote`).
 //!   - `tokens`: the path to limiter-tower's items; values as expressions.
@@ -68,7 +68,7 @@ mod tests;
 /// Limits how often an axum handler runs.
 ///
 /// Every argument is checked when the crate compiles, by the constructors of
-/// limiter-core that build the policy at run time (`Rule::new`,
+/// limiter-model that build the policy at run time (`Rule::new`,
 /// `Policy::sliding_log`, `with_cost`...): an attribute that compiles builds
 /// its policy. The check runs in a Tower layer in front of the handler, so a
 /// denied request is answered `429 Too Many Requests` before any extractor
@@ -365,7 +365,7 @@ mod tests;
 /// still generated (or, when it cannot be, the function kept as written) so
 /// that routing it or calling `unlimited` causes no other error.
 ///
-/// - The numbers, with limiter-core's message: a zero limit, window, rate,
+/// - The numbers, with limiter-model's message: a zero limit, window, rate,
 ///   capacity, burst or cost; a window or period over 366 days; more rules
 ///   than a policy holds; `prevent_duplicate` with another algorithm; a cost
 ///   no request could pay; a bucket or burst too large to compute exactly;

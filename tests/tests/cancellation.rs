@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use limiter_core::conformance::poll_then_drop;
+use limiter_conformance::poll_then_drop;
 use limiter_core::{
     BreakerState, GuardConfig, Guarded, OnStoreError, Policy, Rule, Store, Verdict,
 };

@@ -10,7 +10,7 @@ mod params;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use limiter_core::conformance::{KeyModel, Outcome, Params};
+use limiter_conformance::{KeyModel, Outcome, Params};
 use limiter_core::{Decision, Limiter, MemoryStore, Policy, Rate, Rule, Store};
 use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::{RedisCluster, RedisServer, TestRedis};

@@ -1,7 +1,7 @@
 //! Differential property test: random traces of (time step, key, cost) go
 //! through the memory store, the Redis store (given the same timestamps) and
 //! the reference model of the conformance suite
-//! (`limiter_core::conformance::KeyModel`), for every algorithm; every field
+//! (`limiter_conformance::KeyModel`), for every algorithm; every field
 //! of every decision must be equal. Proptest shrinks a failing trace here;
 //! the conformance runners replay fixed traces.
 
@@ -10,8 +10,8 @@ mod params;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use limiter_conformance::{KeyModel, Outcome, Params};
 use limiter_core::MemoryStore;
-use limiter_core::conformance::{KeyModel, Outcome, Params};
 use limiter_redis::RedisStore;
 use limiter_tests::TestRedis;
 use params::{params, window};

@@ -13,7 +13,7 @@ use axum::Router;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{Request, StatusCode};
 use axum::routing::post;
-use limiter_core::conformance::poll_then_drop;
+use limiter_conformance::poll_then_drop;
 use limiter_tests::redis;
 use limiter_tower::{
     Control, KeySource, LimitLayer, Limiter, ManualClock, MemoryStore, Penalty, Policy,

@@ -6,7 +6,7 @@ use std::fmt;
 use tokio::task::AbortHandle;
 
 use super::ConcurrencyLimit;
-use crate::decision::{Decision, RuleStatus};
+use crate::{Decision, RuleStatus};
 
 /// The answer to a request for a [`Permit`]: the permit, or the denial.
 #[derive(Debug)]
@@ -115,10 +115,7 @@ impl fmt::Debug for Permit {
 /// flight ends is unknown).
 pub fn decision(limit: &ConcurrencyLimit, remaining: u64, denied: bool) -> Decision {
     let retry_after_us = ConcurrencyLimit::RETRY_AFTER.as_micros() as u64;
-    let status = RuleStatus {
-        remaining,
-        available_after_us: if remaining == 0 { retry_after_us } else { 0 },
-    };
+    let status = RuleStatus::new(remaining, if remaining == 0 { retry_after_us } else { 0 });
     Decision::single(
         limit.quota(),
         status,

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::Mutex;
 
-use crate::decision::Decision;
+use crate::Decision;
 
 const SHARDS: usize = 16;
 

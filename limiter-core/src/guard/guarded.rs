@@ -6,15 +6,15 @@ use std::time::{Duration, Instant};
 use super::breaker::{Admission, Breaker, BreakerConfig, BreakerState};
 use super::deny_cache::{DEFAULT_DENY_CACHE_CAPACITY, DenyCache};
 use super::domains::Breakers;
+use crate::Decision;
+use crate::Error;
+use crate::Policy;
 use crate::clock::{Clock, SystemClock};
 use crate::concurrency::{Acquired, ConcurrencyLimit, Permit};
-use crate::decision::Decision;
-use crate::error::Error;
 use crate::hot::{LeaseGrant, LeaseRequest};
-use crate::policy::Policy;
 use crate::store::memory::MemoryStore;
 use crate::store::{Blocks, Forget, Peek, Permits, Refunds, Reset, Store, required};
-use crate::verdict::{OnStoreError, Verdict};
+use crate::{OnStoreError, Verdict};
 
 /// How long one store call may take unless configured: tens of
 /// milliseconds, not the client's default of half a second.

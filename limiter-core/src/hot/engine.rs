@@ -6,12 +6,12 @@ use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::Decision;
+use crate::Error;
+use crate::Policy;
 use crate::clock::{Clock, ManualClock, SystemClock};
-use crate::decision::Decision;
-use crate::error::Error;
-use crate::policy::Policy;
 use crate::store::{Forget, Peek, Reset, Store};
-use crate::verdict::{OnStoreError, Verdict};
+use crate::{OnStoreError, Verdict};
 
 use super::HotKey;
 use super::lease::Leases;
@@ -233,15 +233,15 @@ impl<S: Store> HotKeys<S> {
             Some(HotKey::Lease(lease)) if store.is_remote() && store.as_leases().is_some() => {
                 super::lease::check(hot, store, key, policy, lease, cost, on_error).await
             }
-            // In process a lease would gain nothing: the store decides at
-            // once; a store that leases nothing decides each check itself.
-            Some(HotKey::Lease(_)) => store.verdict(key, policy, cost, on_error).await,
             Some(HotKey::Shard { shards }) => {
                 super::shard::check(hot, store, key, policy, shards, cost, on_error).await
             }
             Some(HotKey::Sample { every }) => {
                 super::sample::check(hot, store, key, policy, every, cost, on_error).await
             }
+            // In process a lease would gain nothing: the store decides at
+            // once; a store that leases nothing decides each check itself.
+            Some(_) => store.verdict(key, policy, cost, on_error).await,
         }
     }
 }

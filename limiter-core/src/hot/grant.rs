@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::decision::Decision;
+use crate::Decision;
 
 /// A request for a lease of a key's permits (see
 /// [`Leases::lease`](crate::Leases::lease)).

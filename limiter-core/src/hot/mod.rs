@@ -13,25 +13,16 @@
 //! them through [`HotKeys`], a store that wraps theirs and keeps the
 //! per-instance state the modes need.
 
-mod mode;
-pub use mode::{
+pub use limiter_model::hot::{
     DEFAULT_LEASE_TTL, HotKey, Lease, MAX_LEASE, MAX_LEASE_TTL, MAX_SAMPLING, MAX_SHARDS,
 };
 
-#[cfg(feature = "runtime")]
 mod engine;
-#[cfg(feature = "runtime")]
 mod grant;
-#[cfg(feature = "runtime")]
 mod lease;
-#[cfg(feature = "runtime")]
 mod sample;
-#[cfg(feature = "runtime")]
 mod shard;
 
-#[cfg(feature = "runtime")]
 pub use engine::HotKeys;
-#[cfg(feature = "runtime")]
 pub use grant::{LeaseGrant, LeaseRequest};
-#[cfg(feature = "runtime")]
 pub use shard::{shard_key, slot};

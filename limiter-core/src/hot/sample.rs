@@ -15,11 +15,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use hashbrown::HashMap;
 use tokio::sync::{Notify, oneshot};
 
-use crate::decision::Decision;
-use crate::error::Error;
-use crate::policy::Policy;
+use crate::Decision;
+use crate::Error;
+use crate::Policy;
 use crate::store::Store;
-use crate::verdict::{OnStoreError, Verdict};
+use crate::{OnStoreError, Verdict};
 
 use super::engine::{HotState, MAX_TRACKED_KEYS, SweepGate};
 

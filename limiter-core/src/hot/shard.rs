@@ -7,10 +7,10 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use crate::error::Error;
-use crate::policy::Policy;
+use crate::Error;
+use crate::Policy;
 use crate::store::Store;
-use crate::verdict::{OnStoreError, Verdict};
+use crate::{OnStoreError, Verdict};
 
 use super::engine::HotState;
 

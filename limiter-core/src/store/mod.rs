@@ -14,10 +14,10 @@
 
 use std::future::Future;
 
-use crate::decision::Decision;
-use crate::error::Error;
-use crate::policy::Policy;
-use crate::verdict::{OnStoreError, Verdict};
+use crate::Decision;
+use crate::Error;
+use crate::Policy;
+use crate::{OnStoreError, Verdict};
 
 pub(crate) mod assigned;
 pub(crate) mod blocks;

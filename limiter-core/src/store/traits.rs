@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::Decision;
+use crate::Error;
+use crate::Policy;
 use crate::concurrency::{Acquired, ConcurrencyLimit};
-use crate::decision::Decision;
-use crate::error::Error;
 use crate::hot::{LeaseGrant, LeaseRequest};
-use crate::policy::Policy;
-use crate::verdict::{OnStoreError, Verdict};
+use crate::{OnStoreError, Verdict};
 
 /// What a store is and does besides rate checks, asked of the store
 /// itself, whatever its type: where its state lives, how its calls are

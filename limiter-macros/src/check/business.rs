@@ -1,4 +1,4 @@
-//! The business arguments, checked through limiter-core
+//! The business arguments, checked through limiter-model
 //! (`ConcurrencyLimit::new`, `MaxWait::new`, `Penalty::new`,
 //! `Policy::counts_by_outcome`) and against each other, every mistake
 //! reported on its token.
@@ -7,13 +7,13 @@ use std::net::IpAddr;
 use std::str::FromStr;
 
 use ipnet::IpNet;
-use limiter_core::{ConcurrencyLimit, ConfigError, MaxWait, Penalty};
+use limiter_model::{ConcurrencyLimit, ConfigError, MaxWait, Penalty};
 use quote::ToTokens;
 use syn::{Error, LitStr, Path};
 
 use crate::parse::{Arg, Args, BusinessArgs, By, DurationLit, Int, PenaltyLit, combine};
 
-/// The business arguments limiter-core accepted: each becomes a setter call
+/// The business arguments limiter-model accepted: each becomes a setter call
 /// on the handler's `LimitLayer`.
 pub(crate) struct Business<'a> {
     /// `.plans(fn)`.
@@ -106,8 +106,8 @@ pub(crate) fn concurrency_limit(concurrency: &Arg<impl ToTokens, Int>) -> syn::R
 
 /// Refuses counting by outcome (`count_when`, `count_failures`) with a
 /// policy whose algorithm cannot give a request back, through
-/// limiter-core's own check.
-pub(crate) fn check_counting(args: &Args, policy: &limiter_core::Policy) -> syn::Result<()> {
+/// limiter-model's own check.
+pub(crate) fn check_counting(args: &Args, policy: &limiter_model::Policy) -> syn::Result<()> {
     let Some(keyword) = args.business.counting() else {
         return Ok(());
     };
@@ -142,7 +142,7 @@ fn parse_net(text: &str) -> Result<IpNet, String> {
         .map_err(|_| format!("{text:?} is not an IP network (like \"10.0.0.0/8\") nor an address"))
 }
 
-/// The penalty, when an identity can earn it and limiter-core accepts it.
+/// The penalty, when an identity can earn it and limiter-model accepts it.
 fn penalty<'a>(args: &'a Args, errors: &mut Vec<Error>) -> Option<&'a PenaltyLit> {
     let penalty = args.business.penalty.as_ref()?;
     let error = if matches!(args.by.as_ref().map(|b| &b.value), Some(By::Global)) {

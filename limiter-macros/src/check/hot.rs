@@ -1,16 +1,16 @@
 //! The hot-key mode (`lease`, `shards` or `sample`), checked through
-//! limiter-core's `Lease::new`, `Policy::with_lease`, `with_shards` and
+//! limiter-model's `Lease::new`, `Policy::with_lease`, `with_shards` and
 //! `with_sampling`, whose errors become compile errors.
 
-use limiter_core::{ConfigError, DEFAULT_LEASE_TTL, Lease, Policy};
+use limiter_model::{ConfigError, DEFAULT_LEASE_TTL, Lease, Policy};
 use quote::ToTokens as _;
 use syn::Error;
 
 use crate::parse::{DurationLit, HotArgs, Int, LeaseLit};
 
-/// The hot-key mode limiter-core accepted, as written.
+/// The hot-key mode limiter-model accepted, as written.
 pub(crate) enum Hot<'a> {
-    /// `.with_lease(Lease::new(max, ttl))`; without `ttl`, limiter-core's
+    /// `.with_lease(Lease::new(max, ttl))`; without `ttl`, limiter-model's
     /// `DEFAULT_LEASE_TTL`.
     Lease {
         max: &'a Int,

@@ -1,4 +1,4 @@
-//! Check: the parsed arguments judged by limiter-core's own constructors
+//! Check: the parsed arguments judged by limiter-model's own constructors
 //! (`Rule::new`, `Policy::sliding_log`, `ConcurrencyLimit::new`...), into a
 //! checked model that expansion only writes out: a limit that compiles
 //! builds at run time.
@@ -18,7 +18,7 @@ pub(crate) use hot::Hot;
 pub(crate) use policy::policy;
 pub(crate) use policy::{Constructor, DuplicateWindow, Policy};
 
-/// A handler's limit, as limiter-core accepted it.
+/// A handler's limit, as limiter-model accepted it.
 pub(crate) struct Limit<'a> {
     pub(crate) layer: Layer<'a>,
     /// Whose requests share the limit; the client's IP when `None`.
@@ -37,7 +37,7 @@ pub(crate) enum Layer<'a> {
     Concurrency(&'a Int),
 }
 
-/// Checks `args` through limiter-core, reporting every mistake at once: the
+/// Checks `args` through limiter-model, reporting every mistake at once: the
 /// business arguments', then the policy's.
 pub(crate) fn limit(args: &Args) -> syn::Result<Limit<'_>> {
     let business = business::business(args);

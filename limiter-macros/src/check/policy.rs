@@ -1,24 +1,24 @@
-//! The policy, built through limiter-core while the attribute expands.
+//! The policy, built through limiter-model while the attribute expands.
 //!
-//! limiter-core's constructors are the only judge of the numbers. The
+//! limiter-model's constructors are the only judge of the numbers. The
 //! checked [`Policy`] records each call made here, with the values as
 //! written, and the code that builds the policy at run time makes the same
 //! calls (`expand::policy`): what compiled here succeeds there. A
 //! [`ConfigError`] becomes a compile error on the token it is about, with
-//! limiter-core's message.
+//! limiter-model's message.
 
-use limiter_core::{ConfigError, DEFAULT_DUPLICATE_WINDOW, Rate, Rule};
+use limiter_model::{ConfigError, DEFAULT_DUPLICATE_WINDOW, Rate, Rule};
 use proc_macro2::Span;
 use syn::Error;
 
 use crate::check::hot::{self, Hot};
 use crate::parse::{Algorithm, AlgorithmKind, Args, Bucket, DurationLit, Int, RateLit, RuleLit};
 
-/// A policy limiter-core accepted, and the calls that built it, in order.
+/// A policy limiter-model accepted, and the calls that built it, in order.
 pub(crate) struct Policy<'a> {
-    /// limiter-core's policy, for the checks made with it
+    /// limiter-model's policy, for the checks made with it
     /// (`counts_by_outcome`).
-    pub(crate) value: limiter_core::Policy,
+    pub(crate) value: limiter_model::Policy,
     pub(crate) constructor: Constructor<'a>,
     /// `.with_prevent_duplicate(window)`.
     pub(crate) prevent_duplicate: Option<DuplicateWindow<'a>>,
@@ -46,13 +46,13 @@ pub(crate) enum Constructor<'a> {
 
 /// The window of `prevent_duplicate`.
 pub(crate) enum DuplicateWindow<'a> {
-    /// limiter-core's `DEFAULT_DUPLICATE_WINDOW`.
+    /// limiter-model's `DEFAULT_DUPLICATE_WINDOW`.
     Default,
     Written(&'a DurationLit),
 }
 
 /// The policy `args` describe: the algorithm, then `prevent_duplicate`, then
-/// the cost, then the hot-key mode, in the order limiter-core's docs build
+/// the cost, then the hot-key mode, in the order limiter-model's docs build
 /// it.
 pub(crate) fn policy(args: &Args) -> syn::Result<Policy<'_>> {
     let (value, constructor) = algorithm(args)?;
@@ -68,7 +68,7 @@ pub(crate) fn policy(args: &Args) -> syn::Result<Policy<'_>> {
     })
 }
 
-fn algorithm(args: &Args) -> syn::Result<(limiter_core::Policy, Constructor<'_>)> {
+fn algorithm(args: &Args) -> syn::Result<(limiter_model::Policy, Constructor<'_>)> {
     let Some(algorithm) = &args.algorithm else {
         return sliding_log(args, Span::call_site());
     };
@@ -77,31 +77,31 @@ fn algorithm(args: &Args) -> syn::Result<(limiter_core::Policy, Constructor<'_>)
         AlgorithmKind::SlidingLog => sliding_log(args, name.span()),
         AlgorithmKind::FixedWindow => {
             let (rule, written) = one_rule(args, name)?;
-            let value = limiter_core::Policy::fixed_window(rule);
+            let value = limiter_model::Policy::fixed_window(rule);
             Ok((value, Constructor::FixedWindow(written)))
         }
         AlgorithmKind::SlidingWindow => {
             let (rule, written) = one_rule(args, name)?;
-            let value = limiter_core::Policy::sliding_window(rule);
+            let value = limiter_model::Policy::sliding_window(rule);
             Ok((value, Constructor::SlidingWindow(written)))
         }
         AlgorithmKind::TokenBucket(bucket) => {
-            let value = self::bucket(args, name, bucket, limiter_core::Policy::token_bucket)?;
+            let value = self::bucket(args, name, bucket, limiter_model::Policy::token_bucket)?;
             Ok((value, Constructor::TokenBucket(bucket)))
         }
         AlgorithmKind::LeakyBucket(bucket) => {
-            let value = self::bucket(args, name, bucket, limiter_core::Policy::leaky_bucket)?;
+            let value = self::bucket(args, name, bucket, limiter_model::Policy::leaky_bucket)?;
             Ok((value, Constructor::LeakyBucket(bucket)))
         }
         AlgorithmKind::Gcra(bucket) => {
-            let value = self::bucket(args, name, bucket, limiter_core::Policy::gcra)?;
+            let value = self::bucket(args, name, bucket, limiter_model::Policy::gcra)?;
             Ok((value, Constructor::Gcra(bucket)))
         }
     }
 }
 
 /// `Policy::sliding_log`; `span` is where a missing `rules` is reported.
-fn sliding_log(args: &Args, span: Span) -> syn::Result<(limiter_core::Policy, Constructor<'_>)> {
+fn sliding_log(args: &Args, span: Span) -> syn::Result<(limiter_model::Policy, Constructor<'_>)> {
     let Some(rules) = &args.rules else {
         return Err(Error::new(
             span,
@@ -114,7 +114,7 @@ fn sliding_log(args: &Args, span: Span) -> syn::Result<(limiter_core::Policy, Co
         .iter()
         .map(rule)
         .collect::<syn::Result<Vec<_>>>()?;
-    let value = limiter_core::Policy::sliding_log(built).map_err(|error| {
+    let value = limiter_model::Policy::sliding_log(built).map_err(|error| {
         let span = match &error {
             ConfigError::TooManyRules { max, .. } => {
                 written.rules.get(*max).map(|r| r.paren.span.join())
@@ -182,8 +182,8 @@ fn bucket(
     args: &Args,
     name: &syn::Ident,
     bucket: &Bucket,
-    constructor: fn(Rate, u64) -> Result<limiter_core::Policy, ConfigError>,
-) -> syn::Result<limiter_core::Policy> {
+    constructor: fn(Rate, u64) -> Result<limiter_model::Policy, ConfigError>,
+) -> syn::Result<limiter_model::Policy> {
     if let Some(rules) = &args.rules {
         let algorithm = name.to_string();
         let (size, example) = Algorithm::bucket_syntax(&algorithm).expect("a bucket or GCRA");
@@ -210,8 +210,8 @@ fn bucket(
 /// `.with_prevent_duplicate(window)`, when asked for.
 fn prevent_duplicate(
     args: &Args,
-    policy: limiter_core::Policy,
-) -> syn::Result<(limiter_core::Policy, Option<DuplicateWindow<'_>>)> {
+    policy: limiter_model::Policy,
+) -> syn::Result<(limiter_model::Policy, Option<DuplicateWindow<'_>>)> {
     let Some(prevent) = &args.prevent_duplicate else {
         return Ok((policy, None));
     };
@@ -239,8 +239,8 @@ fn prevent_duplicate(
 /// `.with_cost(cost)`, when given.
 fn cost(
     args: &Args,
-    policy: limiter_core::Policy,
-) -> syn::Result<(limiter_core::Policy, Option<&Int>)> {
+    policy: limiter_model::Policy,
+) -> syn::Result<(limiter_model::Policy, Option<&Int>)> {
     let Some(cost) = &args.cost else {
         return Ok((policy, None));
     };

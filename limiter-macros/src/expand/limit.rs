@@ -56,7 +56,7 @@ pub(crate) fn limit(limit: &Limit<'_>, handler: &Handler) -> TokenStream {
         #layer
         #setters
     };
-    // Checked through limiter-core when the attribute expanded.
+    // Checked through limiter-model when the attribute expanded.
     let layer = match &limit.business.counting {
         Some(counting) => {
             let counts = business::counts(counting);

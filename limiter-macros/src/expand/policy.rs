@@ -1,5 +1,5 @@
 //! The code that builds the checked policy at run time: the calls
-//! limiter-core accepted while the attribute expanded, with the same
+//! limiter-model accepted while the attribute expanded, with the same
 //! values, inside a function returning `Result<_, ConfigError>` so that `?`
 //! never fails there (it did not fail here).
 

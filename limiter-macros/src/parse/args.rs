@@ -1,7 +1,7 @@
 //! The arguments of `#[rate_limit(...)]` as written.
 //!
 //! Parsing checks the syntax only; whether the numbers make a policy is
-//! limiter-core's to say (`check::policy`).
+//! limiter-model's to say (`check::policy`).
 
 use syn::parse::{Parse, ParseStream};
 use syn::{Error, LitStr, Path, parenthesized, token};
@@ -42,7 +42,7 @@ pub(crate) mod kw {
 pub(crate) struct Args {
     pub(crate) rules: Option<Arg<kw::rules, RulesLit>>,
     pub(crate) by: Option<Arg<kw::by, By>>,
-    /// Without a value: limiter-core's default window.
+    /// Without a value: limiter-model's default window.
     pub(crate) prevent_duplicate: Option<Arg<kw::prevent_duplicate, Option<DurationLit>>>,
     pub(crate) key: Option<Arg<kw::key, LitStr>>,
     pub(crate) message: Option<Arg<kw::message, LitStr>>,

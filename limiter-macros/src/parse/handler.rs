@@ -81,7 +81,7 @@ impl Handler {
     /// it (as in `Extension<Decision>`), so the limit puts it into the
     /// request. Other handlers do not pay for it.
     ///
-    /// [`Decision`]: https://docs.rs/limiter-core/latest/limiter_core/struct.Decision.html
+    /// [`Decision`]: https://docs.rs/limiter-model/latest/limiter_core/struct.Decision.html
     pub(crate) fn takes_decision(&self) -> bool {
         fn names_decision(tokens: TokenStream) -> bool {
             tokens.into_iter().any(|token| match token {

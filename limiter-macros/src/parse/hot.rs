@@ -1,6 +1,6 @@
 //! The hot-key arguments as written: `lease = 50` or
 //! `lease(max = 50, ttl = 100ms)`, `shards = 3`, `sample = 10`. That only
-//! one is given, and their numbers, are checked through limiter-core
+//! one is given, and their numbers, are checked through limiter-model
 //! (`check::hot`).
 
 use syn::parse::{Lookahead1, ParseStream};

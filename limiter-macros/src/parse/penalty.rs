@@ -1,5 +1,5 @@
 //! `penalty(after = 3, within = 10m, block = [15m, 1h])` (or `block = 15m`):
-//! denials that earn blocks, as written. limiter-core's `Penalty::new`
+//! denials that earn blocks, as written. limiter-model's `Penalty::new`
 //! judges the numbers (`check::business`).
 
 use proc_macro2::Span;
@@ -21,7 +21,7 @@ pub(crate) struct PenaltyLit {
     pub(crate) after: Int,
     pub(crate) within: DurationLit,
     pub(crate) blocks: Vec<DurationLit>,
-    /// The parentheses, where limiter-core's refusal points.
+    /// The parentheses, where limiter-model's refusal points.
     pub(crate) span: Span,
 }
 

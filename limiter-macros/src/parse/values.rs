@@ -2,7 +2,7 @@
 //! so that an error about a value points at it.
 //!
 //! Nothing here judges a number: a zero limit or a window of 400 days parse
-//! fine and are refused by limiter-core when the policy is checked
+//! fine and are refused by limiter-model when the policy is checked
 //! (`check::policy`). Only what the attribute's own syntax means is
 //! checked: units, suffixes, the shape of a rule or a rate.
 

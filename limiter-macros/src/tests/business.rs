@@ -1,5 +1,5 @@
 //! The business arguments: parsed beside the others, checked through
-//! limiter-core, each mistake named.
+//! limiter-model, each mistake named.
 
 use crate::check::{self, Layer};
 use crate::expand;

@@ -1,9 +1,9 @@
-//! The policy is limiter-core's: built with its constructors, refused with
+//! The policy is limiter-model's: built with its constructors, refused with
 //! its messages.
 
 use std::time::Duration;
 
-use limiter_core::{ConfigError, DEFAULT_DUPLICATE_WINDOW, Policy, Rate, Rule};
+use limiter_model::{ConfigError, DEFAULT_DUPLICATE_WINDOW, Policy, Rate, Rule};
 
 use crate::check::policy;
 use crate::expand;
@@ -40,7 +40,7 @@ fn rule(limit: u64, window: Duration) -> Rule {
     Rule::new(limit, window).unwrap()
 }
 
-/// limiter-core's message for `result`'s error.
+/// limiter-model's message for `result`'s error.
 fn core<T: std::fmt::Debug>(result: Result<T, ConfigError>) -> String {
     result.unwrap_err().to_string()
 }
@@ -57,7 +57,7 @@ fn rules_make_a_sliding_log() {
             rule(1, Duration::from_millis(250)),
             rule(2, secs(180)),
             rule(4, secs(5 * 3600)),
-            rule(6, limiter_core::MAX_WINDOW),
+            rule(6, limiter_model::MAX_WINDOW),
         ])
         .unwrap()
     );
@@ -117,7 +117,7 @@ fn buckets_and_gcra() {
 }
 
 #[test]
-fn numbers_are_refused_with_limiter_core_messages() {
+fn numbers_are_refused_with_the_model_messages() {
     assert_eq!(error("rules = [(0, 60s)]"), core(Rule::new(0, secs(60))));
     assert_eq!(
         error("rules = [(10, 0s)]"),

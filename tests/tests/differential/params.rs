@@ -1,6 +1,6 @@
 //! Random policies of every algorithm, shared by the differential tests.
 
-use limiter_core::conformance::Params;
+use limiter_conformance::Params;
 use proptest::prelude::*;
 
 /// Windows and periods: short and long ones, and a few shared values so that

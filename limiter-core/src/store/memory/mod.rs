@@ -34,16 +34,17 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use foldhash::fast::RandomState;
 
+use crate::Decision;
+use crate::Error;
+use crate::Penalty;
+use crate::Policy;
+use crate::Receipt;
 use crate::algorithm::bucket::{self, Pacing};
 use crate::algorithm::sliding_log::{self, Log};
 use crate::algorithm::{fixed_window, gcra, sliding_window};
+use crate::backend::Kind;
 use crate::clock::{Clock, SystemClock};
 use crate::concurrency::{Acquired, ConcurrencyLimit};
-use crate::decision::Decision;
-use crate::error::Error;
-use crate::penalty::Penalty;
-use crate::policy::{Kind, Policy};
-use crate::refund::Receipt;
 use crate::store::{
     AssignedPlans, BlockList, BlockOrigin, Blocks, Capabilities, Peek, Penalties, PlanAssignments,
     Refunds, Reset, Store,

@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::penalty::{Penalty, PenaltyState};
+use crate::{Penalty, PenaltyState};
 
 /// The most penalty states kept. Past it, the state that expires soonest
 /// gives way to the new identity's: a flood of distinct identities cannot

@@ -13,12 +13,12 @@ use std::mem;
 use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 
+use crate::Decision;
 use crate::algorithm::Micros;
 use crate::algorithm::bucket::Level;
 use crate::algorithm::fixed_window::Window;
 use crate::algorithm::sliding_log::Log;
 use crate::algorithm::sliding_window::Counters;
-use crate::decision::Decision;
 
 use super::ghost::{Evictable, GhostBounds, Ghosts, Haunt, REMEMBERED_PER_KEY};
 

@@ -1,0 +1,568 @@
+//! A policy: one algorithm with its parameters and the cost of a request.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::decision::MAX_RULES;
+use crate::error::ConfigError;
+use crate::hot::HotKey;
+use crate::rule::{EXACT_LIMIT, Rate, Rule};
+
+/// The window `prevent_duplicate` uses unless told otherwise: one request per 5 s.
+pub const DEFAULT_DUPLICATE_WINDOW: Duration = Duration::from_secs(5);
+
+/// Which algorithm a policy runs. See [`Policy`] for what each one means.
+///
+/// Exhaustive: every store runs every algorithm, so a new one is a change
+/// of the store contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    /// Exact log of allowed requests; several rules at once.
+    SlidingLog,
+    /// A counter per window that starts at the key's first request.
+    FixedWindow,
+    /// Two counters, the previous window weighted by its overlap.
+    SlidingWindow,
+    /// Tokens refilled at a rate, up to a capacity.
+    TokenBucket,
+    /// A bucket leaking at a rate; answers how long to wait.
+    LeakyBucket,
+    /// The generic cell rate algorithm (redis-cell's `CL.THROTTLE`).
+    Gcra,
+}
+
+impl Algorithm {
+    /// Every algorithm, in the order of this enum.
+    pub const ALL: [Self; 6] = [
+        Self::SlidingLog,
+        Self::FixedWindow,
+        Self::SlidingWindow,
+        Self::TokenBucket,
+        Self::LeakyBucket,
+        Self::Gcra,
+    ];
+
+    /// The snake_case name used in logs, metrics and the macro.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::SlidingLog => "sliding_log",
+            Self::FixedWindow => "fixed_window",
+            Self::SlidingWindow => "sliding_window",
+            Self::TokenBucket => "token_bucket",
+            Self::LeakyBucket => "leaky_bucket",
+            Self::Gcra => "gcra",
+        }
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A bucket's parameters in exact integer units.
+///
+/// One token is `unit` sub-units and the bucket drains (or refills) `drain`
+/// sub-units per microsecond, so any rate is exact: `unit / drain` is the
+/// rate's period per token, reduced by their greatest common divisor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BucketParams {
+    /// The capacity (GCRA: the burst), in tokens.
+    pub capacity: u64,
+    /// One token, in sub-units.
+    pub unit: u64,
+    /// Sub-units drained (or refilled) per microsecond.
+    pub drain: u64,
+    /// The rate as configured, for the policy's name.
+    pub rate: Rate,
+}
+
+impl BucketParams {
+    /// A bucket of `capacity` (called `what`: a capacity, or GCRA's burst)
+    /// draining at `rate`.
+    fn new(rate: Rate, capacity: u64, what: &'static str) -> Result<Self, ConfigError> {
+        if capacity == 0 {
+            return Err(ConfigError::ZeroCapacity { what });
+        }
+        let divisor = gcd(rate.amount(), rate.period_us());
+        let params = Self {
+            capacity,
+            unit: rate.period_us() / divisor,
+            drain: rate.amount() / divisor,
+            rate,
+        };
+        match capacity.checked_mul(params.unit) {
+            Some(full) if full <= EXACT_LIMIT => Ok(params),
+            _ => Err(ConfigError::TooLarge {
+                what: if what == "burst" {
+                    "the burst"
+                } else {
+                    "the bucket"
+                },
+                detail: format!("{what} {capacity} at {rate} needs more than 2^50 sub-units"),
+            }),
+        }
+    }
+
+    /// The full bucket in sub-units.
+    pub const fn full(&self) -> u64 {
+        self.capacity * self.unit
+    }
+}
+
+/// A policy's algorithm with its exact parameters: what a store needs to
+/// run it ([`Policy::kind`]). Rules come from [`Policy::rules`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// The sliding log over every rule.
+    SlidingLog,
+    /// A fixed window of the one rule.
+    FixedWindow,
+    /// The sliding window counter of the one rule.
+    SlidingWindow,
+    /// A token bucket.
+    TokenBucket(BucketParams),
+    /// A leaky bucket.
+    LeakyBucket(BucketParams),
+    /// GCRA is the token bucket seen from its arrival times: the bucket's
+    /// water, in time, is how far the theoretical arrival time (TAT) lies
+    /// ahead of now; the emission interval `T` is one token (`unit /
+    /// drain` µs, exact), the tolerance `τ = T · burst` the full bucket.
+    Gcra(BucketParams),
+}
+
+/// One algorithm with its parameters, and the cost of one request.
+///
+/// | constructor | algorithm | state per key |
+/// |---|---|---|
+/// | [`sliding_log`](Self::sliding_log) (the default) | a request at `t` passes iff, for every rule `(N, W)`, fewer than `N` allowed requests lie in `(t - W, t]`; denied requests are not recorded | O(limit) |
+/// | [`fixed_window`](Self::fixed_window) | at most `N` per window; a window starts at the key's first request and lasts `W` | O(1) |
+/// | [`sliding_window`](Self::sliding_window) | windows aligned to multiples of `W`; the previous window counts in proportion to its overlap with `(t - W, t]` (an approximation, for large limits) | O(1) |
+/// | [`token_bucket`](Self::token_bucket) | `capacity` tokens, refilled at `rate`; a request takes `cost` tokens | O(1) |
+/// | [`leaky_bucket`](Self::leaky_bucket) | a bucket of `capacity` leaking at `rate`; an allowed request says how long to wait ([`Decision::delay`](crate::Decision::delay)) | O(1) |
+/// | [`gcra`](Self::gcra) | `rate` on average with up to `burst` at once; the answers of redis-cell's `CL.THROTTLE` | O(1) |
+///
+/// Invalid parameters are refused with a [`ConfigError`] naming the value.
+///
+/// ```
+/// use std::time::Duration;
+/// use limiter_core::{Policy, Rate, Rule};
+///
+/// let posts = Policy::sliding_log([
+///     Rule::new(10, Duration::from_secs(60))?,
+///     Rule::new(20, Duration::from_secs(120))?,
+/// ])?
+/// .with_prevent_duplicate(Duration::from_secs(5))?;
+/// assert_eq!(posts.rules().len(), 3);
+///
+/// let likes = Policy::token_bucket(Rate::per_second(1)?, 10)?.with_cost(2)?;
+/// assert_eq!(likes.cost(), 2);
+///
+/// let err = Policy::gcra(Rate::per_minute(100)?, 20)?.with_cost(21).unwrap_err();
+/// assert_eq!(err.to_string(), "a cost of 21 can never pass: it exceeds the burst of 20");
+/// # Ok::<(), limiter_core::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    kind: Kind,
+    cost: u64,
+    len: u8,
+    rules: [Rule; MAX_RULES],
+    /// The hot-key mode (see [`HotKey`]), set in `hot/mode.rs`.
+    pub(crate) hot: Option<HotKey>,
+}
+
+impl Policy {
+    /// The sliding log over one or more rules, all checked (and recorded) in
+    /// one atomic step.
+    pub fn sliding_log(rules: impl IntoIterator<Item = Rule>) -> Result<Self, ConfigError> {
+        let rules: Vec<Rule> = rules.into_iter().collect();
+        if rules.is_empty() {
+            return Err(ConfigError::NoRules);
+        }
+        if rules.len() > MAX_RULES {
+            return Err(ConfigError::TooManyRules {
+                count: rules.len(),
+                max: MAX_RULES,
+            });
+        }
+        Ok(Self::with_rules(Kind::SlidingLog, &rules))
+    }
+
+    /// A fixed window: at most `rule.limit()` per window, the window starting
+    /// at the key's first request.
+    pub fn fixed_window(rule: Rule) -> Self {
+        Self::with_rules(Kind::FixedWindow, &[rule])
+    }
+
+    /// The sliding window counter: O(1) state for large limits, approximate
+    /// (the previous window's requests are assumed evenly spread).
+    pub fn sliding_window(rule: Rule) -> Self {
+        Self::with_rules(Kind::SlidingWindow, &[rule])
+    }
+
+    /// A token bucket holding `capacity` tokens, refilled at `rate`. A request
+    /// takes [`cost`](Self::with_cost) tokens (Spring Cloud Gateway's
+    /// replenishRate, burstCapacity and requestedTokens).
+    pub fn token_bucket(rate: Rate, capacity: u64) -> Result<Self, ConfigError> {
+        let params = BucketParams::new(rate, capacity, "burst capacity")?;
+        Ok(Self::with_rules(
+            Kind::TokenBucket(params),
+            &[bucket_quota(params)],
+        ))
+    }
+
+    /// A leaky bucket of `capacity` leaking at `rate`. An allowed request's
+    /// [`Decision::delay`](crate::Decision::delay) says how long to wait so
+    /// requests leave at `rate` (pace instead of fail).
+    pub fn leaky_bucket(rate: Rate, capacity: u64) -> Result<Self, ConfigError> {
+        let params = BucketParams::new(rate, capacity, "capacity")?;
+        Ok(Self::with_rules(
+            Kind::LeakyBucket(params),
+            &[bucket_quota(params)],
+        ))
+    }
+
+    /// GCRA: `rate` on average, `burst` requests may pass at once.
+    ///
+    /// `burst` is redis-cell's `max_burst + 1` (the limit it reports):
+    /// `Policy::gcra(Rate::new(30, 60 s)?, 16)` answers as
+    /// `CL.THROTTLE key 15 30 60`.
+    pub fn gcra(rate: Rate, burst: u64) -> Result<Self, ConfigError> {
+        let params = BucketParams::new(rate, burst, "burst")?;
+        Ok(Self::with_rules(
+            Kind::Gcra(params),
+            &[bucket_quota(params)],
+        ))
+    }
+
+    fn with_rules(kind: Kind, rules: &[Rule]) -> Self {
+        let mut inline = [Rule::from_parts(1, 1); MAX_RULES];
+        inline[..rules.len()].copy_from_slice(rules);
+        Self {
+            kind,
+            cost: 1,
+            len: rules.len() as u8,
+            rules: inline,
+            hot: None,
+        }
+    }
+
+    /// The same policy where a request costs `cost` (tokens, or entries in the
+    /// log). Refused when zero or when it exceeds what any rule, capacity or
+    /// burst holds, since such a request could never pass.
+    pub fn with_cost(mut self, cost: u64) -> Result<Self, ConfigError> {
+        self.validate_cost(cost)?;
+        self.cost = cost;
+        Ok(self)
+    }
+
+    /// Adds the rule "1 request per `window`" so the same request cannot be
+    /// repeated at once ([`DEFAULT_DUPLICATE_WINDOW`] is the usual window).
+    /// Sliding log only.
+    pub fn with_prevent_duplicate(mut self, window: Duration) -> Result<Self, ConfigError> {
+        if self.kind != Kind::SlidingLog {
+            return Err(ConfigError::PreventDuplicateNeedsSlidingLog {
+                algorithm: self.algorithm().name(),
+            });
+        }
+        let rule = Rule::new(1, window)?;
+        let len = self.len as usize;
+        if len == MAX_RULES {
+            return Err(ConfigError::TooManyRules {
+                count: len + 1,
+                max: MAX_RULES,
+            });
+        }
+        self.rules[len] = rule;
+        self.len += 1;
+        self.validate_cost(self.cost)?;
+        Ok(self)
+    }
+
+    /// Checks that a request of `cost` could ever pass this policy.
+    #[inline]
+    pub fn validate_cost(&self, cost: u64) -> Result<(), ConfigError> {
+        // Every check runs this first: the comparison inline, the error cold.
+        if cost == 0 || cost > self.largest_cost() {
+            return Err(self.cost_error(cost));
+        }
+        Ok(())
+    }
+
+    #[cold]
+    fn cost_error(&self, cost: u64) -> ConfigError {
+        if cost == 0 {
+            return ConfigError::ZeroCost;
+        }
+        let what = match self.kind {
+            Kind::TokenBucket(_) => "burst capacity".to_owned(),
+            Kind::LeakyBucket(_) => "capacity".to_owned(),
+            Kind::Gcra(_) => "burst".to_owned(),
+            _ => {
+                let tightest = self.rules().iter().min_by_key(|r| r.limit());
+                format!("limit of rule {}", tightest.expect("a policy has a rule"))
+            }
+        };
+        ConfigError::CostExceedsCapacity {
+            cost,
+            capacity: self.largest_cost(),
+            what,
+        }
+    }
+
+    /// The algorithm.
+    pub const fn algorithm(&self) -> Algorithm {
+        match self.kind {
+            Kind::SlidingLog => Algorithm::SlidingLog,
+            Kind::FixedWindow => Algorithm::FixedWindow,
+            Kind::SlidingWindow => Algorithm::SlidingWindow,
+            Kind::TokenBucket(_) => Algorithm::TokenBucket,
+            Kind::LeakyBucket(_) => Algorithm::LeakyBucket,
+            Kind::Gcra(_) => Algorithm::Gcra,
+        }
+    }
+
+    /// The cost of one request (1 unless set with [`with_cost`](Self::with_cost)).
+    pub const fn cost(&self) -> u64 {
+        self.cost
+    }
+
+    /// The quotas this policy enforces, one per `RateLimit` header item.
+    ///
+    /// For the windows and the sliding log these are the rules. A bucket is
+    /// described as "capacity per time to refill it", GCRA as "burst per
+    /// burst × emission interval".
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules[..self.len as usize]
+    }
+
+    /// The name of each rule's `RateLimit` item, in the order of
+    /// [`rules`](Self::rules), showing what was configured: a window rule
+    /// as `10-per-60s`; a bucket or GCRA by its rate and size, as
+    /// `1-per-1s-burst-10` (token bucket), `2-per-1s-capacity-5` (leaky
+    /// bucket) or `100-per-60s-burst-20` (GCRA).
+    ///
+    /// ```
+    /// use limiter_core::{Policy, Rate};
+    ///
+    /// let feed = Policy::gcra(Rate::per_minute(100)?, 20)?;
+    /// assert_eq!(feed.names(), ["100-per-60s-burst-20"]);
+    /// # Ok::<(), limiter_core::ConfigError>(())
+    /// ```
+    pub fn names(&self) -> Vec<String> {
+        let sized = |b: BucketParams, size: &str| {
+            let rate = Rule::from_parts(b.rate.amount(), b.rate.period_us());
+            vec![format!("{rate}-{size}-{}", b.capacity)]
+        };
+        match self.kind {
+            Kind::TokenBucket(b) | Kind::Gcra(b) => sized(b, "burst"),
+            Kind::LeakyBucket(b) => sized(b, "capacity"),
+            _ => self.rules().iter().map(Rule::to_string).collect(),
+        }
+    }
+
+    /// The hot-key mode, if the policy opted into one.
+    pub const fn hot_key(&self) -> Option<HotKey> {
+        self.hot
+    }
+
+    /// The algorithm with its exact parameters, for stores that run it.
+    pub const fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// This policy's share for one of `instances` instances, each limiting on
+    /// its own (the fallback when the shared store is down): every limit,
+    /// capacity and burst divided (rounded down, at least 1), every rate
+    /// slowed by the same factor. The cost is capped at what the share holds.
+    pub fn divided(&self, instances: u32) -> Self {
+        if instances <= 1 {
+            return self.clone();
+        }
+        let n = u64::from(instances);
+        let share = |limit: u64| (limit / n).max(1);
+        let slower = |rate_period: u64| {
+            Duration::from_micros(rate_period.saturating_mul(n)).min(crate::MAX_WINDOW)
+        };
+        let mut divided = match self.kind {
+            Kind::TokenBucket(b) | Kind::LeakyBucket(b) | Kind::Gcra(b) => {
+                let rate = Rate::new(b.rate.amount(), slower(b.rate.period_us()))
+                    .expect("a valid rate stays valid");
+                let build = match self.kind {
+                    Kind::TokenBucket(_) => Self::token_bucket,
+                    Kind::LeakyBucket(_) => Self::leaky_bucket,
+                    _ => Self::gcra,
+                };
+                build(rate, share(b.capacity)).expect("a smaller bucket stays valid")
+            }
+            kind => {
+                let mut divided = self.clone();
+                for rule in &mut divided.rules[..self.len as usize] {
+                    *rule = Rule::from_parts(share(rule.limit()), rule.window_us());
+                }
+                divided.kind = kind;
+                divided
+            }
+        };
+        divided.cost = self.cost.min(divided.largest_cost());
+        divided
+    }
+
+    /// The largest cost a request can have under this policy.
+    pub fn largest_cost(&self) -> u64 {
+        match self.kind {
+            Kind::TokenBucket(b) | Kind::LeakyBucket(b) | Kind::Gcra(b) => b.capacity,
+            _ => self.rules().iter().map(|r| r.limit()).min().unwrap_or(1),
+        }
+    }
+}
+
+fn bucket_quota(params: BucketParams) -> Rule {
+    Rule::from_parts(params.capacity, params.full().div_ceil(params.drain))
+}
+
+const fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(limit: u64, secs: u64) -> Rule {
+        Rule::new(limit, Duration::from_secs(secs)).unwrap()
+    }
+
+    #[test]
+    fn each_invalid_parameter_names_itself() {
+        let message = |r: Result<Policy, ConfigError>| r.unwrap_err().to_string();
+        assert_eq!(
+            message(Policy::sliding_log([])),
+            "a sliding log policy needs at least one rule"
+        );
+        assert_eq!(
+            message(Policy::sliding_log(vec![rule(1, 1); 7])),
+            "a policy holds at most 6 rules, got 7"
+        );
+        assert_eq!(
+            message(Policy::token_bucket(Rate::per_second(1).unwrap(), 0)),
+            "the burst capacity must be at least 1, got 0"
+        );
+        assert_eq!(
+            message(Policy::gcra(Rate::per_second(1).unwrap(), 0)),
+            "the burst must be at least 1, got 0"
+        );
+        assert_eq!(
+            message(
+                Policy::token_bucket(Rate::per_second(1).unwrap(), 10)
+                    .and_then(|p| p.with_cost(11))
+            ),
+            "a cost of 11 can never pass: it exceeds the burst capacity of 10"
+        );
+        assert_eq!(
+            message(Policy::sliding_log([rule(10, 60), rule(3, 1)]).and_then(|p| p.with_cost(4))),
+            "a cost of 4 can never pass: it exceeds the limit of rule 3-per-1s of 3"
+        );
+        assert_eq!(
+            message(Policy::sliding_log([rule(10, 60)]).and_then(|p| p.with_cost(0))),
+            "the cost of a request must be at least 1, got 0"
+        );
+        assert_eq!(
+            message(
+                Policy::sliding_log([rule(10, 60)])
+                    .and_then(|p| p.with_cost(2))
+                    .and_then(|p| p.with_prevent_duplicate(DEFAULT_DUPLICATE_WINDOW))
+            ),
+            "a cost of 2 can never pass: it exceeds the limit of rule 1-per-5s of 1"
+        );
+        assert_eq!(
+            message(
+                Policy::gcra(Rate::per_second(1).unwrap(), 10)
+                    .and_then(|p| p.with_prevent_duplicate(DEFAULT_DUPLICATE_WINDOW))
+            ),
+            "prevent_duplicate works with the sliding log only, not with gcra"
+        );
+        assert_eq!(
+            message(Policy::token_bucket(
+                Rate::new(1, Duration::from_secs(86400)).unwrap(),
+                1 << 20
+            )),
+            "the bucket is too large to compute exactly: burst capacity 1048576 at 1/1d needs more than 2^50 sub-units"
+        );
+    }
+
+    #[test]
+    fn a_share_for_each_instance_never_exceeds_the_whole() {
+        let log = Policy::sliding_log([rule(10, 60), rule(3, 1)])
+            .unwrap()
+            .with_cost(2)
+            .unwrap();
+        let share = log.divided(4);
+        assert_eq!(share.rules(), [rule(2, 60), rule(1, 1)]);
+        assert_eq!(share.cost(), 1);
+        let bucket = Policy::token_bucket(Rate::per_second(1).unwrap(), 10)
+            .unwrap()
+            .divided(2);
+        // Half the capacity, refilled half as fast.
+        assert_eq!(bucket.rules(), [rule(5, 10)]);
+        let gcra = Policy::gcra(Rate::per_minute(100).unwrap(), 20)
+            .unwrap()
+            .divided(4);
+        assert_eq!(
+            gcra.rules(),
+            [Rule::new(5, Duration::from_millis(12_000)).unwrap()]
+        );
+        assert_eq!(log.divided(1), log);
+    }
+
+    #[test]
+    fn bucket_units_are_exact_for_any_rate() {
+        let p = BucketParams::new(
+            Rate::new(100, Duration::from_secs(60)).unwrap(),
+            20,
+            "capacity",
+        )
+        .unwrap();
+        // 100 per 60 s = 1 token per 600,000 µs.
+        assert_eq!((p.unit, p.drain), (600_000, 1));
+        let p = BucketParams::new(Rate::per_second(7).unwrap(), 3, "capacity").unwrap();
+        assert_eq!((p.unit, p.drain), (1_000_000, 7));
+    }
+
+    #[test]
+    fn names_show_what_was_configured() {
+        let rate = Rate::new(100, Duration::from_secs(60)).unwrap();
+        let name = |policy: Policy| policy.names();
+        assert_eq!(
+            name(Policy::gcra(rate, 20).unwrap()),
+            ["100-per-60s-burst-20"]
+        );
+        assert_eq!(
+            name(Policy::token_bucket(Rate::per_second(1).unwrap(), 3).unwrap()),
+            ["1-per-1s-burst-3"]
+        );
+        assert_eq!(
+            name(Policy::leaky_bucket(Rate::per_second(2).unwrap(), 5).unwrap()),
+            ["2-per-1s-capacity-5"]
+        );
+        let log = Policy::sliding_log([rule(10, 60), rule(20, 120)])
+            .unwrap()
+            .with_prevent_duplicate(DEFAULT_DUPLICATE_WINDOW)
+            .unwrap();
+        assert_eq!(name(log), ["10-per-60s", "20-per-120s", "1-per-5s"]);
+        assert_eq!(name(Policy::fixed_window(rule(3, 3600))), ["3-per-1h"]);
+    }
+
+    #[test]
+    fn quotas_describe_buckets_and_gcra() {
+        let bucket = Policy::token_bucket(Rate::per_second(1).unwrap(), 10).unwrap();
+        assert_eq!(bucket.rules(), [rule(10, 10)]);
+        let gcra = Policy::gcra(Rate::new(100, Duration::from_secs(60)).unwrap(), 20).unwrap();
+        assert_eq!(gcra.rules(), [rule(20, 12)]);
+    }
+}

@@ -1,0 +1,92 @@
+//! How a check was decided when the store may fail: the failure policy a
+//! caller chooses ([`OnStoreError`]) and the answer that says which part
+//! decided ([`Verdict`]), beside the [`Decision`] itself.
+
+use std::time::Duration;
+
+use crate::decision::Decision;
+
+/// What to decide when the store cannot answer in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnStoreError {
+    /// Decide with a local in-memory limiter applying the same policy, each
+    /// limit divided by `instances` (the number of instances sharing the
+    /// store), so together they stay near the shared limit. The default, with
+    /// `instances: 1`.
+    Fallback {
+        /// The number of instances sharing the store (at least 1).
+        instances: u32,
+    },
+    /// Let the request through.
+    FailOpen,
+    /// Refuse the request (the HTTP layer answers 503 with `Retry-After`).
+    FailClosed,
+}
+
+impl Default for OnStoreError {
+    fn default() -> Self {
+        Self::Fallback { instances: 1 }
+    }
+}
+
+impl OnStoreError {
+    /// The name used in metrics and logs.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Fallback { .. } => "fallback",
+            Self::FailOpen => "fail_open",
+            Self::FailClosed => "fail_closed",
+        }
+    }
+}
+
+/// How a check was decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Verdict {
+    /// By the store.
+    Store(Decision),
+    /// By the local deny cache: the store denied this key earlier, until later than now.
+    Cached(Decision),
+    /// By the local fallback limiter, the store having failed or the breaker being open.
+    Fallback(Decision),
+    /// Let through unchecked, the store having failed (fail open).
+    FailedOpen,
+    /// Refused unchecked, the store having failed (fail closed); the store
+    /// will be probed again after `retry_after`.
+    FailedClosed {
+        /// Until the breaker's next probe (at least one second).
+        retry_after: Duration,
+    },
+}
+
+impl Verdict {
+    /// The verdict as `limiter_core::Store::check` answers: a
+    /// store that failed open an allowed decision with every quota of
+    /// `policy` remaining ([`Decision::unchecked`]), one that failed
+    /// closed [`Error::Unavailable`](crate::Error::Unavailable).
+    pub fn into_decision(self, policy: &crate::Policy) -> Result<Decision, crate::Error> {
+        match self {
+            Self::Store(d) | Self::Cached(d) | Self::Fallback(d) => Ok(d),
+            Self::FailedOpen => Ok(Decision::unchecked(policy)),
+            Self::FailedClosed { retry_after } => Err(crate::Error::Unavailable(retry_after)),
+        }
+    }
+
+    /// The decision, when there is one.
+    pub fn decision(&self) -> Option<&Decision> {
+        match self {
+            Self::Store(d) | Self::Cached(d) | Self::Fallback(d) => Some(d),
+            Self::FailedOpen | Self::FailedClosed { .. } => None,
+        }
+    }
+
+    /// Whether the request may proceed.
+    pub fn allowed(&self) -> bool {
+        match self {
+            Self::Store(d) | Self::Cached(d) | Self::Fallback(d) => d.allowed(),
+            Self::FailedOpen => true,
+            Self::FailedClosed { .. } => false,
+        }
+    }
+}
