@@ -80,10 +80,12 @@ pub use limiter_model::{
 };
 pub use plans::{Plan, Plans};
 pub use store::memory::{DEFAULT_CAPACITY, MemoryStore};
+pub use store::traits::{
+    AnnouncesResets, Blocks, Leases, Peek, Penalties, Permits, PlanAssignments, Refunds, Reset,
+};
 pub use store::{
-    AnnouncesResets, AssignedPlans, BlockList, BlockOrigin, Blocks, Capabilities,
-    DEFAULT_MAX_PENALTY_BLOCKS, Forget, Forgetter, Leases, ListedBlock, MAX_ASSIGNED_PLANS,
-    MAX_BLOCKS, MAX_BLOCKS_PAGE, Peek, Penalties, Permits, PlanAssignments, Refunds, Reset, Store,
-    forwarded, required,
+    AssignedPlans, BlockList, BlockOrigin, Capabilities, DEFAULT_MAX_PENALTY_BLOCKS, Forget,
+    Forgetter, ListedBlock, MAX_ASSIGNED_PLANS, MAX_BLOCKS, MAX_BLOCKS_PAGE, Store, forwarded,
+    required,
 };
 pub use wait::{DEFAULT_MAX_WAITERS, Waitable, Waiters};

@@ -2,17 +2,14 @@
 
 use std::time::Duration;
 
-use crate::Decision;
-use crate::Error;
-use crate::Policy;
-use crate::Receipt;
-use crate::Rule;
 use crate::concurrency::{Acquired, ConcurrencyLimit};
 use crate::hot::HotKeys;
 use crate::identity::Identity;
 use crate::key::push_identity;
-use crate::store::{Blocks, Capabilities, Peek, Permits, Refunds, Reset, Store};
+use crate::store::{Capabilities, Store};
 use crate::wait::Waiters;
+use crate::{Blocks, Peek, Permits, Refunds, Reset};
+use crate::{Decision, Error, Policy, Receipt, Rule};
 
 /// The key prefix unless another is set: keys look like `rate_limit:user={user}:{action}`.
 pub const DEFAULT_PREFIX: &str = "rate_limit";

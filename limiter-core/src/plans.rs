@@ -6,8 +6,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use crate::ConfigError;
-use crate::{Algorithm, Policy};
+use crate::{Algorithm, ConfigError, Policy};
 
 /// The longest plan name.
 const MAX_NAME_LEN: usize = 64;

@@ -27,7 +27,7 @@ use limiter_core::backend::{Kind, Micros};
 use limiter_core::{Algorithm, Policy};
 
 pub(crate) fn lua(algorithm: Algorithm) -> &'static Lua {
-    scripts::batch(algorithm)
+    scripts::sources::batch(algorithm)
 }
 
 /// The call of the batch script: the single call's arguments, with the

@@ -16,7 +16,7 @@ impl RedisStore {
         now: Option<u64>,
     ) -> Result<Decision, Error> {
         policy.validate_cost(cost)?;
-        let lua = scripts::peek(policy.algorithm());
+        let lua = scripts::sources::peek(policy.algorithm());
         let call = scripts::evalsha_of(lua, key, policy, cost, now);
         let reply = self.bounded_call(lua, &call).await?;
         scripts::parse_reply(&reply, policy, cost)

@@ -22,7 +22,7 @@ impl RedisStore {
         policy.counts_by_outcome()?;
         policy.validate_cost(cost)?;
         self.subscribe();
-        let Some(lua) = scripts::receipted(policy.algorithm()) else {
+        let Some(lua) = scripts::sources::receipted(policy.algorithm()) else {
             unreachable!("refused by counts_by_outcome")
         };
         let call = scripts::evalsha_of(lua, key, policy, cost, now);

@@ -35,14 +35,13 @@ use limiter_core::backend::sliding_log;
 use limiter_core::{Algorithm, Policy, backend::Kind};
 use limiter_core::{Decision, MAX_RULES, RuleStatus};
 
-mod sources;
+pub(crate) mod sources;
 
 use sources::{
     ASSIGN, BLOCK, BLOCKS, BUMP, CONCURRENCY, LEASE, PENALTY, PUBLISH, REFUND, RESET, UNBLOCK,
 };
 #[cfg(any(test, feature = "test-util"))]
 pub(crate) use sources::{FILES, all};
-pub(crate) use sources::{batch, peek, receipted};
 
 // Every script starts with the shebang `#!lua` and declares no flag. Redis
 // (7.0 and later) checks a script that declares itself so before running

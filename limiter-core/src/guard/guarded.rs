@@ -6,15 +6,12 @@ use std::time::{Duration, Instant};
 use super::breaker::{Admission, Breaker, BreakerConfig, BreakerState};
 use super::deny_cache::{DEFAULT_DENY_CACHE_CAPACITY, DenyCache};
 use super::domains::Breakers;
-use crate::Decision;
-use crate::Error;
-use crate::Policy;
 use crate::clock::{Clock, SystemClock};
 use crate::concurrency::{Acquired, ConcurrencyLimit, Permit};
 use crate::hot::{LeaseGrant, LeaseRequest};
 use crate::store::memory::MemoryStore;
-use crate::store::{Blocks, Forget, Peek, Permits, Refunds, Reset, Store, required};
-use crate::{OnStoreError, Verdict};
+use crate::store::{Forget, Store, required};
+use crate::{Decision, Error, OnStoreError, Policy, Verdict};
 
 /// How long one store call may take unless configured: tens of
 /// milliseconds, not the client's default of half a second.
@@ -333,7 +330,7 @@ fn denied_by_rule_of(denial: &Decision, policy: &Policy) -> bool {
 }
 
 impl<S: Store, C: Clock + Clone> Guarded<S, C> {
-    /// Takes a permit like [`Permits::acquire_permit`], deciding by
+    /// Takes a permit like [`Permits::acquire_permit`](crate::Permits::acquire_permit), deciding by
     /// `on_error` if the store fails: the fallback takes a permit of the
     /// local memory store, its limit divided by the number of instances;
     /// failing open answers a permit that holds nothing; failing closed

@@ -5,8 +5,9 @@
 use async_trait::async_trait;
 
 use super::*;
-use crate::store::{
-    AnnouncesResets, Capabilities, Leases, Penalties, PlanAssignments, forwarded, required,
+use crate::store::{Capabilities, forwarded};
+use crate::{
+    AnnouncesResets, Blocks, Leases, Peek, Penalties, Permits, PlanAssignments, Refunds, Reset,
 };
 
 impl<S: Store, C: Clock + Clone> Store for Guarded<S, C> {

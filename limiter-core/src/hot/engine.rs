@@ -6,12 +6,9 @@ use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::Decision;
-use crate::Error;
-use crate::Policy;
 use crate::clock::{Clock, ManualClock, SystemClock};
-use crate::store::{Forget, Peek, Reset, Store};
-use crate::{OnStoreError, Verdict};
+use crate::store::{Forget, Store};
+use crate::{Decision, Error, OnStoreError, Policy, Verdict};
 
 use super::HotKey;
 use super::lease::Leases;
@@ -243,50 +240,6 @@ impl<S: Store> HotKeys<S> {
             // once; a store that leases nothing decides each check itself.
             Some(_) => store.verdict(key, policy, cost, on_error).await,
         }
-    }
-}
-
-impl<S: Store> HotKeys<S> {
-    /// What a check would answer now, recording nothing (see [`Peek`]): a
-    /// sharded policy reads the shard the next request goes to (a share of
-    /// the limit); a leased one reads the store, where permits leased by
-    /// any instance count as used until they come back.
-    async fn peek_by(
-        &self,
-        peek: &dyn Peek,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-    ) -> Result<Decision, Error> {
-        if let Some(HotKey::Shard { shards }) = policy.hot_key()
-            && !self.store.honours_hot_keys()
-        {
-            let (sub_key, share) = super::shard::next(&self.state, key, policy, shards);
-            return peek.peek(&sub_key, &share, cost).await;
-        }
-        peek.peek(key, policy, cost).await
-    }
-
-    /// Forgets `key`'s state in the store and in this instance (see
-    /// [`Reset`]): its lease and its last sample, or every shard.
-    async fn reset_by(&self, reset: &dyn Reset, key: &str, policy: &Policy) -> Result<(), Error> {
-        let shared = &self.state.shared;
-        shared.leases.forget(key);
-        shared.samples.forget(key);
-        let result = match policy.hot_key() {
-            Some(HotKey::Shard { shards }) if !self.store.honours_hot_keys() => {
-                let (keys, share) = super::shard::shards_of(key, policy, shards);
-                for sub_key in &keys {
-                    reset.reset(sub_key, &share).await?;
-                }
-                Ok(())
-            }
-            _ => reset.reset(key, policy).await,
-        };
-        // A lease or sample taken meanwhile came from the state being reset.
-        shared.leases.forget(key);
-        shared.samples.forget(key);
-        result
     }
 }
 

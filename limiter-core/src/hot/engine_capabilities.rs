@@ -4,9 +4,9 @@
 use async_trait::async_trait;
 
 use super::*;
-use crate::store::{
-    AnnouncesResets, Blocks, Capabilities, Leases, Penalties, Permits, PlanAssignments, Refunds,
-    forwarded, required,
+use crate::store::{Capabilities, forwarded, required};
+use crate::{
+    AnnouncesResets, Blocks, Leases, Peek, Penalties, Permits, PlanAssignments, Refunds, Reset,
 };
 
 impl<S: Store> Store for HotKeys<S> {
@@ -116,5 +116,49 @@ impl<S: Store> Reset for HotKeys<S> {
     async fn reset(&self, key: &str, policy: &Policy) -> Result<(), Error> {
         let reset = required(self.store.as_reset(), "reset")?;
         self.reset_by(reset, key, policy).await
+    }
+}
+
+impl<S: Store> HotKeys<S> {
+    /// What a check would answer now, recording nothing (see [`Peek`]): a
+    /// sharded policy reads the shard the next request goes to (a share of
+    /// the limit); a leased one reads the store, where permits leased by
+    /// any instance count as used until they come back.
+    async fn peek_by(
+        &self,
+        peek: &dyn Peek,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+    ) -> Result<Decision, Error> {
+        if let Some(HotKey::Shard { shards }) = policy.hot_key()
+            && !self.store.honours_hot_keys()
+        {
+            let (sub_key, share) = crate::hot::shard::next(&self.state, key, policy, shards);
+            return peek.peek(&sub_key, &share, cost).await;
+        }
+        peek.peek(key, policy, cost).await
+    }
+
+    /// Forgets `key`'s state in the store and in this instance (see
+    /// [`Reset`]): its lease and its last sample, or every shard.
+    async fn reset_by(&self, reset: &dyn Reset, key: &str, policy: &Policy) -> Result<(), Error> {
+        let shared = &self.state.shared;
+        shared.leases.forget(key);
+        shared.samples.forget(key);
+        let result = match policy.hot_key() {
+            Some(HotKey::Shard { shards }) if !self.store.honours_hot_keys() => {
+                let (keys, share) = crate::hot::shard::shards_of(key, policy, shards);
+                for sub_key in &keys {
+                    reset.reset(sub_key, &share).await?;
+                }
+                Ok(())
+            }
+            _ => reset.reset(key, policy).await,
+        };
+        // A lease or sample taken meanwhile came from the state being reset.
+        shared.leases.forget(key);
+        shared.samples.forget(key);
+        result
     }
 }

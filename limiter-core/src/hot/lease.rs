@@ -18,11 +18,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use hashbrown::HashMap;
 use tokio::sync::Notify;
 
-use crate::Decision;
-use crate::Error;
-use crate::Policy;
 use crate::store::Store;
-use crate::{OnStoreError, Verdict};
+use crate::{Decision, Error, OnStoreError, Policy, Verdict};
 
 use super::Lease;
 use super::engine::{HotState, MAX_TRACKED_KEYS, SweepGate};

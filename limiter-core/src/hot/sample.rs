@@ -15,11 +15,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use hashbrown::HashMap;
 use tokio::sync::{Notify, oneshot};
 
-use crate::Decision;
-use crate::Error;
-use crate::Policy;
 use crate::store::Store;
-use crate::{OnStoreError, Verdict};
+use crate::{Decision, Error, OnStoreError, Policy, Verdict};
 
 use super::engine::{HotState, MAX_TRACKED_KEYS, SweepGate};
 

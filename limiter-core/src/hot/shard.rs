@@ -7,10 +7,8 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use crate::Error;
-use crate::Policy;
 use crate::store::Store;
-use crate::{OnStoreError, Verdict};
+use crate::{Error, OnStoreError, Policy, Verdict};
 
 use super::engine::HotState;
 

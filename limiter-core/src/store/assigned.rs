@@ -10,7 +10,7 @@ use std::sync::{Arc, RwLock};
 pub const MAX_ASSIGNED_PLANS: usize = 100_000;
 
 /// Keys and the name of the plan each has: what a store answers
-/// [`PlanAssignments::assigned_plan`](super::PlanAssignments::assigned_plan)
+/// [`PlanAssignments::assigned_plan`](crate::PlanAssignments::assigned_plan)
 /// from. A key not held has the default plan.
 #[derive(Debug, Default)]
 pub struct AssignedPlans {

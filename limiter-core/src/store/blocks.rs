@@ -51,7 +51,7 @@ pub struct ListedBlock {
 }
 
 /// Blocked keys and when each block ends (µs, on the caller's clock):
-/// what a store answers [`Blocks::blocked`](super::Blocks::blocked) from.
+/// what a store answers [`Blocks::blocked`](crate::Blocks::blocked) from.
 /// A request asks it before its rate check, so an empty list costs one
 /// atomic load, and the clock is read only when the list holds blocks.
 ///

@@ -7,17 +7,15 @@
 //!   are bounded and fail, and each capability the store has, answered by
 //!   the store as a trait object, for code that holds it without naming its
 //!   type;
-//! - [`Permits`], [`Leases`], [`Peek`], [`Reset`], [`Refunds`], [`Blocks`],
-//!   [`Penalties`], [`PlanAssignments`], [`AnnouncesResets`]: what only some
-//!   stores do, each a trait of its own, so that code naming a store's type
+//! - the capability traits (`Permits`, `Leases`, `Peek`, `Reset`,
+//!   `Refunds`, `Blocks`, `Penalties`, `PlanAssignments`,
+//!   `AnnouncesResets`, in `traits.rs`): what only some stores do, each a
+//!   trait of its own, so that code naming a store's type
 //!   cannot ask it for what it lacks: it does not compile.
 
 use std::future::Future;
 
-use crate::Decision;
-use crate::Error;
-use crate::Policy;
-use crate::{OnStoreError, Verdict};
+use crate::{Decision, Error, OnStoreError, Policy, Verdict};
 
 pub(crate) mod assigned;
 pub(crate) mod blocks;
@@ -28,10 +26,7 @@ pub use assigned::{AssignedPlans, MAX_ASSIGNED_PLANS};
 pub use blocks::{
     BlockList, BlockOrigin, DEFAULT_MAX_PENALTY_BLOCKS, ListedBlock, MAX_BLOCKS, MAX_BLOCKS_PAGE,
 };
-pub use traits::{
-    AnnouncesResets, Blocks, Capabilities, Forget, Forgetter, Leases, Peek, Penalties, Permits,
-    PlanAssignments, Refunds, Reset, forwarded, required,
-};
+pub use traits::{Capabilities, Forget, Forgetter, forwarded, required};
 
 /// A place that keeps rate-limit state and decides atomically.
 ///
@@ -45,7 +40,7 @@ pub use traits::{
 /// `limiter-conformance`) shows it for any store.
 ///
 /// What a store does besides rate checks is a trait of its own
-/// ([`Peek`], [`Permits`], …), which the store answers as itself in its
+/// ([`Peek`](crate::Peek), [`Permits`](crate::Permits), …), which the store answers as itself in its
 /// [`Capabilities`], with where its state lives and how it fails:
 ///
 /// ```

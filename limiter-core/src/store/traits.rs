@@ -9,12 +9,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::Decision;
-use crate::Error;
-use crate::Policy;
 use crate::concurrency::{Acquired, ConcurrencyLimit};
 use crate::hot::{LeaseGrant, LeaseRequest};
-use crate::{OnStoreError, Verdict};
+use crate::{Decision, Error, OnStoreError, Policy, Verdict};
 
 /// What a store is and does besides rate checks, asked of the store
 /// itself, whatever its type: where its state lives, how its calls are

@@ -11,11 +11,9 @@ use std::time::Duration;
 use hashbrown::HashMap;
 use tokio::sync::Notify;
 
-use crate::Decision;
-use crate::Error;
-use crate::Verdict;
 use crate::clock::{Clock, SystemClock};
 use crate::concurrency::Acquired;
+use crate::{Decision, Error, Verdict};
 
 /// How many requests may wait at once unless told otherwise.
 pub const DEFAULT_MAX_WAITERS: usize = 1024;

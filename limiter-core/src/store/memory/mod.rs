@@ -14,6 +14,7 @@
 //! conservatively with other evicted state, so a flood of distinct keys can
 //! neither hand anyone a fresh quota nor take a new key's.
 
+mod at_time;
 mod capabilities;
 mod ghost;
 #[cfg(test)]
@@ -34,21 +35,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use foldhash::fast::RandomState;
 
-use crate::Decision;
-use crate::Error;
-use crate::Penalty;
-use crate::Policy;
-use crate::Receipt;
 use crate::algorithm::bucket::{self, Pacing};
 use crate::algorithm::sliding_log::{self, Log};
 use crate::algorithm::{fixed_window, gcra, sliding_window};
 use crate::backend::Kind;
 use crate::clock::{Clock, SystemClock};
 use crate::concurrency::{Acquired, ConcurrencyLimit};
-use crate::store::{
-    AssignedPlans, BlockList, BlockOrigin, Blocks, Capabilities, Peek, Penalties, PlanAssignments,
-    Refunds, Reset, Store,
-};
+use crate::store::{AssignedPlans, BlockList, BlockOrigin, Store};
+use crate::{Decision, Error, Penalty, Policy, Receipt};
 use penalties::Penalized;
 use permits::Permits;
 use shard::{Lookup, Shard, Tables};
