@@ -22,12 +22,17 @@ use ipnet::IpNet;
 /// it uses it. Around a service that is not an axum router (hyper, tonic),
 /// put it outside the `LimitLayer`s.
 ///
-/// The limits below find it while it calls and polls them (through a
-/// thread-local, which costs less than a request extension). axum's routes
-/// call their handlers when first polled, so layers between this one and the
-/// handlers change nothing, including `Buffer`. A service that runs a limited
-/// route on a task of its own (`tokio::spawn` of the route's future) hides
-/// this layer from it; put the `RateLimitLayer` below that service
+/// The limits below find it in a thread-local that it sets while it calls
+/// and polls them, not in a request extension: an extension costs every
+/// request an `Arc` clone, a box, a map insert and their frees, measured
+/// with callgrind at about 290 instructions more per allowed request than
+/// the thread-local (4,331 against 4,042 over bare axum, in the
+/// `http_in_process` bench). The thread-local reaches only what this layer
+/// calls and polls on its own thread: axum's routes call their handlers
+/// when first polled, so layers between this one and the handlers change
+/// nothing, including `Buffer`, but a service that runs a limited route on
+/// a task of its own (`tokio::spawn` of the route's future) hides this
+/// layer from it; put the `RateLimitLayer` below that service
 /// (`MethodRouter::layer` works too).
 ///
 /// A limit that finds no `RateLimitLayer`, or one without what it needs (a
