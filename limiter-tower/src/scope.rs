@@ -1,7 +1,8 @@
 //! How a limit finds the router layer above it: a thread-local set while the
 //! router layer calls and polls what is below it, not a request extension,
 //! which would cost every request an `Arc` clone, a box, a map insert and
-//! their frees.
+//! their frees (about 290 instructions; see
+//! [`RateLimitLayer`](crate::RateLimitLayer)).
 
 use std::cell::Cell;
 use std::mem::ManuallyDrop;

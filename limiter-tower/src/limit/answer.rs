@@ -9,11 +9,10 @@ use std::time::Duration;
 use axum::response::Response;
 use http::{HeaderMap, Request};
 use limiter_core::{Acquired, Decision, Error, Permit, Policy, Verdict};
-use tower_service::Service;
 
-use super::ResponseFuture;
 use super::admission::Admission;
 use super::counters::Counted;
+use super::future::Next;
 use super::route::RouteLimit;
 use crate::context::HeaderOptions;
 use crate::response::{self, Protocol, RateLimitHeaders, RouteFields};
@@ -57,25 +56,6 @@ pub(crate) struct PlanFields {
     pub(crate) names: Box<[String]>,
 }
 
-/// What a request's answer leads to, before the service below is called.
-pub(crate) enum Next {
-    /// Call the service below, after `delay`, adding `fields` to its response.
-    Proceed {
-        fields: Option<RateLimitHeaders>,
-        delay: Duration,
-    },
-    /// Answer without calling it.
-    Respond(Response),
-}
-
-impl Next {
-    /// Call the service below at once, without fields.
-    const UNCHECKED: Self = Self::Proceed {
-        fields: None,
-        delay: Duration::ZERO,
-    };
-}
-
 /// A concurrency permit held, and its fields.
 #[derive(Default)]
 struct Held {
@@ -92,56 +72,44 @@ enum Permitted {
 
 impl RouteLimit {
     /// What follows the store's answer to a request it did not decide at
-    /// once: the inner call (`inner` is ready), holding the permit, with the
-    /// fields; or the limiter's own response.
-    pub(crate) fn answer<S, B>(
+    /// once: the inner call, holding the permit, with the fields; or the
+    /// limiter's own response.
+    pub(crate) fn answer<B>(
         &self,
         admission: Admission,
         reading: Reading,
-        inner: &mut S,
-        mut request: Request<B>,
-    ) -> ResponseFuture<S, B>
-    where
-        S: Service<Request<B>> + Clone,
-    {
+        request: &mut Request<B>,
+    ) -> Next {
         let mut held = Held::default();
         if let Some(acquired) = admission.permit {
             match self.on_permit(acquired, &reading, request.headers()) {
                 Permitted::Held(permit) => held = permit,
-                Permitted::Denied(response) => return ResponseFuture::respond(response),
+                Permitted::Denied(response) => return Next::Respond(response),
+                // The rate check's receipt stays: the response still says
+                // whether the request counts (shadow mode, or a failure
+                // policy that lets it through).
                 Permitted::Failed(error) => {
-                    // The rate check's receipt stays: the response still
-                    // says whether the request counts (shadow mode, or a
-                    // failure policy that lets it through).
-                    return match self.failed(&error, &reading, request.headers()) {
-                        Next::Proceed { fields, delay } => ResponseFuture::proceed_counting(
-                            inner,
-                            request,
-                            fields,
-                            delay,
-                            None,
-                            admission.refund,
-                        ),
-                        Next::Respond(response) => ResponseFuture::respond(response),
-                    };
+                    let next = self.failed(&error, &reading, request.headers());
+                    return next.holding(None, admission.refund);
                 }
             }
         }
         let next = match admission.verdict {
-            Some(verdict) => self.on_verdict(verdict, &reading, &mut request),
+            Some(verdict) => self.on_verdict(verdict, &reading, request),
             None => Next::UNCHECKED,
         };
-        let refund = admission.refund;
-        match next {
-            Next::Proceed { fields, delay } => {
-                let fields = match (fields, held.fields) {
+        let next = match next {
+            Next::Proceed { fields, delay, .. } => Next::Proceed {
+                fields: match (fields, held.fields) {
                     (Some(rate), Some(concurrency)) => Some(rate.join(concurrency)),
                     (rate, concurrency) => rate.or(concurrency),
-                };
-                ResponseFuture::proceed_counting(inner, request, fields, delay, held.permit, refund)
-            }
-            Next::Respond(response) => ResponseFuture::respond(response),
-        }
+                },
+                delay,
+                after: None,
+            },
+            respond => respond,
+        };
+        next.holding(held.permit, admission.refund)
     }
 
     /// What follows the rate check's answer.
@@ -206,7 +174,11 @@ impl RouteLimit {
         if self.decision_extension {
             request.extensions_mut().insert(*decision);
         }
-        Next::Proceed { fields, delay }
+        Next::Proceed {
+            fields,
+            delay,
+            after: None,
+        }
     }
 
     /// The 429 of a denied decision, named after the request's plan or the

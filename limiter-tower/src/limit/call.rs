@@ -6,17 +6,16 @@
 
 use std::cell::Cell;
 use std::sync::Arc;
-use std::time::Duration;
 
 use http::Request;
 use tower_service::Service;
 
 use super::ResponseFuture;
 use super::admission::{Checks, admit};
-use super::answer::{Next, Reading};
+use super::answer::Reading;
 use super::checks::RequestChecks;
 use super::counters::Counted;
-use super::future::Waiting;
+use super::future::Next;
 use super::route::RouteLimit;
 use crate::context::Context;
 use crate::misconfigured::Missing;
@@ -41,50 +40,57 @@ impl RouteLimit {
     where
         S: Service<Request<B>> + Clone,
     {
+        // The scope is whole again before `inner` is called: a limit below
+        // this one takes the context in its turn.
+        let next = self.next(&mut request);
+        ResponseFuture::new(inner, request, next)
+    }
+
+    /// What follows a request's admission, with the context taken from the
+    /// scope meanwhile.
+    #[inline(always)]
+    fn next<B>(self: &Arc<Self>, request: &mut Request<B>) -> Next {
         let current = Current::take();
         let Some(context) = current.context() else {
-            return self.misconfigured(Missing::RouterLayer, &request);
+            return self.misconfigured(Missing::RouterLayer, request);
         };
         let business = self.business.is_some() || context.business.is_some();
-        if business && self.is_denied(context, &mut request) {
-            drop(current);
-            return self.deny_listed(&request);
+        if business && self.is_denied(context, request) {
+            return self.deny_listed(request);
         }
         // An allowed client needs no identity for this limit.
-        if business && self.bypasses(context, &mut request) {
+        if business && self.bypasses(context, request) {
             self.record(Counted::Bypassed);
-            drop(current);
-            return ResponseFuture::proceed(inner, request, None, Duration::ZERO);
+            return Next::UNCHECKED;
         }
         let mut key = KEY_BUFFER.take();
-        if let Err(no_key) = self.write_key(&mut key, context, &mut request) {
+        if let Err(no_key) = self.write_key(&mut key, context, request) {
             KEY_BUFFER.set(key);
-            return self.refuse(no_key, context, &request);
+            return self.refuse(no_key, context, request);
         }
         if tracing::enabled!(tracing::Level::DEBUG) {
             tracing::debug!(limit = %self.name, %key, "checking");
         }
         if self.honours_blocks
-            && let Some(left) = self.block_of(&key, context, &request)
+            && let Some(left) = self.block_of(&key, context, request)
         {
             KEY_BUFFER.set(key);
-            return self.blocked(left, &request);
+            return self.blocked(left, request);
         }
         let (cost, reading) = if business {
-            let checks = match self.business_checks(context, &mut request) {
+            let checks = match self.business_checks(context, request) {
                 Ok(Some(checks)) => checks,
                 not_checked => {
                     KEY_BUFFER.set(key);
-                    drop(current);
                     return match not_checked {
-                        Err(refused) => ResponseFuture::respond(refused),
-                        Ok(_) => ResponseFuture::proceed(inner, request, None, Duration::ZERO),
+                        Err(refused) => Next::Respond(refused),
+                        Ok(_) => Next::UNCHECKED,
                     };
                 }
             };
             // A permit to take, or waiting: awaited.
             let Some(cost) = checks.at_once() else {
-                return self.pending(context, key, checks, inner, request);
+                return self.pending(context, key, checks);
             };
             (cost, checks.reading)
         } else {
@@ -92,41 +98,21 @@ impl RouteLimit {
         };
         if let Some(decided) = context.store.check_now(&key, reading.policy(self), cost) {
             KEY_BUFFER.set(key);
-            // The scope is whole again before `inner` is called: a limit
-            // below this one takes the context in its turn.
-            drop(current);
             // The decision step of `answer`, without wrapping the decision.
-            let next = match &decided {
+            return match &decided {
                 Ok(decision) => {
                     let counted = Counted::by_store(decision);
-                    self.on_decision(decision, counted, &reading, &mut request)
+                    self.on_decision(decision, counted, &reading, request)
                 }
                 Err(error) => self.failed(error, &reading, request.headers()),
             };
-            return match next {
-                Next::Proceed { fields, delay } => {
-                    ResponseFuture::proceed(inner, request, fields, delay)
-                }
-                Next::Respond(response) => ResponseFuture::respond(response),
-            };
         }
         let checks = RequestChecks::rate(cost, reading);
-        self.pending(context, key, checks, inner, request)
+        self.pending(context, key, checks)
     }
 
-    /// The future that awaits the store's answer, with the ready inner
-    /// service and the request.
-    fn pending<S, B>(
-        self: &Arc<Self>,
-        context: &Context,
-        key: String,
-        checks: RequestChecks,
-        inner: &mut S,
-        request: Request<B>,
-    ) -> ResponseFuture<S, B>
-    where
-        S: Service<Request<B>> + Clone,
-    {
+    /// The wait for the store's answer.
+    fn pending(self: &Arc<Self>, context: &Context, key: String, checks: RequestChecks) -> Next {
         let policy = checks.reading.policy(self);
         let rate = checks.cost.map(|cost| (Arc::clone(policy), cost));
         let penalty = checks
@@ -144,16 +130,10 @@ impl RouteLimit {
             penalty,
             count_when: checks.count_when,
         });
-        // The clone is not ready; keep it and use the one that is.
-        let clone = inner.clone();
-        ResponseFuture::checking(
+        Next::Check {
             pending,
-            Waiting {
-                inner: std::mem::replace(inner, clone),
-                request,
-                limit: Arc::clone(self),
-                reading: checks.reading,
-            },
-        )
+            limit: Arc::clone(self),
+            reading: checks.reading,
+        }
     }
 }

@@ -40,185 +40,171 @@ pin_project! {
     where
         S: Service<Request<B>>,
     {
+        // The inner call. The fields, which most responses get, are kept
+        // here; the rest (a permit, a refund) is boxed, one word on the
+        // path of every request: a future is as large as its largest state.
         Calling {
             #[pin]
             future: S::Future,
-            // The fields to add to the inner response, when configured.
-            headers: Option<RateLimitHeaders>,
+            fields: Option<RateLimitHeaders>,
+            after: Option<Box<After>>,
         },
-        // Waiting for a store that does not decide at once (or for a
-        // permit, or for the retry time). What waits with the check is
-        // boxed: this state is rare on the fast path (the memory store
-        // decides in `call`), and a small future is cheap to move.
-        Checking {
-            pending: Pending,
+        // Before the inner call: the store's answer, or a paced request's
+        // turn. Boxed: the memory store decides in `call`.
+        Waiting {
             waiting: Option<Box<Waiting<S, B>>>,
         },
-        // A leaky bucket's request waiting its turn before the inner call,
-        // with the permit it holds, if any.
-        Pacing {
-            sleep: Pin<Box<tokio::time::Sleep>>,
-            paced: Option<Box<Paced<S, B>>>,
-        },
-        // The inner call of a request holding a concurrency permit: the
-        // permit goes with the response body. What it holds is boxed, so
-        // that this state is no larger than `Calling`: every request's
-        // future is as large as its largest state.
-        Holding {
-            #[pin]
-            future: S::Future,
-            held: Option<Box<(Option<RateLimitHeaders>, Permit)>>,
-        },
-        // The inner call of a request counted by outcome: its response
-        // says whether it is given back. Boxed, as `Holding` is.
-        Counting {
-            #[pin]
-            future: S::Future,
-            counting: Option<Box<Counting>>,
-        },
-        // A response waiting for its request to be given back.
-        Refunding {
-            refunding: Option<Box<(Detached, Response)>>,
-        },
+        // The limiter's own response, or the inner one waiting for its
+        // request to be given back.
         Responding {
             response: Option<Response>,
+            refunding: Option<Detached>,
         },
     }
 }
 
-/// What the response of a request counted by outcome gets: its fields, the
-/// permit its body holds, and the refund its status may call for.
-pub(crate) struct Counting {
-    headers: Option<RateLimitHeaders>,
-    permit: Option<Permit>,
-    refund: Box<Refund>,
+/// What follows a request's admission: what its future is built from
+/// ([`ResponseFuture::new`]).
+pub(crate) enum Next {
+    /// Call the service below after `delay`; its response gets `fields`
+    /// and `after`.
+    Proceed {
+        fields: Option<RateLimitHeaders>,
+        delay: Duration,
+        after: Option<Box<After>>,
+    },
+    /// Answer without calling it.
+    Respond(Response),
+    /// Wait for the store's answer, then let `limit` read it.
+    Check {
+        pending: Pending,
+        limit: Arc<RouteLimit>,
+        reading: Reading,
+    },
 }
 
-/// A paced request: the ready inner service, the request, its fields and
-/// its permit.
-type Paced<S, B> = (S, Request<B>, Option<RateLimitHeaders>, Option<Permit>);
+impl Next {
+    /// Call the service below at once, without fields.
+    pub(crate) const UNCHECKED: Self = Self::Proceed {
+        fields: None,
+        delay: Duration::ZERO,
+        after: None,
+    };
 
-/// What waits for a store's answer: a ready inner service, the request,
-/// and how the answer is read.
-pub(crate) struct Waiting<S, B> {
-    pub(crate) inner: S,
-    pub(crate) request: Request<B>,
-    pub(crate) limit: Arc<RouteLimit>,
-    pub(crate) reading: Reading,
+    /// This, with the response body holding `permit` until it ends or is
+    /// dropped, and the request given back (`refund`) if its response says
+    /// it does not count. A response of the limiter's own drops both.
+    pub(crate) fn holding(self, permit: Option<Permit>, refund: Option<Box<Refund>>) -> Self {
+        match self {
+            Self::Proceed { fields, delay, .. } => {
+                // The algorithms that give requests back never pace.
+                debug_assert!(refund.is_none() || delay.is_zero());
+                let after = (permit.is_some() || refund.is_some())
+                    .then(|| Box::new(After { permit, refund }));
+                Self::Proceed {
+                    fields,
+                    delay,
+                    after,
+                }
+            }
+            other => other,
+        }
+    }
+}
+
+/// What a response gets besides its fields: the permit its body holds and
+/// the refund its status may call for.
+pub(crate) struct After {
+    permit: Option<Permit>,
+    refund: Option<Box<Refund>>,
+}
+
+/// A request waiting before its inner call: the ready inner service, the
+/// request, and what it waits for.
+struct Waiting<S, B> {
+    inner: S,
+    request: Request<B>,
+    until: Until,
+}
+
+/// What a request waits for before its inner call, and what follows.
+enum Until {
+    /// The store's answer, for `limit` to read.
+    Answer {
+        pending: Pending,
+        limit: Arc<RouteLimit>,
+        reading: Reading,
+    },
+    /// A paced request's turn; then the inner call, whose response gets
+    /// `fields` and `after`.
+    Turn {
+        sleep: Pin<Box<tokio::time::Sleep>>,
+        fields: Option<RateLimitHeaders>,
+        after: Option<Box<After>>,
+    },
 }
 
 impl<S, B> ResponseFuture<S, B>
 where
-    S: Service<Request<B>>,
+    S: Service<Request<B>> + Clone,
 {
-    /// Calls `inner`, which is ready, now or after `delay` (keeping it, and
-    /// leaving a clone in its place), and adds `headers` to its response.
+    /// The future of what follows a request's admission: `inner` (which is
+    /// ready) called now, or, keeping it and leaving a clone in its place,
+    /// once what the request waits for is there; or the limiter's own
+    /// response.
     #[inline(always)]
-    pub(crate) fn proceed(
-        inner: &mut S,
-        request: Request<B>,
-        headers: Option<RateLimitHeaders>,
-        delay: Duration,
-    ) -> Self
-    where
-        S: Clone,
-    {
+    pub(crate) fn new(inner: &mut S, request: Request<B>, next: Next) -> Self {
         // Each state is built where it is returned: the inner future is
         // not moved again.
-        if delay.is_zero() {
-            return Self {
-                state: State::Calling {
-                    future: inner.call(request),
-                    headers,
-                },
-            };
-        }
-        let clone = inner.clone();
-        let ready = std::mem::replace(inner, clone);
-        Self {
-            state: State::Pacing {
-                sleep: Box::pin(tokio::time::sleep(delay)),
-                paced: Some(Box::new((ready, request, headers, None))),
-            },
-        }
-    }
-
-    /// Like [`proceed`](Self::proceed), the response body holding `permit`
-    /// until it ends or is dropped.
-    #[inline]
-    pub(crate) fn proceed_holding(
-        inner: &mut S,
-        request: Request<B>,
-        headers: Option<RateLimitHeaders>,
-        delay: Duration,
-        permit: Option<Permit>,
-    ) -> Self
-    where
-        S: Clone,
-    {
-        let Some(permit) = permit else {
-            return Self::proceed(inner, request, headers, delay);
-        };
-        let state = if delay.is_zero() {
-            State::Holding {
-                future: inner.call(request),
-                held: Some(Box::new((headers, permit))),
+        let until = match next {
+            Next::Proceed {
+                fields,
+                delay,
+                after,
+            } if delay.is_zero() => {
+                return Self {
+                    state: State::Calling {
+                        future: inner.call(request),
+                        fields,
+                        after,
+                    },
+                };
             }
-        } else {
-            let clone = inner.clone();
-            let ready = std::mem::replace(inner, clone);
-            State::Pacing {
-                sleep: Box::pin(tokio::time::sleep(delay)),
-                paced: Some(Box::new((ready, request, headers, Some(permit)))),
+            Next::Respond(response) => {
+                return Self {
+                    state: State::Responding {
+                        response: Some(response),
+                        refunding: None,
+                    },
+                };
             }
-        };
-        Self { state }
-    }
-
-    /// Like [`proceed_holding`](Self::proceed_holding), giving the request
-    /// back (`refund`) if its response says it does not count. The
-    /// algorithms that give requests back never pace, so nothing waits.
-    pub(crate) fn proceed_counting(
-        inner: &mut S,
-        request: Request<B>,
-        headers: Option<RateLimitHeaders>,
-        delay: Duration,
-        permit: Option<Permit>,
-        refund: Option<Box<Refund>>,
-    ) -> Self
-    where
-        S: Clone,
-    {
-        let Some(refund) = refund else {
-            return Self::proceed_holding(inner, request, headers, delay, permit);
-        };
-        debug_assert!(delay.is_zero(), "a paced request is never given back");
-        Self {
-            state: State::Counting {
-                future: inner.call(request),
-                counting: Some(Box::new(Counting {
-                    headers,
-                    permit,
-                    refund,
-                })),
+            Next::Proceed {
+                fields,
+                delay,
+                after,
+            } => Until::Turn {
+                sleep: Box::pin(tokio::time::sleep(delay)),
+                fields,
+                after,
             },
-        }
-    }
-
-    /// Answers `response` without calling the inner service.
-    pub(crate) fn respond(response: Response) -> Self {
-        Self {
-            state: State::Responding {
-                response: Some(response),
-            },
-        }
-    }
-
-    /// Waits for `pending`, then lets the limit answer.
-    pub(crate) fn checking(pending: Pending, waiting: Waiting<S, B>) -> Self {
-        Self {
-            state: State::Checking {
+            Next::Check {
                 pending,
+                limit,
+                reading,
+            } => Until::Answer {
+                pending,
+                limit,
+                reading,
+            },
+        };
+        let clone = inner.clone();
+        let waiting = Waiting {
+            inner: std::mem::replace(inner, clone),
+            request,
+            until,
+        };
+        Self {
+            state: State::Waiting {
                 waiting: Some(Box::new(waiting)),
             },
         }
@@ -240,19 +226,30 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut state = self.project().state;
         loop {
-            if let StateProj::Calling { future, headers } = state.as_mut().project() {
+            if let StateProj::Calling {
+                future,
+                fields,
+                after,
+            } = state.as_mut().project()
+            {
+                let response = ready!(future.poll(cx))?;
+                if let Some(after) = after.take() {
+                    let (response, refunding) = finish(response, fields.take(), *after, cx);
+                    if refunding.is_none() {
+                        return Poll::Ready(Ok(response));
+                    }
+                    state.set(State::Responding {
+                        response: Some(response),
+                        refunding,
+                    });
+                    continue;
+                }
                 // Moved as it is when it has an axum body already.
-                let mut response = ready!(future.poll(cx))?.map(Body::new);
-                if let Some(headers) = headers.take() {
-                    headers.add_to(response.headers_mut());
+                let mut response = response.map(Body::new);
+                if let Some(fields) = fields.take() {
+                    fields.add_to(response.headers_mut());
                 }
                 return Poll::Ready(Ok(response));
-            }
-            if let StateProj::Holding { future, held } = state.as_mut().project() {
-                return poll_holding(future, held, cx);
-            }
-            if matches!(&*state, State::Counting { .. } | State::Refunding { .. }) {
-                return State::poll_counting(state.as_mut(), cx);
             }
             if let Some(response) = ready!(State::advance(state.as_mut(), cx)) {
                 return Poll::Ready(Ok(response));
@@ -261,142 +258,86 @@ where
     }
 }
 
-impl<S, B, ResBody> State<S, B>
-where
-    S: Service<Request<B>, Response = http::Response<ResBody>>,
-    ResBody: HttpBody<Data = Bytes> + Send + 'static,
-    ResBody::Error: Into<BoxError>,
-{
-    /// Polls the inner call of a request counted by outcome, then the
-    /// refund its response calls for, if any. Out of line: the path of
-    /// every other request stays as it was.
-    #[cold]
-    #[inline(never)]
-    fn poll_counting(
-        mut state: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Result<Response, S::Error>> {
-        if let StateProj::Counting { future, counting } = state.as_mut().project() {
-            let (response, refunding) = ready!(poll_counted_call(future, counting, cx))?;
-            match refunding {
-                None => return Poll::Ready(Ok(response)),
-                Some(refunding) => state.set(State::Refunding {
-                    refunding: Some(Box::new((refunding, response))),
-                }),
-            }
-        }
-        let StateProj::Refunding { refunding } = state.project() else {
-            unreachable!("polled in another state")
-        };
-        let waiting = refunding.as_mut().expect("polled after completion");
-        ready!(waiting.0.poll(cx));
-        let (_, response) = *refunding.take().expect("polled after completion");
-        Poll::Ready(Ok(response))
-    }
-}
-
 impl<S, B> State<S, B>
 where
     S: Service<Request<B>> + Clone,
 {
-    /// Moves on from a state before the inner call: to the next state, or
-    /// to the limiter's own response.
+    /// Moves on from a state other than the inner call: to the next state,
+    /// or to the response.
     #[cold]
     #[inline(never)]
     fn advance(mut state: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Response>> {
         match state.as_mut().project() {
-            StateProj::Checking { pending, waiting } => {
-                let admission = ready!(pending.poll(cx));
+            StateProj::Waiting { waiting } => {
+                let until = &mut waiting.as_mut().expect("polled after completion").until;
+                let admission = match until {
+                    Until::Answer { pending, .. } => Some(ready!(pending.poll(cx))),
+                    Until::Turn { sleep, .. } => {
+                        ready!(sleep.as_mut().poll(cx));
+                        None
+                    }
+                };
                 let Waiting {
                     mut inner,
-                    request,
-                    limit,
-                    reading,
+                    mut request,
+                    until,
                 } = *waiting.take().expect("polled after completion");
-                let next = limit.answer(admission, reading, &mut inner, request);
-                state.set(next.state);
-            }
-            StateProj::Pacing { sleep, paced } => {
-                ready!(sleep.as_mut().poll(cx));
-                let (mut inner, request, headers, permit) =
-                    *paced.take().expect("polled after completion");
-                state.set(match permit {
-                    None => State::Calling {
-                        future: inner.call(request),
-                        headers,
+                let next = match until {
+                    Until::Answer { limit, reading, .. } => {
+                        let admission = admission.expect("the store's answer");
+                        limit.answer(admission, reading, &mut request)
+                    }
+                    Until::Turn { fields, after, .. } => Next::Proceed {
+                        fields,
+                        delay: Duration::ZERO,
+                        after,
                     },
-                    Some(permit) => State::Holding {
-                        future: inner.call(request),
-                        held: Some(Box::new((headers, permit))),
-                    },
-                });
+                };
+                state.set(ResponseFuture::new(&mut inner, request, next).state);
             }
-            StateProj::Responding { response } => {
+            StateProj::Responding {
+                response,
+                refunding,
+            } => {
+                if let Some(under_way) = refunding {
+                    ready!(under_way.poll(cx));
+                    *refunding = None;
+                }
                 return Poll::Ready(Some(response.take().expect("polled after completion")));
             }
-            StateProj::Calling { .. }
-            | StateProj::Holding { .. }
-            | StateProj::Counting { .. }
-            | StateProj::Refunding { .. } => {
-                unreachable!("the inner call is polled by `poll`")
-            }
+            StateProj::Calling { .. } => unreachable!("the inner call is polled by `poll`"),
         }
         Poll::Ready(None)
     }
 }
 
-/// Polls the inner call of a request holding a permit, which its response
-/// body then holds.
+/// What the inner response of a request holding a permit or counted by
+/// outcome gets: the body holds the permit, and the request is given back
+/// if the response says it does not count; with the refund under way, if
+/// it is not made already.
+#[cold]
 #[inline(never)]
-fn poll_holding<F, E, ResBody>(
-    future: Pin<&mut F>,
-    held: &mut Option<Box<(Option<RateLimitHeaders>, Permit)>>,
+fn finish<ResBody>(
+    response: http::Response<ResBody>,
+    fields: Option<RateLimitHeaders>,
+    after: After,
     cx: &mut Context<'_>,
-) -> Poll<Result<Response, E>>
+) -> (Response, Option<Detached>)
 where
-    F: Future<Output = Result<http::Response<ResBody>, E>>,
     ResBody: HttpBody<Data = Bytes> + Send + 'static,
     ResBody::Error: Into<BoxError>,
 {
-    let response = ready!(future.poll(cx))?;
-    let (headers, permit) = *held.take().expect("polled after completion");
-    let mut response = response.map(|body| Body::new(PermitBody::new(body, Some(permit))));
-    if let Some(headers) = headers {
-        headers.add_to(response.headers_mut());
-    }
-    Poll::Ready(Ok(response))
-}
-
-/// Polls the inner call of a request counted by outcome; once its response
-/// is there, gives the request back if the response says it does not
-/// count, and answers the response with the refund still under way, if any.
-#[inline(never)]
-#[allow(clippy::type_complexity)]
-fn poll_counted_call<F, E, ResBody>(
-    future: Pin<&mut F>,
-    counting: &mut Option<Box<Counting>>,
-    cx: &mut Context<'_>,
-) -> Poll<Result<(Response, Option<Detached>), E>>
-where
-    F: Future<Output = Result<http::Response<ResBody>, E>>,
-    ResBody: HttpBody<Data = Bytes> + Send + 'static,
-    ResBody::Error: Into<BoxError>,
-{
-    let response = ready!(future.poll(cx))?;
-    let Counting {
-        headers,
-        permit,
-        refund,
-    } = *counting.take().expect("polled after completion");
-    let refunding = refund.settle(response.status(), response.headers(), cx);
+    let After { permit, refund } = after;
+    let refunding =
+        refund.and_then(|refund| refund.settle(response.status(), response.headers(), cx));
     let mut response = match permit {
         Some(permit) => response.map(|body| Body::new(PermitBody::new(body, Some(permit)))),
         None => response.map(Body::new),
     };
-    if let Some(headers) = headers {
-        headers.add_to(response.headers_mut());
+    if let Some(fields) = fields {
+        fields.add_to(response.headers_mut());
     }
-    Poll::Ready(Ok((response, refunding)))
+    (response, refunding)
 }
 
 impl<S, B> std::fmt::Debug for ResponseFuture<S, B>

@@ -114,47 +114,20 @@ impl LimitLayer {
 }
 
 common_setters! {
-    LimitLayer;
+    LimitLayer, "this limit";
 
-    /// What to decide on this route when the store fails, instead of the
-    /// router layer's [`on_store_error`](crate::RateLimitLayer::on_store_error).
     fn on_store_error;
 
-    /// Clients this limit does not hold, as
-    /// [`RateLimitLayer::allow_ips`](crate::RateLimitLayer::allow_ips)
-    /// describes for every limit.
     fn allow_ips;
 
-    /// Identities this limit does not hold: plain text of the kind it
-    /// counts by (a user for `by = user`, the header's value for a limit
-    /// by header), or typed [`Identity`](crate::Identity)s, as
-    /// [`RateLimitLayer::allow_identities`](crate::RateLimitLayer::allow_identities)
-    /// describes.
     fn allow_identities;
 
-    /// Clients this limit refuses (403), as
-    /// [`RateLimitLayer::deny_ips`](crate::RateLimitLayer::deny_ips)
-    /// describes for every limit.
     fn deny_ips;
 
-    /// Identities this limit refuses (403), as
-    /// [`RateLimitLayer::deny_identities`](crate::RateLimitLayer::deny_identities)
-    /// describes for every limit.
     fn deny_identities;
 
-    /// Shadow mode for this limit: checked and counted as usual, never
-    /// denied; see [`RateLimitLayer::shadow`](crate::RateLimitLayer::shadow).
     fn shadow;
 
-    /// Waits up to `max` for the retry time instead of answering 429, for
-    /// every algorithm and for the concurrency limit: a request over the
-    /// limit whose retry time is within `max` waits for it and is checked
-    /// again, in turn with the other waiters of its key (see
-    /// [`Waiters`](crate::Waiters)), and answered 429 only once waiting
-    /// cannot help. A client that goes away while it waits leaves the queue.
-    /// How many may wait at once, and the clock, are the router layer's
-    /// ([`RateLimitLayer::waiters`](crate::RateLimitLayer::waiters)).
-    ///
     /// ```
     /// use std::time::Duration;
     /// use limiter_tower::{KeySource, LimitLayer, MaxWait, Policy, Rule};

@@ -8,10 +8,9 @@ use std::time::Duration;
 
 use http::Request;
 use limiter_core::{OnStoreError, Policy};
-use tower_service::Service;
 
-use super::ResponseFuture;
 use super::counters::{Counted, DecisionCounters, ShadowCounter};
+use super::future::Next;
 use super::identity::NoKey;
 use crate::business::RouteBusiness;
 use crate::context::Context;
@@ -71,17 +70,9 @@ impl RouteLimit {
     }
 
     /// The answer to a request no key could be built for.
-    pub(crate) fn refuse<S, B>(
-        &self,
-        no_key: NoKey,
-        context: &Context,
-        request: &Request<B>,
-    ) -> ResponseFuture<S, B>
-    where
-        S: Service<Request<B>>,
-    {
+    pub(crate) fn refuse<B>(&self, no_key: NoKey, context: &Context, request: &Request<B>) -> Next {
         match no_key {
-            NoKey::NotInRequest => ResponseFuture::respond(response::problem(
+            NoKey::NotInRequest => Next::Respond(response::problem(
                 Protocol::of(request.headers()),
                 context.missing_identity,
                 &format!(
@@ -96,34 +87,21 @@ impl RouteLimit {
     /// The answer to a request whose identity is blocked.
     #[cold]
     #[inline(never)]
-    pub(crate) fn blocked<S, B>(&self, left: Duration, request: &Request<B>) -> ResponseFuture<S, B>
-    where
-        S: Service<Request<B>>,
-    {
+    pub(crate) fn blocked<B>(&self, left: Duration, request: &Request<B>) -> Next {
         self.record(Counted::Blocked);
         tracing::debug!(limit = %self.name, ?left, "blocked");
-        ResponseFuture::respond(response::blocked(Protocol::of(request.headers()), left))
+        Next::Respond(response::blocked(Protocol::of(request.headers()), left))
     }
 
     /// The answer to a request on a deny list.
     #[cold]
     #[inline(never)]
-    pub(crate) fn deny_listed<S, B>(&self, request: &Request<B>) -> ResponseFuture<S, B>
-    where
-        S: Service<Request<B>>,
-    {
+    pub(crate) fn deny_listed<B>(&self, request: &Request<B>) -> Next {
         self.record(Counted::DenyListed);
-        ResponseFuture::respond(response::deny_listed(Protocol::of(request.headers())))
+        Next::Respond(response::deny_listed(Protocol::of(request.headers())))
     }
 
-    pub(crate) fn misconfigured<S, B>(
-        &self,
-        missing: Missing,
-        request: &Request<B>,
-    ) -> ResponseFuture<S, B>
-    where
-        S: Service<Request<B>>,
-    {
-        ResponseFuture::respond(missing.response(&self.name, Protocol::of(request.headers())))
+    pub(crate) fn misconfigured<B>(&self, missing: Missing, request: &Request<B>) -> Next {
+        Next::Respond(missing.response(&self.name, Protocol::of(request.headers())))
     }
 }
