@@ -12,15 +12,14 @@
 -- batch on the state as read with the algorithm's own code, which answers
 -- each request as this step would (the conformance suite holds the two
 -- equal), and checks that it comes to the state written.
-local state, foreign = read_state()
-if foreign then
+if read_state() then
   db.call('DEL', KEYS[1])
 end
-local as_read, wrote = state_fields(state), false
+local reply, wrote = { now, state_fields() }, false
 for cost_text, times in string.gmatch(ARGV[2], '(%d+)x(%d+)') do
   local request_cost = tonumber(cost_text)
   for _ = 1, tonumber(times) do
-    if not step(state, request_cost) then
+    if not step(request_cost) then
       -- Denied: the state is as it was, so every request left in this run
       -- (the same cost, at the same `now`) is denied too.
       break
@@ -29,13 +28,9 @@ for cost_text, times in string.gmatch(ARGV[2], '(%d+)x(%d+)') do
   end
 end
 if wrote then
-  write_state(state)
+  write_state()
 end
-local reply = { now }
-for _, field in ipairs(as_read) do
-  reply[#reply + 1] = field
-end
-for _, field in ipairs(state_fields(state)) do
+for _, field in ipairs({ state_fields() }) do
   reply[#reply + 1] = field
 end
 return reply

@@ -27,5 +27,7 @@ local function guarded(run)
   end
 end
 
-db.call, db.pcall = guarded(redis.call), guarded(redis.pcall)
+-- A table of its own: `db` is `redis` itself until now, whose functions
+-- every later script of this server shares.
+db = { call = guarded(redis.call), pcall = guarded(redis.pcall) }
 return decide(cost, false)
