@@ -11,8 +11,8 @@
 //!   `fixed_window.lua`, `sliding_window.lua` and `meter.lua` (the token
 //!   and leaky buckets and GCRA), the hash algorithms, each keep their
 //!   state in the file's locals and define `read_state`, `step` (one
-//!   request), `answer`, `write_state` and `state_fields`, from which
-//!   `hash_decide.lua` makes `decide`; `sliding_log.lua` defines its own
+//!   request), `answer` and `write_state`, from which `hash_decide.lua`
+//!   makes `decide`; `sliding_log.lua` defines its own
 //!   `decide` and the steps it takes;
 //! - a driver, last, which runs them: `single.lua` (a check),
 //!   `receipted.lua` (a check that answers its time, `refund.rs`),

@@ -71,7 +71,7 @@ local count
 local function read_state()
   local stored, foreign = hash_fields(key, 'test', 'c')
   count = tonumber(stored[2]) or 0
-  return foreign
+  return foreign, count
 end
 local function step(cost)
   {sneak}
@@ -83,8 +83,6 @@ local function answer(_, allowed, count)
 end
 local function write_state()
   db.call('HSET', key, 'a', 'test', 'c', int(count))
-end
-local function state_fields()
   return count
 end
 "

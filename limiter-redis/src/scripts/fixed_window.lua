@@ -13,12 +13,12 @@ local limit, window = tonumber(ARGV[3]), tonumber(ARGV[4])
 -- whole script on every call, and a table costs a call more than these.
 local stored_count, stored_start
 
--- Reads the state; answers whether the key holds another algorithm's state.
--- Reads only.
+-- Reads the state; answers whether the key holds another algorithm's state,
+-- then the state's fields as a batch answers them (-1: none). Reads only.
 local function read_state()
   local stored, foreign = hash_fields(key, 'fixed_window', 'c', 's')
   stored_count, stored_start = tonumber(stored[2]), tonumber(stored[3])
-  return foreign
+  return foreign, stored_count or -1, stored_start or -1
 end
 
 -- Decides a request of `cost` on the state, as a check of its own reading
@@ -47,13 +47,10 @@ local function answer(_, allowed, count, start)
   return allowed and 1 or 0, 0, retry, 0, ends_in, 1, math.max(limit - count, 0), ends_in
 end
 
--- Writes the state; it expires when its window ends.
+-- Writes the state; it expires when its window ends. Answers its fields,
+-- as `read_state` does.
 local function write_state()
   db.call('HSET', key, 'a', 'fixed_window', 'c', int(stored_count), 's', int(stored_start))
   db.call('PEXPIRE', key, ttl_ms(stored_start + window - now))
-end
-
--- The state as a batch answers it (-1: none).
-local function state_fields()
-  return stored_count or -1, stored_start or -1
+  return stored_count, stored_start
 end

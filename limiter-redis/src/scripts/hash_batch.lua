@@ -7,15 +7,16 @@
 -- script runs, so the one PEXPIRE sets the very expiry the last allowed
 -- request's would).
 --
--- Reply: `now`, the state as read, the state as written (`state_fields`, -1
--- for none): a few integers however large the batch. The client replays the
--- batch on the state as read with the algorithm's own code, which answers
--- each request as this step would (the conformance suite holds the two
--- equal), and checks that it comes to the state written.
-if read_state() then
+-- Reply: `now`, the state as read, the state as written (the fields
+-- `read_state` and `write_state` answer, -1 for none): a few integers
+-- however large the batch. The client replays the batch on the state as
+-- read with the algorithm's own code, which answers each request as this
+-- step would (the conformance suite holds the two equal), and checks that
+-- it comes to the state written.
+local as_read, wrote = { read_state() }, false
+if as_read[1] then
   db.call('DEL', KEYS[1])
 end
-local reply, wrote = { now, state_fields() }, false
 for cost_text, times in string.gmatch(ARGV[2], '(%d+)x(%d+)') do
   local request_cost = tonumber(cost_text)
   for _ = 1, tonumber(times) do
@@ -27,10 +28,13 @@ for cost_text, times in string.gmatch(ARGV[2], '(%d+)x(%d+)') do
     wrote = true
   end
 end
-if wrote then
-  write_state()
-end
-for _, field in ipairs({ state_fields() }) do
-  reply[#reply + 1] = field
+-- The fields follow whether the key held another algorithm's state in
+-- `as_read`, and a placeholder in `as_written`.
+local as_written = wrote and { false, write_state() } or as_read
+local reply = { now }
+for _, fields in ipairs({ as_read, as_written }) do
+  for i = 2, #fields do
+    reply[#reply + 1] = fields[i]
+  end
 end
 return reply

@@ -22,13 +22,13 @@ local full = capacity * unit
 -- these.
 local stored_level, stored_updated, stored_unit
 
--- Reads the state; answers whether the key holds another algorithm's state.
--- Reads only.
+-- Reads the state; answers whether the key holds another algorithm's state,
+-- then the state's fields as a batch answers them (-1: none). Reads only.
 local function read_state()
   local stored, foreign = hash_fields(key, tag, 'l', 'u', 'n')
   stored_level, stored_updated = tonumber(stored[2]), tonumber(stored[3])
   stored_unit = tonumber(stored[4]) or unit
-  return foreign
+  return foreign, stored_level or -1, stored_updated or -1, stored_unit
 end
 
 -- Decides a request of `cost` on the state, as a check of its own reading
@@ -84,13 +84,10 @@ local function answer(_, allowed, level, need)
   return allowed and 1 or 0, 0, retry, delay, ceil_div(level, drain), 1, remaining, available
 end
 
--- Writes the state; it expires when it has drained.
+-- Writes the state; it expires when it has drained. Answers its fields, as
+-- `read_state` does.
 local function write_state()
   db.call('HSET', key, 'a', tag, 'l', int(stored_level), 'u', int(stored_updated), 'n', int(unit))
   db.call('PEXPIRE', key, ttl_ms(ceil_div(stored_level, drain)))
-end
-
--- The state as a batch answers it (-1: none).
-local function state_fields()
-  return stored_level or -1, stored_updated or -1, stored_unit
+  return stored_level, stored_updated, stored_unit
 end

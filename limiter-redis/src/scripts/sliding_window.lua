@@ -16,13 +16,13 @@ local limit, w = tonumber(ARGV[3]), tonumber(ARGV[4])
 -- script on every call, and a table costs a call more than these.
 local stored_previous, stored_current, stored_start, stored_expires_in
 
--- Reads the state; answers whether the key holds another algorithm's state.
--- Reads only.
+-- Reads the state; answers whether the key holds another algorithm's state,
+-- then the state's fields as a batch answers them (-1: none). Reads only.
 local function read_state()
   local stored, foreign = hash_fields(key, 'sliding_window', 'p', 'c', 's')
   stored_previous, stored_current = tonumber(stored[2]), tonumber(stored[3])
   stored_start = tonumber(stored[4])
-  return foreign
+  return foreign, stored_previous or -1, stored_current or -1, stored_start or -1
 end
 
 local function weighted(p, c, e)
@@ -134,14 +134,11 @@ local function answer(cost, allowed, previous, current, start, elapsed, reset)
   return allowed and 1 or 0, 0, retry, 0, reset, 1, remaining, available
 end
 
--- Writes the state, with the expiry of the last request allowed.
+-- Writes the state, with the expiry of the last request allowed. Answers its
+-- fields, as `read_state` does.
 local function write_state()
   db.call('HSET', key, 'a', 'sliding_window', 'p', int(stored_previous), 'c',
     int(stored_current), 's', int(stored_start))
   db.call('PEXPIRE', key, ttl_ms(stored_expires_in))
-end
-
--- The state as a batch answers it (-1: none).
-local function state_fields()
-  return stored_previous or -1, stored_current or -1, stored_start or -1
+  return stored_previous, stored_current, stored_start
 end
