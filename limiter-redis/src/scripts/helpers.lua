@@ -45,10 +45,10 @@ local function ttl_ms(us)
 end
 
 -- Reads the hash fields of `algorithm`'s state, writing nothing: HMGET's
--- reply, the tag field `a` first and the fields after it (from [2]; every
--- one nil for none), and whether the key holds another algorithm's state
--- (another type, or a hash whose tag differs), which a check deletes and a
--- peek reads as absent.
+-- reply, the tag field `a` first and the fields after it (from [2], false
+-- when none), and whether the key holds another algorithm's state (another
+-- type, or a hash whose tag differs), which a check deletes and a peek
+-- reads as absent ({} then).
 local function hash_fields(key, algorithm, ...)
   local state = db.pcall('HMGET', key, 'a', ...)
   if state.err then

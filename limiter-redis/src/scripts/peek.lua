@@ -27,7 +27,7 @@ local function guarded(run)
   end
 end
 
--- A table of its own: `db` is `redis` itself until now, whose functions
--- every later script of this server shares.
+-- A table of its own, `redis` left as it is: `db` is `redis` itself until
+-- here, and the `redis` table outlives this script.
 db = { call = guarded(redis.call), pcall = guarded(redis.pcall) }
 return decide(cost, false)
