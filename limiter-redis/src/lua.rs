@@ -22,9 +22,13 @@ pub const SHEBANG: &str = "#!lua\n";
 /// `call` and `pcall` of Redis through which the helpers reach it.
 pub const PRELUDE: &str = include_str!("scripts/prelude.lua");
 /// Helpers shared by the scripts of the counter and bucket algorithms
-/// (the reply's layout, whole-number division, reading a state's hash);
-/// they follow [`PRELUDE`].
-pub const HELPERS: &str = include_str!("scripts/helpers.lua");
+/// (whole-number division, integers as text, a TTL, reading a state's
+/// hash), then those of the other scripts (reads, expiry); they follow
+/// [`PRELUDE`].
+pub const HELPERS: &str = concat!(
+    include_str!("scripts/helpers.lua"),
+    include_str!("scripts/reads.lua")
+);
 
 /// Every `.lua` file of this crate, by name (`prelude.lua`, ...), with its
 /// text: for tests that have Redis compile each on its own, or join some

@@ -5,14 +5,15 @@
 //! `#!lua` shebang, then
 //! - `prelude.lua`: the time and the cost, read from the arguments, and
 //!   `db`, through which the algorithms and the helpers reach Redis;
-//! - `helpers.lua` (all but the sliding log's): whole-number division, the
-//!   reply's layout, reading a state's hash;
+//! - `helpers.lua` (all but the sliding log's): whole-number division,
+//!   integers as text, a TTL, reading a state's hash;
 //! - the algorithm's file, which defines functions and runs nothing:
 //!   `fixed_window.lua`, `sliding_window.lua` and `meter.lua` (the token
-//!   and leaky buckets and GCRA), the hash algorithms, each define
-//!   `read_state`, `step` (one request), `answer`, `write_state` and
-//!   `state_fields`, from which `hash_decide.lua` makes `decide`;
-//!   `sliding_log.lua` defines its own `decide` and the steps it takes;
+//!   and leaky buckets and GCRA), the hash algorithms, each keep their
+//!   state in the file's locals and define `read_state`, `step` (one
+//!   request), `answer` and `write_state`, from which `hash_decide.lua`
+//!   makes `decide`; `sliding_log.lua` defines its own
+//!   `decide` and the steps it takes;
 //! - a driver, last, which runs them: `single.lua` (a check),
 //!   `receipted.lua` (a check that answers its time, `refund.rs`),
 //!   `peek.lua` (a check without its writes, every call of Redis through a
@@ -24,7 +25,13 @@
 //! those it defines at its top level: each compiles on its own.
 //! The other scripts (`concurrency.lua`, `lease.lua`, `refund.lua`,
 //! `penalty.lua`, and those of blocks, plans and notices) are one file
-//! each, after the prelude and helpers when they use them.
+//! each, after the prelude, helpers and `reads.lua` when they use them.
+//!
+//! Redis runs a script's whole text on every call: each function a file
+//! defines is made anew, with each of the file's locals it keeps, and each
+//! table, on every call, checks included. So a script includes only the
+//! files it calls, a hash algorithm's state lives in its file's locals, and
+//! the sliding log passes what it learns as arguments and answers.
 
 use redis::Cmd;
 
@@ -253,7 +260,7 @@ pub(crate) fn parse_reply(reply: &[i64], policy: &Policy, cost: u64) -> Result<D
             cost,
         ));
     }
-    // The other scripts (see `helpers.lua`): the statuses themselves.
+    // The other scripts (see `hash_decide.lua`): the statuses themselves.
     let [
         allowed,
         decided_by,

@@ -7,20 +7,20 @@
 -- script runs, so the one PEXPIRE sets the very expiry the last allowed
 -- request's would).
 --
--- Reply: `now`, the state as read, the state as written (`state_fields`, -1
--- for none): a few integers however large the batch. The client replays the
--- batch on the state as read with the algorithm's own code, which answers
--- each request as this step would (the conformance suite holds the two
--- equal), and checks that it comes to the state written.
-local state, foreign = read_state()
-if foreign then
+-- Reply: `now`, the state as read, the state as written (the fields
+-- `read_state` and `write_state` answer, -1 for none): a few integers
+-- however large the batch. The client replays the batch on the state as
+-- read with the algorithm's own code, which answers each request as this
+-- step would (the conformance suite holds the two equal), and checks that
+-- it comes to the state written.
+local as_read, wrote = { read_state() }, false
+if as_read[1] then
   db.call('DEL', KEYS[1])
 end
-local as_read, wrote = state_fields(state), false
 for cost_text, times in string.gmatch(ARGV[2], '(%d+)x(%d+)') do
   local request_cost = tonumber(cost_text)
   for _ = 1, tonumber(times) do
-    if not step(state, request_cost) then
+    if not step(request_cost) then
       -- Denied: the state is as it was, so every request left in this run
       -- (the same cost, at the same `now`) is denied too.
       break
@@ -28,14 +28,13 @@ for cost_text, times in string.gmatch(ARGV[2], '(%d+)x(%d+)') do
     wrote = true
   end
 end
-if wrote then
-  write_state(state)
-end
+-- The fields follow whether the key held another algorithm's state in
+-- `as_read`, and a placeholder in `as_written`.
+local as_written = wrote and { false, write_state() } or as_read
 local reply = { now }
-for _, field in ipairs(as_read) do
-  reply[#reply + 1] = field
-end
-for _, field in ipairs(state_fields(state)) do
-  reply[#reply + 1] = field
+for _, fields in ipairs({ as_read, as_written }) do
+  for i = 2, #fields do
+    reply[#reply + 1] = fields[i]
+  end
 end
 return reply

@@ -16,32 +16,35 @@ local pacing = ARGV[6] == '1'
 local tag = ARGV[6] == 'g' and 'gcra' or 'bucket'
 local full = capacity * unit
 
--- The stored state (nil level: none), as the hash holds it, and whether the
--- key holds another algorithm's state. Reads only.
+-- The state: as stored (nil level: none), then as an allowed request
+-- brings it, to be written. In the file's locals rather than a table: Redis
+-- runs the whole script on every call, and a table costs a call more than
+-- these.
+local stored_level, stored_updated, stored_unit
+
+-- Reads the state; answers whether the key holds another algorithm's state,
+-- then the state's fields as a batch answers them (-1: none). Reads only.
 local function read_state()
   local stored, foreign = hash_fields(key, tag, 'l', 'u', 'n')
-  local state = {
-    level = tonumber(stored[1]),
-    updated = tonumber(stored[2]),
-    unit = tonumber(stored[3]) or unit,
-  }
-  return state, foreign
+  stored_level, stored_updated = tonumber(stored[2]), tonumber(stored[3])
+  stored_unit = tonumber(stored[4]) or unit
+  return foreign, stored_level or -1, stored_updated or -1, stored_unit
 end
 
--- Decides a request of `cost` on `state`, as a check of its own reading the
--- hash would; an allowed one brings `state` up to it, to be written. Answers
--- `allowed`, then what `answer` needs (a batch's client works the reply out
--- itself from the state).
-local function step(state, cost)
-  local level, updated = state.level, state.updated
+-- Decides a request of `cost` on the state, as a check of its own reading
+-- the hash would; an allowed one brings the state up to it, to be written.
+-- Answers `allowed`, then what `answer` needs (a batch's client works the
+-- reply out itself from the state).
+local function step(cost)
+  local level, updated = stored_level, stored_updated
   if not level then
     level, updated = 0, now
   else
     -- Written under another policy (a plan changed): the same tokens in this
     -- policy's sub-units, a partly drained one counted whole; never more
     -- than this bucket holds (Level::in_units_of).
-    if state.unit ~= unit and level > 0 then
-      local tokens = ceil_div(level, state.unit)
+    if stored_unit ~= unit and level > 0 then
+      local tokens = ceil_div(level, stored_unit)
       level = tokens >= capacity and full or tokens * unit
     end
     level = math.min(level, full)
@@ -58,12 +61,12 @@ local function step(state, cost)
   local allowed = level + need <= full
   if allowed then
     level = level + need
-    state.level, state.updated, state.unit = level, math.max(now, updated), unit
+    stored_level, stored_updated, stored_unit = level, math.max(now, updated), unit
   end
   return allowed, level, need
 end
 
--- The reply's 8 values (see `helpers.lua`) of the request `step` decided.
+-- The reply's 8 values (see `hash_decide.lua`) of the request `step` decided.
 local function answer(_, allowed, level, need)
   local retry, delay = -1, 0
   if not allowed then
@@ -81,13 +84,10 @@ local function answer(_, allowed, level, need)
   return allowed and 1 or 0, 0, retry, delay, ceil_div(level, drain), 1, remaining, available
 end
 
--- Writes the state; it expires when it has drained.
-local function write_state(state)
-  db.call('HSET', key, 'a', tag, 'l', int(state.level), 'u', int(state.updated), 'n', int(unit))
-  expire_in(key, ceil_div(state.level, drain))
-end
-
--- The state as a batch answers it (-1: none).
-local function state_fields(state)
-  return { state.level or -1, state.updated or -1, state.unit }
+-- Writes the state; it expires when it has drained. Answers its fields, as
+-- `read_state` does.
+local function write_state()
+  db.call('HSET', key, 'a', tag, 'l', int(stored_level), 'u', int(stored_updated), 'n', int(unit))
+  db.call('PEXPIRE', key, ttl_ms(ceil_div(stored_level, drain)))
+  return stored_level, stored_updated, stored_unit
 end

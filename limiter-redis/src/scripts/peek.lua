@@ -27,5 +27,7 @@ local function guarded(run)
   end
 end
 
-db.call, db.pcall = guarded(redis.call), guarded(redis.pcall)
+-- A table of its own, `redis` left as it is: `db` is `redis` itself until
+-- here, and the `redis` table outlives this script.
+db = { call = guarded(redis.call), pcall = guarded(redis.pcall) }
 return decide(cost, false)

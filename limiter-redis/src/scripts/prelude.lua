@@ -16,7 +16,8 @@ else
 end
 local cost = tonumber(ARGV[2])
 
--- The algorithms and the helpers reach Redis through `db`, never `redis`
--- itself, so that a peek (`peek.lua`) can put a guard in its place that
--- lets only reads through.
-local db = { call = redis.call, pcall = redis.pcall }
+-- The algorithms and the helpers reach Redis through `db` (its `call` and
+-- `pcall`), never `redis` itself, so that a peek (`peek.lua`) can put a
+-- guard in its place that lets only reads through. Elsewhere it is `redis`:
+-- a table of its own would cost every call.
+local db = redis

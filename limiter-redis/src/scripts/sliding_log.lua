@@ -21,27 +21,34 @@
 -- The caller derives remaining and reset after from them.
 --
 -- This file defines functions and runs nothing: `decide`, one request with
--- or without its writes, from `open`, `count`, `available` and `record`.
--- The drivers call it (`single.lua`, `receipted.lua`, `peek.lua`,
--- `sliding_log_batch.lua`).
+-- or without its writes, from `count` and `record`. The drivers call it
+-- (`single.lua`, `receipted.lua`, `peek.lua`, `sliding_log_batch.lua`).
+-- Redis runs the whole script on every call, and each function it defines
+-- costs every call, the more so the more of the file's locals it keeps: so
+-- few functions, which pass what they learn of the log as arguments and
+-- answers.
 local key = KEYS[1]
 local format = string.format
 local longest, n = tonumber(ARGV[4]), tonumber(ARGV[5])
 
--- The log as a request sees it: `total`, what the longest window holds (less
--- the marker). A check (`writes`) first trims what every window has left,
--- and deletes a key holding another algorithm's state (WRONGTYPE), as in the
--- memory store. A peek does neither and reads the same: `absent` for another
--- algorithm's state, `after` the bound the trim would have cut at.
-local function open(writes)
-  local log, total = {}, nil
+-- Opens the log and counts each rule's window for a request of `cost`. A
+-- check (`writes`) first trims what every window has left, and deletes a
+-- key holding another algorithm's state (WRONGTYPE), as in the memory
+-- store. A peek does neither and reads the same: `absent` for another
+-- algorithm's state, `trimmed` the bound the trim would have cut at.
+-- Answers the reply with the counts, and each rule that denies the request
+-- its wait in its available-after place; its retry (-1: allowed); `absent`;
+-- `trimmed`; and each rule's window's lower bound (nil for the longest).
+local function count(cost, writes)
+  -- What the longest window holds (less the marker).
+  local total, absent, trimmed
   if not writes then
     total = db.pcall('ZCARD', key)
     if type(total) == 'table' then
-      log.absent, total = true, 0
+      absent, total = true, 0
     elseif now >= longest then
-      log.after = format('(%d', now - longest)
-      total = db.call('ZCOUNT', key, log.after, '+inf')
+      trimmed = format('(%d', now - longest)
+      total = db.call('ZCOUNT', key, trimmed, '+inf')
     end
   elseif now >= longest then
     if type(db.pcall('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - longest))) == 'table' then
@@ -55,85 +62,34 @@ local function open(writes)
       total = 0
     end
   end
-  log.total = total > 0 and total - 1 or 0
-  return log
-end
-
--- A read of the log through what `open` left: `empty` for another
--- algorithm's state.
-local function read_log(log, empty, ...)
-  if log.absent then
-    return empty
-  end
-  return db.call(...)
-end
-
--- Counts each rule's window for a request of `cost`: the reply with the
--- counts, and its retry (-1: allowed). Keeps each rule's window, and its
--- wait when it denies the request, in `log`.
-local function count(log, cost)
-  local reply, retry = { -1, 0, 0 }, -1
-  log.windows, log.waits = {}, {}
+  total = total > 0 and total - 1 or 0
+  -- The nils size the reply for two rules, so filling it in does not grow it.
+  local reply, retry, afters = { -1, 0, 0, nil, nil, nil, nil }, -1, {}
   for i = 1, n do
     local limit, window = tonumber(ARGV[4 + 2 * i]), tonumber(ARGV[5 + 2 * i])
     -- The window is (now - W, +inf): entries later than now (the clock
     -- stepped back) count too, which keeps the limit exact either way.
-    local counted, after = log.total, nil
+    local counted, after = total, nil
     if window < longest then
       after = format('(%d', now - window)
-      counted = read_log(log, 0, 'ZCOUNT', key, after, '+inf')
-      if counted > 0 then
-        counted = counted - 1
-      end
+      counted = absent and 0 or db.call('ZCOUNT', key, after, '+inf')
+      counted = counted > 0 and counted - 1 or 0
     end
-    reply[3 + i] = counted
-    log.windows[i] = window
+    reply[3 + i], afters[i] = counted, after
     if counted + cost > limit then
       -- Passes once the oldest `excess` entries have left; the last of them decides.
       after = after or format('(%d', now - window)
-      local blocking = read_log(log, {}, 'ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES',
+      local blocking = absent and {} or db.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES',
         'LIMIT', format('%d', counted + cost - limit - 1), 1)
       local wait = tonumber(blocking[2]) + window - now
-      log.waits[i] = wait
+      reply[3 + n + i] = wait
       if wait > retry then
         retry = wait
         reply[1], reply[2] = wait, i - 1
       end
     end
   end
-  return reply, retry
-end
-
--- When each rule makes more quota available: a rule that denied the request
--- once its wait is over, any other once its oldest entry leaves its window.
--- `recorded` says whether this request's entries (at now) are in the log.
-local function available(log, reply, recorded)
-  local oldest_overall
-  for i = 1, n do
-    local window, counted = log.windows[i], reply[3 + i]
-    local wait = log.waits[i]
-    if wait == nil then
-      if counted == 0 then
-        -- Nothing in the window but this request's entries, if any.
-        wait = recorded and window or 0
-      else
-        local first
-        if window >= longest and not log.after then
-          -- Everything left in the log is inside the longest window.
-          oldest_overall = oldest_overall
-            or read_log(log, {}, 'ZRANGE', key, '0', '0', 'WITHSCORES')
-          first = oldest_overall
-        else
-          -- A peek that did not trim reads from the bound the trim would cut at.
-          local after = window >= longest and log.after or format('(%d', now - window)
-          first = read_log(log, {}, 'ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT',
-            '0', '1')
-        end
-        wait = tonumber(first[2]) + window - now
-      end
-    end
-    reply[3 + n + i] = wait
-  end
+  return reply, retry, absent, trimmed, afters
 end
 
 -- Records an allowed request's `cost` entries at now and moves the marker up
@@ -187,26 +143,53 @@ end
 -- an allowed one; a peek reads what `record` would answer instead (the
 -- marker's time when at or after now) and the log stays as it was.
 local function decide(cost, writes)
-  local log = open(writes)
-  local reply, retry = count(log, cost)
-  if retry >= 0 then
+  local reply, retry, absent, trimmed, afters = count(cost, writes)
+  local recorded = retry < 0
+  if not recorded then
     -- Denied: some rule counted an entry, so the marker is there.
-    reply[3] = tonumber(read_log(log, false, 'ZSCORE', key, '~')) - now
-    available(log, reply, false)
-    return reply
-  end
-  local newest
-  if writes then
-    newest = record(cost)
+    local marker = not absent and db.call('ZSCORE', key, '~')
+    reply[3] = tonumber(marker) - now
   else
-    newest = tonumber(read_log(log, false, 'ZSCORE', key, '~'))
-    if newest and newest < now then
-      newest = nil
+    local newest
+    if writes then
+      newest = record(cost)
+    elseif not absent then
+      newest = tonumber(db.call('ZSCORE', key, '~'))
+      if newest and newest < now then
+        newest = nil
+      end
+    end
+    if newest then
+      reply[3] = newest - now
     end
   end
-  if newest then
-    reply[3] = newest - now
+  -- When each rule makes more quota available: a rule that denied the
+  -- request once its wait is over (`count` put it in its place), any other
+  -- once its oldest entry leaves its window. `recorded` says whether this
+  -- request's entries (at now) are in the log (a peek's are not, but it
+  -- answers as if).
+  local oldest_overall
+  for i = 1, n do
+    if not reply[3 + n + i] then
+      local window, wait = tonumber(ARGV[5 + 2 * i]), nil
+      if reply[3 + i] == 0 then
+        -- Nothing in the window but this request's entries, if any.
+        wait = recorded and window or 0
+      else
+        local first
+        if window >= longest and not trimmed then
+          -- Everything left in the log is inside the longest window.
+          oldest_overall = oldest_overall or db.call('ZRANGE', key, '0', '0', 'WITHSCORES')
+          first = oldest_overall
+        else
+          -- A peek that did not trim reads from the bound the trim would cut at.
+          first = db.call('ZRANGEBYSCORE', key, afters[i] or trimmed, '+inf', 'WITHSCORES',
+            'LIMIT', '0', '1')
+        end
+        wait = tonumber(first[2]) + window - now
+      end
+      reply[3 + n + i] = wait
+    end
   end
-  available(log, reply, true)
   return reply
 end

@@ -10,17 +10,19 @@
 local key = KEYS[1]
 local limit, w = tonumber(ARGV[3]), tonumber(ARGV[4])
 
--- The stored state (nil fields: none), and whether the key holds another
--- algorithm's state. Reads only. `expires_in`, set by an allowed request,
--- is when the state expires once written.
+-- The state: as stored (nil fields: none), then as an allowed request
+-- brings it, to be written, with `stored_expires_in`, when it expires once
+-- written. In the file's locals rather than a table: Redis runs the whole
+-- script on every call, and a table costs a call more than these.
+local stored_previous, stored_current, stored_start, stored_expires_in
+
+-- Reads the state; answers whether the key holds another algorithm's state,
+-- then the state's fields as a batch answers them (-1: none). Reads only.
 local function read_state()
   local stored, foreign = hash_fields(key, 'sliding_window', 'p', 'c', 's')
-  local state = {
-    previous = tonumber(stored[1]),
-    current = tonumber(stored[2]),
-    start = tonumber(stored[3]),
-  }
-  return state, foreign
+  stored_previous, stored_current = tonumber(stored[2]), tonumber(stored[3])
+  stored_start = tonumber(stored[4])
+  return foreign, stored_previous or -1, stored_current or -1, stored_start or -1
 end
 
 local function weighted(p, c, e)
@@ -82,17 +84,17 @@ local function wait_for(p, c, k, start, elapsed)
   return start + w + first_passing(c, 0, 0, k) - now
 end
 
--- Decides a request of `cost` on `state`, as a check of its own reading the
--- hash would; an allowed one brings `state` up to it, to be written. Answers
--- `allowed`, then what `answer` needs (a batch's client works the reply out
--- itself from the state).
-local function step(state, cost)
+-- Decides a request of `cost` on the state, as a check of its own reading
+-- the hash would; an allowed one brings the state up to it, to be written.
+-- Answers `allowed`, then what `answer` needs (a batch's client works the
+-- reply out itself from the state).
+local function step(cost)
   local start = floor_div(now, w) * w
-  local previous, current = state.previous, state.current
-  if state.start and state.start >= start then
+  local previous, current = stored_previous, stored_current
+  if stored_start and stored_start >= start then
     -- As stored; a window later than now's (the clock stepped back) stays current.
-    start = state.start
-  elseif state.start and state.start + w == start then
+    start = stored_start
+  elseif stored_start and stored_start + w == start then
     previous, current = current, 0
   else
     previous, current = 0, 0
@@ -110,12 +112,13 @@ local function step(state, cost)
     reset = start + w - now
   end
   if allowed then
-    state.previous, state.current, state.start, state.expires_in = previous, current, start, reset
+    stored_previous, stored_current, stored_start = previous, current, start
+    stored_expires_in = reset
   end
   return allowed, previous, current, start, elapsed, reset
 end
 
--- The reply's 8 values (see `helpers.lua`) of the request `step` decided.
+-- The reply's 8 values (see `hash_decide.lua`) of the request `step` decided.
 local function answer(cost, allowed, previous, current, start, elapsed, reset)
   local retry = -1
   if not allowed then
@@ -131,14 +134,11 @@ local function answer(cost, allowed, previous, current, start, elapsed, reset)
   return allowed and 1 or 0, 0, retry, 0, reset, 1, remaining, available
 end
 
--- Writes the state, with the expiry of the last request allowed.
-local function write_state(state)
-  db.call('HSET', key, 'a', 'sliding_window', 'p', int(state.previous), 'c',
-    int(state.current), 's', int(state.start))
-  expire_in(key, state.expires_in)
-end
-
--- The state as a batch answers it (-1: none).
-local function state_fields(state)
-  return { state.previous or -1, state.current or -1, state.start or -1 }
+-- Writes the state, with the expiry of the last request allowed. Answers its
+-- fields, as `read_state` does.
+local function write_state()
+  db.call('HSET', key, 'a', 'sliding_window', 'p', int(stored_previous), 'c',
+    int(stored_current), 's', int(stored_start))
+  db.call('PEXPIRE', key, ttl_ms(stored_expires_in))
+  return stored_previous, stored_current, stored_start
 end

@@ -105,8 +105,9 @@ pub(crate) fn receipted(algorithm: Algorithm) -> Option<&'static Lua> {
     of(algorithm).receipted.as_ref()
 }
 
-pub(super) static CONCURRENCY: Lua = script!("prelude.lua", "helpers.lua", "concurrency.lua");
-pub(super) static LEASE: Lua = script!("prelude.lua", "helpers.lua", "lease.lua");
+pub(super) static CONCURRENCY: Lua =
+    script!("prelude.lua", "helpers.lua", "reads.lua", "concurrency.lua");
+pub(super) static LEASE: Lua = script!("prelude.lua", "helpers.lua", "reads.lua", "lease.lua");
 pub(super) static RESET: Lua = script!("reset.lua");
 pub(super) static PUBLISH: Lua = script!("publish.lua");
 pub(super) static BLOCK: Lua = script!("block.lua");
@@ -141,6 +142,7 @@ pub(crate) const FILES: &[(&str, &str)] = &{
         "penalty.lua",
         "prelude.lua",
         "publish.lua",
+        "reads.lua",
         "receipted.lua",
         "refund.lua",
         "reset.lua",
@@ -243,6 +245,7 @@ mod tests {
     fn the_algorithms_reach_redis_through_db_only() {
         for name in [
             "helpers.lua",
+            "reads.lua",
             "sliding_log.lua",
             "fixed_window.lua",
             "sliding_window.lua",
