@@ -93,10 +93,13 @@ mod traces;
 
 use std::future::Future;
 
-pub use checks::{
-    cancellation, concurrency, costs, expiry, failure, peek, penalties, permits, poll_then_drop,
-    refunds, reset, traces,
-};
+pub use checks::control::{peek, penalties, reset};
+pub use checks::failure::failure;
+pub use checks::own_time::{cancellation, concurrency, poll_then_drop};
+pub use checks::permits::permits;
+pub use checks::refunds::refunds;
+pub use checks::timed::{costs, expiry};
+pub use checks::traces::traces;
 pub use model::{KeyModel, Outcome};
 pub use params::Params;
 

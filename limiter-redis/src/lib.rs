@@ -34,11 +34,11 @@
 mod announce;
 mod batch;
 mod blocks;
+mod capabilities;
 mod check;
 mod cluster;
 mod coalesce;
 mod config;
-mod control;
 mod lease;
 mod link;
 pub mod lua;

@@ -3,7 +3,6 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use redis::Client;
 use redis::cluster::ClusterClient;
@@ -18,10 +17,7 @@ use crate::redis_error;
 use crate::sentinel::Sentinels;
 use crate::slots::SlotTable;
 
-use limiter_core::{
-    Acquired, AnnouncesResets, Blocks, Capabilities, ConcurrencyLimit, Decision, Error, Leases,
-    Peek, Penalties, Permits, PlanAssignments, Policy, Refunds, Reset, Store, async_trait,
-};
+use limiter_core::{Decision, Error, Policy, Store};
 
 /// The Redis store: exact and shared across every instance of a service.
 ///
@@ -278,20 +274,6 @@ impl RedisStore {
         self.run(key, policy, cost, Some(now)).await
     }
 
-    /// What a check would answer at `now` (microseconds since the Unix
-    /// epoch) given by the caller, recording nothing. For tests that
-    /// compare the stores on the same timestamps only.
-    #[cfg(feature = "test-util")]
-    pub async fn peek_at(
-        &self,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        now: u64,
-    ) -> Result<Decision, Error> {
-        self.peek_at_time(key, policy, cost, Some(now)).await
-    }
-
     /// Checks a request counted by outcome at `now` (microseconds since the
     /// Unix epoch) given by the caller (see
     /// [`Refunds`](limiter_core::Refunds)). For tests that compare the
@@ -308,19 +290,6 @@ impl RedisStore {
             .await
     }
 
-    /// Records a denial of `key` by `penalty` at `now` (microseconds since
-    /// the Unix epoch) given by the caller. For tests that compare the
-    /// stores on the same timestamps only.
-    #[cfg(feature = "test-util")]
-    pub async fn penalize_at(
-        &self,
-        key: &str,
-        penalty: &limiter_core::Penalty,
-        now: u64,
-    ) -> Result<Option<Duration>, Error> {
-        self.penalize_at_time(key, penalty, Some(now)).await
-    }
-
     /// Takes a permit at `now` (microseconds since the Unix epoch) given by
     /// the caller instead of the Redis server's clock, and does not renew
     /// it. For tests that check when leases end, only.
@@ -328,9 +297,9 @@ impl RedisStore {
     pub async fn acquire_permit_at(
         &self,
         key: &str,
-        limit: &ConcurrencyLimit,
+        limit: &limiter_core::ConcurrencyLimit,
         now: u64,
-    ) -> Result<Acquired, Error> {
+    ) -> Result<limiter_core::Acquired, Error> {
         self.acquire_permit_at_time(key, limit, Some(now)).await
     }
 
@@ -363,209 +332,6 @@ impl RedisStore {
 impl Store for RedisStore {
     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.run(key, policy, cost, None).await
-    }
-}
-
-/// Across a network, each call bounded by its response timeout, a
-/// Cluster's nodes failing one by one; every capability kept in Redis.
-impl Capabilities for RedisStore {
-    /// Every call, connecting included, within
-    /// [`RedisConfig::response_timeout`](crate::RedisConfig::response_timeout).
-    fn deadline(&self) -> Option<Duration> {
-        Some(self.inner.config.response_timeout)
-    }
-
-    /// On a Redis Cluster, the node serving `key`'s slot (as last read from
-    /// `CLUSTER SLOTS`); 0 for a standalone Redis, which fails as a whole.
-    fn failure_domain(&self, key: &str) -> u64 {
-        match &self.inner.backend {
-            Backend::Cluster(cluster) => cluster.slots.domain(key),
-            Backend::Primary(_) => 0,
-        }
-    }
-
-    /// The node's `host:port`.
-    fn failure_domain_name(&self, domain: u64) -> String {
-        match &self.inner.backend {
-            Backend::Cluster(cluster) => cluster.slots.name(domain),
-            Backend::Primary(_) => None,
-        }
-        .unwrap_or_else(|| domain.to_string())
-    }
-
-    fn as_permits(&self) -> Option<&dyn Permits> {
-        Some(self)
-    }
-
-    fn as_leases(&self) -> Option<&dyn Leases> {
-        Some(self)
-    }
-
-    fn as_peek(&self) -> Option<&dyn Peek> {
-        Some(self)
-    }
-
-    fn as_reset(&self) -> Option<&dyn Reset> {
-        Some(self)
-    }
-
-    fn as_refunds(&self) -> Option<&dyn Refunds> {
-        Some(self)
-    }
-
-    fn as_blocks(&self) -> Option<&dyn Blocks> {
-        Some(self)
-    }
-
-    fn as_penalties(&self) -> Option<&dyn Penalties> {
-        Some(self)
-    }
-
-    fn as_plan_assignments(&self) -> Option<&dyn PlanAssignments> {
-        Some(self)
-    }
-
-    fn as_reset_announcer(&self) -> Option<&dyn AnnouncesResets> {
-        Some(self)
-    }
-}
-
-/// The algorithm's own script with its writes shadowed (`peek.lua`), on
-/// the Redis server's clock.
-#[async_trait]
-impl Peek for RedisStore {
-    async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
-        self.peek_at_time(key, policy, cost, None).await
-    }
-}
-
-/// `DEL` of the key (each algorithm keeps a key's state in that one key, a
-/// leased sliding log's entries included), then announced to every
-/// instance, which forgets what it remembers of the key (see
-/// [`AnnouncesResets`](limiter_core::AnnouncesResets)); answered once they have acknowledged, or after
-/// the response timeout.
-///
-/// Answered [`Error::Unconfirmed`] when the call may have run (no answer
-/// within the deadline, a connection failed after it was written): the
-/// change is then in effect on every instance or on none within 2 s of
-/// Redis answering again (`reconcile.rs`); repeat the call, it is
-/// idempotent.
-#[async_trait]
-impl Reset for RedisStore {
-    async fn reset(&self, key: &str, _policy: &Policy) -> Result<(), Error> {
-        self.reset_and_announce(key).await
-    }
-}
-
-/// Kept in Redis (operator blocks in a hash, penalty blocks in a sorted
-/// set by end time, each kind within its bound: see
-/// [`RedisConfig::max_penalty_blocks`](crate::RedisConfig::max_penalty_blocks))
-/// and in each instance's list, which every request reads without a call;
-/// a block or an unblock is answered once
-/// every subscribed instance has applied it (see `announce.rs`).
-///
-/// Answered [`Error::Unconfirmed`] when the call may have run (no answer
-/// within the deadline, a connection failed after it was written): the
-/// change is then in effect on every instance or on none within 2 s of
-/// Redis answering again (`reconcile.rs`); repeat the call, it is
-/// idempotent.
-#[async_trait]
-impl Blocks for RedisStore {
-    async fn block(
-        &self,
-        key: &str,
-        duration: Duration,
-        origin: limiter_core::BlockOrigin,
-    ) -> Result<(), Error> {
-        self.block_and_announce(key, duration, origin).await
-    }
-
-    async fn unblock(&self, key: &str) -> Result<(), Error> {
-        self.unblock_and_announce(key).await
-    }
-
-    #[inline]
-    fn blocked(&self, key: &str) -> Option<Duration> {
-        use limiter_core::Clock;
-        self.inner
-            .blocks
-            .blocked(key, || limiter_core::SystemClock.now_micros())
-    }
-
-    fn block_list(&self) -> Option<Arc<limiter_core::BlockList>> {
-        Some(Arc::clone(&self.inner.blocks))
-    }
-}
-
-/// Kept in a hash of Redis and in each instance's table, which a request
-/// reads without a call; an assignment is answered once every subscribed
-/// instance has applied it (see `announce.rs`).
-///
-/// Answered [`Error::Unconfirmed`] when the call may have run (no answer
-/// within the deadline, a connection failed after it was written): the
-/// change is then in effect on every instance or on none within 2 s of
-/// Redis answering again (`reconcile.rs`); repeat the call, it is
-/// idempotent.
-#[async_trait]
-impl PlanAssignments for RedisStore {
-    async fn assign_plan(&self, key: &str, plan: Option<&str>) -> Result<(), Error> {
-        self.assign_and_announce(key, plan).await
-    }
-
-    fn assigned_plan(&self, key: &str) -> Option<Arc<str>> {
-        self.inner.plans.get(key)
-    }
-
-    fn assigned_plans(&self) -> usize {
-        self.inner.plans.len()
-    }
-}
-
-/// One call of `penalty.lua` on the key, by the Redis server's clock.
-#[async_trait]
-impl Penalties for RedisStore {
-    async fn penalize(
-        &self,
-        key: &str,
-        penalty: &limiter_core::Penalty,
-    ) -> Result<Option<Duration>, Error> {
-        self.penalize_at_time(key, penalty, None).await
-    }
-}
-
-#[async_trait]
-impl Permits for RedisStore {
-    /// A lease in a sorted set of the key (`concurrency.lua`), renewed by a
-    /// task every third of the lease while the permit is held, given back
-    /// in a task when it is dropped. A call cancelled or failed before its
-    /// answer gives back the permit it may have taken.
-    async fn acquire_permit(&self, key: &str, limit: &ConcurrencyLimit) -> Result<Acquired, Error> {
-        self.acquire_permit_at_time(key, limit, None).await
-    }
-}
-
-#[async_trait]
-impl Leases for RedisStore {
-    /// One call of `lease.lua`, on the state of the sliding log or the
-    /// fixed window script: the leased entries of a sliding log are
-    /// scored at the lease's end.
-    async fn lease(
-        &self,
-        key: &str,
-        policy: &Policy,
-        request: &limiter_core::hot::LeaseRequest,
-    ) -> Result<limiter_core::hot::LeaseGrant, Error> {
-        self.take_lease(key, policy, request).await
-    }
-
-    async fn end_lease(
-        &self,
-        key: &str,
-        policy: &Policy,
-        grant: &limiter_core::hot::LeaseGrant,
-        unused: u64,
-    ) -> Result<u64, Error> {
-        self.give_back(key, policy, grant, unused).await
     }
 }
 

@@ -1,24 +1,16 @@
 //! The checks, and what they share: key names, the algorithms a check
 //! runs, and the message of a failure.
 
-mod control;
-mod failure;
-mod own_time;
-mod permits;
-mod refunds;
-mod timed;
-mod traces;
+pub(crate) mod control;
+pub(crate) mod failure;
+pub(crate) mod own_time;
+pub(crate) mod permits;
+pub(crate) mod refunds;
+pub(crate) mod timed;
+pub(crate) mod traces;
 
 use std::fmt::{Debug, Display};
 use std::sync::atomic::{AtomicU64, Ordering};
-
-pub use control::{peek, penalties, reset};
-pub use failure::failure;
-pub use own_time::{cancellation, concurrency, poll_then_drop};
-pub use permits::permits;
-pub use refunds::refunds;
-pub use timed::{costs, expiry};
-pub use traces::traces;
 
 use super::{ALGORITHMS, Harness, Support};
 use limiter_core::{Algorithm, Decision, Error};

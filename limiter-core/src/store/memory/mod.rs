@@ -14,7 +14,6 @@
 //! conservatively with other evicted state, so a flood of distinct keys can
 //! neither hand anyone a fresh quota nor take a new key's.
 
-mod at_time;
 mod capabilities;
 mod ghost;
 #[cfg(test)]
