@@ -2,7 +2,8 @@
 //! so that a guard keeps a breaker per node and a dead master costs only
 //! its own keys.
 //!
-//! The table is read from `CLUSTER SLOTS` when the store connects, and read
+//! The table is read from `CLUSTER SLOTS` when the store connects (awaited
+//! by `RedisStore::connect_cluster`), and read
 //! again after a redirection or a failure (a failover moves slots to
 //! another node), in a task of its own, at most once per
 //! [`REFRESH_INTERVAL`]. Until it is known, every key is in domain 0.
@@ -75,30 +76,23 @@ impl SlotTable {
         }
         refresh.last = Some(Instant::now());
         let table = Arc::downgrade(self);
-        let mut connection = connection.clone();
+        let connection = connection.clone();
         let task = tokio::spawn(async move {
-            // Any master that answers will do: one may be dead.
-            let routing = RoutingInfo::MultiNode((
-                MultipleNodeRoutingInfo::AllMasters,
-                Some(ResponsePolicy::OneSucceeded),
-            ));
-            let mut command = redis::cmd("CLUSTER");
-            command.arg("SLOTS");
-            let reply = tokio::time::timeout(timeout, connection.route_command(command, routing));
-            match reply.await {
-                Ok(Ok(reply)) => match parse(reply) {
-                    Ok(ranges) => {
-                        if let Some(table) = table.upgrade() {
-                            table.apply(&ranges);
-                        }
-                    }
-                    Err(error) => tracing::debug!(%error, "unexpected CLUSTER SLOTS reply"),
-                },
-                Ok(Err(error)) => tracing::debug!(%error, "CLUSTER SLOTS failed"),
-                Err(_) => tracing::debug!("CLUSTER SLOTS timed out"),
+            let ranges = read(connection, timeout).await;
+            if let (Some(ranges), Some(table)) = (ranges, table.upgrade()) {
+                table.apply(&ranges);
             }
         });
         refresh.task = Some(task.abort_handle());
+    }
+
+    /// Reads the table through `connection` and waits for it (a store
+    /// connecting), so that its first calls are already guarded node by
+    /// node. A reading that fails leaves the table to the next refresh.
+    pub(crate) async fn read_now(&self, connection: &ClusterConnection, timeout: Duration) {
+        if let Some(ranges) = read(connection.clone(), timeout).await {
+            self.apply(&ranges);
+        }
     }
 
     fn apply(&self, ranges: &[(u16, u16, String)]) {
@@ -118,6 +112,30 @@ impl SlotTable {
         }
         self.known.store(true, Ordering::Release);
     }
+}
+
+/// The slot ranges and their nodes, from `CLUSTER SLOTS` of any master that
+/// answers within `timeout` (one may be dead); `None` when none does.
+async fn read(
+    mut connection: ClusterConnection,
+    timeout: Duration,
+) -> Option<Vec<(u16, u16, String)>> {
+    let routing = RoutingInfo::MultiNode((
+        MultipleNodeRoutingInfo::AllMasters,
+        Some(ResponsePolicy::OneSucceeded),
+    ));
+    let mut command = redis::cmd("CLUSTER");
+    command.arg("SLOTS");
+    let reply = tokio::time::timeout(timeout, connection.route_command(command, routing));
+    match reply.await {
+        Ok(Ok(reply)) => match parse(reply) {
+            Ok(ranges) => return Some(ranges),
+            Err(error) => tracing::debug!(%error, "unexpected CLUSTER SLOTS reply"),
+        },
+        Ok(Err(error)) => tracing::debug!(%error, "CLUSTER SLOTS failed"),
+        Err(_) => tracing::debug!("CLUSTER SLOTS timed out"),
+    }
+    None
 }
 
 impl Drop for SlotTable {

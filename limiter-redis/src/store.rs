@@ -168,7 +168,11 @@ impl RedisStore {
         ))
     }
 
-    /// Connects to a Redis Cluster through any of its nodes (`seeds`, URLs).
+    /// Connects to a Redis Cluster through any of its nodes (`seeds`, URLs),
+    /// and reads which node serves which slot, so that a guard keeps a
+    /// breaker per node from the first call (a store opened with
+    /// [`open_cluster`](Self::open_cluster) reads it in the background on
+    /// first use).
     pub async fn connect_cluster<'a>(
         seeds: impl IntoIterator<Item = &'a str>,
         config: RedisConfig,
@@ -229,7 +233,15 @@ impl RedisStore {
     async fn connected(self) -> Result<Self, Error> {
         match &self.inner.backend {
             Backend::Primary(primary) => primary.connect(&self.inner.config).await?,
-            Backend::Cluster(cluster) => drop(self.cluster(cluster).await?),
+            Backend::Cluster(cluster) => {
+                // Its failure domains known before its first call: a guard
+                // keeps a breaker per node from the start.
+                let connection = self.cluster(cluster).await?;
+                if !cluster.slots.is_known() {
+                    let timeout = self.inner.config.connection_timeout;
+                    cluster.slots.read_now(&connection, timeout).await;
+                }
+            }
         }
         Ok(self)
     }
