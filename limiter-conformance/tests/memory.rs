@@ -111,7 +111,7 @@ impl Harness for Hiding {
         cost: u64,
         now_us: u64,
     ) -> Result<Decision, Error> {
-        store.check_at(key, policy, cost, now_us)
+        Memory.check_at(store, key, policy, cost, now_us).await
     }
 }
 

@@ -1,8 +1,11 @@
 //! Exact rate limiting, shared through Redis or kept in memory.
 //!
-//! `limiter-core` holds the rules and policies, the algorithms, the [`Store`]
-//! trait with the in-memory store, and the programmatic API, [`Limiter`]. The Tower
-//! layer and the `#[rate_limit]` macro for axum live in `limiter-tower`.
+//! `limiter-core` is the runtime: the [`Store`] contract and its
+//! [`Capabilities`], the in-memory store, the guard, the hot-key engine,
+//! waiting, and the programmatic API, [`Limiter`]. It re-exports the model
+//! (rules, policies, decisions, errors: the crate `limiter-model`). The
+//! Tower layer and the `#[rate_limit]` macro for axum live in
+//! `limiter-tower`.
 //!
 //! ```
 //! use std::time::Duration;

@@ -8,6 +8,9 @@
 //! pure: a state, a time and a cost in, a decision out; the stores of
 //! `limiter-core` and `limiter-redis` keep the states.
 
+// The algorithms whole, for limiter-core's memory store; a store crate
+// builds on the parts `backend` names.
+#[doc(hidden)]
 pub mod algorithm;
 pub mod backend;
 mod concurrency;

@@ -235,8 +235,9 @@ impl RedisStore {
             Backend::Primary(primary) => primary.connect(&self.inner.config).await?,
             Backend::Cluster(cluster) => {
                 // Its failure domains known before its first call: a guard
-                // keeps a breaker per node from the start.
-                let connection = self.cluster(cluster).await?;
+                // keeps a breaker per node from the start. Read here, not
+                // also in the background.
+                let connection = self.cluster_link(cluster).await?;
                 if !cluster.slots.is_known() {
                     let timeout = self.inner.config.connection_timeout;
                     cluster.slots.read_now(&connection, timeout).await;
@@ -256,18 +257,25 @@ impl RedisStore {
         matches!(&self.inner.backend, Backend::Primary(primary) if primary.is_sentinel())
     }
 
+    /// The cluster's connection; while the slot table is unknown, a reading
+    /// of it in the background.
     pub(crate) async fn cluster(&self, cluster: &Cluster) -> Result<ClusterConnection, Error> {
+        let connection = self.cluster_link(cluster).await?;
+        if !cluster.slots.is_known() {
+            cluster
+                .slots
+                .refresh(&connection, self.inner.config.connection_timeout);
+        }
+        Ok(connection)
+    }
+
+    async fn cluster_link(&self, cluster: &Cluster) -> Result<ClusterConnection, Error> {
         let client = cluster.client.clone();
         let connect = || async move { client.get_async_connection().await };
         let (connection, _) = cluster
             .link
             .get(connect, self.inner.config.connection_timeout)
             .await?;
-        if !cluster.slots.is_known() {
-            cluster
-                .slots
-                .refresh(&connection, self.inner.config.connection_timeout);
-        }
         Ok(connection)
     }
 

@@ -253,6 +253,16 @@ mod tests {
             "hash_decide.lua",
         ] {
             assert!(!file(name).contains("redis."), "{name}");
+            // Nor through a copy of `db.call` kept before the peek puts its
+            // guard in `db`'s place: every use is a call through `db`.
+            let code: String = file(name)
+                .lines()
+                .map(|line| line.split("--").next().unwrap_or(""))
+                .collect::<Vec<_>>()
+                .join("\n");
+            let uses = code.matches("db").count();
+            let calls = code.matches("db.call(").count() + code.matches("db.pcall(").count();
+            assert_eq!(uses, calls, "{name}: `db` used other than as db.call(…)");
         }
     }
 }
