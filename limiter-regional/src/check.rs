@@ -1,5 +1,6 @@
 //! A decision from the check script's reply: the single-region algorithm's
-//! statuses for the totals the script counted.
+//! answer for this region's counts against its lease, told against the
+//! whole quota.
 
 use std::time::Duration;
 
@@ -12,40 +13,29 @@ use limiter_core::{Decision, RuleStatus};
 #[derive(Debug)]
 pub(crate) struct CheckReply {
     pub(crate) allowed: bool,
-    pub(crate) sync: bool,
+    /// How much to ask the others for; 0: no ask.
+    pub(crate) ask: u64,
     pub(crate) start: u64,
     pub(crate) now: u64,
-    /// The window's total before this request, and the previous window's.
-    pub(crate) total: u64,
-    pub(crate) total_before: u64,
-    pub(crate) exhausted: bool,
-    pub(crate) noticed: bool,
-    /// Denied while this region was held to its share of what remained.
-    pub(crate) held: bool,
+    /// This region's count in the window before this request, and in the
+    /// window before.
+    pub(crate) count: u64,
+    pub(crate) previous: u64,
+    /// This region's lease of the window's quota.
+    pub(crate) lease: u64,
+    /// An ask of this key and window is out.
+    pub(crate) asking: bool,
 }
 
 impl CheckReply {
     pub(crate) fn parse(reply: &[i64]) -> Result<Self, Error> {
         let malformed = || Error::Protocol(format!("regional check reply {reply:?}"));
-        let &[
-            allowed,
-            sync,
-            start,
-            now,
-            _own,
-            _own_before,
-            total,
-            total_before,
-            exhausted,
-            noticed,
-            held,
-        ] = reply
-        else {
+        let &[allowed, ask, start, now, count, previous, lease, asking] = reply else {
             return Err(malformed());
         };
         // Times and counts the scripts compute exactly (below 2^53): the
         // arithmetic on them cannot overflow.
-        let count = |n: i64| {
+        let number = |n: i64| {
             u64::try_from(n)
                 .ok()
                 .filter(|&n| n < 1 << 53)
@@ -53,57 +43,73 @@ impl CheckReply {
         };
         Ok(Self {
             allowed: allowed == 1,
-            sync: sync == 1,
-            start: count(start)?,
-            now: count(now)?,
-            total: count(total)?,
-            total_before: count(total_before)?,
-            exhausted: exhausted == 1,
-            noticed: noticed == 1,
-            held: held == 1,
+            ask: number(ask)?,
+            start: number(start)?,
+            now: number(now)?,
+            count: number(count)?,
+            previous: number(previous)?,
+            lease: number(lease)?,
+            asking: asking == 1,
         })
     }
 
-    /// The decision, with the statuses the single-region algorithm gives
-    /// for the same totals at the same time.
-    /// A held check is denied for `hold` at most: by then its sync has
-    /// completed or failed.
+    /// The decision: the single-region algorithm's, for this region's
+    /// counts against its lease, under `rule` (the whole quota): what
+    /// remains is what this region may still admit without asking. A
+    /// request denied while an ask is out is told to retry after `ask_wait`
+    /// at most, when the answer may have brought room.
     pub(crate) fn decide(
         &self,
         rule: Rule,
         sliding: bool,
         cost: u64,
-        hold: Duration,
+        ask_wait: Duration,
     ) -> Result<Decision, Error> {
-        let ends_in = (self.start + rule.window_us()).saturating_sub(self.now);
-        if self.held {
-            let retry = (hold.as_micros() as u64).clamp(1, ends_in.max(1));
-            let status = RuleStatus::new(0, retry);
-            return Ok(Decision::single(rule, status, Some(retry), 0, ends_in));
-        }
-        let decision = if sliding {
-            let mut state = Some(sliding_window::Counters {
-                previous: self.total_before,
-                current: self.total,
-                start: self.start,
-            });
-            sliding_window::check(&mut state, &rule, self.now, cost)
-        } else if self.exhausted {
-            let status = RuleStatus::new(0, ends_in);
-            Decision::single(rule, status, Some(ends_in), 0, ends_in)
-        } else {
-            let mut state = Some(fixed_window::Window {
-                count: self.total,
-                start: self.start,
-            });
-            fixed_window::check(&mut state, &rule, self.now, cost)
+        let w = rule.window_us();
+        let ends_in = (self.start + w).saturating_sub(self.now);
+        let local = match Rule::new(self.lease, rule.window()) {
+            Ok(lease) if sliding => sliding_window::check(
+                &mut Some(sliding_window::Counters {
+                    previous: self.previous,
+                    current: self.count,
+                    start: self.start,
+                }),
+                &lease,
+                self.now,
+                cost,
+            ),
+            Ok(lease) => fixed_window::check(
+                &mut Some(fixed_window::Window {
+                    count: self.count,
+                    start: self.start,
+                }),
+                &lease,
+                self.now,
+                cost,
+            ),
+            // No lease at all: nothing passes until the others give some
+            // or the window ends.
+            Err(_) => Decision::single(rule, RuleStatus::new(0, ends_in), Some(ends_in), 0, ends_in),
         };
-        if decision.allowed() != self.allowed {
+        if local.allowed() != self.allowed {
             return Err(Error::Protocol(format!(
                 "regional check reply {self:?} disagrees with the algorithm"
             )));
         }
-        Ok(decision)
+        let status = local.rules()[0];
+        let retry = local.retry_after().map(|retry| {
+            let retry = retry.as_micros() as u64;
+            if self.asking {
+                retry.min(ask_wait.as_micros() as u64).max(1)
+            } else {
+                retry
+            }
+        });
+        let status = match retry {
+            Some(retry) if self.asking => RuleStatus::new(status.remaining(), retry),
+            _ => status,
+        };
+        Ok(Decision::single(rule, status, retry, 0, local.reset_after_us()))
     }
 }
 
@@ -111,84 +117,66 @@ impl CheckReply {
 mod tests {
     use super::*;
 
-    const HOLD: Duration = Duration::from_millis(300);
+    const ASK_WAIT: Duration = Duration::from_millis(300);
 
     fn rule() -> Rule {
         Rule::new(30, Duration::from_secs(1)).unwrap()
     }
 
-    /// A reply at 250 ms into the window starting at 5 s.
-    fn reply(allowed: bool, total: u64, exhausted: bool) -> Vec<i64> {
-        let total = total as i64;
+    /// A reply at 250 ms into the window starting at 5 s, this region
+    /// holding a lease of `lease` and having counted `count`.
+    fn reply(allowed: bool, count: u64, lease: u64, asking: bool) -> Vec<i64> {
         vec![
             allowed.into(),
             0,
             5_000_000,
             5_250_000,
+            count as i64,
             0,
-            0,
-            total,
-            0,
-            exhausted.into(),
-            0,
-            0,
+            lease as i64,
+            asking.into(),
         ]
     }
 
     #[test]
-    fn an_announced_quota_denies_until_the_window_ends() {
-        let parsed = CheckReply::parse(&reply(false, 12, true)).unwrap();
-        let denied = parsed.decide(rule(), false, 1, HOLD).unwrap();
+    fn what_remains_is_this_regions_lease_told_against_the_whole_quota() {
+        let parsed = CheckReply::parse(&reply(true, 12, 20, false)).unwrap();
+        let allowed = parsed.decide(rule(), false, 1, ASK_WAIT).unwrap();
+        assert!(allowed.allowed());
+        assert_eq!(allowed.limit(), 30);
+        assert_eq!(allowed.remaining(), 7);
+        assert_eq!(allowed.reset_after(), Duration::from_millis(750));
+    }
+
+    #[test]
+    fn a_spent_lease_denies_until_the_window_ends_or_an_ask_is_answered() {
+        let spent = CheckReply::parse(&reply(false, 10, 10, false)).unwrap();
+        let denied = spent.decide(rule(), false, 1, ASK_WAIT).unwrap();
         assert!(!denied.allowed());
         assert_eq!(denied.remaining(), 0);
         assert_eq!(denied.retry_after(), Some(Duration::from_millis(750)));
-    }
-
-    #[test]
-    fn a_held_check_is_denied_until_its_sync_can_have_completed() {
-        let mut held = reply(false, 12, false);
-        held[10] = 1;
-        let denied = CheckReply::parse(&held)
-            .unwrap()
-            .decide(rule(), false, 1, HOLD)
-            .unwrap();
-        assert!(!denied.allowed());
-        assert_eq!(denied.retry_after(), Some(HOLD));
-        assert_eq!(denied.reset_after(), Duration::from_millis(750));
-        // Never past the window's end, when the hold goes with the window.
-        let late = denied_near_the_end();
-        assert_eq!(late.retry_after(), Some(Duration::from_millis(750)));
-    }
-
-    fn denied_near_the_end() -> Decision {
-        let mut held = reply(false, 12, false);
-        held[10] = 1;
-        CheckReply::parse(&held)
-            .unwrap()
-            .decide(rule(), false, 1, Duration::from_secs(5))
-            .unwrap()
-    }
-
-    #[test]
-    fn the_statuses_are_the_single_region_algorithms() {
-        let parsed = CheckReply::parse(&reply(true, 12, false)).unwrap();
-        let allowed = parsed.decide(rule(), false, 1, HOLD).unwrap();
-        assert_eq!(allowed.remaining(), 17);
-        assert_eq!(allowed.reset_after(), Duration::from_millis(750));
+        let asking = CheckReply::parse(&reply(false, 10, 10, true)).unwrap();
+        let denied = asking.decide(rule(), false, 1, ASK_WAIT).unwrap();
+        assert_eq!(denied.retry_after(), Some(ASK_WAIT));
+        // No lease at all (every share given away).
+        let none = CheckReply::parse(&reply(false, 0, 0, false)).unwrap();
+        let denied = none.decide(rule(), false, 1, ASK_WAIT).unwrap();
+        assert_eq!(denied.limit(), 30);
+        assert_eq!(denied.retry_after(), Some(Duration::from_millis(750)));
     }
 
     #[test]
     fn a_reply_that_makes_no_sense_is_refused() {
         let protocol = |reply: &[i64]| matches!(CheckReply::parse(reply), Err(Error::Protocol(_)));
-        assert!(protocol(&reply(true, 12, false)[..10]));
-        assert!(protocol(&reply(true, u64::MAX >> 1, false)));
-        let mut negative = reply(true, 12, false);
+        assert!(protocol(&reply(true, 12, 20, false)[..7]));
+        assert!(protocol(&reply(true, u64::MAX >> 1, 20, false)));
+        let mut negative = reply(true, 12, 20, false);
         negative[3] = -1;
         assert!(protocol(&negative));
-        // Allowed by the script, full by its own totals.
-        let parsed = CheckReply::parse(&reply(true, 30, false)).unwrap();
+        // Allowed by the script, over the lease by its own counts.
+        let parsed = CheckReply::parse(&reply(true, 20, 20, false)).unwrap();
         assert!(matches!(
-            parsed.decide(rule(), false, 1, HOLD),
+            parsed.decide(rule(), false, 1, ASK_WAIT),
             Err(Error::Protocol(_))
         ));
     }

@@ -1,29 +1,32 @@
-//! The regional store: one quota shared by several regions, each counting
-//! locally and summing the others' counts only at tiers (the seed's tiered
-//! counting). See [`RegionalStore`] for the scheme and its guarantees.
+//! The regional store: one quota shared by several regions, each deciding
+//! locally within its lease of each window's quota, and asking the others
+//! for their spare shares when its demand outruns it. See
+//! [`RegionalStore`] for the scheme and its guarantees.
 //!
-//! - `tiers.rs`: the pure part (tiers, window mapping, a sync's plan),
-//!   and `model.rs`, a model of the scheme for property tests;
+//! - `shares.rs`: each region's share of a quota;
 //! - `store.rs`: the store; `check.rs`: a decision from the script's reply;
-//! - `registry.rs`: which syncs wait or run; `sync.rs`: one sync;
-//! - `link.rs`: the calls to Redis; `scripts/`: the check and the merge;
+//! - `registry.rs`: which asks wait or run; `ask.rs`: one ask;
+//! - `counts.rs`: peeks, resets and refunds, in every region;
+//! - `link.rs`: the calls to Redis; `scripts/`: the check, the give, the
+//!   credit and the adjustments;
 //! - `breaker.rs`: a breaker per other region; `stats.rs`, `config.rs`,
 //!   `region.rs`.
 
+mod ask;
 mod breaker;
+mod capabilities;
 mod check;
 mod config;
+mod counts;
 mod link;
-#[cfg(test)]
-mod model;
 mod region;
 mod registry;
+mod shares;
 mod stats;
 mod store;
-mod sync;
-mod tiers;
 
-pub use config::{RegionalConfig, TierSize};
+pub use config::RegionalConfig;
+pub use counts::RegionsNotReached;
 pub use region::{Region, RegionError};
 pub use stats::RegionStats;
 pub use store::RegionalStore;

@@ -39,10 +39,14 @@ macro_rules! script {
     };
 }
 
-/// The decision: counts locally against what the region knows of the others.
+/// The decision: counts locally against this region's lease.
 pub(crate) static CHECK: Lua = script!("check.lua");
-/// What a sync learned and concluded, written into one region.
-pub(crate) static MERGE: Lua = script!("merge.lua");
+/// Another region's ask, answered here: the spare share given.
+pub(crate) static GIVE: Lua = script!("give.lua");
+/// What the others gave, added to this region's lease.
+pub(crate) static CREDIT: Lua = script!("credit.lua");
+/// A reset or a refund of this region's counts.
+pub(crate) static ADJUST: Lua = script!("adjust.lua");
 
 /// A connection to one region's Redis, and the deadline of each call.
 pub(crate) struct Link {
@@ -105,22 +109,6 @@ impl Link {
         self.within_deadline(async {
             let mut connected = self.connect().await?;
             let result = lua::run(&mut Routed(&mut connected), lua, call).await;
-            self.settle(&connected, result)
-        })
-        .await
-    }
-
-    /// `HMGET key fields...`, each value as text.
-    pub(crate) async fn hmget(
-        &self,
-        key: &str,
-        fields: &[&str],
-    ) -> Result<Vec<Option<String>>, Error> {
-        let mut cmd = redis::cmd("HMGET");
-        cmd.arg(key).arg(fields);
-        self.within_deadline(async {
-            let mut connected = self.connect().await?;
-            let result = cmd.query_async(&mut connected).await;
             self.settle(&connected, result)
         })
         .await

@@ -1,11 +1,12 @@
-//! Which syncs wait or run: one per key and window, at most
-//! `sync_concurrency` at once and `max_pending_syncs` waiting.
+//! Which asks wait or run: one per key and window, at most
+//! `ask_concurrency` at once and `max_pending_asks` waiting.
 //!
-//! A tier crossed while that key's sync runs is served by one more run
-//! after it. A sync whose window has ended by the time its turn comes is
+//! A key that asks again while its ask runs is served by one more run
+//! after it. An ask whose window has ended by the time its turn comes is
 //! dropped, not run, so a backlog cannot hold up the windows still
-//! counting. A sync whose task is dropped (the runtime shutting down)
-//! leaves nothing behind, so the key's next crossing syncs again.
+//! counting. An ask whose task is dropped (the runtime shutting down)
+//! leaves nothing behind but its mark in Redis, which lapses after
+//! [`ask_timeout`](crate::RegionalConfig::ask_timeout).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -15,26 +16,30 @@ use tokio::sync::{Semaphore, watch};
 
 use super::stats::bump;
 use super::store::Inner;
-use super::sync::sync;
+use super::ask::ask;
 use limiter_core::Rule;
 
-/// A crossed tier: which key and window to sync, as the check saw it.
+/// A key short of its demand: which key and window to ask for, as the
+/// check saw it.
 #[derive(Debug)]
-pub(crate) struct SyncRequest {
+pub(crate) struct AskRequest {
     pub(crate) key: Box<str>,
     pub(crate) rule: Rule,
     pub(crate) sliding: bool,
     /// The window's start and the check's time (the local Redis's clock).
     pub(crate) start: u64,
     pub(crate) now: u64,
+    /// How much to ask for, and this region's count in the window.
+    pub(crate) want: u64,
+    pub(crate) count: u64,
     /// The check's time was given by a test: the scripts take it too.
     pub(crate) injected_time: bool,
     /// When the check asked (this process's clock).
     pub(crate) asked: Instant,
 }
 
-impl SyncRequest {
-    /// Whether the window has ended: what a sync would learn of it no
+impl AskRequest {
+    /// Whether the window has ended: what an ask would get for it no
     /// longer decides anything (the next window's checks ask for their own).
     fn is_over(&self) -> bool {
         // A test's time does not pass by itself.
@@ -48,7 +53,7 @@ impl SyncRequest {
 
 /// Each waiting or running key and window, with the request to run again
 /// when a tier was crossed meanwhile.
-type Pending = HashMap<(Box<str>, u64), Option<SyncRequest>>;
+type Pending = HashMap<(Box<str>, u64), Option<AskRequest>>;
 
 pub(crate) struct Registry {
     pending: Mutex<Pending>,
@@ -68,12 +73,12 @@ impl Registry {
         }
     }
 
-    /// Starts a sync for `request`'s key and window, or has the running one
+    /// Starts an ask for `request`'s key and window, or has the running one
     /// run once more.
-    pub(crate) fn request(inner: &Arc<Inner>, request: SyncRequest) {
+    pub(crate) fn request(inner: &Arc<Inner>, request: AskRequest) {
         let registry = &inner.registry;
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            dropped(inner, "no Tokio runtime to sync on");
+            dropped(inner, "no Tokio runtime to ask on");
             return;
         };
         let id = (request.key.clone(), request.start);
@@ -84,7 +89,7 @@ impl Registry {
         }
         if pending.len() >= registry.max_pending {
             drop(pending);
-            dropped(inner, "too many keys wait for a sync");
+            dropped(inner, "too many keys wait to ask");
             return;
         }
         pending.insert(id.clone(), None);
@@ -118,9 +123,9 @@ impl Registry {
 }
 
 fn dropped(inner: &Inner, why: &str) {
-    bump(&inner.stats.syncs_dropped);
-    metrics::counter!("limiter_region_syncs_dropped_total").increment(1);
-    tracing::warn!(why, "regional sync dropped; the key's next tier syncs");
+    bump(&inner.stats.asks_dropped);
+    metrics::counter!("limiter_region_asks_dropped_total").increment(1);
+    tracing::warn!(why, "regional ask dropped; the key asks again at a later check");
 }
 
 /// One key and window's place in the registry, given back when its task
@@ -132,18 +137,18 @@ struct Entry {
 }
 
 impl Entry {
-    async fn run(mut self, mut request: SyncRequest) {
+    async fn run(mut self, mut request: AskRequest) {
         loop {
             {
                 // The semaphore is never closed.
                 let _permit = self.inner.registry.permits.acquire().await;
                 if request.is_over() {
                     // Behind a backlog: running it would only delay the
-                    // syncs of windows that still count.
-                    bump(&self.inner.stats.syncs_expired);
-                    metrics::counter!("limiter_region_syncs_expired_total").increment(1);
+                    // asks of windows that still count.
+                    bump(&self.inner.stats.asks_expired);
+                    metrics::counter!("limiter_region_asks_expired_total").increment(1);
                 } else {
-                    sync(&self.inner, &request).await;
+                    ask(&self.inner, &request).await;
                 }
             }
             // Whether to run again and leaving the registry are one step,

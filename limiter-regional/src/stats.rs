@@ -11,57 +11,44 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct RegionStats {
     /// Decisions answered by this region's Redis.
     pub checks: u64,
-    /// Checks that asked for a sync: a tier crossed, a sliding window
-    /// started here, or the quota found full before it was announced.
-    pub tier_crossings: u64,
-    /// Syncs run (crossings of one key and window while its sync runs are
-    /// served by one more run).
-    pub syncs: u64,
-    /// Syncs not run because too many keys waited for one.
-    pub syncs_dropped: u64,
-    /// Syncs not run because their window had ended when their turn came.
-    pub syncs_expired: u64,
-    /// Checks denied because this region was held to its share of what
-    /// remained while its sync had not completed.
-    pub held: u64,
-    /// Reads of another region's counts.
-    pub cross_region_reads: u64,
-    /// Writes into another region (tightened tiers, an exhausted quota).
-    pub cross_region_writes: u64,
+    /// Checks denied while this region's ask for the others' spare shares
+    /// was out: the request may pass once it is answered.
+    pub denied_while_asking: u64,
+    /// Asks run: a key's check found its lease short of its demand, and
+    /// every other region was asked for its spare share.
+    pub asks: u64,
+    /// Asks not run because too many keys waited to ask.
+    pub asks_dropped: u64,
+    /// Asks not run because their window had ended when their turn came.
+    pub asks_expired: u64,
+    /// Requests' worth of the window's quota the others gave this region's
+    /// asks.
+    pub received: u64,
+    /// Calls to another region.
+    pub cross_region_calls: u64,
     /// Calls to another region that failed, timed out, or were skipped
     /// while its breaker was open.
     pub remote_errors: u64,
-    /// Syncs that found the quota exhausted and announced it.
-    pub exhausted_announced: u64,
-    /// Announcements of another region noticed by a check here (one per
-    /// key and window in this region).
-    pub exhausted_received: u64,
-}
-
-impl RegionStats {
-    /// Reads and writes to other regions.
-    pub fn cross_region_calls(&self) -> u64 {
-        self.cross_region_reads + self.cross_region_writes
-    }
 }
 
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     pub(crate) checks: AtomicU64,
-    pub(crate) tier_crossings: AtomicU64,
-    pub(crate) syncs: AtomicU64,
-    pub(crate) syncs_dropped: AtomicU64,
-    pub(crate) syncs_expired: AtomicU64,
-    pub(crate) held: AtomicU64,
-    pub(crate) cross_region_reads: AtomicU64,
-    pub(crate) cross_region_writes: AtomicU64,
+    pub(crate) denied_while_asking: AtomicU64,
+    pub(crate) asks: AtomicU64,
+    pub(crate) asks_dropped: AtomicU64,
+    pub(crate) asks_expired: AtomicU64,
+    pub(crate) received: AtomicU64,
+    pub(crate) cross_region_calls: AtomicU64,
     pub(crate) remote_errors: AtomicU64,
-    pub(crate) exhausted_announced: AtomicU64,
-    pub(crate) exhausted_received: AtomicU64,
 }
 
 pub(crate) fn bump(counter: &AtomicU64) {
-    counter.fetch_add(1, Ordering::Relaxed);
+    add(counter, 1);
+}
+
+pub(crate) fn add(counter: &AtomicU64, n: u64) {
+    counter.fetch_add(n, Ordering::Relaxed);
 }
 
 impl Counters {
@@ -69,16 +56,13 @@ impl Counters {
         let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         RegionStats {
             checks: read(&self.checks),
-            tier_crossings: read(&self.tier_crossings),
-            syncs: read(&self.syncs),
-            syncs_dropped: read(&self.syncs_dropped),
-            syncs_expired: read(&self.syncs_expired),
-            held: read(&self.held),
-            cross_region_reads: read(&self.cross_region_reads),
-            cross_region_writes: read(&self.cross_region_writes),
+            denied_while_asking: read(&self.denied_while_asking),
+            asks: read(&self.asks),
+            asks_dropped: read(&self.asks_dropped),
+            asks_expired: read(&self.asks_expired),
+            received: read(&self.received),
+            cross_region_calls: read(&self.cross_region_calls),
             remote_errors: read(&self.remote_errors),
-            exhausted_announced: read(&self.exhausted_announced),
-            exhausted_received: read(&self.exhausted_received),
         }
     }
 }

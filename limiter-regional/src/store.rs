@@ -3,38 +3,38 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use super::breaker::PeerBreaker;
 use super::check::CheckReply;
 use super::config::RegionalConfig;
 use super::link::{CHECK, Link};
 use super::region::{Region, RegionError};
-use super::registry::{Registry, SyncRequest};
+use super::registry::{AskRequest, Registry};
+use super::shares::{ranks, share};
 use super::stats::{Counters, RegionStats, bump};
-use super::tiers::Tiers;
 use limiter_core::Decision;
 use limiter_core::Store;
 use limiter_core::SystemClock;
-use limiter_core::{Algorithm, Policy};
+use limiter_core::{Algorithm, Policy, Rule};
 use limiter_core::{ConfigError, Error};
 
-/// One quota shared by several regions, each deciding locally: tiered
-/// counting.
+/// One quota shared by several regions, each deciding locally: every
+/// region holds a lease of each window's quota, and a region short of its
+/// demand asks the others for their spare shares.
 ///
 /// Each region runs its own `RegionalStore` over its own Redis (standalone
 /// or Cluster) and the other regions' Redis, every region named alike in
 /// every region's configuration. A decision is one call to this region's
-/// Redis; the other regions are read and written only by background syncs,
-/// at tiers.
+/// Redis; the other regions are called only by background asks.
 ///
 /// Runs the fixed window and the sliding window counter, both with windows
 /// aligned to multiples of the window (the single-region fixed window
 /// starts at a key's first request instead: here every region must agree
 /// on which window a request belongs to). Other policies are refused with
-/// [`ConfigError::AlgorithmNotSupported`]: a sliding log's count over
-/// `(t - W, t]` shrinks as entries age, so a count read at a tier is not a
-/// lower bound for long, and bucket levels do not add up across regions
-/// (each is capped at the capacity), so neither has a sum to tier on.
+/// [`ConfigError::AlgorithmNotSupported`]: a sliding log's entries and a
+/// bucket's level are not quantities a region can hand part of to another.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -58,63 +58,57 @@ use limiter_core::{ConfigError, Error};
 /// ```
 ///
 /// # How it counts
-/// Each region's Redis holds that region's own count per key and window,
-/// and what it last learned of the others' counts. A check adds the
-/// request to the local count if the local count plus the known counts of
-/// the others (and, for the fixed window, no announcement that the quota
-/// is exhausted) leave room for it. Known counts are lower bounds (counts
-/// only grow within a window), so a region never denies before the quota
-/// is used.
+/// Each window's quota is split into shares, one per region (the quota
+/// divided evenly, the remainder one each to the first regions by name), so
+/// the shares add up to the quota exactly. A region's lease of a window is
+/// its share, plus what other regions gave it, minus what it gave them; its
+/// Redis admits a request while the region's count (for the sliding window
+/// counter, with the previous window's count weighted by its overlap) plus
+/// the request's cost fits the lease.
 ///
-/// When the local count reaches a tier (the first at the quota divided by
-/// the number of regions, then one every step, see [`RegionalConfig`]),
-/// the check asks for a sync, which runs in the background: it reads every
-/// other region's count (one call each, at once), writes what it learned
-/// into the local Redis for every instance of this region, and
-/// - when the quota is used, announces it: it writes the counts it knows
-///   and an "exhausted" mark for the window into every region, which then
-///   deny until the window ends;
-/// - when the regions could pass the quota before each reaches its next
-///   tier, tightens the tiers of the regions still far from theirs, so that
-///   every region syncs within a step from then on.
+/// When a key's demand here (requests asked, admitted or not, at the rate
+/// seen so far in the window, or in the last one) will outrun its lease
+/// before the window ends, the check asks, in the background, every other
+/// region for its spare share: each region gives what it will not need
+/// itself at its own rate, taking it off its own lease in the same script,
+/// and this region adds what it got to its lease. An idle region's share
+/// so flows to the busy one within one round trip, and a busy region keeps
+/// its own share (max-min fair between busy regions).
 ///
 /// # Guarantees
-/// Per window, with `n` regions and a step of `s` requests:
-/// - at most `quota + n × s` pass, whatever the cross-region latency, the
-///   load or a backlog of syncs: from a tier on, a region whose sync has not
-///   completed is held to one step past its count when it asked (its checks
-///   are denied, with a retry after of the peer deadline, until the sync
-///   completes), and a sync whose window ended before its turn is dropped.
-///   The sliding window counter adds what arrives while a window's first
-///   sync reads the previous window's counts. A first tier above the quota
-///   divided by the regions adds `n × first − quota`; a sync dropped because
-///   too many waited leaves that key held until it asks again;
-/// - traffic from one region only gets the quota whenever its syncs keep up
-///   with it (a step per round trip to the farthest region);
-/// - no request is denied before the quota is used, counted across
-///   regions, except while its region is held.
+/// Per window:
+/// - **never more than the quota passes**, whatever the latency, the load,
+///   a backlog of asks or a partition: a region gives only what its lease
+///   leaves after its own count, in the same step that lowers its lease;
+///   what it gave is added to one region's lease once, or lost (an answer
+///   that never came, a window that ended first); so the leases add up to
+///   at most the quota, and each region's count stays within its lease.
+///   Proof and caveats (clocks, a Redis that restarts empty) in
+///   docs/regions.md;
+/// - traffic from one region gets the whole quota once its ask is
+///   answered, a cross-region round trip into the window (earlier when
+///   the previous window was busy: it asks at the window's first request);
+/// - a request is denied before the quota is used only while this region's
+///   lease is spent and its ask is out (a `Retry-After` of the ask's
+///   answer at most), or while other regions hold shares they need.
 ///
 /// # Latency and failures
 /// The check is one script on one key of this region's Redis, bounded by
 /// [`RegionalConfig::local_deadline`] (and, behind the HTTP layer, guarded
-/// like any remote store). Crossing a tier adds no round trip: the sync is
-/// spawned. A call to another region has a deadline and goes through a
-/// breaker per region: while a region is slow or unreachable, the others
-/// count it at the last count they learned for the window and keep
-/// syncing among themselves, and it counts them at what it learned. Each
-/// side of a partition so keeps its own admissions within the quota (and
-/// the bound above): a window may see up to the quota once per side.
+/// like any remote store). Asking adds no round trip to a decision: the
+/// ask is spawned. A call to another region has a deadline and goes
+/// through a breaker per region: a region slow or cut off gives nothing
+/// and is given nothing; every region keeps deciding within its lease.
 ///
 /// # Clocks
 /// Each region's Redis decides the window by its own clock; windows are
 /// multiples of the window length, so regions agree on them as long as
 /// their clocks agree. A region whose clock is `d` ahead moves to the next
-/// window `d` early: its counts still go to the window it counted them in
-/// (the others map them by its stored window), so the bound holds per
-/// window, but windows start `d` apart across regions.
+/// window `d` early; shares are given for a window named by its start, so
+/// the bound holds per window, but windows start `d` apart across regions.
 #[derive(Clone)]
 pub struct RegionalStore {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 pub(crate) struct Inner {
@@ -123,17 +117,30 @@ pub(crate) struct Inner {
     pub(crate) config: RegionalConfig,
     pub(crate) stats: Counters,
     pub(crate) registry: Registry,
+    /// How long the latest ask took (µs): a request denied while an ask is
+    /// out is told to retry after twice that.
+    pub(crate) ask_took_us: AtomicU64,
 }
 
 pub(crate) struct Local {
     pub(crate) name: Box<str>,
+    /// By name among every region: which share it holds.
+    pub(crate) rank: usize,
     pub(crate) link: Link,
 }
 
 pub(crate) struct Peer {
     pub(crate) name: Box<str>,
+    pub(crate) rank: usize,
     pub(crate) link: Link,
     pub(crate) breaker: PeerBreaker<SystemClock>,
+}
+
+impl Peer {
+    /// This region's share of `quota` among `regions`.
+    pub(crate) fn share(&self, quota: u64, regions: usize) -> u64 {
+        share(quota, regions, self.rank)
+    }
 }
 
 impl RegionalStore {
@@ -170,25 +177,32 @@ impl RegionalStore {
                 }
             })
         };
+        let mut ranks = ranks(std::iter::once(&*local.name).chain(peers.iter().map(|p| &*p.name)))
+            .into_iter();
         let local = Local {
             link: link(&local, config.local_deadline)?,
+            rank: ranks.next().unwrap_or_default(),
             name: local.name,
         };
         let peers = peers
             .into_iter()
-            .map(|region| {
+            .zip(ranks)
+            .map(|(region, rank)| {
                 Ok(Peer {
                     link: link(&region, config.peer_deadline)?,
                     breaker: PeerBreaker::new(config.peer_breaker, SystemClock),
                     name: region.name,
+                    rank,
                 })
             })
             .collect::<Result<Box<[Peer]>, RegionError>>()?;
         Ok(Self {
             inner: Arc::new(Inner {
-                registry: Registry::new(config.sync_concurrency, config.max_pending_syncs),
+                registry: Registry::new(config.ask_concurrency, config.max_pending_asks),
                 local,
                 peers,
+                // Until an ask is measured, a denied request retries soon.
+                ask_took_us: AtomicU64::new(0),
                 config,
                 stats: Counters::default(),
             }),
@@ -215,14 +229,14 @@ impl RegionalStore {
         self.inner.stats.snapshot()
     }
 
-    /// Waits until no sync runs or waits: every tier crossed so far has
-    /// been synced (or given up on). For tests and graceful shutdowns.
+    /// Waits until no ask runs or waits: every ask so far has been answered
+    /// (or given up on). For tests and graceful shutdowns.
     pub async fn idle(&self) {
         self.inner.registry.idle().await;
     }
 
     /// Checks a request at `now` (µs since the Unix epoch) given by the
-    /// caller instead of the local Redis server's clock; its syncs use that
+    /// caller instead of the local Redis server's clock; its asks use that
     /// time too. For tests that drive windows by hand only.
     #[cfg(feature = "test-util")]
     pub async fn check_at(
@@ -242,83 +256,113 @@ impl RegionalStore {
         cost: u64,
         now: Option<u64>,
     ) -> Result<Decision, Error> {
-        policy.validate_cost(cost)?;
-        let sliding = match policy.algorithm() {
-            Algorithm::FixedWindow => false,
-            Algorithm::SlidingWindow => true,
-            other => {
-                return Err(ConfigError::AlgorithmNotSupported {
-                    store: "regional store",
-                    supported: "fixed_window and sliding_window",
-                    algorithm: other.name(),
-                }
-                .into());
-            }
-        };
+        Ok(self.run_recorded(key, policy, cost, now).await?.0)
+    }
+
+    /// A check, and the time it was decided at (µs, the script's clock).
+    pub(crate) async fn run_recorded(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        now: Option<u64>,
+    ) -> Result<(Decision, u64), Error> {
+        let (rule, sliding) = regional_rule(policy, cost)?;
         let inner = &self.inner;
-        let rule = policy.rules()[0];
-        let tiers = inner.tiers(rule.limit());
+        let reply = inner.check(key, rule, sliding, cost, now, false).await?;
+        bump(&inner.stats.checks);
+        if reply.ask > 0 {
+            Registry::request(
+                &self.inner,
+                AskRequest {
+                    key: key.into(),
+                    rule,
+                    sliding,
+                    start: reply.start,
+                    now: reply.now,
+                    want: reply.ask,
+                    count: reply.count + if reply.allowed { cost } else { 0 },
+                    injected_time: now.is_some(),
+                    asked: std::time::Instant::now(),
+                },
+            );
+        }
+        if !reply.allowed && reply.asking {
+            bump(&inner.stats.denied_while_asking);
+            metrics::counter!("limiter_region_denied_while_asking_total").increment(1);
+        }
+        let decision = reply.decide(rule, sliding, cost, inner.ask_wait())?;
+        Ok((decision, reply.now))
+    }
+}
+
+/// The one rule of a regional policy, and whether it is the sliding window
+/// counter; other algorithms, and costs the policy refuses, are errors.
+pub(crate) fn regional_rule(policy: &Policy, cost: u64) -> Result<(Rule, bool), Error> {
+    policy.validate_cost(cost)?;
+    let sliding = match policy.algorithm() {
+        Algorithm::FixedWindow => false,
+        Algorithm::SlidingWindow => true,
+        other => {
+            return Err(ConfigError::AlgorithmNotSupported {
+                store: "regional store",
+                supported: "fixed_window and sliding_window",
+                algorithm: other.name(),
+            }
+            .into());
+        }
+    };
+    Ok((policy.rules()[0], sliding))
+}
+
+impl Inner {
+    /// How long an ask may stay out (µs); 0 when there is no one to ask.
+    fn ask_timeout_us(&self) -> u64 {
+        if self.peers.is_empty() {
+            0
+        } else {
+            self.config.ask_timeout().as_micros() as u64
+        }
+    }
+
+    /// When a request denied while its region's ask is out should retry:
+    /// twice the latest ask's time (its answer is likely in by then), within
+    /// the ask timeout. Short, so a deny cache in front does not keep
+    /// denying past the answer.
+    pub(crate) fn ask_wait(&self) -> Duration {
+        let took = Duration::from_micros(self.ask_took_us.load(Ordering::Relaxed));
+        (took * 2).clamp(Duration::from_millis(1), self.config.ask_timeout())
+    }
+
+    pub(crate) fn regions(&self) -> usize {
+        self.peers.len() + 1
+    }
+
+    /// The check script on `key` in this region's Redis; `dry`: a peek,
+    /// which changes nothing.
+    pub(crate) async fn check(
+        &self,
+        key: &str,
+        rule: Rule,
+        sliding: bool,
+        cost: u64,
+        now: Option<u64>,
+        dry: bool,
+    ) -> Result<CheckReply, Error> {
         let mut call = CHECK.call(key);
         match now {
             Some(now) => call.arg(now),
             None => call.arg(""),
         };
         call.arg(cost)
-            .arg(rule.limit())
             .arg(rule.window_us())
             .arg(u8::from(sliding))
-            .arg(tiers.first)
-            .arg(tiers.step);
-        for peer in &inner.peers {
-            call.arg(&*peer.name);
-        }
-        let reply = CheckReply::parse(&inner.local.link.eval(&CHECK, &call).await?)?;
-        bump(&inner.stats.checks);
-        if reply.noticed {
-            bump(&inner.stats.exhausted_received);
-            metrics::counter!("limiter_region_exhausted_total", "direction" => "received")
-                .increment(1);
-        }
-        if reply.sync {
-            // A held check asks again for the sync it waits on.
-            if !reply.held {
-                bump(&inner.stats.tier_crossings);
-                metrics::counter!("limiter_region_tier_crossings_total").increment(1);
-            }
-            Registry::request(
-                &self.inner,
-                SyncRequest {
-                    key: key.into(),
-                    rule,
-                    sliding,
-                    start: reply.start,
-                    now: reply.now,
-                    injected_time: now.is_some(),
-                    asked: std::time::Instant::now(),
-                },
-            );
-        }
-        if reply.held {
-            bump(&inner.stats.held);
-            metrics::counter!("limiter_region_held_total").increment(1);
-        }
-        reply.decide(rule, sliding, cost, inner.config.peer_deadline)
+            .arg(share(rule.limit(), self.regions(), self.local.rank))
+            .arg(self.ask_timeout_us())
+            .arg(u8::from(dry));
+        CheckReply::parse(&self.local.link.eval(&CHECK, &call).await?)
     }
 }
-
-impl Inner {
-    pub(crate) fn tiers(&self, quota: u64) -> Tiers {
-        Tiers::new(
-            quota,
-            self.peers.len() + 1,
-            self.config.first_tier,
-            self.config.step,
-        )
-    }
-}
-
-/// Across a network; rate checks only, for now.
-impl limiter_core::Capabilities for RegionalStore {}
 
 impl Store for RegionalStore {
     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {

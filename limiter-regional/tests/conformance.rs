@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use limiter_conformance::{self as conformance, Harness, Support};
-use limiter_core::{Algorithm, Decision, Error, Policy};
-use limiter_regional::{Region, RegionalConfig, RegionalStore, TierSize};
+use limiter_core::{Algorithm, Decision, Error, Policy, Receipt};
+use limiter_regional::{Region, RegionalConfig, RegionalStore};
 use limiter_tests::RedisServer;
 
 /// A deadline generous enough for a loaded test machine.
@@ -17,17 +17,11 @@ fn unused_url() -> String {
     format!("redis://127.0.0.1:{}/", RedisServer::unused_port())
 }
 
-/// A regional store deciding in "north", one peer region ("south"), each
-/// on a `redis-server` of its own; only north's checks run, so its
-/// decisions are a single region's.
-///
-/// Its tiers lie at the quota: a region whose sync is pending is held to a
-/// step past its count (denying early, by design, while other regions may
-/// be counting unseen), so with the default tiers tasks racing at one
-/// instant would be admitted fewer than the limit. With tiers at the
-/// quota, one region's traffic syncs only once the quota is used, and
-/// every check is exact. `check_at` waits until the syncs a check set off
-/// have ended, as the next request of a region whose syncs keep up would.
+/// A regional store of one region, "north", on a `redis-server` of its
+/// own: its lease is the whole quota, so its decisions, peeks, resets and
+/// refunds are a single region's, and the suite's traces apply. (How
+/// regions share a quota is tested in `leases.rs` and the adversarial
+/// suite: there a region's answers depend on the others' demand.)
 ///
 /// The regional store runs the sliding window counter as defined, the
 /// fixed window with windows aligned to multiples of the window (every
@@ -36,7 +30,6 @@ fn unused_url() -> String {
 /// the other algorithms. It keeps no concurrency permits.
 struct Regional {
     north: RedisServer,
-    south: RedisServer,
 }
 
 impl Harness for Regional {
@@ -44,14 +37,11 @@ impl Harness for Regional {
 
     async fn store(&self) -> RegionalStore {
         let config = RegionalConfig::new()
-            .first_tier(TierSize::Percent(100))
-            .step(TierSize::Percent(100))
             .local_deadline(DEADLINE)
             .peer_deadline(Duration::from_secs(1))
             .connection_timeout(Duration::from_secs(2));
         let north = Region::open("north", &self.north.url()).unwrap();
-        let south = Region::open("south", &self.south.url()).unwrap();
-        RegionalStore::with_config(north, [south], config).unwrap()
+        RegionalStore::with_config(north, [], config).unwrap()
     }
 
     async fn check_at(
@@ -67,12 +57,32 @@ impl Harness for Regional {
         decision
     }
 
-    /// North and south both on ports nothing listens on (the default
-    /// deadlines).
+    async fn peek_at(
+        &self,
+        store: &RegionalStore,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        now_us: u64,
+    ) -> Option<Result<Decision, Error>> {
+        Some(store.peek_at(key, policy, cost, now_us).await)
+    }
+
+    async fn check_refundable_at(
+        &self,
+        store: &RegionalStore,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        now_us: u64,
+    ) -> Option<Result<(Decision, Option<Receipt>), Error>> {
+        Some(store.check_refundable_at(key, policy, cost, now_us).await)
+    }
+
+    /// North on a port nothing listens on (the default deadlines).
     async fn unreachable(&self) -> Option<RegionalStore> {
         let north = Region::open("north", &unused_url()).unwrap();
-        let south = Region::open("south", &unused_url()).unwrap();
-        Some(RegionalStore::new(north, [south]).unwrap())
+        Some(RegionalStore::new(north, []).unwrap())
     }
 
     fn support(&self, algorithm: Algorithm) -> Support {
@@ -88,7 +98,6 @@ impl Harness for Regional {
 async fn regional_conforms() {
     let regional = Regional {
         north: RedisServer::start(),
-        south: RedisServer::start(),
     };
     conformance::run(&regional).await;
 }

@@ -3,8 +3,8 @@
 //! one region to another (30, 55 and 80 ms each way).
 //!
 //! Traffic runs in rounds at times the test chooses (`check_at`): a round's
-//! requests go out at once, then the test waits until every sync they set
-//! off has ended. So "what arrives during a sync" is one round, and each
+//! requests go out at once, then the test waits until every ask they set
+//! off has ended. So "what arrives during an ask" is one round, and each
 //! window's admissions can be counted exactly.
 
 use std::collections::BTreeMap;
@@ -93,7 +93,7 @@ impl World {
             })
             .collect();
         // Connected to every region and scripts loaded, so latencies are
-        // the decisions' own: a quota of one, crossed at once, syncs.
+        // the decisions' own: a quota of one, spent at once, asks.
         let warm_up = Policy::fixed_window(Rule::new(1, WINDOW).unwrap());
         for store in &stores {
             for _ in 0..2 {
@@ -156,9 +156,8 @@ impl Tally {
         self.denied.iter().sum()
     }
 
-    /// The scheme's other side: a region denies only when what it knows
-    /// (lower bounds of the others' counts) already fills the quota, so a
-    /// window with a denial admitted at least the quota.
+    /// A window with a denial admitted the whole quota: no region was left
+    /// holding a share another region's demand needed.
     pub(crate) fn assert_no_false_denial(&self, window: u64) {
         assert!(
             self.denied() == 0 || self.admitted() >= QUOTA,
@@ -201,7 +200,7 @@ impl<'a> Traffic<'a> {
     }
 
     /// Round `round` (0..ROUNDS) of window `window`: `requests[r]` checks
-    /// sent at once to region `r`; returns when every sync they set off
+    /// sent at once to region `r`; returns when every ask they set off
     /// has ended.
     pub(crate) async fn round(&mut self, window: u64, round: u64, requests: [u64; REGIONS]) {
         let w = WINDOW.as_micros() as u64;
@@ -253,12 +252,4 @@ impl<'a> Traffic<'a> {
         sorted.sort();
         sorted[(sorted.len() * 99).div_ceil(100) - 1]
     }
-}
-
-/// The documented bound on one window's admissions, for `per_round`
-/// requests in each round: the quota, a step per region, and what arrives
-/// while the syncs that tighten the tiers and announce the quota are in
-/// flight (a round each).
-pub(crate) fn bound(step: u64, per_round: u64) -> u64 {
-    QUOTA + REGIONS as u64 * step + 2 * per_round
 }
