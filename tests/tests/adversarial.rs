@@ -33,6 +33,8 @@ mod regional_share;
 mod regional_share_behind_junk;
 #[path = "adversarial/regional_traffic.rs"]
 mod regional_traffic;
+#[path = "adversarial/regional_ugc.rs"]
+mod regional_ugc;
 #[path = "adversarial/regional_world.rs"]
 mod regional_world;
 #[path = "adversarial/slowloris.rs"]
