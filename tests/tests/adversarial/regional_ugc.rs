@@ -100,9 +100,10 @@ async fn ugc_api_search_from_one_region_gets_nine_tenths_of_the_quota() {
     let (wall, clock) = (now_us(), Instant::now());
     let first_window = (wall / WINDOW_US + 1) * WINDOW_US;
     let mut requests = JoinSet::new();
-    // Ticks in the middle of their 10 ms, so none is sent on a window's edge.
+    // Each tick 1 ms into its 10 ms: a window's last request has 9 ms to be
+    // answered within it, and none is sent on a window's edge.
     for tick in 0..WINDOWS * WINDOW_US / TICK_US {
-        let due = first_window + tick * TICK_US + TICK_US / 2;
+        let due = first_window + tick * TICK_US + TICK_US / 10;
         tokio::time::sleep_until((clock + Duration::from_micros(due - wall)).into()).await;
         requests.spawn(async move {
             let sent = now_us();
