@@ -212,8 +212,8 @@ impl Run {
     }
 }
 
-/// Spawns one check of `cost` on a fresh junk key per region and junk
-/// key, unless `JUNK_IN_FLIGHT` are already in flight.
+/// Spawns, per region, one check of `JUNK_COST` on each of `JUNK_KEYS`
+/// fresh keys, unless `JUNK_IN_FLIGHT` are already in flight.
 fn send_junk(
     world: &World,
     tick: u64,
