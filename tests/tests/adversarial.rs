@@ -23,7 +23,19 @@ mod identity_kinds;
 mod penalty_flood;
 #[path = "adversarial/regional_backlog.rs"]
 mod regional_backlog;
+#[path = "adversarial/regional_partition.rs"]
+mod regional_partition;
 #[path = "adversarial/regional_recovery.rs"]
 mod regional_recovery;
+#[path = "adversarial/regional_share.rs"]
+mod regional_share;
+#[path = "adversarial/regional_share_behind_junk.rs"]
+mod regional_share_behind_junk;
+#[path = "adversarial/regional_traffic.rs"]
+mod regional_traffic;
+#[path = "adversarial/regional_ugc.rs"]
+mod regional_ugc;
+#[path = "adversarial/regional_world.rs"]
+mod regional_world;
 #[path = "adversarial/slowloris.rs"]
 mod slowloris;

@@ -77,7 +77,7 @@ fn name(verdict: &Verdict) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_regions_redis_back_after_a_quiet_period_decides_the_first_check() {
     // Counted per second of the wall clock: not beside the backlog's load.
-    let _turn = crate::regional_backlog::ONE_AT_A_TIME.lock().await;
+    let _turn = crate::regional_world::ONE_AT_A_TIME.lock().await;
     let mut local = RedisServer::start();
     let peer = RedisServer::start();
     let store = RegionalStore::with_config(
