@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use limiter_core::{Policy, Rule, Store};
-use limiter_regional::{Region, RegionalConfig, RegionalStore, TierSize};
+use limiter_regional::{Region, RegionalConfig, RegionalStore};
 use limiter_tests::RedisServer;
 use limiter_tests::proxy::LatencyProxy;
 
@@ -80,10 +80,8 @@ impl Regions {
                 // measured, not cut.
                 let config = RegionalConfig::new().local_deadline(Duration::from_secs(1));
                 match scheme {
-                    Scheme::Tiered { step, first } => {
+                    Scheme::Leased => {
                         let peers = (0..n).filter(|&t| t != here).map(|t| region(t).unwrap());
-                        let first = first.map_or(TierSize::Share, TierSize::Percent);
-                        let config = config.step(TierSize::Percent(step)).first_tier(first);
                         RegionalStore::with_config(region(here).unwrap(), peers, config)
                     }
                     // A regional store without peers is one Redis's aligned
