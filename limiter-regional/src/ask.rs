@@ -44,7 +44,9 @@ pub(crate) async fn ask(inner: &Inner, request: &AskRequest) {
     let credited = inner.local.link.eval(&CREDIT, &credit).await;
     if answers.iter().any(Option::is_some) {
         let took = started.elapsed().as_micros() as u64;
-        inner.ask_took_us.store(took, std::sync::atomic::Ordering::Relaxed);
+        inner
+            .ask_took_us
+            .store(took, std::sync::atomic::Ordering::Relaxed);
     }
     match credited {
         Ok(reply) if reply.first() == Some(&1) => {
@@ -106,8 +108,7 @@ pub(crate) async fn call_peer<T>(
         return None;
     }
     bump(&inner.stats.cross_region_calls);
-    metrics::counter!("limiter_region_calls_total", "region" => peer.name.to_string())
-        .increment(1);
+    metrics::counter!("limiter_region_calls_total", "region" => peer.name.to_string()).increment(1);
     match call.await {
         Ok(value) => {
             peer.breaker.succeeded();

@@ -89,7 +89,9 @@ impl CheckReply {
             ),
             // No lease at all: nothing passes until the others give some
             // or the window ends.
-            Err(_) => Decision::single(rule, RuleStatus::new(0, ends_in), Some(ends_in), 0, ends_in),
+            Err(_) => {
+                Decision::single(rule, RuleStatus::new(0, ends_in), Some(ends_in), 0, ends_in)
+            }
         };
         if local.allowed() != self.allowed {
             return Err(Error::Protocol(format!(
@@ -109,7 +111,13 @@ impl CheckReply {
             Some(retry) if self.asking => RuleStatus::new(status.remaining(), retry),
             _ => status,
         };
-        Ok(Decision::single(rule, status, retry, 0, local.reset_after_us()))
+        Ok(Decision::single(
+            rule,
+            status,
+            retry,
+            0,
+            local.reset_after_us(),
+        ))
     }
 }
 

@@ -121,7 +121,8 @@ impl RegionalStore {
         cost: u64,
         now: u64,
     ) -> Result<(Decision, Option<Receipt>), Error> {
-        self.check_refundable_when(key, policy, cost, Some(now)).await
+        self.check_refundable_when(key, policy, cost, Some(now))
+            .await
     }
 }
 

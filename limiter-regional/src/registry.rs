@@ -14,9 +14,9 @@ use std::time::Instant;
 
 use tokio::sync::{Semaphore, watch};
 
+use super::ask::ask;
 use super::stats::bump;
 use super::store::Inner;
-use super::ask::ask;
 use limiter_core::Rule;
 
 /// A key short of its demand: which key and window to ask for, as the
@@ -125,7 +125,10 @@ impl Registry {
 fn dropped(inner: &Inner, why: &str) {
     bump(&inner.stats.asks_dropped);
     metrics::counter!("limiter_region_asks_dropped_total").increment(1);
-    tracing::warn!(why, "regional ask dropped; the key asks again at a later check");
+    tracing::warn!(
+        why,
+        "regional ask dropped; the key asks again at a later check"
+    );
 }
 
 /// One key and window's place in the registry, given back when its task

@@ -177,8 +177,8 @@ impl RegionalStore {
                 }
             })
         };
-        let mut ranks = ranks(std::iter::once(&*local.name).chain(peers.iter().map(|p| &*p.name)))
-            .into_iter();
+        let mut ranks =
+            ranks(std::iter::once(&*local.name).chain(peers.iter().map(|p| &*p.name))).into_iter();
         let local = Local {
             link: link(&local, config.local_deadline)?,
             rank: ranks.next().unwrap_or_default(),

@@ -112,7 +112,10 @@ async fn busy_regions_keep_their_shares_and_split_the_idle_ones() {
     // The quota, exactly: each kept its share while it needed it, and
     // middle's went to whoever asked first.
     assert_eq!(from_north + from_south, QUOTA);
-    assert!(from_north >= 10 && from_south >= 10, "{from_north} + {from_south}");
+    assert!(
+        from_north >= 10 && from_south >= 10,
+        "{from_north} + {from_south}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -170,12 +173,9 @@ async fn the_sliding_window_counter_shares_exactly_too() {
     assert_eq!(per_window[0], QUOTA);
     let alone = {
         let server = RedisServer::start();
-        let only = RegionalStore::with_config(
-            Region::open("north", &server.url()).unwrap(),
-            [],
-            config(),
-        )
-        .unwrap();
+        let only =
+            RegionalStore::with_config(Region::open("north", &server.url()).unwrap(), [], config())
+                .unwrap();
         let mut counts = Vec::new();
         for window in 0..3u64 {
             let mut admitted = 0;
@@ -212,17 +212,22 @@ async fn a_reset_reaches_every_region_and_keeps_the_leases() {
     };
     // A region's lease: what it counted, and what remains of it besides
     // the request a peek asks about.
-    let lease = |counted: u64, peek: Decision| counted + peek.remaining() + u64::from(peek.allowed());
+    let lease =
+        |counted: u64, peek: Decision| counted + peek.remaining() + u64::from(peek.allowed());
     let mut leases = [0u64; 3];
-    for region in 0..3 {
-        leases[region] = lease(admitted[region], peek(region).await);
+    for (region, held) in leases.iter_mut().enumerate() {
+        *held = lease(admitted[region], peek(region).await);
     }
-    assert_eq!(leases.iter().sum::<u64>(), QUOTA, "leases {leases:?}, admitted {admitted:?}");
+    assert_eq!(
+        leases.iter().sum::<u64>(),
+        QUOTA,
+        "leases {leases:?}, admitted {admitted:?}"
+    );
     assert_eq!(admitted, [10, 0, 10]);
     world.stores[0].reset("reset", &fixed()).await.unwrap();
     // The counts are gone in every region, the leases kept.
-    for region in 0..3 {
-        assert_eq!(lease(0, peek(region).await), leases[region], "region {region}");
+    for (region, held) in leases.into_iter().enumerate() {
+        assert_eq!(lease(0, peek(region).await), held, "region {region}");
     }
 }
 
@@ -265,7 +270,10 @@ async fn a_refund_is_given_back_where_it_was_counted() {
         .await
         .unwrap();
     assert_eq!(first.remaining(), 9);
-    north.refund("refund", &policy, &receipt.unwrap()).await.unwrap();
+    north
+        .refund("refund", &policy, &receipt.unwrap())
+        .await
+        .unwrap();
     let peek = north.peek_at("refund", &policy, 1, at).await.unwrap();
     assert_eq!(peek.remaining(), 9, "the refunded request is not counted");
     // A refund of a window that is over gives nothing back.
@@ -274,7 +282,13 @@ async fn a_refund_is_given_back_where_it_was_counted() {
         .await
         .unwrap();
     check(north, "refund", &policy, BASE + 2 * W).await;
-    north.refund("refund", &policy, &old.unwrap()).await.unwrap();
-    let later = north.peek_at("refund", &policy, 1, BASE + 2 * W).await.unwrap();
+    north
+        .refund("refund", &policy, &old.unwrap())
+        .await
+        .unwrap();
+    let later = north
+        .peek_at("refund", &policy, 1, BASE + 2 * W)
+        .await
+        .unwrap();
     assert_eq!(later.remaining(), 8);
 }

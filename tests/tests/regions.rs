@@ -37,9 +37,18 @@ async fn traffic_from_one_region_gets_exactly_the_quota() {
         assert_eq!(tally.admitted, [QUOTA, 0, 0], "window {window}: {tally:?}");
         let after = world.stats();
         // North asked; the others gave it their shares and asked nothing.
-        let asks: Vec<u64> = (0..REGIONS).map(|r| after[r].asks - before[r].asks).collect();
-        assert!(asks[0] >= 1 && asks[1..] == [0, 0], "window {window}: {asks:?}");
-        assert_eq!(after[0].received - before[0].received, 20, "window {window}");
+        let asks: Vec<u64> = (0..REGIONS)
+            .map(|r| after[r].asks - before[r].asks)
+            .collect();
+        assert!(
+            asks[0] >= 1 && asks[1..] == [0, 0],
+            "window {window}: {asks:?}"
+        );
+        assert_eq!(
+            after[0].received - before[0].received,
+            20,
+            "window {window}"
+        );
         // One call to each other region per ask, none on a request's path.
         let calls = after[0].cross_region_calls - before[0].cross_region_calls;
         assert_eq!(calls, 2 * asks[0], "window {window}");
@@ -163,7 +172,11 @@ async fn the_sliding_window_counter_of_one_region_decides_as_in_a_single_region(
                 continue;
             }
             let single = memory.check_at("one", &policy, 1, now).unwrap();
-            assert_eq!(ours.allowed(), single.allowed(), "burst {i}, request {request}");
+            assert_eq!(
+                ours.allowed(),
+                single.allowed(),
+                "burst {i}, request {request}"
+            );
             world.idle().await;
         }
     }
@@ -174,7 +187,9 @@ async fn the_sliding_window_counter_across_regions_never_passes_the_quota() {
     let world = World::start(config()).await;
     let mut traffic = Traffic::new(&world, Traffic::sliding_window(), "sliding");
     for window in 0..3 {
-        traffic.window(window, |round| [2, 1, u64::from(round % 2 == 0)]).await;
+        traffic
+            .window(window, |round| [2, 1, u64::from(round % 2 == 0)])
+            .await;
     }
     traffic.print();
     for (window, tally) in &traffic.windows {

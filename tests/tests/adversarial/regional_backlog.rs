@@ -74,7 +74,11 @@ async fn spread_traffic_never_passes_the_quota_behind_slow_links() {
 async fn spread_traffic_never_passes_the_quota_behind_a_backlog_of_junk_asks() {
     let _turn = ONE_AT_A_TIME.lock().await;
     let world = World::start(ONE_WAY, config()).await;
-    let run = run(&world, &plan("spread-behind-junk", true, Duration::from_secs(3))).await;
+    let run = run(
+        &world,
+        &plan("spread-behind-junk", true, Duration::from_secs(3)),
+    )
+    .await;
     print(&run, "spread evenly, behind junk");
     // The load this is about: every region's junk asked 400 times a second
     // or more (its checks can only ask once each).
