@@ -10,6 +10,7 @@
 use futures_util::future::join_all;
 
 use super::link::{CREDIT, GIVE};
+use super::liveness::{self, Records};
 use super::registry::AskRequest;
 use super::stats::{add, bump};
 use super::store::{Inner, Peer};
@@ -26,7 +27,14 @@ pub(crate) async fn ask(inner: &Inner, request: &AskRequest) {
     bump(&inner.stats.asks);
     metrics::counter!("limiter_region_asks_total").increment(1);
     let started = std::time::Instant::now();
-    let answers = join_all(inner.peers.iter().map(|peer| give(inner, peer, request))).await;
+    let answers = join_all(
+        inner
+            .peers
+            .iter()
+            .enumerate()
+            .map(|(i, peer)| give(inner, i, peer, request)),
+    )
+    .await;
     let received: u64 = answers.iter().flatten().map(|a| a.given).sum();
 
     let mut credit = CREDIT.call(&request.key);
@@ -61,8 +69,12 @@ pub(crate) async fn ask(inner: &Inner, request: &AskRequest) {
     }
 }
 
-/// Asks `peer` for its spare share of the window.
-async fn give(inner: &Inner, peer: &Peer, request: &AskRequest) -> Option<Given> {
+/// Asks `peer` (index `i`) for its spare share of the window.
+async fn give(inner: &Inner, i: usize, peer: &Peer, request: &AskRequest) -> Option<Given> {
+    if !request.injected_time && liveness_table(inner, i).is_none() {
+        // Its contacts never read: a heartbeat first, which reads them.
+        liveness::beat(inner, i, peer).await;
+    }
     let mut call = GIVE.call(&request.key);
     script_time(&mut call, request);
     call.arg(request.rule.window_us())
@@ -72,6 +84,12 @@ async fn give(inner: &Inner, peer: &Peer, request: &AskRequest) -> Option<Given>
         .arg(request.want)
         .arg(&*inner.local.name)
         .arg(request.count);
+    if request.injected_time {
+        // A test's time: the heartbeats' records (real time) do not apply.
+        call.arg("").arg("").arg("");
+    } else {
+        giver_contacts(inner, i, peer, &mut call);
+    }
     let reply = call_peer(inner, peer, peer.link.eval(&GIVE, &call)).await?;
     match reply[..] {
         [given, count] if given >= 0 && count >= 0 => Some(Given {
@@ -82,6 +100,34 @@ async fn give(inner: &Inner, peer: &Peer, request: &AskRequest) -> Option<Given>
             remote_error(inner, peer, "protocol");
             None
         }
+    }
+}
+
+fn liveness_table(inner: &Inner, i: usize) -> Option<Records> {
+    inner.liveness.view().tables.get(i).cloned().flatten()
+}
+
+/// The giver's contacts, as this instance last read them (see `give.lua`):
+/// with every region but itself.
+fn giver_contacts(inner: &Inner, i: usize, giver: &Peer, call: &mut redis::Cmd) {
+    let micros = |d: std::time::Duration| d.as_micros() as u64;
+    call.arg(micros(liveness::lapse(inner)))
+        .arg(micros(liveness::margin(inner)));
+    let table = liveness_table(inner, i);
+    call.arg(if table.is_some() { "known" } else { "unknown" })
+        .arg(inner.regions());
+    let others = std::iter::once(&*inner.local.name).chain(
+        inner
+            .peers
+            .iter()
+            .filter(|p| p.name != giver.name)
+            .map(|p| &*p.name),
+    );
+    for name in others {
+        match table.as_ref().and_then(|t| t.contacts.get(name)) {
+            Some(contact) => call.arg(contact.last).arg(contact.since),
+            None => call.arg("").arg(""),
+        };
     }
 }
 

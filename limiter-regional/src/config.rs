@@ -22,6 +22,7 @@ pub struct RegionalConfig {
     pub(crate) peer_breaker: BreakerConfig,
     pub(crate) ask_concurrency: usize,
     pub(crate) max_pending_asks: usize,
+    pub(crate) reclaim_after: Duration,
 }
 
 impl Default for RegionalConfig {
@@ -33,6 +34,7 @@ impl Default for RegionalConfig {
             peer_breaker: BreakerConfig::default(),
             ask_concurrency: 512,
             max_pending_asks: 10_000,
+            reclaim_after: Duration::from_secs(5),
         }
     }
 }
@@ -41,7 +43,8 @@ impl RegionalConfig {
     /// The defaults: 50 ms per call to this region's Redis, 300 ms per call
     /// to another region's; a breaker per other region opening after 3
     /// consecutive failures and probing every second; 512 asks at once,
-    /// 10,000 keys waiting at most.
+    /// 10,000 keys waiting at most; a region out of touch taken over after
+    /// 5 s.
     pub fn new() -> Self {
         Self::default()
     }
@@ -87,6 +90,20 @@ impl RegionalConfig {
     /// ask is dropped: the key keeps its lease and asks again at a later check.
     pub fn max_pending_asks(mut self, keys: usize) -> Self {
         self.max_pending_asks = keys.max(1);
+        self
+    }
+
+    /// How long after a region was last heard from the others take its
+    /// share, in the windows that start from then on, when more than half
+    /// of the regions agree (at least 1 s). A region out of touch with more
+    /// than half of the regions for a quarter of it (the lapse) stops
+    /// spending its share, and spends it again in the windows that start a
+    /// lapse and 100 ms after contact comes back. Each instance sends each
+    /// other region a heartbeat every twentieth of it. With two regions
+    /// nothing is taken (no majority without both). See docs/regions.md,
+    /// "A region cut off".
+    pub fn reclaim_after(mut self, after: Duration) -> Self {
+        self.reclaim_after = after.max(Duration::from_secs(1));
         self
     }
 

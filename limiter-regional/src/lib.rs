@@ -7,6 +7,7 @@
 //! - `store.rs`: the store; `check.rs`: a decision from the script's reply;
 //! - `registry.rs`: which asks wait or run; `ask.rs`: one ask;
 //! - `counts.rs`: peeks, resets and refunds, in every region;
+//! - `liveness.rs`: heartbeats, and who takes the share of a region cut off;
 //! - `link.rs`: the calls to Redis; `scripts/`: the check, the give, the
 //!   credit and the adjustments;
 //! - `breaker.rs`: a breaker per other region; `stats.rs`, `config.rs`,
@@ -19,6 +20,7 @@ mod check;
 mod config;
 mod counts;
 mod link;
+mod liveness;
 mod region;
 mod registry;
 mod shares;

@@ -47,6 +47,10 @@ pub(crate) static GIVE: Lua = script!("give.lua");
 pub(crate) static CREDIT: Lua = script!("credit.lua");
 /// A reset or a refund of this region's counts.
 pub(crate) static ADJUST: Lua = script!("adjust.lua");
+/// A heartbeat, answered by another region.
+pub(crate) static BEAT: Lua = script!("beat.lua");
+/// This region's contacts with the others, recorded and read.
+pub(crate) static CONTACTS: Lua = script!("contacts.lua");
 
 /// A connection to one region's Redis, and the deadline of each call.
 pub(crate) struct Link {
@@ -106,6 +110,15 @@ impl Link {
 
     /// Runs `call`, an EVALSHA of `lua` (made by [`Lua::call`]).
     pub(crate) async fn eval(&self, lua: &Lua, call: &Cmd) -> Result<Vec<i64>, Error> {
+        self.eval_as(lua, call).await
+    }
+
+    /// Runs `call` like [`eval`](Self::eval), its reply read as `T`.
+    pub(crate) async fn eval_as<T: redis::FromRedisValue>(
+        &self,
+        lua: &Lua,
+        call: &Cmd,
+    ) -> Result<T, Error> {
         self.within_deadline(async {
             let mut connected = self.connect().await?;
             let result = lua::run(&mut Routed(&mut connected), lua, call).await;

@@ -11,6 +11,16 @@ pub(crate) fn share(quota: u64, regions: usize, rank: usize) -> u64 {
     base + u64::from((rank as u64) < quota % regions)
 }
 
+/// The part of the share of the region ranked `owner` that the region
+/// ranked `taker` may take once the owner has been out of touch with it
+/// long enough: the owner's share divided evenly among the others, the
+/// remainder one each to the first by name. The parts add up to the share.
+pub(crate) fn portion(quota: u64, regions: usize, owner: usize, taker: usize) -> u64 {
+    let owner_share = share(quota, regions, owner);
+    let among_others = taker - usize::from(taker > owner);
+    share(owner_share, regions.saturating_sub(1), among_others)
+}
+
 /// The rank of each of `names` among them all, by name.
 pub(crate) fn ranks<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<usize> {
     let names: Vec<&str> = names.into_iter().collect();
@@ -43,6 +53,26 @@ mod tests {
             (0..3).map(|r| share(2, 3, r)).collect::<Vec<_>>(),
             [1, 1, 0]
         );
+    }
+
+    #[test]
+    fn the_parts_of_a_share_add_up_to_it() {
+        for quota in 0..100 {
+            for regions in 2..6 {
+                for owner in 0..regions {
+                    let parts: u64 = (0..regions)
+                        .filter(|&taker| taker != owner)
+                        .map(|taker| portion(quota, regions, owner, taker))
+                        .sum();
+                    assert_eq!(parts, share(quota, regions, owner));
+                }
+            }
+        }
+        // 31 over three: middle (rank 0) holds 11, north 10, south 10;
+        // middle's 11 goes 6 to north and 5 to south.
+        assert_eq!(portion(31, 3, 0, 1), 6);
+        assert_eq!(portion(31, 3, 0, 2), 5);
+        assert_eq!(portion(31, 3, 2, 0), 5);
     }
 
     #[test]

@@ -10,9 +10,10 @@ use super::breaker::PeerBreaker;
 use super::check::CheckReply;
 use super::config::RegionalConfig;
 use super::link::{CHECK, Link};
+use super::liveness::{self, Liveness};
 use super::region::{Region, RegionError};
 use super::registry::{AskRequest, Registry};
-use super::shares::{ranks, share};
+use super::shares::{portion, ranks, share};
 use super::stats::{Counters, RegionStats, bump};
 use limiter_core::Decision;
 use limiter_core::Store;
@@ -120,6 +121,7 @@ pub(crate) struct Inner {
     /// How long the latest ask took (µs): a request denied while an ask is
     /// out is told to retry after twice that.
     pub(crate) ask_took_us: AtomicU64,
+    pub(crate) liveness: Liveness,
 }
 
 pub(crate) struct Local {
@@ -203,6 +205,7 @@ impl RegionalStore {
                 peers,
                 // Until an ask is measured, a denied request retries soon.
                 ask_took_us: AtomicU64::new(0),
+                liveness: Liveness::default(),
                 config,
                 stats: Counters::default(),
             }),
@@ -268,6 +271,7 @@ impl RegionalStore {
         now: Option<u64>,
     ) -> Result<(Decision, u64), Error> {
         let (rule, sliding) = regional_rule(policy, cost)?;
+        liveness::ensure_started(&self.inner).await;
         let inner = &self.inner;
         let reply = inner.check(key, rule, sliding, cost, now, false).await?;
         bump(&inner.stats.checks);
@@ -360,7 +364,47 @@ impl Inner {
             .arg(share(rule.limit(), self.regions(), self.local.rank))
             .arg(self.ask_timeout_us())
             .arg(u8::from(dry));
+        if now.is_none() {
+            self.contacts_args(&mut call, rule.limit());
+        } else {
+            // A test's time: the heartbeats' records (real time) do not apply.
+            call.arg("").arg("").arg("");
+        }
         CheckReply::parse(&self.local.link.eval(&CHECK, &call).await?)
+    }
+
+    /// The check's contacts arguments (see `check.lua`), from this
+    /// instance's view: nothing taken from anyone once the view is stale.
+    fn contacts_args(&self, call: &mut redis::Cmd, quota: u64) {
+        let view = self.liveness.view();
+        let micros = |d: Duration| d.as_micros() as u64;
+        call.arg(micros(self.config.reclaim_after))
+            .arg(micros(liveness::lapse(self)))
+            .arg(micros(liveness::margin(self)))
+            .arg(self.peers.len());
+        let fresh = view
+            .read_at
+            .is_some_and(|at| at.elapsed() < liveness::freshness(self));
+        let regions = self.regions();
+        for (i, peer) in self.peers.iter().enumerate() {
+            call.arg(portion(quota, regions, peer.rank, self.local.rank));
+            match view.heard.get(i).copied().flatten().filter(|_| fresh) {
+                Some(heard) => call.arg(heard),
+                None => call.arg(""),
+            };
+            match view.contacts.get(i).copied().flatten() {
+                Some(contact) => call.arg(contact.last).arg(contact.since),
+                None => call.arg("").arg(""),
+            };
+            // When each other region last heard from this one.
+            for (k, _) in self.peers.iter().enumerate().filter(|&(k, _)| k != i) {
+                let report = view.tables.get(k).and_then(Option::as_ref);
+                match report.and_then(|records| records.heard.get(&peer.name)) {
+                    Some(&heard) => call.arg(heard),
+                    None => call.arg(""),
+                };
+            }
+        }
     }
 }
 

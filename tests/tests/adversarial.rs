@@ -25,6 +25,8 @@ mod penalty_flood;
 mod regional_backlog;
 #[path = "adversarial/regional_partition.rs"]
 mod regional_partition;
+#[path = "adversarial/regional_reclaim.rs"]
+mod regional_reclaim;
 #[path = "adversarial/regional_recovery.rs"]
 mod regional_recovery;
 #[path = "adversarial/regional_share.rs"]

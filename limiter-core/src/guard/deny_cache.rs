@@ -62,7 +62,10 @@ impl DenyCache {
             shard.remove(key);
             return None;
         }
-        (cost >= denial.cost).then(|| denial.decision.aged(now - denial.recorded_at))
+        // A request whose time was read before another recorded this
+        // denial asks with an earlier `now`: the denial is as fresh as made.
+        let age = now.saturating_sub(denial.recorded_at);
+        (cost >= denial.cost).then(|| denial.decision.aged(age))
     }
 
     /// Remembers a denial made at `now`. When the cache is full of live
@@ -135,6 +138,16 @@ mod tests {
         assert!(cache.get("k", 1, 10_999_999).is_some());
         assert!(cache.get("k", 1, 11_000_000).is_none());
         assert_eq!(cache.len(), 0);
+    }
+
+    #[test]
+    fn a_request_timed_before_the_denial_was_recorded_finds_it_whole() {
+        let cache = DenyCache::new(100);
+        let denied = denial_at(1_000_000);
+        cache.insert("k", 1, 1_000_000, denied);
+        // Another thread read its clock a little earlier.
+        let earlier = cache.get("k", 1, 999_000).expect("denied");
+        assert_eq!(earlier.retry_after(), denied.retry_after());
     }
 
     #[test]

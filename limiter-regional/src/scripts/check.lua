@@ -4,7 +4,13 @@
 -- (its share plus what it received, minus what it gave; see shared.lua).
 -- ARGV: now, cost, window, sliding (1/0), this region's share, how long an
 -- ask may stay unanswered (µs; 0: no other region to ask), dry (1: a peek,
--- which writes nothing).
+-- which writes nothing), then the regions' contacts (liveness.rs): reclaim
+-- after, lapse, margin (µs; all empty: none kept), the number of other
+-- regions, and for each: the part of its share this region would take,
+-- when this region last heard from it, this region's last contact with it
+-- and when that run began (empty: never), and when each of the other
+-- regions (in order, itself left out) last heard from it, as this region
+-- last read them (empty: unknown, or never).
 -- Reply: { allowed, how much to ask the others for (0: none), window start,
 -- now, this region's count before this request, its count in the window
 -- before, its lease, an ask is out (1/0) }.
@@ -17,6 +23,49 @@ local tag = sliding and 'regional_sliding_window' or 'regional_fixed_window'
 local v = rolled_state(read_hash(key, tag, unpack(STATE)), floor_div(now, w) * w, w)
 local elapsed = math.min(w, math.max(0, now - v.s))
 local lease = share + v.g
+if ARGV[8] ~= '' then
+  -- The regions' quorum (liveness.rs): out of touch with more than half of
+  -- the regions, this region gives up its whole share; with more than half
+  -- of them (itself and those it reaches that have not heard from a
+  -- region either) not having heard from a region for `reclaim`, it takes
+  -- its part of that region's share.
+  local reclaim, lapse, margin = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
+  local peers = tonumber(ARGV[11])
+  local regions, per = peers + 1, 3 + peers
+  local reach, out = {}, 0
+  for k = 0, peers - 1 do
+    local b = 12 + k * per
+    local last, since = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
+    if out_of_touch(now, v.s, lapse, margin, last, since) then
+      out = out + 1
+    else
+      reach[k] = last ~= nil
+    end
+  end
+  if 2 * out > regions then
+    lease = lease - share
+  end
+  for i = 0, peers - 1 do
+    local b = 12 + i * per
+    local heard = tonumber(ARGV[b + 1])
+    if heard and v.s >= heard + reclaim then
+      local quorum, r = 1, 0
+      for k = 0, peers - 1 do
+        if k ~= i then
+          local report = tonumber(ARGV[b + 4 + r])
+          r = r + 1
+          if reach[k] and report and v.s >= report + reclaim then
+            quorum = quorum + 1
+          end
+        end
+      end
+      if 2 * quorum > regions then
+        lease = lease + tonumber(ARGV[b])
+      end
+    end
+  end
+  lease = math.max(0, lease)
+end
 local counted = used(v, elapsed, w, sliding)
 local allowed = counted + cost <= lease
 local before = v.c

@@ -5,7 +5,12 @@
 -- were.
 -- ARGV: now, (cost: unused), window, the window's start, sliding (1/0), this
 -- region's share, how much is asked, the asking region's name, its count in
--- the window.
+-- the window, then this region's contacts as the asker last read them
+-- (liveness.rs): lapse and margin (µs; both empty: none kept), `known` or
+-- `unknown` (never read), the number of regions, and for each other region
+-- this region's last contact with it and when that run began (empty:
+-- never). What this region takes of others' shares is never given on: only
+-- what it holds for sure.
 -- Reply: { given, this region's count in the window }.
 local key = KEYS[1]
 local w, start = tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -20,6 +25,20 @@ end
 local v = rolled_state(state, start, w)
 local elapsed = math.min(w, math.max(0, now - start))
 local lease = share + v.g
+if ARGV[10] ~= '' then
+  -- Out of touch with more than half of the regions, or its records never
+  -- read by the asker, this region holds only what it was given.
+  local lapse, margin = tonumber(ARGV[10]), tonumber(ARGV[11])
+  local regions, out = tonumber(ARGV[13]), 0
+  for i = 14, #ARGV, 2 do
+    if out_of_touch(now, start, lapse, margin, tonumber(ARGV[i]), tonumber(ARGV[i + 1])) then
+      out = out + 1
+    end
+  end
+  if ARGV[12] ~= 'known' or 2 * out > regions then
+    lease = lease - share
+  end
+end
 local keep = math.ceil(need(v, now, elapsed, w))
 local spare = math.floor(math.min(lease - used(v, elapsed, w, sliding), lease - v.c - keep))
 local given = math.max(0, math.min(want, spare))

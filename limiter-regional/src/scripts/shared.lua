@@ -80,3 +80,15 @@ local function save(key, tag, v, now, w)
     db.call('PEXPIRE', key, want)
   end
 end
+
+-- Whether a region's records (liveness.rs) say it is out of touch, at
+-- `now` for the window starting at `start`, with a region it last reached
+-- at `last` (µs; nil: never, which is not out of touch) in a run of
+-- heartbeats begun at `since`: the last is older than the lapse, or the run
+-- began less than the margin before the window.
+local function out_of_touch(now, start, lapse, margin, last, since)
+  if not last then
+    return false
+  end
+  return now - last > lapse or since > start - margin
+end
