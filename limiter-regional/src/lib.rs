@@ -8,11 +8,16 @@
 //! - `registry.rs`: which syncs wait or run; `sync.rs`: one sync;
 //! - `link.rs`: the calls to Redis; `scripts/`: the check and the merge;
 //! - `breaker.rs`: a breaker per other region; `stats.rs`, `config.rs`,
-//!   `region.rs`.
+//!   `region.rs`;
+//! - `control.rs`: blocks and penalties in every region, through a Redis
+//!   store per region; `capabilities.rs`: what the store answers besides
+//!   checks.
 
 mod breaker;
+mod capabilities;
 mod check;
 mod config;
+mod control;
 mod link;
 #[cfg(test)]
 mod model;
@@ -24,6 +29,7 @@ mod sync;
 mod tiers;
 
 pub use config::{RegionalConfig, TierSize};
+pub use control::{MAX_RELAYS_IN_FLIGHT, RegionsNotConfirmed};
 pub use region::{Region, RegionError};
 pub use stats::RegionStats;
 pub use store::RegionalStore;

@@ -26,7 +26,8 @@ pub struct RegionStats {
     pub held: u64,
     /// Reads of another region's counts.
     pub cross_region_reads: u64,
-    /// Writes into another region (tightened tiers, an exhausted quota).
+    /// Writes into another region (tightened tiers, an exhausted quota,
+    /// blocks, unblocks and denials counted by penalties).
     pub cross_region_writes: u64,
     /// Calls to another region that failed, timed out, or were skipped
     /// while its breaker was open.
@@ -36,6 +37,12 @@ pub struct RegionStats {
     /// Announcements of another region noticed by a check here (one per
     /// key and window in this region).
     pub exhausted_received: u64,
+    /// Denials and penalty blocks relayed to the other regions (a call to
+    /// each at once), counted once every call has answered or failed.
+    pub relays: u64,
+    /// Denials and penalty blocks not relayed to the other regions because
+    /// [`MAX_RELAYS_IN_FLIGHT`](crate::MAX_RELAYS_IN_FLIGHT) were under way.
+    pub relays_dropped: u64,
 }
 
 impl RegionStats {
@@ -58,6 +65,8 @@ pub(crate) struct Counters {
     pub(crate) remote_errors: AtomicU64,
     pub(crate) exhausted_announced: AtomicU64,
     pub(crate) exhausted_received: AtomicU64,
+    pub(crate) relays: AtomicU64,
+    pub(crate) relays_dropped: AtomicU64,
 }
 
 pub(crate) fn bump(counter: &AtomicU64) {
@@ -79,6 +88,8 @@ impl Counters {
             remote_errors: read(&self.remote_errors),
             exhausted_announced: read(&self.exhausted_announced),
             exhausted_received: read(&self.exhausted_received),
+            relays: read(&self.relays),
+            relays_dropped: read(&self.relays_dropped),
         }
     }
 }

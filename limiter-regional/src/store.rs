@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::breaker::PeerBreaker;
 use super::check::CheckReply;
 use super::config::RegionalConfig;
+use super::control::Relays;
 use super::link::{CHECK, Link};
 use super::region::{Region, RegionError};
 use super::registry::{Registry, SyncRequest};
@@ -17,6 +18,7 @@ use limiter_core::Store;
 use limiter_core::SystemClock;
 use limiter_core::{Algorithm, Policy};
 use limiter_core::{ConfigError, Error};
+use limiter_redis::{RedisConfig, RedisStore};
 
 /// One quota shared by several regions, each deciding locally: tiered
 /// counting.
@@ -114,7 +116,7 @@ use limiter_core::{ConfigError, Error};
 /// window, but windows start `d` apart across regions.
 #[derive(Clone)]
 pub struct RegionalStore {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 pub(crate) struct Inner {
@@ -123,17 +125,23 @@ pub(crate) struct Inner {
     pub(crate) config: RegionalConfig,
     pub(crate) stats: Counters,
     pub(crate) registry: Registry,
+    /// Blocks and denials under way to the other regions.
+    pub(crate) relays: Relays,
 }
 
 pub(crate) struct Local {
     pub(crate) name: Box<str>,
     pub(crate) link: Link,
+    /// The region's blocks and penalty counts (`control.rs`).
+    pub(crate) store: RedisStore,
 }
 
 pub(crate) struct Peer {
     pub(crate) name: Box<str>,
     pub(crate) link: Link,
     pub(crate) breaker: PeerBreaker<SystemClock>,
+    /// The region's blocks and penalty counts (`control.rs`).
+    pub(crate) store: RedisStore,
 }
 
 impl RegionalStore {
@@ -170,8 +178,21 @@ impl RegionalStore {
                 }
             })
         };
+        let store = |region: &Region, deadline| {
+            let config = RedisConfig::new()
+                .response_timeout(deadline)
+                .connection_timeout(config.connection_timeout);
+            region
+                .endpoint
+                .open_store(config)
+                .map_err(|source| RegionError::Store {
+                    name: region.name.to_string(),
+                    source,
+                })
+        };
         let local = Local {
             link: link(&local, config.local_deadline)?,
+            store: store(&local, config.local_deadline)?,
             name: local.name,
         };
         let peers = peers
@@ -180,6 +201,7 @@ impl RegionalStore {
                 Ok(Peer {
                     link: link(&region, config.peer_deadline)?,
                     breaker: PeerBreaker::new(config.peer_breaker, SystemClock),
+                    store: store(&region, config.peer_deadline)?,
                     name: region.name,
                 })
             })
@@ -191,6 +213,7 @@ impl RegionalStore {
                 peers,
                 config,
                 stats: Counters::default(),
+                relays: Relays::default(),
             }),
         })
     }
@@ -316,9 +339,6 @@ impl Inner {
         )
     }
 }
-
-/// Across a network; rate checks only, for now.
-impl limiter_core::Capabilities for RegionalStore {}
 
 impl Store for RegionalStore {
     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {

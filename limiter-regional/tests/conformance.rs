@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use limiter_conformance::{self as conformance, Harness, Support};
-use limiter_core::{Algorithm, Decision, Error, Policy};
+use limiter_core::{Algorithm, Decision, Error, Penalty, Policy};
 use limiter_regional::{Region, RegionalConfig, RegionalStore, TierSize};
 use limiter_tests::RedisServer;
 
@@ -33,7 +33,8 @@ fn unused_url() -> String {
 /// fixed window with windows aligned to multiples of the window (every
 /// region must agree on a request's window) rather than from a key's
 /// first request, so the model's traces do not apply to it; it refuses
-/// the other algorithms. It keeps no concurrency permits.
+/// the other algorithms. It keeps no concurrency permits. Its penalties
+/// count in both regions; the suite reads north's answers.
 struct Regional {
     north: RedisServer,
     south: RedisServer,
@@ -65,6 +66,21 @@ impl Harness for Regional {
         let decision = store.check_at(key, policy, cost, now_us).await;
         store.idle().await;
         decision
+    }
+
+    /// Counted in north, answered, and relayed to south; waits until the
+    /// relay has ended, so south's count follows the suite's times in
+    /// order (as it does when denials come slower than a round trip).
+    async fn penalize_at(
+        &self,
+        store: &RegionalStore,
+        key: &str,
+        penalty: &Penalty,
+        now_us: u64,
+    ) -> Option<Result<Option<Duration>, Error>> {
+        let answer = store.penalize_at(key, penalty, now_us).await;
+        store.relays_idle().await;
+        Some(answer)
     }
 
     /// North and south both on ports nothing listens on (the default

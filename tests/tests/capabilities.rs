@@ -305,8 +305,8 @@ const REDIS: &[&str] = &[
     "AnnouncesResets",
 ];
 
-/// Rate checks only, for now.
-const REGIONAL: &[&str] = &[];
+/// Blocks and penalties, kept in every region.
+const REGIONAL: &[&str] = &["Blocks", "Penalties"];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_store() {
@@ -346,7 +346,7 @@ fn slots_known(store: &RedisStore) {
     );
 }
 
-/// Two regions, as the conformance suite builds them; rate checks only.
+/// Two regions, as the conformance suite builds them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn regional_store() {
     let servers = [RedisServer::start(), RedisServer::start()];
