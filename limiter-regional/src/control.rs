@@ -7,13 +7,13 @@
 //! A denial is counted here, answered, then counted in every other region
 //! in the background (a relay), so that denials add up across regions
 //! without a 429 waiting on another region; a block a penalty earns is
-//! relayed likewise. Relays are bounded: past [`MAX_RELAYS_IN_FLIGHT`]
-//! under way, a new one is dropped and counted.
+//! relayed likewise (`relay.rs`: at most
+//! [`MAX_RELAYS_IN_FLIGHT`](crate::MAX_RELAYS_IN_FLIGHT) under way).
 
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures_util::future::join_all;
@@ -22,28 +22,9 @@ use limiter_core::{
     async_trait,
 };
 use limiter_redis::RedisStore;
-use tokio::sync::Notify;
 
 use super::stats::bump;
 use super::store::{Inner, Peer, RegionalStore};
-
-/// How many relays (a denial, or a block a penalty earned, on its way to
-/// every other region) one store keeps under way at most. Each holds its
-/// key and penalty until every other region has answered, within the
-/// peer deadline per call; past this many, a new one is dropped (counted
-/// in [`RegionStats::relays_dropped`](crate::RegionStats::relays_dropped)
-/// and `limiter_region_relays_dropped_total`), so a flood of denials costs
-/// bounded memory and tasks.
-pub const MAX_RELAYS_IN_FLIGHT: usize = 1_024;
-
-/// The relays under way.
-#[derive(Debug, Default)]
-pub(crate) struct Relays {
-    in_flight: AtomicUsize,
-    idle: Notify,
-    /// Whether this region's Redis store follows its blocks' notices.
-    following: AtomicBool,
-}
 
 /// A block or an unblock that some regions did not confirm: the regions
 /// that did keep it, the others do not have it (or may: a call that timed
@@ -159,8 +140,9 @@ impl Blocks for RegionalStore {
 /// answer earns it, the caller blocks it, as for any store.
 ///
 /// A region unreachable misses the denials relayed meanwhile (nothing is
-/// sent again), and at most [`MAX_RELAYS_IN_FLIGHT`] relays are under way:
-/// past that, a denial counts only here.
+/// sent again), and at most
+/// [`MAX_RELAYS_IN_FLIGHT`](crate::MAX_RELAYS_IN_FLIGHT) relays are under
+/// way: past that, a denial counts only here.
 #[async_trait]
 impl Penalties for RegionalStore {
     async fn penalize(&self, key: &str, penalty: &Penalty) -> Result<Option<Duration>, Error> {
@@ -191,28 +173,7 @@ impl RegionalStore {
         self.count_denial(key, penalty, key, Some(now)).await
     }
 
-    /// Waits until no relay is under way: every denial and penalty block
-    /// relayed so far has reached the other regions (or failed to). For
-    /// tests and graceful shutdowns.
-    pub async fn relays_idle(&self) {
-        let relays = &self.inner.relays;
-        loop {
-            // Made before the count is read: a relay ending in between
-            // still wakes it.
-            let ended = relays.idle.notified();
-            if relays.in_flight.load(Ordering::Acquire) == 0 {
-                return;
-            }
-            ended.await;
-        }
-    }
-
-    /// How many relays are under way now (at most
-    /// [`MAX_RELAYS_IN_FLIGHT`]).
-    pub fn relays_in_flight(&self) -> usize {
-        self.inner.relays.in_flight.load(Ordering::Acquire)
-    }
-
+    /// A denial counted here, answered, and relayed to the other regions.
     async fn count_denial(
         &self,
         key: &str,
@@ -237,43 +198,6 @@ impl RegionalStore {
             });
         }
         here
-    }
-
-    /// Runs `work` in the background, unless [`MAX_RELAYS_IN_FLIGHT`]
-    /// relays are under way (or there is no runtime): then it is dropped,
-    /// and counted.
-    fn relay<F>(&self, work: impl FnOnce(Arc<Inner>) -> F)
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
-        let inner = &self.inner;
-        let runtime = tokio::runtime::Handle::try_current();
-        let taken = inner.relays.in_flight.fetch_add(1, Ordering::AcqRel);
-        let under_way = UnderWay(Arc::clone(inner));
-        let Some(runtime) = runtime.ok().filter(|_| taken < MAX_RELAYS_IN_FLIGHT) else {
-            bump(&inner.stats.relays_dropped);
-            metrics::counter!("limiter_region_relays_dropped_total").increment(1);
-            return;
-        };
-        let work = work(Arc::clone(inner));
-        runtime.spawn(async move {
-            work.await;
-            bump(&under_way.0.stats.relays);
-            drop(under_way);
-        });
-    }
-}
-
-/// A relay under way, counted until it is dropped (its task ended, or it
-/// was never spawned).
-struct UnderWay(Arc<Inner>);
-
-impl Drop for UnderWay {
-    fn drop(&mut self) {
-        let relays = &self.0.relays;
-        if relays.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
-            relays.idle.notify_waiters();
-        }
     }
 }
 
@@ -403,7 +327,8 @@ impl Inner {
     /// Logs a relayed block that some region missed: nobody waits for it.
     fn log_missed(&self, blocked: Result<(), Error>) {
         if let Err(error) = blocked {
-            tracing::warn!(region = &*self.local.name, %error, "a penalty's block is not in every region");
+            let region = &*self.local.name;
+            tracing::warn!(region, %error, "a penalty's block is not in every region");
         }
     }
 }

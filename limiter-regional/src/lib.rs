@@ -10,8 +10,8 @@
 //! - `breaker.rs`: a breaker per other region; `stats.rs`, `config.rs`,
 //!   `region.rs`;
 //! - `control.rs`: blocks and penalties in every region, through a Redis
-//!   store per region; `capabilities.rs`: what the store answers besides
-//!   checks.
+//!   store per region; `relay.rs`: what goes to the other regions in the
+//!   background; `capabilities.rs`: what the store answers besides checks.
 
 mod breaker;
 mod capabilities;
@@ -23,13 +23,15 @@ mod link;
 mod model;
 mod region;
 mod registry;
+mod relay;
 mod stats;
 mod store;
 mod sync;
 mod tiers;
 
 pub use config::{RegionalConfig, TierSize};
-pub use control::{MAX_RELAYS_IN_FLIGHT, RegionsNotConfirmed};
+pub use control::RegionsNotConfirmed;
 pub use region::{Region, RegionError};
+pub use relay::MAX_RELAYS_IN_FLIGHT;
 pub use stats::RegionStats;
 pub use store::RegionalStore;

@@ -3,154 +3,21 @@
 //! way by a proxy), with a second instance in south: a block made in one
 //! region is answered in every region's instances once `block` returns; a
 //! region cut off is named and repeating completes the change; denials
-//! counted in different regions add up to the penalty's block; a flood of
-//! denials keeps the relays within their cap. Then the UGC server's admin
-//! routes in regions (`regional_control/ugc.rs`).
+//! counted in different regions add up to the penalty's block, through
+//! the store and through a route's penalty; a flood of denials keeps the
+//! relays within their cap. Then the UGC server's admin routes in regions
+//! (`regional_control/ugc.rs`).
 
 #[path = "regional_control/ugc.rs"]
 mod ugc;
+#[path = "regional_control/world.rs"]
+mod world;
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use limiter_core::{BlockOrigin, Blocks, Error, Penalties, Penalty};
-use limiter_regional::{
-    MAX_RELAYS_IN_FLIGHT, Region, RegionalConfig, RegionalStore, RegionsNotConfirmed,
-};
-use limiter_tests::RedisServer;
-use limiter_tests::proxy::LatencyProxy;
-
-const NAMES: [&str; 3] = ["north", "middle", "south"];
-const NORTH: usize = 0;
-const MIDDLE: usize = 1;
-const SOUTH: usize = 2;
-const MINUTE: Duration = Duration::from_secs(60);
-/// Generous for a loaded test machine: the slowest link's round trip is
-/// 160 ms.
-const PEER_DEADLINE: Duration = Duration::from_secs(2);
-/// How long a change relayed in the background may take to show in every
-/// region: the slowest round trip (160 ms) for the relay, and as much
-/// again for the block it earns (its write, its notice), with room for a
-/// loaded machine.
-const RELAY_BOUND: Duration = Duration::from_secs(2);
-
-/// One world at a time: three servers and six proxies each.
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-fn one_way(a: usize, b: usize) -> Duration {
-    match (a.min(b), a.max(b)) {
-        (0, 1) => Duration::from_millis(30),
-        (1, 2) => Duration::from_millis(55),
-        _ => Duration::from_millis(80),
-    }
-}
-
-struct World {
-    _turn: tokio::sync::MutexGuard<'static, ()>,
-    servers: Vec<RedisServer>,
-    /// `links[(from, to)]`: how `from`'s stores reach `to`'s Redis.
-    links: BTreeMap<(usize, usize), LatencyProxy>,
-    /// North, middle, south, then a second instance in south.
-    stores: Vec<RegionalStore>,
-}
-
-impl World {
-    async fn start() -> Self {
-        let turn = ONE_AT_A_TIME.lock().await;
-        let servers: Vec<RedisServer> = NAMES.iter().map(|_| RedisServer::start()).collect();
-        let mut links = BTreeMap::new();
-        for from in 0..NAMES.len() {
-            for to in (0..NAMES.len()).filter(|&to| to != from) {
-                let target = ([127, 0, 0, 1], servers[to].port()).into();
-                let proxy = LatencyProxy::start(target, one_way(from, to)).await;
-                links.insert((from, to), proxy);
-            }
-        }
-        let config = RegionalConfig::new()
-            .peer_deadline(PEER_DEADLINE)
-            .local_deadline(Duration::from_secs(5))
-            .connection_timeout(Duration::from_secs(2));
-        let store = |here: usize| {
-            let local = Region::open(NAMES[here], &servers[here].url()).unwrap();
-            let peers = (0..NAMES.len())
-                .filter(|&there| there != here)
-                .map(|there| Region::open(NAMES[there], &links[&(here, there)].url()).unwrap());
-            RegionalStore::with_config(local, peers, config.clone()).unwrap()
-        };
-        let stores = vec![store(NORTH), store(MIDDLE), store(SOUTH), store(SOUTH)];
-        let world = Self {
-            _turn: turn,
-            servers,
-            links,
-            stores,
-        };
-        world.follow_blocks().await;
-        world
-    }
-
-    /// Each instance follows its region's blocks, as a layer's does from
-    /// its start: asked for its list, it subscribes to its region's notices.
-    async fn follow_blocks(&self) {
-        for store in &self.stores {
-            store.block_list();
-        }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        for (region, server) in self.servers.iter().enumerate() {
-            let instances = if region == SOUTH { 2 } else { 1 };
-            while subscribers(server) < instances {
-                assert!(
-                    Instant::now() < deadline,
-                    "{} not subscribed",
-                    NAMES[region]
-                );
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
-    }
-
-    /// Cuts every link to and from `region`.
-    fn partition(&self, region: usize) {
-        for (&(from, to), link) in &self.links {
-            if from == region || to == region {
-                link.partition();
-            }
-        }
-    }
-
-    fn heal(&self) {
-        for link in self.links.values() {
-            link.heal();
-        }
-    }
-
-    /// What each instance answers for `key`'s block now: whether it is
-    /// blocked for at most `duration`, at least `duration` less the time
-    /// since `since` (and the store's millisecond).
-    fn blocked(&self, key: &str, duration: Duration, since: Instant) -> Vec<bool> {
-        let least = duration - since.elapsed() - Duration::from_millis(1);
-        let within = |left: Duration| left >= least && left <= duration;
-        self.stores
-            .iter()
-            .map(|store| store.blocked(key).is_some_and(within))
-            .collect()
-    }
-
-    fn unblocked(&self, key: &str) -> Vec<bool> {
-        (self.stores.iter())
-            .map(|store| store.blocked(key).is_none())
-            .collect()
-    }
-}
-
-/// Subscribers to the notices on `server`.
-fn subscribers(server: &RedisServer) -> u64 {
-    let reply = server.command(&["PUBSUB", "NUMSUB", "limiter:resets"]);
-    reply
-        .lines()
-        .last()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
+use limiter_regional::{MAX_RELAYS_IN_FLIGHT, RegionsNotConfirmed};
+use world::{MINUTE, NORTH, RELAY_BOUND, SOUTH, World};
 
 /// Polls `every_instance` until it is all true, within `bound`.
 async fn within(bound: Duration, mut every_instance: impl FnMut() -> Vec<bool>) -> Vec<bool> {
@@ -332,4 +199,72 @@ async fn a_flood_of_denials_keeps_the_relays_within_their_cap() {
     north.relays_idle().await;
     assert_eq!(north.relays_in_flight(), 0);
     assert_eq!(north.stats().relays, MAX_RELAYS_IN_FLIGHT as u64);
+}
+
+/// Sleeps into the next minute when less than 5 s of this one are left, so
+/// a short test runs within one window of the servers' clock.
+async fn within_one_minute() {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    let left = Duration::from_secs(60 - now.as_secs() % 60);
+    if left < Duration::from_secs(5) {
+        tokio::time::sleep(left + Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_penalty_on_a_route_counts_its_denials_in_every_region() {
+    use axum::Router;
+    use axum::http::HeaderName;
+    use axum::routing::get;
+    use limiter_core::{GuardConfig, Identity, Limiter, Policy, Rule};
+    use limiter_tests::http::{send, serve};
+    use limiter_tower::{KeySource, LimitLayer, RateLimitLayer};
+
+    let world = World::start().await;
+    let app = |region: usize| {
+        let one_a_minute = Policy::fixed_window(Rule::new(1, MINUTE).unwrap());
+        let api_key = KeySource::header(HeaderName::from_static("x-api-key"));
+        let limit = LimitLayer::new("search", one_a_minute, api_key).penalty(three_strikes());
+        let guard = GuardConfig {
+            deadline: Duration::from_secs(5),
+            ..GuardConfig::default()
+        };
+        let layer = RateLimitLayer::new(Limiter::new(world.stores[region].clone())).guard(guard);
+        let control = layer.control();
+        let router = Router::new()
+            .route("/api/search", get(|| async { "results" }).layer(limit))
+            .layer(layer);
+        (router, control)
+    };
+    let ((north_app, north), (south_app, south)) = (app(NORTH), app(SOUTH));
+    let (north_addr, south_addr) = (serve(north_app).await, serve(south_app).await);
+    let search = |addr| async move {
+        let response = send(addr, "GET", "/api/search", &[("x-api-key", b"k1")], b"").await;
+        let response = response.unwrap();
+        let problem: serde_json::Value = serde_json::from_str(&response.body).unwrap_or_default();
+        let blocked = problem["type"] == limiter_tower::BLOCKED;
+        (response.status, blocked)
+    };
+    within_one_minute().await;
+    assert_eq!(search(north_addr).await, (200, false));
+    // North's request used the quota and told every region.
+    for store in &world.stores {
+        store.idle().await;
+    }
+    // South's denial reaches north 80 ms later, after north's two: the
+    // third there, so the relay blocks the key, as the layer names it.
+    let denials = [
+        search(south_addr).await,
+        search(north_addr).await,
+        search(north_addr).await,
+    ];
+    assert_eq!(denials, [(429, false); 3]);
+    // Read without a request, which would be a denial of its own.
+    let k1 = Identity::header("x-api-key", "k1");
+    let blocked = || vec![north.blocked(&k1).is_some(), south.blocked(&k1).is_some()];
+    assert_eq!(within(RELAY_BOUND, blocked).await, [true; 2]);
+    let answers = [search(north_addr).await, search(south_addr).await];
+    assert_eq!(answers, [(429, true); 2]);
 }
