@@ -13,7 +13,7 @@
 //! | `GET /search` | per `x-api-key`, by the key's plan: free 10 per 60 s, pro 100 per 60 s |
 //! | `GET /me/limits` | not limited: the `x-user-id` user's own limits (replies, likes, failed logins) as a JSON array, one object per rule (`route`, `policy`, `limit`, `allowed`, `remaining`, `reset` in seconds), read without counting |
 //! | `PUT /admin/plans/{key}` | not limited: the body `free` or `pro` changes the key's plan; only with [`Options::admin_token`] (404 without), each request `Authorization: Bearer <token>` (401 otherwise) |
-//! | `GET /admin/limits/{kind}/{identity}` | as `/me/limits`, for any identity of its kind: `ip` (a client address), `user`, `key` (an `x-api-key` value), percent-encoded (admin) |
+//! | `GET /admin/limits/{kind}/{identity}` | as `/me/limits`, for any identity of its kind: `ip` (a client address), `user`, `key` (an `x-api-key` value: `GET /search` and `GET /api/search`), percent-encoded (admin) |
 //! | `DELETE /admin/limits/{kind}/{identity}` | 204: every limit of that identity reset, on every instance's next request to the store (admin) |
 //! | `GET /admin/blocks?after={key}&limit={n}` | the live blocks, a page at a time, each key naming its identity's kind, each block its origin (`operator`, `penalty`) (admin) |
 //! | `GET /admin/blocks/{kind}/{identity}` | 200 `{"seconds": N}`, the block's time left, or 404 when not blocked (admin) |
@@ -22,6 +22,12 @@
 //! | `POST /exports` | at most 2 in flight per user (each takes 500 ms) |
 //! | `GET /health` | not limited |
 //! | `GET /metrics` | not limited: the limiter's metrics, Prometheus text |
+//!
+//! With `LIMITER_REGION` ([`Options::regional`]), the admin routes reach
+//! `GET /api/search`'s limit in the regional store too: its state is read
+//! and reset there, and a block or an unblock goes to the server's store
+//! and to every region (answered 503, naming the regions not reached, when
+//! one did not confirm it; repeat the call to complete it).
 //!
 //! The `x-user-id` header stands in for real authentication. So
 //! `GET /me/limits` answers whoever sends `x-user-id: alice` with alice's
@@ -245,12 +251,30 @@ pub fn app<S: Store + Clone>(limiter: Limiter<S>, options: Options) -> Router {
         .limit("POST /posts/{id}/replies", &posts::create_reply::limit())
         .limit("POST /posts/{id}/likes", &posts::like::limit())
         .limit("POST /login", &login::PER_USER);
+    // `GET /api/search` across regions: a layer of its own on the route,
+    // whose store (the innermost layer's) decides.
+    let regional = regional.map(|store| {
+        business(
+            RateLimitLayer::new(Limiter::new(store))
+                .guard(guard)
+                .trusted_proxies(trusted_proxies.iter().copied())
+                .client_ip_source(client_ip_source),
+        )
+    });
     let every = mine
         .clone()
         .limit("POST /posts", &posts::create_post::limit())
         .limit("POST /login", &login::login::limit())
         .limit("GET /feed", &feed::feed::limit())
         .limit("GET /search", &business::search::limit());
+    // The admin routes reach each limit through its own store: with
+    // regions, `GET /api/search`'s blocks go to every region.
+    let every = match &regional {
+        Some(layer) => {
+            every.merge((layer.control()).limit("GET /api/search", &api::search::limit()))
+        }
+        None => every.limit("GET /api/search", &api::search::limit()),
+    };
     let router = match metrics {
         Some(handle) => {
             Router::new().route("/metrics", get(move || async move { handle.render() }))
@@ -268,12 +292,7 @@ pub fn app<S: Store + Clone>(limiter: Limiter<S>, options: Options) -> Router {
             let search = Router::new().route("/api/search", get(api::search));
             match regional {
                 // The innermost layer's store decides: this route's own.
-                Some(store) => search.layer(business(
-                    RateLimitLayer::new(Limiter::new(store))
-                        .guard(guard)
-                        .trusted_proxies(trusted_proxies.iter().copied())
-                        .client_ip_source(client_ip_source),
-                )),
+                Some(layer) => search.layer(layer),
                 None => search,
             }
         })

@@ -90,7 +90,7 @@ async fn give(inner: &Inner, i: usize, peer: &Peer, request: &AskRequest) -> Opt
     } else {
         giver_contacts(inner, i, peer, &mut call);
     }
-    let reply = call_peer(inner, peer, peer.link.eval(&GIVE, &call)).await?;
+    let reply = call_peer_or_skip(inner, peer, peer.link.eval(&GIVE, &call)).await?;
     match reply[..] {
         [given, count] if given >= 0 && count >= 0 => Some(Given {
             given: given as u64,
@@ -143,28 +143,38 @@ fn script_time(call: &mut redis::Cmd, request: &AskRequest) {
 }
 
 /// One call to another region (bounded by its link's deadline): skipped
-/// while its breaker is open, counted.
-pub(crate) async fn call_peer<T>(
+/// while its breaker is open, counted; `None` when it failed.
+async fn call_peer_or_skip<T>(
     inner: &Inner,
     peer: &Peer,
     call: impl Future<Output = Result<T, Error>>,
 ) -> Option<T> {
+    call_peer(inner, peer, call).await.ok()
+}
+
+/// One call to another region (bounded by its link's deadline): skipped
+/// while its breaker is open (answered [`Error::Unavailable`]), counted.
+pub(crate) async fn call_peer<T>(
+    inner: &Inner,
+    peer: &Peer,
+    call: impl Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
     if !peer.breaker.allow() {
         remote_error(inner, peer, "breaker_open");
-        return None;
+        return Err(Error::Unavailable(inner.config.peer_breaker.probe_interval));
     }
     bump(&inner.stats.cross_region_calls);
     metrics::counter!("limiter_region_calls_total", "region" => peer.name.to_string()).increment(1);
     match call.await {
         Ok(value) => {
             peer.breaker.succeeded();
-            Some(value)
+            Ok(value)
         }
         Err(error) => {
             peer.breaker.failed();
             tracing::debug!(region = &*peer.name, %error, "call to another region failed");
             remote_error(inner, peer, error.kind());
-            None
+            Err(error)
         }
     }
 }

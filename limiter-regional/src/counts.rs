@@ -10,9 +10,10 @@
 use futures_util::future::join_all;
 
 use super::ask::call_peer;
+use super::control::not_confirmed_error;
 use super::link::ADJUST;
 use super::store::{RegionalStore, regional_rule};
-use limiter_core::{BackendError, Decision, Error, Peek, Policy, Receipt, Refunds, Reset, Rule};
+use limiter_core::{Decision, Error, Peek, Policy, Receipt, Refunds, Reset, Rule};
 
 impl RegionalStore {
     /// Runs `adjust.lua` (`what`, then `args`) on `key` in this region.
@@ -40,25 +41,6 @@ fn adjust_call(key: &str, rule: Rule, sliding: bool, what: &str, args: &[u64]) -
         call.arg(*arg);
     }
     call
-}
-
-/// The regions a change did not reach.
-#[derive(Debug, thiserror::Error)]
-#[error("not confirmed by region(s) {}: the others hold it", regions.join(", "))]
-pub struct RegionsNotReached {
-    /// The regions that did not confirm, by name.
-    pub regions: Vec<String>,
-}
-
-/// An error saying which regions did not confirm a change the others hold:
-/// [`Error::Unconfirmed`], whose cause is a backend error of kind
-/// `regions` holding a [`RegionsNotReached`]. The change is idempotent:
-/// repeating it completes it.
-pub(crate) fn not_reached(regions: Vec<String>) -> Error {
-    Error::Unconfirmed(Box::new(Error::Backend(BackendError::new(
-        "regions",
-        RegionsNotReached { regions },
-    ))))
 }
 
 /// What a check here would answer now, recording nothing: this region's
@@ -127,38 +109,38 @@ impl RegionalStore {
 }
 
 /// Forgets the key's counts in every region (its leases stay): its next
-/// check finds the whole quota, in any region. Answers once every region
-/// confirmed; a region that did not (down, cut off, past the peer
-/// deadline) is named in an [`Error::Unconfirmed`] while the others hold
-/// the reset: repeat the call to complete it.
+/// check finds the whole quota, in any region. Made here first (a failure
+/// here is answered as is, and no other region is called), then in every
+/// other region at once, each call within the peer deadline and through
+/// that region's breaker. Answers `Ok` once every region confirmed; when
+/// some region did not, [`Error::Backend`] of kind `region` holding
+/// [`RegionsNotConfirmed`](crate::RegionsNotConfirmed), which names it: the
+/// others hold the reset, and repeating the call completes it.
 #[limiter_core::async_trait]
 impl Reset for RegionalStore {
     async fn reset(&self, key: &str, policy: &Policy) -> Result<(), Error> {
         let (rule, sliding) = regional_rule(policy, 1)?;
         let inner = &self.inner;
         let call = adjust_call(key, rule, sliding, "reset", &[]);
-        let here = inner.local.link.eval(&ADJUST, &call);
-        let there = join_all(
-            inner
-                .peers
-                .iter()
-                .map(|peer| call_peer(inner, peer, peer.link.eval(&ADJUST, &call))),
-        );
-        let (here, there) = tokio::join!(here, there);
-        let mut missed: Vec<String> = Vec::new();
-        if let Err(error) = here {
-            tracing::debug!(%error, "a regional reset could not reach this region's Redis");
-            missed.push(inner.local.name.to_string());
-        }
-        for (peer, answer) in inner.peers.iter().zip(there) {
-            if answer.is_none() {
-                missed.push(peer.name.to_string());
+        inner.local.link.eval(&ADJUST, &call).await?;
+        let call = &call;
+        let there = join_all(inner.peers.iter().map(|peer| async move {
+            let answer = call_peer(inner, peer, peer.link.eval(&ADJUST, call)).await;
+            (peer, answer)
+        }))
+        .await;
+        let mut confirmed = vec![inner.local.name.clone()];
+        let mut missed = Vec::new();
+        for (peer, answer) in there {
+            match answer {
+                Ok(_) => confirmed.push(peer.name.clone()),
+                Err(error) => missed.push((peer.name.clone(), error)),
             }
         }
         if missed.is_empty() {
             Ok(())
         } else {
-            Err(not_reached(missed))
+            Err(not_confirmed_error("reset", confirmed, missed))
         }
     }
 }

@@ -11,24 +11,30 @@
 //! - `link.rs`: the calls to Redis; `scripts/`: the check, the give, the
 //!   credit and the adjustments;
 //! - `breaker.rs`: a breaker per other region; `stats.rs`, `config.rs`,
-//!   `region.rs`.
+//!   `region.rs`;
+//! - `control.rs`: blocks and penalties in every region, through a Redis
+//!   store per region; `relay.rs`: what goes to the other regions in the
+//!   background; `capabilities.rs`: what the store answers besides checks.
 
 mod ask;
 mod breaker;
 mod capabilities;
 mod check;
 mod config;
+mod control;
 mod counts;
 mod link;
 mod liveness;
 mod region;
 mod registry;
+mod relay;
 mod shares;
 mod stats;
 mod store;
 
 pub use config::RegionalConfig;
-pub use counts::RegionsNotReached;
+pub use control::RegionsNotConfirmed;
 pub use region::{Region, RegionError};
+pub use relay::MAX_RELAYS_IN_FLIGHT;
 pub use stats::RegionStats;
 pub use store::RegionalStore;

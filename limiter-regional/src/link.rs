@@ -83,8 +83,8 @@ impl Link {
         connection_timeout: Duration,
     ) -> RedisResult<Self> {
         let backend = match endpoint {
-            Endpoint::Standalone(client) => Backend::Standalone {
-                client: client.clone(),
+            Endpoint::Standalone(url) => Backend::Standalone {
+                client: redis::Client::open(url.as_str())?,
                 config: AsyncConnectionConfig::new()
                     .set_response_timeout(Some(deadline))
                     .set_connection_timeout(Some(connection_timeout)),

@@ -23,9 +23,29 @@ pub struct Region {
     pub(crate) endpoint: Endpoint,
 }
 
+/// Where a region's Redis is, as given: each connection to it (the
+/// regional links, the Redis store that keeps its blocks) is opened from it.
 pub(crate) enum Endpoint {
-    Standalone(redis::Client),
+    /// A standalone Redis's URL.
+    Standalone(String),
+    /// A Redis Cluster's seeds (URLs).
     Cluster(Vec<String>),
+}
+
+impl Endpoint {
+    /// A Redis store on this endpoint, connecting on first use.
+    pub(crate) fn open_store(
+        &self,
+        config: limiter_redis::RedisConfig,
+    ) -> Result<limiter_redis::RedisStore, limiter_core::Error> {
+        match self {
+            Self::Standalone(url) => limiter_redis::RedisStore::open_with(url, config),
+            Self::Cluster(seeds) => limiter_redis::RedisStore::open_cluster_with(
+                seeds.iter().map(String::as_str),
+                config,
+            ),
+        }
+    }
 }
 
 /// Why a regional store could not be set up.
@@ -53,6 +73,16 @@ pub enum RegionError {
         #[source]
         source: redis::RedisError,
     },
+    /// The Redis store keeping a region's blocks and penalties could not
+    /// be opened.
+    #[error("region {name}: {source}")]
+    Store {
+        /// The region.
+        name: String,
+        /// What the Redis store said.
+        #[source]
+        source: limiter_core::Error,
+    },
 }
 
 impl Region {
@@ -60,13 +90,14 @@ impl Region {
     /// first use; fails only for a malformed name or URL.
     pub fn open(name: &str, url: &str) -> Result<Self, RegionError> {
         let name = valid_name(name)?;
-        let client = redis::Client::open(url).map_err(|source| RegionError::Redis {
+        // Refuses a malformed URL now rather than at the first call.
+        redis::Client::open(url).map_err(|source| RegionError::Redis {
             name: name.to_string(),
             source,
         })?;
         Ok(Self {
             name,
-            endpoint: Endpoint::Standalone(client),
+            endpoint: Endpoint::Standalone(url.to_owned()),
         })
     }
 

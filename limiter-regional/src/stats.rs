@@ -29,6 +29,12 @@ pub struct RegionStats {
     /// Calls to another region that failed, timed out, or were skipped
     /// while its breaker was open.
     pub remote_errors: u64,
+    /// Denials and penalty blocks relayed to the other regions (a call to
+    /// each at once), counted once every call has answered or failed.
+    pub relays: u64,
+    /// Denials and penalty blocks not relayed to the other regions because
+    /// [`MAX_RELAYS_IN_FLIGHT`](crate::MAX_RELAYS_IN_FLIGHT) were under way.
+    pub relays_dropped: u64,
 }
 
 #[derive(Debug, Default)]
@@ -41,6 +47,8 @@ pub(crate) struct Counters {
     pub(crate) received: AtomicU64,
     pub(crate) cross_region_calls: AtomicU64,
     pub(crate) remote_errors: AtomicU64,
+    pub(crate) relays: AtomicU64,
+    pub(crate) relays_dropped: AtomicU64,
 }
 
 pub(crate) fn bump(counter: &AtomicU64) {
@@ -63,6 +71,8 @@ impl Counters {
             received: read(&self.received),
             cross_region_calls: read(&self.cross_region_calls),
             remote_errors: read(&self.remote_errors),
+            relays: read(&self.relays),
+            relays_dropped: read(&self.relays_dropped),
         }
     }
 }

@@ -13,6 +13,7 @@ use super::link::{CHECK, Link};
 use super::liveness::{self, Liveness};
 use super::region::{Region, RegionError};
 use super::registry::{AskRequest, Registry};
+use super::relay::Relays;
 use super::shares::{portion, ranks, share};
 use super::stats::{Counters, RegionStats, bump};
 use limiter_core::Decision;
@@ -20,6 +21,7 @@ use limiter_core::Store;
 use limiter_core::SystemClock;
 use limiter_core::{Algorithm, Policy, Rule};
 use limiter_core::{ConfigError, Error};
+use limiter_redis::{RedisConfig, RedisStore};
 
 /// One quota shared by several regions, each deciding locally: every
 /// region holds a lease of each window's quota, and a region short of its
@@ -122,6 +124,8 @@ pub(crate) struct Inner {
     /// out is told to retry after twice that.
     pub(crate) ask_took_us: AtomicU64,
     pub(crate) liveness: Liveness,
+    /// Blocks and denials under way to the other regions.
+    pub(crate) relays: Relays,
 }
 
 pub(crate) struct Local {
@@ -129,6 +133,8 @@ pub(crate) struct Local {
     /// By name among every region: which share it holds.
     pub(crate) rank: usize,
     pub(crate) link: Link,
+    /// The region's blocks and penalty counts (`control.rs`).
+    pub(crate) store: RedisStore,
 }
 
 pub(crate) struct Peer {
@@ -136,6 +142,8 @@ pub(crate) struct Peer {
     pub(crate) rank: usize,
     pub(crate) link: Link,
     pub(crate) breaker: PeerBreaker<SystemClock>,
+    /// The region's blocks and penalty counts (`control.rs`).
+    pub(crate) store: RedisStore,
 }
 
 impl Peer {
@@ -179,10 +187,23 @@ impl RegionalStore {
                 }
             })
         };
+        let store = |region: &Region, deadline| {
+            let config = RedisConfig::new()
+                .response_timeout(deadline)
+                .connection_timeout(config.connection_timeout);
+            region
+                .endpoint
+                .open_store(config)
+                .map_err(|source| RegionError::Store {
+                    name: region.name.to_string(),
+                    source,
+                })
+        };
         let mut ranks =
             ranks(std::iter::once(&*local.name).chain(peers.iter().map(|p| &*p.name))).into_iter();
         let local = Local {
             link: link(&local, config.local_deadline)?,
+            store: store(&local, config.local_deadline)?,
             rank: ranks.next().unwrap_or_default(),
             name: local.name,
         };
@@ -193,6 +214,7 @@ impl RegionalStore {
                 Ok(Peer {
                     link: link(&region, config.peer_deadline)?,
                     breaker: PeerBreaker::new(config.peer_breaker, SystemClock),
+                    store: store(&region, config.peer_deadline)?,
                     name: region.name,
                     rank,
                 })
@@ -208,6 +230,7 @@ impl RegionalStore {
                 liveness: Liveness::default(),
                 config,
                 stats: Counters::default(),
+                relays: Relays::default(),
             }),
         })
     }

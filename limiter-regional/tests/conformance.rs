@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use limiter_conformance::{self as conformance, Harness, Support};
-use limiter_core::{Algorithm, Decision, Error, Policy, Receipt};
+use limiter_core::{Algorithm, Decision, Error, Penalty, Policy, Receipt};
 use limiter_regional::{Region, RegionalConfig, RegionalStore};
 use limiter_tests::RedisServer;
 
@@ -27,7 +27,8 @@ fn unused_url() -> String {
 /// fixed window with windows aligned to multiples of the window (every
 /// region must agree on a request's window) rather than from a key's
 /// first request, so the model's traces do not apply to it; it refuses
-/// the other algorithms. It keeps no concurrency permits.
+/// the other algorithms. It keeps no concurrency permits. Its penalties
+/// count in both regions; the suite reads north's answers.
 struct Regional {
     north: RedisServer,
 }
@@ -77,6 +78,20 @@ impl Harness for Regional {
         now_us: u64,
     ) -> Option<Result<(Decision, Option<Receipt>), Error>> {
         Some(store.check_refundable_at(key, policy, cost, now_us).await)
+    }
+
+    /// Counted in north, the only region (relays to other regions:
+    /// `tests/tests/regional_control.rs`); waits until any relay has ended.
+    async fn penalize_at(
+        &self,
+        store: &RegionalStore,
+        key: &str,
+        penalty: &Penalty,
+        now_us: u64,
+    ) -> Option<Result<Option<Duration>, Error>> {
+        let answer = store.penalize_at(key, penalty, now_us).await;
+        store.relays_idle().await;
+        Some(answer)
     }
 
     /// North on a port nothing listens on (the default deadlines).

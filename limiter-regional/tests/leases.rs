@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use limiter_core::{Decision, Error, Policy, Refunds, Reset, Rule};
-use limiter_regional::{Region, RegionalConfig, RegionalStore, RegionsNotReached};
+use limiter_regional::{Region, RegionalConfig, RegionalStore, RegionsNotConfirmed};
 use limiter_tests::RedisServer;
 
 const QUOTA: u64 = 30;
@@ -246,14 +246,14 @@ async fn a_reset_names_the_region_it_could_not_reach() {
     let policy = fixed();
     check(&store, "cut", &policy, BASE).await;
     let error = store.reset("cut", &policy).await.unwrap_err();
-    let Error::Unconfirmed(cause) = &error else {
-        panic!("not unconfirmed: {error}");
+    let Error::Backend(backend) = &error else {
+        panic!("not a backend error: {error}");
     };
-    let Error::Backend(backend) = &**cause else {
-        panic!("not a backend error: {cause}");
-    };
-    let missed = backend.downcast_ref::<RegionsNotReached>().unwrap();
-    assert_eq!(missed.regions, ["south"]);
+    assert_eq!(backend.kind(), "region");
+    let missed = backend.downcast_ref::<RegionsNotConfirmed>().unwrap();
+    let not_confirmed: Vec<&str> = missed.not_confirmed().map(|(name, _)| name).collect();
+    assert_eq!(not_confirmed, ["south"]);
+    assert_eq!(missed.confirmed().collect::<Vec<_>>(), ["north"]);
     // North holds it.
     let peek = store.peek_at("cut", &policy, 1, BASE).await.unwrap();
     assert_eq!(peek.remaining(), 15 - 1);

@@ -305,8 +305,8 @@ const REDIS: &[&str] = &[
     "AnnouncesResets",
 ];
 
-/// Rate checks only, for now.
-const REGIONAL: &[&str] = &["Peek", "Reset", "Refunds"];
+/// Peeks, resets and refunds; blocks and penalties, kept in every region.
+const REGIONAL: &[&str] = &["Peek", "Reset", "Refunds", "Blocks", "Penalties"];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_store() {

@@ -265,6 +265,17 @@ impl<S: Store, C: Clock + Clone> Penalties for Guarded<S, C> {
         self.through_breaker(key, || penalties.penalize(key, penalty))
             .await
     }
+
+    async fn penalize_for(
+        &self,
+        key: &str,
+        penalty: &crate::Penalty,
+        block_key: &str,
+    ) -> Result<Option<Duration>, Error> {
+        let penalties = required(self.inner.store.as_penalties(), "penalties")?;
+        self.through_breaker(key, || penalties.penalize_for(key, penalty, block_key))
+            .await
+    }
 }
 
 #[async_trait]

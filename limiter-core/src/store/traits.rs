@@ -336,6 +336,22 @@ pub trait Penalties: Send + Sync + 'static {
         key: &str,
         penalty: &crate::Penalty,
     ) -> Result<Option<Duration>, Error>;
+
+    /// Records a denial like [`penalize`](Self::penalize), of the identity
+    /// whose block key is `block_key` (what the caller blocks when the
+    /// answer is a block): what the HTTP layer calls. A store that also
+    /// counts the denial elsewhere, after answering (the regional store, in
+    /// every other region), blocks `block_key` itself when a count there
+    /// earns the block; the default ignores it.
+    async fn penalize_for(
+        &self,
+        key: &str,
+        penalty: &crate::Penalty,
+        block_key: &str,
+    ) -> Result<Option<Duration>, Error> {
+        let _ = block_key;
+        self.penalize(key, penalty).await
+    }
 }
 
 /// Which plan each key has, kept by the store so that every instance using

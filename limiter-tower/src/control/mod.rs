@@ -4,16 +4,19 @@
 //! authentication ([`Control::router`]).
 
 mod attempt;
+mod blocks;
 mod router;
+mod state;
 
 pub use attempt::Attempt;
 pub use router::DEFAULT_API_KEY_HEADER;
+pub use state::LimitState;
+use state::states_of;
 
 use std::fmt;
 use std::sync::Arc;
 
 use limiter_core::{Decision, Error, Identity, IdentityKind, Policy, required};
-use serde::Serialize;
 
 use crate::client_ip::ClientIp;
 use crate::context::DynStore;
@@ -66,35 +69,15 @@ pub struct Control {
     client_ip: ClientIp,
     limits: Arc<[Named]>,
     api_key_header: Box<str>,
+    /// Other layers' handles, whose limits this one answers for too
+    /// ([`merge`](Self::merge)); none of them holds others.
+    merged: Arc<[Control]>,
 }
 
 /// A limit and the route it guards.
 struct Named {
     route: Box<str>,
     limit: Arc<RouteLimit>,
-}
-
-/// What one rule of one limit would answer an identity's next request,
-/// read without counting it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LimitState {
-    /// The route, as given to [`Control::limit`] (`POST /posts/{id}/replies`).
-    pub route: String,
-    /// The rule's name, as `RateLimit-Policy` names it.
-    pub policy: String,
-    /// The rule's limit.
-    pub limit: u64,
-    /// Whether the next request would pass.
-    pub allowed: bool,
-    /// The quota left: how many requests pass now, before the next one.
-    pub remaining: u64,
-    /// Seconds (rounded up) until the rule makes more quota available, as
-    /// the `RateLimit` field's `t` tells the next request.
-    pub reset: u64,
-    /// When the next request would be denied, the seconds (rounded up)
-    /// until it would pass.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub retry_after: Option<u64>,
 }
 
 impl Control {
@@ -105,6 +88,7 @@ impl Control {
             client_ip,
             limits: Arc::new([]),
             api_key_header: router::DEFAULT_API_KEY_HEADER.into(),
+            merged: Arc::new([]),
         }
     }
 
@@ -125,6 +109,56 @@ impl Control {
         });
         self.limits = limits.into();
         self
+    }
+
+    /// Answers for `other`'s limits too (those of another
+    /// [`RateLimitLayer`](crate::RateLimitLayer), whose routes have a store
+    /// of their own, such as a regional store), each through its own
+    /// layer's store: [`limits`](Self::limits) and [`reset`](Self::reset)
+    /// reach the store of each limit, [`block`](Self::block) and
+    /// [`unblock`](Self::unblock) every store (this one's first), and
+    /// [`blocked`](Self::blocked) and [`blocks`](Self::blocks) read them
+    /// all. [`check`](Self::check), [`attempt`](Self::attempt) and the plans
+    /// stay this handle's own store's.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_tower::{Identity, KeySource, Limiter, LimitLayer, MemoryStore, Policy, RateLimitLayer, Rule};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let per_minute = Policy::sliding_log([Rule::new(5, Duration::from_secs(60))?])?;
+    /// let search = LimitLayer::new("search", per_minute, KeySource::user());
+    /// // The search route's own store (a regional one, say), inside the app's.
+    /// let search_layer = RateLimitLayer::new(Limiter::new(MemoryStore::new()));
+    /// let app_layer = RateLimitLayer::new(Limiter::new(MemoryStore::new()));
+    /// let control = app_layer
+    ///     .control()
+    ///     .merge(search_layer.control().limit("GET /search", &search));
+    ///
+    /// let alice = Identity::user("alice");
+    /// assert_eq!(control.limits(&alice).await?[0].route, "GET /search");
+    /// control.block(&alice, Duration::from_secs(60)).await?;
+    /// // Blocked in both stores: on every route.
+    /// assert!(search_layer.control().blocked(&alice).is_some());
+    /// assert!(app_layer.control().blocked(&alice).is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn merge(mut self, other: Control) -> Self {
+        let mut merged = self.merged.to_vec();
+        let nested = Arc::clone(&other.merged);
+        merged.push(Control {
+            merged: Arc::new([]),
+            ..other
+        });
+        merged.extend(nested.iter().cloned());
+        self.merged = merged.into();
+        self
+    }
+
+    /// This handle, then each it merged: each with its own store.
+    fn parts(&self) -> impl Iterator<Item = &Control> {
+        std::iter::once(self).chain(self.merged.iter())
     }
 
     /// Checks a request on `{prefix}:{key}` against `policy` and records
@@ -171,14 +205,16 @@ impl Control {
     /// policy.
     pub async fn limits(&self, identity: &Identity) -> Result<Vec<LimitState>, Error> {
         let mut states = Vec::new();
-        for (named, key) in self.keys_of(identity) {
-            let policy = &named.limit.policy;
-            let peek = required(
-                self.store.capabilities().as_peek(),
-                "reading a key without counting",
-            )?;
-            let decision = peek.peek(&key, policy, policy.cost()).await?;
-            states.extend(states_of(&named.route, policy, &decision));
+        for part in self.parts() {
+            for (named, key) in part.keys_of(identity) {
+                let policy = &named.limit.policy;
+                let peek = required(
+                    part.store.capabilities().as_peek(),
+                    "reading a key without counting",
+                )?;
+                let decision = peek.peek(&key, policy, policy.cost()).await?;
+                states.extend(states_of(&named.route, policy, &decision));
+            }
         }
         Ok(states)
     }
@@ -189,9 +225,23 @@ impl Control {
     /// store and by every instance (deny caches, leases, samples). A block
     /// stays until [`unblock`](Self::unblock).
     pub async fn reset(&self, identity: &Identity) -> Result<usize, Error> {
-        let resets = required(self.store.capabilities().as_reset(), "resetting a key")?;
-        let keys = self.keys_of(identity);
+        let mut count = 0;
+        for (i, part) in self.parts().enumerate() {
+            let keys = part.keys_of(identity);
+            // A merged handle none of whose limits counts this identity
+            // has nothing to reset.
+            if i > 0 && keys.is_empty() {
+                continue;
+            }
+            count += part.reset_keys(keys).await?;
+        }
+        Ok(count)
+    }
+
+    /// Forgets `keys` (this handle's limits') in its store.
+    async fn reset_keys(&self, keys: Vec<(&Named, String)>) -> Result<usize, Error> {
         let count = keys.len();
+        let resets = required(self.store.capabilities().as_reset(), "resetting a key")?;
         for (named, key) in keys {
             let policy = &named.limit.policy;
             let penalized = named
@@ -206,70 +256,6 @@ impl Control {
             resets.reset(&key, policy).await?;
         }
         Ok(count)
-    }
-
-    /// Blocks `identity` for `duration` on every instance sharing the
-    /// store, until the block ends or [`unblock`](Self::unblock). Each
-    /// request it makes is answered 429 with `Retry-After` the block's
-    /// remaining time and a problem of type [`BLOCKED`](crate::BLOCKED):
-    ///
-    /// | identity | what the block covers |
-    /// |---|---|
-    /// | an address ([`Identity::ip`]; an IPv6 address stands for its network, /64 by default) | every limited route of that client address, whatever the route counts by |
-    /// | a user | every limit keyed by that user, and [`attempt_on`](Self::attempt_on) such a limit |
-    /// | a header's value (an API key) | every limit keyed by that header's value |
-    /// | a custom function's value | every limit keyed by a custom function that answers it |
-    pub async fn block(
-        &self,
-        identity: &Identity,
-        duration: std::time::Duration,
-    ) -> Result<(), Error> {
-        let key = self.identity_key(identity);
-        required(self.store.capabilities().as_blocks(), "blocks")?
-            .block(&key, duration, limiter_core::BlockOrigin::Operator)
-            .await
-    }
-
-    /// Lifts `identity`'s block on every instance sharing the store.
-    pub async fn unblock(&self, identity: &Identity) -> Result<(), Error> {
-        let key = self.identity_key(identity);
-        required(self.store.capabilities().as_blocks(), "blocks")?
-            .unblock(&key)
-            .await
-    }
-
-    /// How long `identity` stays blocked, as this instance knows it (its
-    /// own block, not its address's).
-    pub fn blocked(&self, identity: &Identity) -> Option<std::time::Duration> {
-        self.block_of(&self.identity_key(identity))
-    }
-
-    /// The live blocks this instance knows, in key order: at most `max`
-    /// (up to [`MAX_BLOCKS_PAGE`](limiter_core::MAX_BLOCKS_PAGE)) whose
-    /// keys come after `after` (the last key of the page before; `None`
-    /// for the first page). Each block's key names its identity's kind
-    /// (see [`Identity`]); its origin says whether an operator or a
-    /// penalty set it. Fails with [`Error::Unsupported`] for a store that
-    /// keeps no list of its blocks.
-    pub fn blocks(
-        &self,
-        after: Option<&str>,
-        max: usize,
-    ) -> Result<Vec<limiter_core::ListedBlock>, Error> {
-        let blocks = required(self.store.capabilities().as_blocks(), "listing blocks")?;
-        let list = blocks
-            .block_list()
-            .ok_or(Error::Unsupported("listing blocks"))?;
-        // Each block's time left as the store reads it, on the store's own
-        // clock (a test's manual one too): ended ones are left out.
-        Ok(list
-            .page(after, max, 0)
-            .into_iter()
-            .filter_map(|mut listed| {
-                listed.left = blocks.blocked(&listed.key)?;
-                Some(listed)
-            })
-            .collect())
     }
 
     /// Gives `identity` (an API key's [`Identity::header`], a user: any
@@ -366,32 +352,6 @@ impl Control {
     }
 }
 
-/// One state per rule of `decision`.
-fn states_of(route: &str, policy: &Policy, decision: &Decision) -> Vec<LimitState> {
-    let seconds = |d: std::time::Duration| d.as_micros().div_ceil(1_000_000) as u64;
-    let cost = policy.cost();
-    policy
-        .names()
-        .into_iter()
-        .zip(policy.rules())
-        .zip(decision.rules())
-        .map(|((name, rule), status)| LimitState {
-            route: route.to_owned(),
-            policy: name,
-            limit: rule.limit(),
-            allowed: decision.allowed(),
-            // An allowed peek answers what would remain after the request.
-            remaining: if decision.allowed() {
-                (status.remaining() + cost).min(rule.limit())
-            } else {
-                status.remaining()
-            },
-            reset: seconds(status.available_after()),
-            retry_after: decision.retry_after().map(seconds),
-        })
-        .collect()
-}
-
 impl fmt::Debug for Control {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Control")
@@ -400,6 +360,7 @@ impl fmt::Debug for Control {
                 "limits",
                 &self.limits.iter().map(|n| &*n.route).collect::<Vec<_>>(),
             )
+            .field("merged", &self.merged)
             .finish_non_exhaustive()
     }
 }

@@ -173,7 +173,7 @@ async fn penalize(store: Arc<dyn DynStore>, key: String, penalty: Arc<Penalty>, 
     let counted = match required(capabilities.as_penalties(), "penalties") {
         Ok(penalties) => {
             penalties
-                .penalize(&format!("{key}:penalty"), &penalty)
+                .penalize_for(&format!("{key}:penalty"), &penalty, &block_key)
                 .await
         }
         Err(unsupported) => Err(unsupported),

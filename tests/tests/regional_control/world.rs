@@ -1,0 +1,144 @@
+//! Three regions on one machine: a `redis-server` each, a latency proxy on
+//! every link from one region to another (30, 55 and 80 ms each way), a
+//! regional store per region and a second one in south, each following its
+//! region's blocks.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use limiter_core::Blocks;
+use limiter_regional::{Region, RegionalConfig, RegionalStore};
+use limiter_tests::RedisServer;
+use limiter_tests::proxy::LatencyProxy;
+
+const NAMES: [&str; 3] = ["north", "middle", "south"];
+pub(crate) const NORTH: usize = 0;
+const MIDDLE: usize = 1;
+pub(crate) const SOUTH: usize = 2;
+pub(crate) const MINUTE: Duration = Duration::from_secs(60);
+/// Generous for a loaded test machine: the slowest link's round trip is
+/// 160 ms.
+const PEER_DEADLINE: Duration = Duration::from_secs(2);
+/// How long a change relayed in the background may take to show in every
+/// region: the slowest round trip (160 ms) for the relay, and as much
+/// again for the block it earns (its write, its notice), with room for a
+/// loaded machine.
+pub(crate) const RELAY_BOUND: Duration = Duration::from_secs(2);
+
+/// One world at a time: three servers and six proxies each.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn one_way(a: usize, b: usize) -> Duration {
+    match (a.min(b), a.max(b)) {
+        (0, 1) => Duration::from_millis(30),
+        (1, 2) => Duration::from_millis(55),
+        _ => Duration::from_millis(80),
+    }
+}
+
+pub(crate) struct World {
+    _turn: tokio::sync::MutexGuard<'static, ()>,
+    servers: Vec<RedisServer>,
+    /// `links[(from, to)]`: how `from`'s stores reach `to`'s Redis.
+    links: BTreeMap<(usize, usize), LatencyProxy>,
+    /// North, middle, south, then a second instance in south.
+    pub(crate) stores: Vec<RegionalStore>,
+}
+
+impl World {
+    pub(crate) async fn start() -> Self {
+        let turn = ONE_AT_A_TIME.lock().await;
+        let servers: Vec<RedisServer> = NAMES.iter().map(|_| RedisServer::start()).collect();
+        let mut links = BTreeMap::new();
+        for from in 0..NAMES.len() {
+            for to in (0..NAMES.len()).filter(|&to| to != from) {
+                let target = ([127, 0, 0, 1], servers[to].port()).into();
+                let proxy = LatencyProxy::start(target, one_way(from, to)).await;
+                links.insert((from, to), proxy);
+            }
+        }
+        let config = RegionalConfig::new()
+            .peer_deadline(PEER_DEADLINE)
+            .local_deadline(Duration::from_secs(5))
+            .connection_timeout(Duration::from_secs(2));
+        let store = |here: usize| {
+            let local = Region::open(NAMES[here], &servers[here].url()).unwrap();
+            let peers = (0..NAMES.len())
+                .filter(|&there| there != here)
+                .map(|there| Region::open(NAMES[there], &links[&(here, there)].url()).unwrap());
+            RegionalStore::with_config(local, peers, config.clone()).unwrap()
+        };
+        let stores = vec![store(NORTH), store(MIDDLE), store(SOUTH), store(SOUTH)];
+        let world = Self {
+            _turn: turn,
+            servers,
+            links,
+            stores,
+        };
+        world.follow_blocks().await;
+        world
+    }
+
+    /// Each instance follows its region's blocks, as a layer's does from
+    /// its start: asked for its list, it subscribes to its region's notices.
+    async fn follow_blocks(&self) {
+        for store in &self.stores {
+            store.block_list();
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for (region, server) in self.servers.iter().enumerate() {
+            let instances = if region == SOUTH { 2 } else { 1 };
+            while subscribers(server) < instances {
+                assert!(
+                    Instant::now() < deadline,
+                    "{} not subscribed",
+                    NAMES[region]
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+
+    /// Cuts every link to and from `region`.
+    pub(crate) fn partition(&self, region: usize) {
+        for (&(from, to), link) in &self.links {
+            if from == region || to == region {
+                link.partition();
+            }
+        }
+    }
+
+    pub(crate) fn heal(&self) {
+        for link in self.links.values() {
+            link.heal();
+        }
+    }
+
+    /// What each instance answers for `key`'s block now: whether it is
+    /// blocked for at most `duration`, at least `duration` less the time
+    /// since `since` (and the store's millisecond).
+    pub(crate) fn blocked(&self, key: &str, duration: Duration, since: Instant) -> Vec<bool> {
+        let least = duration - since.elapsed() - Duration::from_millis(1);
+        let within = |left: Duration| left >= least && left <= duration;
+        self.stores
+            .iter()
+            .map(|store| store.blocked(key).is_some_and(within))
+            .collect()
+    }
+
+    pub(crate) fn unblocked(&self, key: &str) -> Vec<bool> {
+        (self.stores.iter())
+            .map(|store| store.blocked(key).is_none())
+            .collect()
+    }
+}
+
+/// Subscribers to the notices on `server`.
+fn subscribers(server: &RedisServer) -> u64 {
+    let reply = server.command(&["PUBSUB", "NUMSUB", "limiter:resets"]);
+    reply
+        .lines()
+        .last()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
