@@ -250,7 +250,7 @@ fn split_records(reply: &[String]) -> Option<(Vec<(Box<str>, Contact)>, Vec<(Box
 
 /// A contacts hash as HGETALL answers it: name, "last,since", ...
 fn parse_contacts(pairs: &[String]) -> Option<HashMap<Box<str>, Contact>> {
-    if pairs.len() % 2 != 0 {
+    if !pairs.len().is_multiple_of(2) {
         return None;
     }
     pairs
