@@ -1,25 +1,27 @@
-//! One quota across regions: tiered counting (`RegionalStore`) beside the
-//! seed's two rejected answers, on the same traffic:
+//! One quota across regions: leases of each window's quota
+//! (`RegionalStore`) beside the seed's two rejected answers, on the same
+//! traffic:
 //! - each region limited to quota / regions on its own Redis ("split");
 //! - every region deciding on one central Redis ("central").
 //!
 //! Two and three regions, each a `redis-server` on this machine, the links
 //! between them delayed by the test harness's proxy (north–middle 30 ms,
 //! middle–south 55 ms, north–south 80 ms, each way). Traffic is open loop,
-//! 1.5 times the quota, spread evenly or 90% from north, decided on the
-//! servers' clocks in real windows. Per window: over-admission (admitted
-//! beyond the quota), false denials (denied while the quota was not used),
-//! cross-region calls per request, and the decisions' latency.
+//! 1.5 times the quota, spread evenly, 90% from north, or all from north,
+//! decided on the servers' clocks in real windows. Per window:
+//! over-admission (admitted beyond the quota), false denials (denied while
+//! the quota was not used), cross-region calls per request, and the
+//! decisions' latency; then, for the leases, what their asks did.
 //!
 //! `cargo bench -p limiter-benches --bench regions` (needs `redis-server`;
-//! about three and a half minutes).
+//! about two and a half minutes).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use limiter_core::{Policy, Rule, Store};
-use limiter_regional::{Region, RegionalConfig, RegionalStore};
+use limiter_regional::{Region, RegionStats, RegionalConfig, RegionalStore};
 use limiter_tests::RedisServer;
 use limiter_tests::proxy::LatencyProxy;
 
@@ -97,26 +99,19 @@ impl Regions {
 
 #[derive(Debug, Clone, Copy)]
 enum Scheme {
-    /// Tiered counting with a step of this percentage of the quota, the
-    /// first tier at the quota / regions or at a percentage of the quota.
-    Tiered {
-        step: u8,
-        first: Option<u8>,
-    },
+    /// Every region holds a lease of each window's quota and asks the
+    /// others for their spare shares.
+    Leased,
     Split,
     Central,
 }
 
 impl Scheme {
-    fn name(self) -> String {
+    fn name(self) -> &'static str {
         match self {
-            Self::Tiered { step, first: None } => format!("tiered, step {step}%"),
-            Self::Tiered {
-                step,
-                first: Some(first),
-            } => format!("tiered, step {step}%, first tier {first}%"),
-            Self::Split => "split: quota / regions each".into(),
-            Self::Central => "one central Redis (north)".into(),
+            Self::Leased => "leased",
+            Self::Split => "split: quota / regions each",
+            Self::Central => "one central Redis (north)",
         }
     }
 
@@ -133,6 +128,8 @@ enum Traffic {
     Even,
     /// 90% from north, the rest spread over the others.
     Skewed,
+    /// All from north: the others' shares idle.
+    NorthOnly,
 }
 
 impl Traffic {
@@ -140,21 +137,21 @@ impl Traffic {
         match self {
             Self::Even => "even",
             Self::Skewed => "90% north",
+            Self::NorthOnly => "north only",
         }
     }
 
     /// Requests per window from each of `n` regions.
     fn per_region(self, n: usize) -> Vec<u64> {
-        match self {
-            Self::Even => vec![OFFERED / n as u64; n],
-            Self::Skewed => {
-                let north = OFFERED * 9 / 10;
-                let rest = (OFFERED - north) / (n as u64 - 1);
-                std::iter::once(north)
-                    .chain(std::iter::repeat_n(rest, n - 1))
-                    .collect()
-            }
-        }
+        let north = match self {
+            Self::Even => return vec![OFFERED / n as u64; n],
+            Self::Skewed => OFFERED * 9 / 10,
+            Self::NorthOnly => OFFERED,
+        };
+        let rest = (OFFERED - north) / (n as u64 - 1);
+        std::iter::once(north)
+            .chain(std::iter::repeat_n(rest, n - 1))
+            .collect()
     }
 }
 
@@ -186,6 +183,9 @@ async fn run(stores: &[RegionalStore], scheme: Scheme, traffic: Traffic, key: &s
     let records = Arc::new(Mutex::new(Vec::new()));
     let mut generators = Vec::new();
     for (region, per_window) in traffic.per_region(n).into_iter().enumerate() {
+        if per_window == 0 {
+            continue;
+        }
         let store = stores[region].clone();
         let (policy, key, records) = (policy.clone(), key.to_owned(), Arc::clone(&records));
         let interval = WINDOW / per_window as u32;
@@ -233,15 +233,13 @@ async fn run(stores: &[RegionalStore], scheme: Scheme, traffic: Traffic, key: &s
 }
 
 /// Connects every store to every region before measuring: a quota of one,
-/// crossed at once, sets off a sync that reads and writes every region.
-async fn warm_up(stores: &[RegionalStore]) {
+/// spent at once, sets off an ask that calls every other region and this
+/// one. A key of its own per run, so no earlier run's ask holds it back.
+async fn warm_up(stores: &[RegionalStore], key: &str) {
     let policy = Policy::fixed_window(Rule::new(1, WINDOW).unwrap());
     for store in stores {
         for _ in 0..2 {
-            store
-                .check("warm-up", &policy, 1)
-                .await
-                .expect("a decision");
+            store.check(key, &policy, 1).await.expect("a decision");
         }
         store.idle().await;
     }
@@ -251,7 +249,54 @@ fn percentile(sorted: &[Duration], p: usize) -> Duration {
     sorted[(sorted.len() * p).div_ceil(100).max(1) - 1]
 }
 
-fn row(n: usize, scheme: Scheme, traffic: Traffic, records: &[Record], cross_region_calls: u64) {
+/// What the stores' asks did over a run, all regions together.
+#[derive(Debug, Clone, Copy)]
+struct Asks {
+    asks: u64,
+    received: u64,
+    denied_while_asking: u64,
+    /// Asks dropped (too many keys waiting) or expired (their window over).
+    not_run: u64,
+    cross_region_calls: u64,
+    remote_errors: u64,
+}
+
+impl Asks {
+    /// What the asks did between two snapshots of the stores' stats.
+    fn between(before: &[RegionStats], after: &[RegionStats]) -> Self {
+        let total = |field: fn(&RegionStats) -> u64| -> u64 {
+            after
+                .iter()
+                .zip(before)
+                .map(|(a, b)| field(a) - field(b))
+                .sum()
+        };
+        Self {
+            asks: total(|s| s.asks),
+            received: total(|s| s.received),
+            denied_while_asking: total(|s| s.denied_while_asking),
+            not_run: total(|s| s.asks_dropped + s.asks_expired),
+            cross_region_calls: total(|s| s.cross_region_calls),
+            remote_errors: total(|s| s.remote_errors),
+        }
+    }
+
+    /// A row of the asks' table, per window measured.
+    fn row(self, n: usize, traffic: Traffic) -> String {
+        let per_window = |count: u64| count as f64 / WINDOWS as f64;
+        format!(
+            "| {n} | {} | {:.1} | {:.1} | {:.1} | {} | {} |",
+            traffic.name(),
+            per_window(self.asks),
+            per_window(self.received),
+            per_window(self.denied_while_asking),
+            self.not_run,
+            self.remote_errors,
+        )
+    }
+}
+
+fn row(n: usize, scheme: Scheme, traffic: Traffic, records: &[Record], asks: Asks) {
     let mut windows: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
     for record in records {
         let (admitted, denied) = windows.entry(record.window).or_default();
@@ -274,8 +319,15 @@ fn row(n: usize, scheme: Scheme, traffic: Traffic, records: &[Record], cross_reg
         .map(|&(admitted, denied)| denied.min(QUOTA.saturating_sub(admitted)))
         .sum();
     let calls = match scheme {
-        Scheme::Tiered { .. } => format!("{:.3}", cross_region_calls as f64 / records.len() as f64),
-        Scheme::Central => format!("{:.3}", share_off_north(traffic, n)),
+        Scheme::Leased => format!(
+            "{:.3}",
+            asks.cross_region_calls as f64 / records.len() as f64
+        ),
+        // Every decision outside north crosses to north's Redis.
+        Scheme::Central => {
+            let off_north = records.iter().filter(|r| r.region != 0).count();
+            format!("{:.3}", off_north as f64 / records.len() as f64)
+        }
         Scheme::Split => "0".into(),
     };
     let mut all: Vec<Duration> = records.iter().map(|r| r.took).collect();
@@ -288,7 +340,11 @@ fn row(n: usize, scheme: Scheme, traffic: Traffic, records: &[Record], cross_reg
                 .map(|r| r.took)
                 .collect();
             took.sort();
-            format!("{:.1}", percentile(&took, 50).as_secs_f64() * 1e3)
+            if took.is_empty() {
+                "-".to_owned()
+            } else {
+                format!("{:.1}", percentile(&took, 50).as_secs_f64() * 1e3)
+            }
         })
         .collect();
     println!(
@@ -304,14 +360,6 @@ fn row(n: usize, scheme: Scheme, traffic: Traffic, records: &[Record], cross_reg
         medians.join(" / "),
         percentile(&all, 99).as_secs_f64() * 1e3,
     );
-}
-
-/// For the central Redis: the share of requests from regions other than
-/// north, each of which is a cross-region call.
-fn share_off_north(traffic: Traffic, n: usize) -> f64 {
-    let per_region = traffic.per_region(n);
-    let off: u64 = per_region[1..].iter().sum();
-    off as f64 / per_region.iter().sum::<u64>() as f64
 }
 
 fn main() {
@@ -331,27 +379,34 @@ fn main() {
         );
         println!("|---:|---|---|---|---:|---:|---:|---|---:|---:|");
         let mut run_id = 0;
+        let mut ask_rows = Vec::new();
         for n in [2, 3] {
-            let tiered = |step, first| Scheme::Tiered { step, first };
-            let schemes = [
-                tiered(1, None),
-                tiered(5, None),
-                tiered(10, None),
-                tiered(5, Some(25)),
-                Scheme::Split,
-                Scheme::Central,
-            ];
-            for traffic in [Traffic::Even, Traffic::Skewed] {
-                for scheme in schemes {
+            for traffic in [Traffic::Even, Traffic::Skewed, Traffic::NorthOnly] {
+                for scheme in [Scheme::Leased, Scheme::Split, Scheme::Central] {
                     let stores = regions.stores(n, scheme);
-                    warm_up(&stores).await;
                     run_id += 1;
+                    warm_up(&stores, &format!("warm-up:{run_id}")).await;
+                    let stats = || stores.iter().map(RegionalStore::stats).collect::<Vec<_>>();
+                    let before = stats();
                     let key = format!("bench:{run_id}");
                     let records = run(&stores, scheme, traffic, &key).await;
-                    let calls = stores.iter().map(|s| s.stats().cross_region_calls()).sum();
-                    row(n, scheme, traffic, &records, calls);
+                    let asks = Asks::between(&before, &stats());
+                    row(n, scheme, traffic, &records, asks);
+                    if let Scheme::Leased = scheme {
+                        ask_rows.push(asks.row(n, traffic));
+                    }
                 }
             }
+        }
+        println!();
+        println!("The leases' asks, all regions together, per window measured:");
+        println!();
+        println!(
+            "| regions | traffic | asks | received | denied while asking | asks dropped or expired (run) | remote errors (run) |"
+        );
+        println!("|---:|---|---:|---:|---:|---:|---:|");
+        for ask_row in ask_rows {
+            println!("{ask_row}");
         }
     });
 }
