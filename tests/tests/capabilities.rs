@@ -27,8 +27,16 @@ const GUARD_DEADLINE: Duration = Duration::from_secs(10);
 /// How many keys the failure domains are compared on.
 const SPREAD: usize = 32;
 
-fn policy() -> Policy {
-    Policy::sliding_log([Rule::new(LIMIT, Duration::from_secs(60)).unwrap()]).unwrap()
+/// The policy the capabilities are called with: the default algorithm,
+/// or the sliding window counter for a store that does not run it (the
+/// regional store).
+fn policy(sliding_log: bool) -> Policy {
+    let rule = Rule::new(LIMIT, Duration::from_secs(60)).unwrap();
+    if sliding_log {
+        Policy::sliding_log([rule]).unwrap()
+    } else {
+        Policy::sliding_window(rule)
+    }
 }
 
 /// A store as a trait object that also checks, for the capability calls
@@ -93,6 +101,8 @@ struct Subject<'a> {
     has: &'a [&'a str],
     prefix: &'a str,
     clustered: bool,
+    /// Whether it runs the sliding log.
+    sliding_log: bool,
 }
 
 impl<'a> Subject<'a> {
@@ -104,6 +114,7 @@ impl<'a> Subject<'a> {
             has,
             prefix,
             clustered,
+            sliding_log: true,
         }
     }
 }
@@ -119,7 +130,7 @@ async fn every_wrapping<S: Store + Clone>(subject: Subject<'_>, store: S) {
         let case = shape.replace('_', subject.name);
         let key = format!("{}:caps:{i}", subject.prefix);
         same_as_inner(&case, &*outer, &store, shape, &subject, &key);
-        reach(&case, &*outer, &key).await;
+        reach(&case, &*outer, &key, &policy(subject.sliding_log)).await;
     }
 }
 
@@ -172,8 +183,8 @@ fn ok<T>(case: &str, call: &str, result: Result<T, Error>) -> T {
 
 /// Calls each capability `store` answers through its trait object, each on
 /// a key of its own, and checks the outcome.
-async fn reach(case: &str, store: &dyn Checked, key: &str) {
-    let policy = policy();
+async fn reach(case: &str, store: &dyn Checked, key: &str, policy: &Policy) {
+    let policy = policy.clone();
     if let Some(peek) = store.as_peek() {
         let peeked = peek.peek(&format!("{key}:peek"), &policy, 1).await;
         let peeked = ok(case, "peek", peeked);
@@ -358,6 +369,9 @@ async fn regional_store() {
         .connection_timeout(Duration::from_secs(2));
     let north = Region::open("north", &server.url()).unwrap();
     let store = RegionalStore::with_config(north, [], config).unwrap();
-    let subject = Subject::new("regional", REGIONAL, "regional");
+    let subject = Subject {
+        sliding_log: false,
+        ..Subject::new("regional", REGIONAL, "regional")
+    };
     every_wrapping(subject, store).await;
 }

@@ -70,7 +70,7 @@ async fn a_block_made_in_north_is_answered_in_every_region_once_block_returns() 
         .unwrap();
     assert_eq!(world.blocked("api:k3", MINUTE, started), [true; 4]);
     let stats = north.stats();
-    assert_eq!((stats.cross_region_writes, stats.remote_errors), (4, 0));
+    assert_eq!((stats.cross_region_calls, stats.remote_errors), (4, 0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
