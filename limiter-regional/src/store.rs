@@ -76,7 +76,8 @@ use limiter_redis::{RedisConfig, RedisStore};
 /// itself at its own rate, taking it off its own lease in the same script,
 /// and this region adds what it got to its lease. An idle region's share
 /// so flows to the busy one within one round trip, and a busy region keeps
-/// its own share (max-min fair between busy regions).
+/// its own share while it needs it (the idle share goes to whoever asks
+/// first).
 ///
 /// # Guarantees
 /// Per window:
@@ -102,6 +103,10 @@ use limiter_redis::{RedisConfig, RedisStore};
 /// ask is spawned. A call to another region has a deadline and goes
 /// through a breaker per region: a region slow or cut off gives nothing
 /// and is given nothing; every region keeps deciding within its lease.
+/// Regions send each other heartbeats: a region out of touch with most of
+/// the others stops spending its share after a quarter of
+/// [`RegionalConfig::reclaim_after`], and a majority that has not heard
+/// from it for `reclaim_after` takes it (docs/regions.md).
 ///
 /// # Clocks
 /// Each region's Redis decides the window by its own clock; windows are
