@@ -115,6 +115,21 @@ impl RedisStore {
         Ok(())
     }
 
+    /// Tells every instance using this Redis that `key` was reset, without
+    /// touching the key: for a store built on this crate whose state of the
+    /// key this store does not hold (the regional store resets its own
+    /// hash, then tells each region's instances, so that what they remember
+    /// of the key, a denial in a deny cache, goes too). Answered once every
+    /// subscribed instance has forgotten it; [`Error::Unconfirmed`] as for a
+    /// reset.
+    pub async fn announce_reset(&self, key: &str) -> Result<(), Error> {
+        self.subscribe();
+        let in_flight = ResetInFlight::new(self);
+        self.announce("r", key).await.map_err(unconfirmed)?;
+        in_flight.confirm();
+        Ok(())
+    }
+
     /// Gives `key` the plan `plan` (`None`: the default) in the plans'
     /// hash, here, then on every instance; counted in [`VERSION`] by the
     /// same script.

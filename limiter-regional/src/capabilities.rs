@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use limiter_core::{Blocks, Capabilities, Peek, Penalties, Refunds, Reset};
+use limiter_core::{AnnouncesResets, Blocks, Capabilities, Peek, Penalties, Refunds, Reset};
 
 use super::store::RegionalStore;
 
@@ -37,5 +37,11 @@ impl Capabilities for RegionalStore {
 
     fn as_penalties(&self) -> Option<&dyn Penalties> {
         Some(self)
+    }
+
+    /// This region's Redis tells its instances of every key reset through
+    /// any region (see [`Reset`]).
+    fn as_reset_announcer(&self) -> Option<&dyn AnnouncesResets> {
+        Some(&self.inner.local.store)
     }
 }

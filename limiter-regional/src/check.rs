@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use limiter_core::Error;
 use limiter_core::Rule;
 use limiter_core::backend::{fixed_window, sliding_window};
+use limiter_core::{Algorithm, ConfigError, Error, Policy};
 use limiter_core::{Decision, RuleStatus};
 
 /// The check script's reply (see `check.lua`).
@@ -119,6 +119,25 @@ impl CheckReply {
             local.reset_after_us(),
         ))
     }
+}
+
+/// The one rule of a regional policy, and whether it is the sliding window
+/// counter; other algorithms, and costs the policy refuses, are errors.
+pub(crate) fn regional_rule(policy: &Policy, cost: u64) -> Result<(Rule, bool), Error> {
+    policy.validate_cost(cost)?;
+    let sliding = match policy.algorithm() {
+        Algorithm::FixedWindow => false,
+        Algorithm::SlidingWindow => true,
+        other => {
+            return Err(ConfigError::AlgorithmNotSupported {
+                store: "regional store",
+                supported: "fixed_window and sliding_window",
+                algorithm: other.name(),
+            }
+            .into());
+        }
+    };
+    Ok((policy.rules()[0], sliding))
 }
 
 #[cfg(test)]

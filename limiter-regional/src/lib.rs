@@ -34,6 +34,7 @@ mod store;
 
 pub use config::RegionalConfig;
 pub use control::RegionsNotConfirmed;
+pub use counts::KnownCounts;
 pub use region::{Region, RegionError};
 pub use relay::MAX_RELAYS_IN_FLIGHT;
 pub use stats::RegionStats;

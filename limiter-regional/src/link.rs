@@ -47,6 +47,8 @@ pub(crate) static GIVE: Lua = script!("give.lua");
 pub(crate) static CREDIT: Lua = script!("credit.lua");
 /// A reset or a refund of this region's counts.
 pub(crate) static ADJUST: Lua = script!("adjust.lua");
+/// What this region knows of a key's counts, read.
+pub(crate) static KNOWN: Lua = script!("known.lua");
 /// A heartbeat, answered by another region.
 pub(crate) static BEAT: Lua = script!("beat.lua");
 /// This region's contacts with the others, recorded and read.

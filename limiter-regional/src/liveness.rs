@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 
 use super::link::{BEAT, CONTACTS};
+use super::shares::portion;
 use super::store::{Inner, Peer};
 use limiter_core::Error;
 
@@ -266,6 +267,40 @@ fn parse_contacts(pairs: &[String]) -> Option<HashMap<Box<str>, Contact>> {
             ))
         })
         .collect()
+}
+
+/// The check's contacts arguments (see `check.lua`), from this instance's
+/// view: nothing taken from anyone once the view is stale.
+pub(crate) fn check_args(inner: &Inner, call: &mut redis::Cmd, quota: u64) {
+    let view = inner.liveness.view();
+    let micros = |d: Duration| d.as_micros() as u64;
+    call.arg(micros(inner.config.reclaim_after))
+        .arg(micros(lapse(inner)))
+        .arg(micros(margin(inner)))
+        .arg(inner.peers.len());
+    let fresh = view
+        .read_at
+        .is_some_and(|at| at.elapsed() < freshness(inner));
+    let regions = inner.regions();
+    for (i, peer) in inner.peers.iter().enumerate() {
+        call.arg(portion(quota, regions, peer.rank, inner.local.rank));
+        match view.heard.get(i).copied().flatten().filter(|_| fresh) {
+            Some(heard) => call.arg(heard),
+            None => call.arg(""),
+        };
+        match view.contacts.get(i).copied().flatten() {
+            Some(contact) => call.arg(contact.last).arg(contact.since),
+            None => call.arg("").arg(""),
+        };
+        // When each other region last heard from this one.
+        for (k, _) in inner.peers.iter().enumerate().filter(|&(k, _)| k != i) {
+            let report = view.tables.get(k).and_then(Option::as_ref);
+            match report.and_then(|records| records.heard.get(&peer.name)) {
+                Some(&heard) => call.arg(heard),
+                None => call.arg(""),
+            };
+        }
+    }
 }
 
 #[cfg(test)]

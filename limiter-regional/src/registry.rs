@@ -52,7 +52,7 @@ impl AskRequest {
 }
 
 /// Each waiting or running key and window, with the request to run again
-/// when a tier was crossed meanwhile.
+/// when the key asked again meanwhile.
 type Pending = HashMap<(Box<str>, u64), Option<AskRequest>>;
 
 pub(crate) struct Registry {

@@ -7,20 +7,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::breaker::PeerBreaker;
-use super::check::CheckReply;
+use super::check::{CheckReply, regional_rule};
 use super::config::RegionalConfig;
 use super::link::{CHECK, Link};
 use super::liveness::{self, Liveness};
 use super::region::{Region, RegionError};
 use super::registry::{AskRequest, Registry};
 use super::relay::Relays;
-use super::shares::{portion, ranks, share};
+use super::shares::{ranks, share};
 use super::stats::{Counters, RegionStats, bump};
 use limiter_core::Decision;
+use limiter_core::Error;
 use limiter_core::Store;
 use limiter_core::SystemClock;
-use limiter_core::{Algorithm, Policy, Rule};
-use limiter_core::{ConfigError, Error};
+use limiter_core::{Policy, Rule};
 use limiter_redis::{RedisConfig, RedisStore};
 
 /// One quota shared by several regions, each deciding locally: every
@@ -328,25 +328,6 @@ impl RegionalStore {
     }
 }
 
-/// The one rule of a regional policy, and whether it is the sliding window
-/// counter; other algorithms, and costs the policy refuses, are errors.
-pub(crate) fn regional_rule(policy: &Policy, cost: u64) -> Result<(Rule, bool), Error> {
-    policy.validate_cost(cost)?;
-    let sliding = match policy.algorithm() {
-        Algorithm::FixedWindow => false,
-        Algorithm::SlidingWindow => true,
-        other => {
-            return Err(ConfigError::AlgorithmNotSupported {
-                store: "regional store",
-                supported: "fixed_window and sliding_window",
-                algorithm: other.name(),
-            }
-            .into());
-        }
-    };
-    Ok((policy.rules()[0], sliding))
-}
-
 impl Inner {
     /// How long an ask may stay out (µs); 0 when there is no one to ask.
     fn ask_timeout_us(&self) -> u64 {
@@ -393,46 +374,12 @@ impl Inner {
             .arg(self.ask_timeout_us())
             .arg(u8::from(dry));
         if now.is_none() {
-            self.contacts_args(&mut call, rule.limit());
+            liveness::check_args(self, &mut call, rule.limit());
         } else {
             // A test's time: the heartbeats' records (real time) do not apply.
             call.arg("").arg("").arg("");
         }
         CheckReply::parse(&self.local.link.eval(&CHECK, &call).await?)
-    }
-
-    /// The check's contacts arguments (see `check.lua`), from this
-    /// instance's view: nothing taken from anyone once the view is stale.
-    fn contacts_args(&self, call: &mut redis::Cmd, quota: u64) {
-        let view = self.liveness.view();
-        let micros = |d: Duration| d.as_micros() as u64;
-        call.arg(micros(self.config.reclaim_after))
-            .arg(micros(liveness::lapse(self)))
-            .arg(micros(liveness::margin(self)))
-            .arg(self.peers.len());
-        let fresh = view
-            .read_at
-            .is_some_and(|at| at.elapsed() < liveness::freshness(self));
-        let regions = self.regions();
-        for (i, peer) in self.peers.iter().enumerate() {
-            call.arg(portion(quota, regions, peer.rank, self.local.rank));
-            match view.heard.get(i).copied().flatten().filter(|_| fresh) {
-                Some(heard) => call.arg(heard),
-                None => call.arg(""),
-            };
-            match view.contacts.get(i).copied().flatten() {
-                Some(contact) => call.arg(contact.last).arg(contact.since),
-                None => call.arg("").arg(""),
-            };
-            // When each other region last heard from this one.
-            for (k, _) in self.peers.iter().enumerate().filter(|&(k, _)| k != i) {
-                let report = view.tables.get(k).and_then(Option::as_ref);
-                match report.and_then(|records| records.heard.get(&peer.name)) {
-                    Some(&heard) => call.arg(heard),
-                    None => call.arg(""),
-                };
-            }
-        }
     }
 }
 

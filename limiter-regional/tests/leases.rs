@@ -88,6 +88,30 @@ async fn a_lone_region_gets_the_whole_quota_once_its_ask_is_answered() {
         assert_eq!(decision.limit(), QUOTA);
     }
     assert_eq!(admitted, QUOTA);
+    // What each knows of the counts across regions: north learned the
+    // others' (0) when they gave; they learned north's from its asks, the
+    // last when its lease was spent (30).
+    let at = BASE + 500_000;
+    let known = north.known_counts_at("lone", &policy, at).await.unwrap();
+    assert_eq!(
+        (known.here, known.lease, known.total()),
+        (QUOTA, QUOTA, QUOTA)
+    );
+    let others: Vec<(String, Option<u64>)> =
+        vec![("middle".into(), Some(0)), ("south".into(), Some(0))];
+    assert_eq!(known.others, others);
+    let middle = world.stores[1]
+        .known_counts_at("lone", &policy, at)
+        .await
+        .unwrap();
+    assert_eq!((middle.here, middle.lease), (0, 0));
+    assert_eq!(
+        middle.others,
+        [
+            ("north".to_owned(), Some(QUOTA)),
+            ("south".to_owned(), None)
+        ]
+    );
     // The others gave their shares: a request there is denied this window.
     let middle = check(&world.stores[1], "lone", &policy, BASE + 500_000).await;
     assert!(!middle.allowed());

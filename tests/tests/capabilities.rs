@@ -317,7 +317,14 @@ const REDIS: &[&str] = &[
 ];
 
 /// Peeks, resets and refunds; blocks and penalties, kept in every region.
-const REGIONAL: &[&str] = &["Peek", "Reset", "Refunds", "Blocks", "Penalties"];
+const REGIONAL: &[&str] = &[
+    "Peek",
+    "Reset",
+    "Refunds",
+    "Blocks",
+    "Penalties",
+    "AnnouncesResets",
+];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_store() {
