@@ -36,7 +36,7 @@ use limiter_redis::{RedisConfig, RedisStore};
 /// aligned to multiples of the window (the single-region fixed window
 /// starts at a key's first request instead: here every region must agree
 /// on which window a request belongs to). Other policies are refused with
-/// [`ConfigError::AlgorithmNotSupported`]: a sliding log's entries and a
+/// [`ConfigError::AlgorithmNotSupported`](limiter_core::ConfigError::AlgorithmNotSupported): a sliding log's entries and a
 /// bucket's level are not quantities a region can hand part of to another.
 ///
 /// ```no_run
