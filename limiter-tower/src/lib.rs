@@ -111,7 +111,8 @@ pub use limiter_macros::rate_limit;
 pub use limiter_redis::{RedisConfig, RedisStore};
 #[cfg(feature = "regional")]
 pub use limiter_regional::{
-    Region, RegionError, RegionStats, RegionalConfig, RegionalStore, RegionsNotConfirmed,
+    KnownCounts, Region, RegionError, RegionStats, RegionalConfig, RegionalStore,
+    RegionsNotConfirmed,
 };
 pub use rate_limit::{RateLimit, RateLimitFuture, RateLimitLayer};
 pub use response::{
