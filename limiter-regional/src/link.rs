@@ -26,15 +26,16 @@ use limiter_redis::lua::{self, Lua, Routed};
 /// flag, so Redis refuses it whole while over `maxmemory` and on a replica,
 /// as the Redis store's scripts), the prelude (the time and the cost) and
 /// helpers of the Redis store's scripts, the regional scripts' shared part
-/// (`shared.lua`), then its own file. Each touches only `KEYS[1]`.
+/// (`shared.lua`), then the files it names. A key's scripts touch only
+/// `KEYS[1]`; the heartbeats' touch their two hashes, in one slot.
 macro_rules! script {
-    ($file:literal) => {
+    ($($file:literal),+) => {
         Lua::new(&[
             lua::SHEBANG,
             lua::PRELUDE,
             lua::HELPERS,
             include_str!("scripts/shared.lua"),
-            include_str!(concat!("scripts/", $file)),
+            $(include_str!(concat!("scripts/", $file)),)+
         ])
     };
 }
@@ -50,9 +51,9 @@ pub(crate) static ADJUST: Lua = script!("adjust.lua");
 /// What this region knows of a key's counts, read.
 pub(crate) static KNOWN: Lua = script!("known.lua");
 /// A heartbeat, answered by another region.
-pub(crate) static BEAT: Lua = script!("beat.lua");
+pub(crate) static BEAT: Lua = script!("records.lua", "beat.lua");
 /// This region's contacts with the others, recorded and read.
-pub(crate) static CONTACTS: Lua = script!("contacts.lua");
+pub(crate) static CONTACTS: Lua = script!("records.lua", "contacts.lua");
 
 /// A connection to one region's Redis, and the deadline of each call.
 pub(crate) struct Link {

@@ -9,8 +9,7 @@
 -- KEYS: the contacts hash, the heard hash.
 -- ARGV: (now: unused), (cost: unused), lapse (µs), then pairs of a region
 -- this region's heartbeat just reached and how long ago it was sent (µs).
--- Reply: the number of contacts fields, the contacts hash, the heard hash
--- (as HGETALL answers them).
+-- Reply: this region's records, as updated (records.lua).
 local lapse = tonumber(ARGV[3])
 for i = 4, #ARGV, 2 do
   local sent = now - tonumber(ARGV[i + 1])
@@ -30,13 +29,4 @@ for i = 4, #ARGV, 2 do
   end
   db.call('HSET', KEYS[1], ARGV[i], int(last) .. ',' .. int(since))
 end
-local contacts = db.call('HGETALL', KEYS[1])
-local heard = db.call('HGETALL', KEYS[2])
-local reply = { tostring(#contacts) }
-for _, v in ipairs(contacts) do
-  reply[#reply + 1] = v
-end
-for _, v in ipairs(heard) do
-  reply[#reply + 1] = v
-end
-return reply
+return records(KEYS[1], KEYS[2])
