@@ -30,6 +30,7 @@ mod tests;
 
 use std::fmt;
 use std::hash::BuildHasher;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use foldhash::fast::RandomState;
@@ -44,7 +45,7 @@ use crate::store::{AssignedPlans, BlockList, BlockOrigin, Store};
 use crate::{Decision, Error, Penalty, Policy, Receipt};
 use penalties::Penalized;
 use permits::Permits;
-use shard::{Lookup, Shard, Tables};
+use shard::{Keys, Lookup, Shard, Tables};
 use std::time::Duration;
 
 /// Shards when none are asked for: enough that 2–64 cores rarely meet on one lock.
@@ -83,6 +84,8 @@ struct Inner<C> {
     /// Seeded per store, so nobody can choose keys that collide.
     hasher: RandomState,
     shards: Box<[Mutex<Shard>]>,
+    /// How many keys hold state, and the most that may.
+    keys: Arc<Keys>,
     /// The permits of concurrency limits, apart: none may be evicted.
     permits: Arc<Permits>,
     /// Blocked keys, apart: none may be evicted.
@@ -116,13 +119,15 @@ impl<C: Clock> MemoryStore<C> {
     pub fn with_clock_and_shards(clock: C, shards: usize) -> Self {
         let shards = shards.max(1).next_power_of_two();
         let capacity = DEFAULT_CAPACITY.div_ceil(shards);
+        let keys = Arc::new(Keys::new(DEFAULT_CAPACITY));
         Self {
             inner: Arc::new(Inner {
                 clock,
                 hasher: RandomState::default(),
                 shards: (0..shards)
-                    .map(|_| Mutex::new(Shard::new(capacity)))
+                    .map(|_| Mutex::new(Shard::new(capacity, Arc::clone(&keys))))
                     .collect(),
+                keys,
                 permits: Permits::new(),
                 blocks: Arc::new(BlockList::new()),
                 penalties: Penalized::default(),
@@ -158,10 +163,14 @@ impl<C: Clock> MemoryStore<C> {
     /// return with the merge's count. BENCHMARKS.md measures both rates and
     /// the memory.
     ///
-    /// Capacity and memory are divided among the store's shards (64 by
-    /// default), and keys fall into shards by a hash seeded per process: a
-    /// shard that draws more than its share of keys merges sooner. The
-    /// example uses one shard, so its counts are exact on every run.
+    /// The capacity is the store's, whatever shard its keys fall into: no
+    /// key is evicted while fewer keys than the capacity hold state (a
+    /// check that adds a key in each shard at one instant may take the
+    /// store up to one key a shard past it). What evicted keys leave behind
+    /// is divided among the store's shards (64 by default), and keys fall
+    /// into shards by a hash seeded per process: a shard that draws more
+    /// than its share of evicted keys merges sooner. The example uses one
+    /// shard, so its counts are exact on every run.
     ///
     /// ```
     /// use std::time::Duration;
@@ -188,7 +197,9 @@ impl<C: Clock> MemoryStore<C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn with_capacity(self, keys: usize) -> Self {
-        let per_shard = keys.max(1).div_ceil(self.inner.shards.len());
+        let keys = keys.max(1);
+        self.inner.keys.capacity.store(keys, Ordering::Relaxed);
+        let per_shard = keys.div_ceil(self.inner.shards.len());
         for shard in self.inner.shards.iter() {
             lock(shard).capacity = per_shard;
         }

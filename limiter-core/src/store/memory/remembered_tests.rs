@@ -182,3 +182,43 @@ fn the_exact_table_is_freed_as_its_states_expire() {
     store.sweep();
     assert_eq!(store.remembered_evicted(), (0, 0));
 }
+
+/// As many live keys as the capacity fit, however they fall into the 64
+/// shards: none is evicted, each keeps its state; one more key makes the
+/// store evict (from the shard it falls into), and the store holds the
+/// capacity again.
+#[test]
+fn as_many_keys_as_the_capacity_fit_without_eviction() {
+    let clock = ManualClock::new(T0);
+    let policy = Policy::gcra(Rate::new(1, 600 * S).unwrap(), 2).unwrap();
+    for capacity in [64, 6_400, DEFAULT_CAPACITY] {
+        let store = MemoryStore::with_clock(clock.clone()).with_capacity(capacity);
+        for i in 0..capacity {
+            store.check_now(&format!("k{i}"), &policy, 1).unwrap();
+        }
+        assert_eq!(store.len(), capacity, "capacity {capacity}");
+        assert_eq!(
+            store.remembered_evicted().0,
+            0,
+            "capacity {capacity}: none evicted"
+        );
+        // Each key's state is its own: its second request passes, its third not.
+        for i in 0..capacity {
+            let key = format!("k{i}");
+            assert!(
+                store.check_now(&key, &policy, 1).unwrap().allowed(),
+                "{key}"
+            );
+        }
+        store.check_now("one-more", &policy, 1).unwrap();
+        assert!(
+            store.len() <= capacity,
+            "capacity {capacity}: {} held",
+            store.len()
+        );
+        assert!(
+            store.remembered_evicted().0 > 0,
+            "capacity {capacity}: evicted into the ghosts"
+        );
+    }
+}

@@ -9,6 +9,8 @@
 
 use std::hash::BuildHasher;
 use std::mem;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use foldhash::fast::RandomState;
 use hashbrown::HashTable;
@@ -28,10 +30,46 @@ const LIVE_KEYS: &str = "limiter_memory_store_keys";
 /// A shard is not swept before it holds this many keys.
 pub(super) const MIN_SWEEP_LEN: usize = 64;
 
+/// How many keys a store holds, over all its shards, and the most it holds:
+/// a shard evicts only when the store as a whole is full, so no key is
+/// evicted while fewer keys than the capacity hold state, however unevenly
+/// the keys fall into shards.
+#[derive(Debug)]
+pub(super) struct Keys {
+    live: AtomicUsize,
+    pub(super) capacity: AtomicUsize,
+}
+
+impl Keys {
+    pub(super) fn new(capacity: usize) -> Self {
+        Self {
+            live: AtomicUsize::new(0),
+            capacity: AtomicUsize::new(capacity),
+        }
+    }
+
+    fn is_full(&self) -> bool {
+        self.live.load(Ordering::Relaxed) >= self.capacity.load(Ordering::Relaxed)
+    }
+
+    fn added(&self, keys: usize) {
+        self.live.fetch_add(keys, Ordering::Relaxed);
+        metrics::gauge!(LIVE_KEYS).increment(keys as f64);
+    }
+
+    fn removed(&self, keys: usize) {
+        self.live.fetch_sub(keys, Ordering::Relaxed);
+        metrics::gauge!(LIVE_KEYS).decrement(keys as f64);
+    }
+}
+
 pub(super) struct Shard {
     tables: Tables,
     sweep_at_len: usize,
-    /// The most keys this shard holds.
+    /// The store's count and capacity of keys, shared by its shards.
+    keys: Arc<Keys>,
+    /// This shard's part of the capacity: the size of its ghosts' coarse
+    /// slots, and of what they remember exactly by default.
     pub(super) capacity: usize,
     /// How many evicted keys each table remembers exactly; by default
     /// [`REMEMBERED_PER_KEY`] times the capacity.
@@ -79,10 +117,11 @@ pub(super) struct Lookup<'a> {
 }
 
 impl Shard {
-    pub(super) fn new(capacity: usize) -> Self {
+    pub(super) fn new(capacity: usize, keys: Arc<Keys>) -> Self {
         Self {
             tables: Tables::default(),
             sweep_at_len: MIN_SWEEP_LEN,
+            keys,
             capacity,
             remembered: None,
             tick: 0,
@@ -160,7 +199,7 @@ impl Shard {
             .iter_mut()
             .map(|t| usize::from(t.remove(at.hash, at.key)))
             .sum();
-        metrics::gauge!(LIVE_KEYS).decrement(removed as f64);
+        self.keys.removed(removed);
         let merged_until = match table(&mut self.tables).ghosts.visit(at.hash, at.now) {
             Haunt::Merged { expires_at, .. } => Some(expires_at),
             Haunt::Nothing | Haunt::Exact(_) => None,
@@ -184,12 +223,19 @@ impl Shard {
             .iter_mut()
             .map(|t| usize::from(t.remove(at.hash, at.key)))
             .sum();
-        metrics::gauge!(LIVE_KEYS).decrement(removed as f64);
-        if self.len() >= self.sweep_at_len.min(self.capacity) {
+        self.keys.removed(removed);
+        if self.len() >= self.sweep_at_len {
             self.sweep(at.now);
         }
-        if self.len() >= self.capacity {
-            self.evict_least_recently_used(at);
+        // Only a full store evicts, from the shard of the key coming in
+        // (keys whose windows have passed first). Checks in other shards
+        // at the same instant may each add a key: the store holds at most
+        // the capacity and one key per shard.
+        if self.keys.is_full() && self.len() > 0 {
+            self.sweep(at.now);
+            if self.keys.is_full() && self.len() > 0 {
+                self.evict_least_recently_used(at);
+            }
         }
         let entry = Entry {
             key: at.key.into(),
@@ -200,7 +246,7 @@ impl Shard {
         table(&mut self.tables)
             .entries
             .insert_unique(at.hash, entry, |e| at.hasher.hash_one(&*e.key));
-        metrics::gauge!(LIVE_KEYS).increment(1.0);
+        self.keys.added(1);
     }
 
     pub(super) fn len(&mut self) -> usize {
@@ -228,7 +274,7 @@ impl Shard {
         for table in &mut tables {
             table.evict_older(tick, threshold, batch, &mut evicted, &burial);
         }
-        metrics::gauge!(LIVE_KEYS).decrement(evicted as f64);
+        self.keys.removed(evicted);
     }
 
     fn ghost_bounds(&self) -> GhostBounds {
@@ -260,7 +306,7 @@ impl Shard {
     pub(super) fn sweep(&mut self, now: Micros) {
         let swept: usize = self.tables.all().iter_mut().map(|t| t.sweep(now)).sum();
         self.sweep_at_len = (self.len() * 2).max(MIN_SWEEP_LEN);
-        metrics::gauge!(LIVE_KEYS).decrement(swept as f64);
+        self.keys.removed(swept);
     }
 }
 
