@@ -137,8 +137,9 @@ impl<C: Clock> MemoryStore<C> {
     }
 
     /// At most `keys` keys hold state (default [`DEFAULT_CAPACITY`]). When a
-    /// new key finds its shard full, keys whose windows have passed go first,
-    /// then the least recently used eighth of the shard.
+    /// new key finds the store full, keys whose windows have passed go
+    /// first, then the least recently used eighth of the shard it falls
+    /// into.
     ///
     /// Eviction never gives a key more than its limit, and a flood of other
     /// keys does not deny a key that was never evicted. The store remembers
@@ -164,9 +165,10 @@ impl<C: Clock> MemoryStore<C> {
     /// the memory.
     ///
     /// The capacity is the store's, whatever shard its keys fall into: no
-    /// key is evicted while fewer keys than the capacity hold state (a
-    /// check that adds a key in each shard at one instant may take the
-    /// store up to one key a shard past it). What evicted keys leave behind
+    /// key is evicted while fewer keys than the capacity hold state. A key
+    /// that finds the store full but its shard empty, or checks adding keys
+    /// in several shards at one instant, may take the store up to one key a
+    /// shard past it. What evicted keys leave behind
     /// is divided among the store's shards (64 by default), and keys fall
     /// into shards by a hash seeded per process: a shard that draws more
     /// than its share of evicted keys merges sooner. The example uses one
