@@ -83,11 +83,12 @@ pub(crate) struct Liveness {
 }
 
 impl Liveness {
-    pub(crate) fn view(&self) -> View {
+    /// The view, read in place: a check reads it on every request, so it
+    /// is borrowed, not cloned (its tables hold maps).
+    pub(crate) fn view(&self) -> std::sync::RwLockReadGuard<'_, View> {
         self.view
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
     }
 
     fn update(&self, change: impl FnOnce(&mut View)) {
