@@ -110,7 +110,7 @@ impl Decision {
         );
         let mut inline = [RuleStatus::EMPTY; MAX_RULES];
         inline[..statuses.len()].copy_from_slice(statuses);
-        Self::inline(
+        Self::from_statuses(
             rules[decided_by],
             inline,
             statuses.len(),
@@ -132,7 +132,7 @@ impl Decision {
     ) -> Self {
         let mut statuses = [RuleStatus::EMPTY; MAX_RULES];
         statuses[0] = status;
-        Self::inline(
+        Self::from_statuses(
             rule,
             statuses,
             1,
@@ -143,8 +143,10 @@ impl Decision {
         )
     }
 
+    /// A decision over the statuses of a policy's first `len` rules, given
+    /// inline (the rest [`RuleStatus::EMPTY`]): no copy into another array.
     #[inline]
-    fn inline(
+    pub(crate) fn from_statuses(
         rule: Rule,
         statuses: [RuleStatus; MAX_RULES],
         len: usize,

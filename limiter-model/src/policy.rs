@@ -106,8 +106,22 @@ impl BucketParams {
     }
 
     /// The full bucket in sub-units.
+    #[inline]
     pub const fn full(&self) -> u64 {
         self.capacity * self.unit
+    }
+
+    /// Microseconds for `sub_units` of water to drain, rounded up.
+    #[inline(always)]
+    pub const fn drain_us(&self, sub_units: u64) -> u64 {
+        // A whole number of microseconds a token (a rate that divides its
+        // period: 10 a minute, 100 a second) drains one sub-unit a
+        // microsecond; skip the division there, the usual case.
+        if self.drain == 1 {
+            sub_units
+        } else {
+            sub_units.div_ceil(self.drain)
+        }
     }
 }
 
@@ -334,6 +348,7 @@ impl Policy {
     /// For the windows and the sliding log these are the rules. A bucket is
     /// described as "capacity per time to refill it", GCRA as "burst per
     /// burst × emission interval".
+    #[inline]
     pub fn rules(&self) -> &[Rule] {
         &self.rules[..self.len as usize]
     }
@@ -369,8 +384,9 @@ impl Policy {
     }
 
     /// The algorithm with its exact parameters, for stores that run it.
-    pub const fn kind(&self) -> Kind {
-        self.kind
+    #[inline]
+    pub const fn kind(&self) -> &Kind {
+        &self.kind
     }
 
     /// This policy's share for one of `instances` instances, each limiting on
@@ -411,6 +427,7 @@ impl Policy {
     }
 
     /// The largest cost a request can have under this policy.
+    #[inline]
     pub fn largest_cost(&self) -> u64 {
         match self.kind {
             Kind::TokenBucket(b) | Kind::LeakyBucket(b) | Kind::Gcra(b) => b.capacity,

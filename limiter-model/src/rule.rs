@@ -63,6 +63,7 @@ impl Rule {
     }
 
     /// How many requests the rule allows per window.
+    #[inline]
     pub const fn limit(&self) -> u64 {
         self.limit
     }
@@ -73,6 +74,7 @@ impl Rule {
     }
 
     /// The window in microseconds.
+    #[inline]
     pub const fn window_us(&self) -> u64 {
         self.window_us
     }

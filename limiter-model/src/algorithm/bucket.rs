@@ -62,7 +62,7 @@ pub enum Pacing {
 /// Checks a request of `cost` at `now` against the meter of `params`
 /// (whose one rule is `quota`), given the key's level (`None`: no state),
 /// which it updates when the request passes.
-#[inline]
+#[inline(always)]
 pub fn check(
     state: &mut Option<Level>,
     params: &BucketParams,
@@ -76,20 +76,18 @@ pub fn check(
         None => (0, now),
     };
     if now > updated {
-        let elapsed = now - updated;
-        // Compare times first so `elapsed * drain` cannot overflow.
-        level = if elapsed >= level.div_ceil(params.drain) {
-            0
-        } else {
-            level - elapsed * params.drain
-        };
+        // What drained since, saturating: a level drains to 0 at most (a
+        // multiplication where a division would do, one instruction fewer
+        // than `div_ceil` on every check).
+        let drained = (now - updated).saturating_mul(params.drain);
+        level = level.saturating_sub(drained);
     }
     let need = cost * params.unit;
     let full = params.full();
     let allowed = level + need <= full;
     let (retry_after, delay) = if allowed {
         let waits = match pacing {
-            Pacing::On => level.div_ceil(params.drain),
+            Pacing::On => params.drain_us(level),
             Pacing::Off => 0,
         };
         level += need;
@@ -100,14 +98,14 @@ pub fn check(
         });
         (None, waits)
     } else {
-        (Some((level + need - full).div_ceil(params.drain)), 0)
+        (Some(params.drain_us(level + need - full)), 0)
     };
     let remaining = (full - level) / params.unit;
     let available_after_us = match retry_after {
         Some(wait) => wait,
         // One token more than remaining fits once the water is that low.
         None if level > 0 => {
-            (level - (full - (remaining + 1) * params.unit)).div_ceil(params.drain)
+            params.drain_us(level - (full - (remaining + 1) * params.unit))
         }
         None => 0,
     };
@@ -120,7 +118,7 @@ pub fn check(
         status,
         retry_after,
         delay,
-        level.div_ceil(params.drain),
+        params.drain_us(level),
     )
 }
 
@@ -150,7 +148,7 @@ mod tests {
 
     fn params(policy: &Policy) -> BucketParams {
         match policy.kind() {
-            crate::policy::Kind::TokenBucket(p) | crate::policy::Kind::LeakyBucket(p) => p,
+            crate::policy::Kind::TokenBucket(p) | crate::policy::Kind::LeakyBucket(p) => *p,
             _ => unreachable!(),
         }
     }

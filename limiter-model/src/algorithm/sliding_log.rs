@@ -29,8 +29,7 @@ pub fn check(log: &mut Log, rules: &[Rule], now: Micros, cost: u64) -> Decision 
     }
     let mut counts = [0u64; MAX_RULES];
     let mut starts = [0usize; MAX_RULES];
-    let mut available_after = [0u64; MAX_RULES];
-    let mut retry_after = None::<(u64, usize)>;
+    let mut denied = None::<(u64, usize)>;
     for (i, rule) in rules.iter().enumerate() {
         // Every entry left is inside the longest window.
         let start = if rule.window_us() == longest {
@@ -43,50 +42,56 @@ pub fn check(log: &mut Log, rules: &[Rule], now: Micros, cost: u64) -> Decision 
             // The request passes once enough entries have left this window:
             // the oldest `excess` ones, so the last of them decides.
             let excess = (count + cost - rule.limit()) as usize;
-            let blocking = log[start + excess - 1];
-            let wait = blocking + rule.window_us() - now;
-            available_after[i] = wait;
-            if retry_after.is_none_or(|(longest_wait, _)| wait > longest_wait) {
-                retry_after = Some((wait, i));
+            let wait = log[start + excess - 1] + rule.window_us() - now;
+            if denied.is_none_or(|(longest_wait, _)| wait > longest_wait) {
+                denied = Some((wait, i));
             }
         }
         counts[i] = count;
         starts[i] = start;
     }
 
-    let allowed = retry_after.is_none();
-    if allowed {
-        // Entries later than now exist only when clocks disagree.
-        let at = if log.back().is_none_or(|&t| t <= now) {
-            log.len()
+    if denied.is_none() {
+        record(log, rules, longest, now, cost);
+    }
+    let recorded = if denied.is_none() { cost } else { 0 };
+    let mut statuses = [RuleStatus::EMPTY; MAX_RULES];
+    for (i, rule) in rules.iter().enumerate() {
+        let count = counts[i];
+        // A rule that denied frees quota once the same request would pass;
+        // another when its oldest entry leaves (the request's own entries,
+        // if recorded, came after every window's start).
+        let available_after_us = if denied.is_some() && count + cost > rule.limit() {
+            let excess = (count + cost - rule.limit()) as usize;
+            log[starts[i] + excess - 1] + rule.window_us() - now
         } else {
-            log.partition_point(|&t| t <= now)
+            log.get(starts[i])
+                .map_or(0, |&oldest| oldest + rule.window_us() - now)
         };
-        reserve(log, rules, longest, cost);
+        statuses[i] = RuleStatus {
+            remaining: rule.limit().saturating_sub(count + recorded),
+            available_after_us,
+        };
+    }
+    let newest = log.back().map(|&t| t as i64 - now as i64);
+    conclude(rules, statuses, denied, newest, longest)
+}
+
+/// Records `cost` entries at `now`, in order: at the back, unless clocks
+/// disagreed and later entries exist.
+#[inline]
+fn record(log: &mut Log, rules: &[Rule], longest: Micros, now: Micros, cost: u64) {
+    reserve(log, rules, longest, cost);
+    if log.back().is_none_or(|&t| t <= now) {
+        for _ in 0..cost {
+            log.push_back(now);
+        }
+    } else {
+        let at = log.partition_point(|&t| t <= now);
         for _ in 0..cost {
             log.insert(at, now);
         }
     }
-    // A rule that did not deny frees quota when its oldest entry leaves (the
-    // request's own entries were inserted after every window's start).
-    for (i, rule) in rules.iter().enumerate() {
-        let violated = !allowed && counts[i] + cost > rule.limit();
-        if !violated {
-            available_after[i] = log
-                .get(starts[i])
-                .map_or(0, |&oldest| oldest + rule.window_us() - now);
-        }
-    }
-    let newest = log.back().map(|&t| t as i64 - now as i64);
-    let n = rules.len();
-    decide(
-        rules,
-        &counts[..n],
-        &available_after[..n],
-        retry_after,
-        newest,
-        cost,
-    )
 }
 
 /// Gives back `cost` entries recorded at `at` (entries at one time are
@@ -104,8 +109,8 @@ pub fn refund(log: &mut Log, at: Micros, cost: u64) {
 /// count and when it makes more quota available, the longest wait over the
 /// violated rules with its rule (`None`: allowed), and the newest entry's
 /// time minus now once the request is recorded (`None`: an empty log).
-/// Shared by the memory store and the Redis script's reply, so both answer
-/// alike.
+/// The Redis scripts' replies are read through it, so they answer as the
+/// memory store's [`check`] does.
 pub fn decide(
     rules: &[Rule],
     counts: &[u64],
@@ -115,27 +120,44 @@ pub fn decide(
     cost: u64,
 ) -> Decision {
     let recorded = if denied.is_none() { cost } else { 0 };
-    let mut out = [RuleStatus::EMPTY; MAX_RULES];
-    for (((status, rule), count), &available) in
-        out.iter_mut().zip(rules).zip(counts).zip(available_after)
-    {
-        *status = RuleStatus {
-            remaining: rule.limit().saturating_sub(count + recorded),
-            available_after_us: available,
+    let mut statuses = [RuleStatus::EMPTY; MAX_RULES];
+    for (i, rule) in rules.iter().enumerate() {
+        statuses[i] = RuleStatus {
+            remaining: rule.limit().saturating_sub(counts[i] + recorded),
+            available_after_us: available_after[i],
         };
     }
-    let out = &out[..rules.len()];
+    conclude(
+        rules,
+        statuses,
+        denied,
+        newest_from_now,
+        longest_window_us(rules),
+    )
+}
+
+/// The decision over every rule's status: the violated rule that waits
+/// longest decides a denial, the one with fewest requests left an allowed
+/// request; every rule is clear once the newest entry has left the longest
+/// window.
+#[inline]
+fn conclude(
+    rules: &[Rule],
+    statuses: [RuleStatus; MAX_RULES],
+    denied: Option<(u64, usize)>,
+    newest_from_now: Option<i64>,
+    longest: Micros,
+) -> Decision {
     let decided_by = match denied {
         Some((_, i)) => i,
-        None => fewest_remaining(out),
+        None => fewest_remaining(&statuses[..rules.len()]),
     };
-    // Every rule is clear once the newest entry has left the longest window.
-    let reset_after_us = newest_from_now.map_or(0, |newest| {
-        (newest + longest_window_us(rules) as i64).max(0) as u64
-    });
-    Decision::new(
-        rules,
-        out,
+    let reset_after_us =
+        newest_from_now.map_or(0, |newest| (newest + longest as i64).max(0) as u64);
+    Decision::from_statuses(
+        rules[decided_by],
+        statuses,
+        rules.len(),
         decided_by,
         denied.map(|(wait, _)| wait),
         0,
