@@ -56,6 +56,7 @@ pub fn check(log: &mut Log, rules: &[Rule], now: Micros, cost: u64) -> Decision 
     }
     let recorded = if denied.is_none() { cost } else { 0 };
     let mut statuses = [RuleStatus::EMPTY; MAX_RULES];
+    let mut fewest = 0;
     for (i, rule) in rules.iter().enumerate() {
         let count = counts[i];
         // A rule that denied frees quota once the same request would pass;
@@ -72,9 +73,13 @@ pub fn check(log: &mut Log, rules: &[Rule], now: Micros, cost: u64) -> Decision 
             remaining: rule.limit().saturating_sub(count + recorded),
             available_after_us,
         };
+        if statuses[i].remaining < statuses[fewest].remaining {
+            fewest = i;
+        }
     }
     let newest = log.back().map(|&t| t as i64 - now as i64);
-    conclude(rules, statuses, denied, newest, longest)
+    let decided_by = denied.map_or(fewest, |(_, i)| i);
+    conclude(rules, statuses, decided_by, denied, newest, longest)
 }
 
 /// Records `cost` entries at `now`, in order: at the back, unless clocks
@@ -127,31 +132,32 @@ pub fn decide(
             available_after_us: available_after[i],
         };
     }
+    let decided_by = match denied {
+        Some((_, i)) => i,
+        None => fewest_remaining(&statuses[..rules.len()]),
+    };
     conclude(
         rules,
         statuses,
+        decided_by,
         denied,
         newest_from_now,
         longest_window_us(rules),
     )
 }
 
-/// The decision over every rule's status: the violated rule that waits
-/// longest decides a denial, the one with fewest requests left an allowed
-/// request; every rule is clear once the newest entry has left the longest
-/// window.
+/// The decision over every rule's status, decided by the violated rule
+/// that waits longest (a denial) or the first with fewest requests left;
+/// every rule is clear once the newest entry has left the longest window.
 #[inline]
 fn conclude(
     rules: &[Rule],
     statuses: [RuleStatus; MAX_RULES],
+    decided_by: usize,
     denied: Option<(u64, usize)>,
     newest_from_now: Option<i64>,
     longest: Micros,
 ) -> Decision {
-    let decided_by = match denied {
-        Some((_, i)) => i,
-        None => fewest_remaining(&statuses[..rules.len()]),
-    };
     let reset_after_us =
         newest_from_now.map_or(0, |newest| (newest + longest as i64).max(0) as u64);
     Decision::from_statuses(
@@ -327,6 +333,24 @@ mod tests {
         assert_eq!(d.rules()[1].remaining(), 17);
         assert_eq!(d.reset_after(), Duration::from_secs(120));
         assert_eq!(log.len(), 3);
+    }
+
+    #[test]
+    fn entries_later_than_now_count_and_stay_in_order() {
+        // Another thread read the clock 5 µs later and recorded first.
+        let rule = [Rule::new(2, Duration::from_secs(60)).unwrap()];
+        let t0 = 1_000 * S;
+        let mut log = Log::from([t0 + 5]);
+        let d = check(&mut log, &rule, t0, 1);
+        assert_eq!((d.allowed(), d.remaining()), (true, 0));
+        assert_eq!(log, [t0, t0 + 5]);
+        // Its oldest entry is now's: quota frees one window from now; every
+        // rule is clear once the later entry has left.
+        assert_eq!(d.rules()[0].available_after(), Duration::from_secs(60));
+        assert_eq!(d.reset_after(), Duration::from_micros(60 * S + 5));
+        let denied = check(&mut log, &rule, t0 + 1, 1);
+        assert_eq!(denied.retry_after(), Some(Duration::from_micros(60 * S - 1)));
+        assert_eq!(log, [t0, t0 + 5]);
     }
 
     #[test]
