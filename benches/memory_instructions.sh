@@ -32,6 +32,6 @@ for variant in ${*:-gcra_1 governor_1 gcra_100k gcra_100k_default_capacity gover
   set -- $(count "$variant" 200000)
   small_ir=$1 small_ll=$2
   set -- $(count "$variant" 400000)
-  echo "| $variant | $(( ($1 - small_ir) / 200000 )) | $(awk "BEGIN { printf \"%.1f\", ($2 - $small_ll) / 200000 }") |"
+  echo "| $variant | $(( ($1 - small_ir) / 200000 )) | $(awk "BEGIN { x = ($2 - $small_ll) / 200000; printf \"%.1f\", (x < 0 ? 0 : x) }") |"
 done
 rm -r "$out"
