@@ -65,7 +65,9 @@ impl Clock for SystemClock {
         let anchor = &*ANCHOR;
         // Raw readings scaled once, as nanoseconds: no `Duration` on the
         // way (a reading before the anchor counts as the anchor).
-        let elapsed_ns = anchor.counter.delta_as_nanos(anchor.raw, anchor.counter.raw());
+        let elapsed_ns = anchor
+            .counter
+            .delta_as_nanos(anchor.raw, anchor.counter.raw());
         anchor.wall_us + elapsed_ns / 1_000
     }
 }

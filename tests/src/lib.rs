@@ -21,6 +21,7 @@ use limiter_redis::{RedisConfig, RedisStore};
 mod cluster;
 pub mod http;
 mod load;
+pub mod metric_names;
 pub mod proxy;
 mod sentinel;
 

@@ -58,6 +58,14 @@ async fn decisions_store_calls_and_the_deny_cache_are_counted() {
         sample(&metrics, &["limiter_store_call_seconds_count"]),
         10.0
     );
+    // A histogram with buckets, as the dashboard's quantiles read it.
+    assert_eq!(
+        sample(
+            &metrics,
+            &["limiter_store_call_seconds_bucket", "le=\"+Inf\""]
+        ),
+        10.0
+    );
     assert_eq!(sample(&metrics, &["limiter_breaker_state"]), 0.0);
 }
 

@@ -104,22 +104,14 @@ pub fn check(
     let available_after_us = match retry_after {
         Some(wait) => wait,
         // One token more than remaining fits once the water is that low.
-        None if level > 0 => {
-            params.drain_us(level - (full - (remaining + 1) * params.unit))
-        }
+        None if level > 0 => params.drain_us(level - (full - (remaining + 1) * params.unit)),
         None => 0,
     };
     let status = RuleStatus {
         remaining,
         available_after_us,
     };
-    Decision::single(
-        *quota,
-        status,
-        retry_after,
-        delay,
-        params.drain_us(level),
-    )
+    Decision::single(*quota, status, retry_after, delay, params.drain_us(level))
 }
 
 /// The bucket a key inherits from a merged summary of evicted buckets that

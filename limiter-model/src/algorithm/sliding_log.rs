@@ -349,7 +349,10 @@ mod tests {
         assert_eq!(d.rules()[0].available_after(), Duration::from_secs(60));
         assert_eq!(d.reset_after(), Duration::from_micros(60 * S + 5));
         let denied = check(&mut log, &rule, t0 + 1, 1);
-        assert_eq!(denied.retry_after(), Some(Duration::from_micros(60 * S - 1)));
+        assert_eq!(
+            denied.retry_after(),
+            Some(Duration::from_micros(60 * S - 1))
+        );
         assert_eq!(log, [t0, t0 + 5]);
     }
 

@@ -30,8 +30,8 @@ mod tests;
 
 use std::fmt;
 use std::hash::BuildHasher;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use foldhash::fast::RandomState;
 use parking_lot::{Mutex, MutexGuard};
