@@ -66,11 +66,11 @@ pub(crate) fn parse_reply(
         }),
         Kind::TokenBucket(params) | Kind::Gcra(params) => {
             replay(reply, costs, level, |state, now, cost| {
-                meter::check(state, &params, quota, now, cost, Pacing::Off)
+                meter::check(state, params, quota, now, cost, Pacing::Off)
             })
         }
         Kind::LeakyBucket(params) => replay(reply, costs, level, |state, now, cost| {
-            meter::check(state, &params, quota, now, cost, Pacing::On)
+            meter::check(state, params, quota, now, cost, Pacing::On)
         }),
     }
 }

@@ -141,10 +141,10 @@ fn label_keys(args: &str) -> Vec<String> {
     let mut rest = args;
     while let Some(arrow) = rest.find("=>") {
         let before = rest[..arrow].trim_end();
-        if let Some(key) = before.strip_suffix('"') {
-            if let Some(open) = key.rfind('"') {
-                keys.push(key[open + 1..].to_owned());
-            }
+        if let Some(key) = before.strip_suffix('"')
+            && let Some(open) = key.rfind('"')
+        {
+            keys.push(key[open + 1..].to_owned());
         }
         rest = &rest[arrow + 2..];
     }
@@ -234,11 +234,12 @@ fn pending_scopes(
     code: &BTreeMap<String, Exported>,
 ) -> Result<(), String> {
     for at in scope {
-        if let Token::Word(word) = &tokens[at] {
-            if word.starts_with("limiter_") && !used.iter().any(|(_, _, i)| *i == at) {
-                let metric = resolve(word, code)?;
-                used.push((metric, names.iter().cloned().collect(), at));
-            }
+        if let Token::Word(word) = &tokens[at]
+            && word.starts_with("limiter_")
+            && !used.iter().any(|(_, _, i)| *i == at)
+        {
+            let metric = resolve(word, code)?;
+            used.push((metric, names.iter().cloned().collect(), at));
         }
     }
     Ok(())
@@ -252,13 +253,13 @@ fn resolve(word: &str, code: &BTreeMap<String, Exported>) -> Result<MetricRef, S
         });
     }
     for suffix in ["_bucket", "_sum", "_count"] {
-        if let Some(base) = word.strip_suffix(suffix) {
-            if code.get(base).is_some_and(|m| m.kind == "histogram") {
-                return Ok(MetricRef {
-                    name: base.to_owned(),
-                    bucket: suffix == "_bucket",
-                });
-            }
+        if let Some(base) = word.strip_suffix(suffix)
+            && code.get(base).is_some_and(|m| m.kind == "histogram")
+        {
+            return Ok(MetricRef {
+                name: base.to_owned(),
+                bucket: suffix == "_bucket",
+            });
         }
     }
     Err(format!("{word} is not exported"))

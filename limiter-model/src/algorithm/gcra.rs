@@ -41,7 +41,7 @@ mod tests {
         let crate::policy::Kind::Gcra(params) = policy.kind() else {
             unreachable!()
         };
-        check(state, &params, &policy.rules()[0], now, 1)
+        check(state, params, &policy.rules()[0], now, 1)
     }
 
     #[test]

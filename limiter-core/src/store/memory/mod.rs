@@ -329,20 +329,20 @@ impl<C: Clock> MemoryStore<C> {
             Kind::TokenBucket(params) => shard.check(
                 |t: &mut Tables| &mut t.buckets,
                 at,
-                |_, empty_at| bucket::empty_by(empty_at, &params, now),
+                |_, empty_at| bucket::empty_by(empty_at, params, now),
                 |l| {
                     record.run(l, |l| {
-                        bucket::check(l, &params, quota, now, cost, Pacing::Off)
+                        bucket::check(l, params, quota, now, cost, Pacing::Off)
                     })
                 },
             ),
             Kind::LeakyBucket(params) => shard.check(
                 |t: &mut Tables| &mut t.buckets,
                 at,
-                |_, empty_at| bucket::empty_by(empty_at, &params, now),
+                |_, empty_at| bucket::empty_by(empty_at, params, now),
                 |l| {
                     record.run(l, |l| {
-                        bucket::check(l, &params, quota, now, cost, Pacing::On)
+                        bucket::check(l, params, quota, now, cost, Pacing::On)
                     })
                 },
             ),
@@ -350,8 +350,8 @@ impl<C: Clock> MemoryStore<C> {
                 |t: &mut Tables| &mut t.gcra,
                 at,
                 // GCRA's state is a bucket's water: merged the same way.
-                |_, empty_at| bucket::empty_by(empty_at, &params, now),
-                |t| record.run(t, |t| gcra::check(t, &params, quota, now, cost)),
+                |_, empty_at| bucket::empty_by(empty_at, params, now),
+                |t| record.run(t, |t| gcra::check(t, params, quota, now, cost)),
             ),
         })
     }
