@@ -28,7 +28,8 @@ thread_local! {
 }
 
 impl RouteLimit {
-    /// Admits a request with the router layer's context in scope, and
+    /// Admits a request under the router layer's context (the limit's own,
+    /// or the one in scope), and
     /// answers with the future of what follows: `inner` called (it is
     /// ready), the limiter's own response, or the wait for a store that
     /// does not decide at once.
@@ -46,13 +47,20 @@ impl RouteLimit {
         ResponseFuture::new(inner, request, next)
     }
 
-    /// What follows a request's admission, with the context taken from the
-    /// scope meanwhile.
+    /// What follows a request's admission: under the limit's own context,
+    /// or the one taken from the scope meanwhile.
     #[inline(always)]
     fn next<B>(self: &Arc<Self>, request: &mut Request<B>) -> Next {
-        let current = Current::take();
-        let Some(context) = current.context() else {
-            return self.misconfigured(Missing::RouterLayer, request);
+        let current;
+        let context = match &self.context {
+            Some(own) => &**own,
+            None => {
+                current = Current::take();
+                let Some(context) = current.context() else {
+                    return self.misconfigured(Missing::RouterLayer, request);
+                };
+                context
+            }
         };
         let business = self.business.is_some() || context.business.is_some();
         if business && self.is_denied(context, request) {
