@@ -44,7 +44,16 @@ impl RouteLimit {
         // The scope is whole again before `inner` is called: a limit below
         // this one takes the context in its turn.
         let next = self.next(&mut request);
-        ResponseFuture::new(inner, request, next)
+        // The allowed request's path on its own, so that the request moves
+        // once, into `inner`'s call, and its future straight into ours.
+        match next {
+            Next::Proceed {
+                fields,
+                delay,
+                after,
+            } if delay.is_zero() => ResponseFuture::calling(inner.call(request), fields, after),
+            next => ResponseFuture::new(inner, request, next),
+        }
     }
 
     /// What follows a request's admission: under the limit's own context,

@@ -146,6 +146,28 @@ enum Until {
 
 impl<S, B> ResponseFuture<S, B>
 where
+    S: Service<Request<B>>,
+{
+    /// The future of `inner`'s call, under way, whose response gets
+    /// `fields` and `after`.
+    #[inline(always)]
+    pub(crate) fn calling(
+        future: S::Future,
+        fields: Option<RateLimitHeaders>,
+        after: Option<Box<After>>,
+    ) -> Self {
+        Self {
+            state: State::Calling {
+                future,
+                fields,
+                after,
+            },
+        }
+    }
+}
+
+impl<S, B> ResponseFuture<S, B>
+where
     S: Service<Request<B>> + Clone,
 {
     /// The future of what follows a request's admission: `inner` (which is
