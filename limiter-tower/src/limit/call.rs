@@ -113,19 +113,21 @@ impl RouteLimit {
         } else {
             (self.policy.cost(), Reading::plain(context.headers))
         };
-        if let Some(decided) = context.store.check_now(&key, reading.policy(self), cost) {
-            KEY_BUFFER.set(key);
-            // The decision step of `answer`, without wrapping the decision.
-            return match &decided {
-                Ok(decision) => {
-                    let counted = Counted::by_store(decision);
-                    self.on_decision(decision, counted, &reading, request)
-                }
-                Err(error) => self.failed(error, &reading, request.headers()),
-            };
-        }
-        let checks = RequestChecks::rate(cost, reading);
-        self.pending(context, key, checks)
+        // The decision step of `answer`, without wrapping the decision,
+        // read where the store wrote it.
+        let next = match &context.store.check_now(&key, reading.policy(self), cost) {
+            Some(Ok(decision)) => {
+                let counted = Counted::by_store(decision);
+                self.on_decision(decision, counted, &reading, request)
+            }
+            Some(Err(error)) => self.failed(error, &reading, request.headers()),
+            None => {
+                let checks = RequestChecks::rate(cost, reading);
+                return self.pending(context, key, checks);
+            }
+        };
+        KEY_BUFFER.set(key);
+        next
     }
 
     /// The wait for the store's answer.
