@@ -174,7 +174,7 @@ where
     /// ready) called now, or, keeping it and leaving a clone in its place,
     /// once what the request waits for is there; or the limiter's own
     /// response.
-    #[inline(always)]
+    #[inline(never)]
     pub(crate) fn new(inner: &mut S, request: Request<B>, next: Next) -> Self {
         // Each state is built where it is returned: the inner future is
         // not moved again.
