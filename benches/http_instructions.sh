@@ -20,7 +20,7 @@ instructions() {
 echo "| router | instructions per request | over bare axum |"
 echo "|---|---:|---:|"
 bare=""
-for variant in bare_axum bare_axum_identity_layer limiter_memory limiter_memory_no_fields limiter_memory_no_fields_global tower_governor tower_governor_headers; do
+for variant in bare_axum bare_axum_identity_layer limiter_memory limiter_memory_no_fields limiter_memory_no_fields_global tower_governor tower_governor_headers limiter_layer_on_route tower_governor_on_route; do
   small=$(instructions "$variant" 1000)
   large=$(instructions "$variant" 11000)
   per=$(( (large - small) / 10000 ))

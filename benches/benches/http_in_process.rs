@@ -10,7 +10,8 @@
 //! do not. `-- --requests N VARIANT` serves N requests of one variant
 //! (`bare_axum`, `bare_axum_identity_layer`, `limiter_memory`,
 //! `limiter_memory_no_fields`, `limiter_memory_no_fields_global`,
-//! `tower_governor`, `tower_governor_headers`)
+//! `tower_governor`, `tower_governor_headers`, `limiter_layer_on_route`,
+//! `tower_governor_on_route`)
 //! without criterion, to run under `valgrind --tool=callgrind` (see
 //! BENCHMARKS.md). The variants with and without headers on allowed
 //! responses compare like with like:
@@ -20,7 +21,11 @@
 //! what axum's wrapping of each route costs any router-level layer.
 //! `limiter_memory_no_fields_global` counts everyone in one quota (`by =
 //! global`): beside `limiter_memory_no_fields`, what counting by client IP
-//! costs (the address, its text in the key).
+//! costs (the address, its text in the key). `limiter_layer_on_route` and
+//! `tower_governor_on_route` put one layer on the route itself, without
+//! the macro and without a router layer: a `LimitLayer` carrying its router
+//! layer's settings, with the same policy as `limited` and the fields off,
+//! beside a `GovernorLayer`.
 
 use std::future::Future;
 use std::hint::black_box;
@@ -31,9 +36,11 @@ use std::task::{Context, Poll, Waker};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request};
-use axum::routing::get;
+use axum::routing::{MethodRouter, get};
 use criterion::{Criterion, criterion_group};
-use limiter_tower::{Limiter, MemoryStore, RateLimitLayer, rate_limit};
+use limiter_tower::{
+    KeySource, LimitLayer, Limiter, MemoryStore, Policy, Rate, RateLimitLayer, rate_limit,
+};
 use tower::Service;
 
 /// The same limit as `http_load`'s: GCRA with room for everything.
@@ -75,10 +82,23 @@ fn serve(router: &mut Router) {
     }
 }
 
+/// `limited`'s limit as a `LimitLayer` of its own on `bare`'s route: the
+/// same policy, key and store, the fields off, no `Decision` in the request
+/// (`limited` does not take it).
+fn limited_route() -> MethodRouter {
+    let settings = RateLimitLayer::new(Limiter::new(MemoryStore::new())).rate_limit_headers(false);
+    let rate = Rate::per_second(1_000_000_000).expect("a rate");
+    let policy = Policy::gcra(rate, 1_000_000_000).expect("a policy");
+    let limit = LimitLayer::new("http_in_process-limited", policy, KeySource::ip())
+        .decision_extension(false)
+        .router_layer(&settings);
+    get(bare).layer(limit)
+}
+
 /// The variants, each a router ready to serve.
-fn variants() -> [(&'static str, Router); 7] {
+fn variants() -> [(&'static str, Router); 9] {
     let [governor, governor_with_headers] = limiter_benches::governed(get(bare));
-    let variants: [(&str, Router); 7] = [
+    let variants: [(&str, Router); 9] = [
         ("bare_axum", Router::new().route("/", get(bare))),
         (
             "bare_axum_identity_layer",
@@ -106,6 +126,14 @@ fn variants() -> [(&'static str, Router); 7] {
         ),
         ("tower_governor", governor),
         ("tower_governor_headers", governor_with_headers),
+        (
+            "limiter_layer_on_route",
+            Router::new().route("/", limited_route()),
+        ),
+        (
+            "tower_governor_on_route",
+            Router::new().route("/", limiter_benches::governed_route(get(bare))),
+        ),
     ];
     // What `into_make_service` serves: handlers turned into routes once.
     variants.map(|(name, router)| (name, router.with_state(())))

@@ -24,6 +24,18 @@ pub fn governed(route: MethodRouter) -> [Router; 2] {
     ]
 }
 
+/// `route` with tower_governor on the route itself (`MethodRouter::layer`)
+/// rather than on the router: the same room for everything and no headers
+/// as [`governed`]'s first router.
+pub fn governed_route(route: MethodRouter) -> MethodRouter {
+    let config = GovernorConfigBuilder::default()
+        .per_nanosecond(1)
+        .burst_size(u32::MAX)
+        .finish()
+        .expect("a governor config");
+    route.layer(GovernorLayer::new(config))
+}
+
 /// The most admissions certainly made within one second `(t - 1 s, t]`:
 /// those whose check started after `t - 1 s` and ended by `t` (a check's
 /// decision falls between its start and end; a lease's local decision

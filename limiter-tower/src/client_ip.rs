@@ -127,8 +127,19 @@ impl ClientIp {
     /// The client's address: the peer, or when the peer is a trusted proxy
     /// the rightmost untrusted address in the source's header (see
     /// [`ClientIpSource`]).
+    #[inline]
     pub(crate) fn resolve(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
         let peer = peer.to_canonical();
+        // Without trusted proxies (the default), the peer, decided inline.
+        if self.trusted_proxies.is_empty() {
+            return peer;
+        }
+        self.resolve_behind_proxies(peer, headers)
+    }
+
+    /// [`resolve`](Self::resolve) when some proxies are trusted.
+    #[inline(never)]
+    fn resolve_behind_proxies(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
         if !self.is_trusted(peer) {
             return peer;
         }

@@ -28,7 +28,8 @@ thread_local! {
 }
 
 impl RouteLimit {
-    /// Admits a request with the router layer's context in scope, and
+    /// Admits a request under the router layer's context (the limit's own,
+    /// or the one in scope), and
     /// answers with the future of what follows: `inner` called (it is
     /// ready), the limiter's own response, or the wait for a store that
     /// does not decide at once.
@@ -43,16 +44,32 @@ impl RouteLimit {
         // The scope is whole again before `inner` is called: a limit below
         // this one takes the context in its turn.
         let next = self.next(&mut request);
-        ResponseFuture::new(inner, request, next)
+        // The allowed request's path on its own, so that the request moves
+        // once, into `inner`'s call, and its future straight into ours.
+        match next {
+            Next::Proceed {
+                fields,
+                delay,
+                after,
+            } if delay.is_zero() => ResponseFuture::calling(inner.call(request), fields, after),
+            next => ResponseFuture::new(inner, request, next),
+        }
     }
 
-    /// What follows a request's admission, with the context taken from the
-    /// scope meanwhile.
+    /// What follows a request's admission: under the limit's own context,
+    /// or the one taken from the scope meanwhile.
     #[inline(always)]
     fn next<B>(self: &Arc<Self>, request: &mut Request<B>) -> Next {
-        let current = Current::take();
-        let Some(context) = current.context() else {
-            return self.misconfigured(Missing::RouterLayer, request);
+        let current;
+        let context = match &self.context {
+            Some(own) => &**own,
+            None => {
+                current = Current::take();
+                let Some(context) = current.context() else {
+                    return self.misconfigured(Missing::RouterLayer, request);
+                };
+                context
+            }
         };
         let business = self.business.is_some() || context.business.is_some();
         if business && self.is_denied(context, request) {
@@ -96,19 +113,21 @@ impl RouteLimit {
         } else {
             (self.policy.cost(), Reading::plain(context.headers))
         };
-        if let Some(decided) = context.store.check_now(&key, reading.policy(self), cost) {
-            KEY_BUFFER.set(key);
-            // The decision step of `answer`, without wrapping the decision.
-            return match &decided {
-                Ok(decision) => {
-                    let counted = Counted::by_store(decision);
-                    self.on_decision(decision, counted, &reading, request)
-                }
-                Err(error) => self.failed(error, &reading, request.headers()),
-            };
-        }
-        let checks = RequestChecks::rate(cost, reading);
-        self.pending(context, key, checks)
+        // The decision step of `answer`, without wrapping the decision,
+        // read where the store wrote it.
+        let next = match &context.store.check_now(&key, reading.policy(self), cost) {
+            Some(Ok(decision)) => {
+                let counted = Counted::by_store(decision);
+                self.on_decision(decision, counted, &reading, request)
+            }
+            Some(Err(error)) => self.failed(error, &reading, request.headers()),
+            None => {
+                let checks = RequestChecks::rate(cost, reading);
+                return self.pending(context, key, checks);
+            }
+        };
+        KEY_BUFFER.set(key);
+        next
     }
 
     /// The wait for the store's answer.

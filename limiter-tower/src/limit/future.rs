@@ -146,13 +146,35 @@ enum Until {
 
 impl<S, B> ResponseFuture<S, B>
 where
+    S: Service<Request<B>>,
+{
+    /// The future of `inner`'s call, under way, whose response gets
+    /// `fields` and `after`.
+    #[inline(always)]
+    pub(crate) fn calling(
+        future: S::Future,
+        fields: Option<RateLimitHeaders>,
+        after: Option<Box<After>>,
+    ) -> Self {
+        Self {
+            state: State::Calling {
+                future,
+                fields,
+                after,
+            },
+        }
+    }
+}
+
+impl<S, B> ResponseFuture<S, B>
+where
     S: Service<Request<B>> + Clone,
 {
     /// The future of what follows a request's admission: `inner` (which is
     /// ready) called now, or, keeping it and leaving a clone in its place,
     /// once what the request waits for is there; or the limiter's own
     /// response.
-    #[inline(always)]
+    #[inline(never)]
     pub(crate) fn new(inner: &mut S, request: Request<B>, next: Next) -> Self {
         // Each state is built where it is returned: the inner future is
         // not moved again.

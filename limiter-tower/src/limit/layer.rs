@@ -5,6 +5,7 @@ use tower_layer::Layer;
 
 use super::Limit;
 use super::route::RouteLimit;
+use crate::RateLimitLayer;
 use crate::business::Common;
 use crate::key::KeySource;
 use crate::setters::{Configure, common_setters};
@@ -12,11 +13,12 @@ use crate::setters::{Configure, common_setters};
 /// One policy and one key source, on a route, a handler or any service: the
 /// same limiting as `#[rate_limit]`, without the macro.
 ///
-/// The store comes from the [`RateLimitLayer`](crate::RateLimitLayer) above
-/// it, so a `LimitLayer` works only below one: on an axum route, with the
-/// `RateLimitLayer` on the router (added after the route); around any other
-/// service, with the `RateLimitLayer` outside it. Without one, requests are
-/// answered 500, naming the fix in debug builds. Keys are
+/// The store comes from the [`RateLimitLayer`] above it, so a `LimitLayer`
+/// works below one: on an axum route, with the `RateLimitLayer` on the
+/// router (added after the route); around any other service, with the
+/// `RateLimitLayer` outside it. Without one, requests are answered 500,
+/// naming the fix in debug builds, unless the limit was given a router
+/// layer's settings itself ([`router_layer`](Self::router_layer)). Keys are
 /// `{prefix}:{identity}:{name}`.
 ///
 /// ```
@@ -101,6 +103,31 @@ impl LimitLayer {
     /// it.)
     pub fn decision_extension(mut self, on: bool) -> Self {
         self.limit().decision_extension = on;
+        self
+    }
+
+    /// The router layer whose store and settings (key prefix, client
+    /// address, user, headers, failure policy, allow and deny lists) this
+    /// limit uses itself, instead of finding a [`RateLimitLayer`] above it:
+    /// the limit then works alone, on a route or around any service, as a
+    /// layer of its own. Limits given the same `RateLimitLayer` share its
+    /// store, and its [`control`](RateLimitLayer::control) reaches them.
+    ///
+    /// ```
+    /// use axum::{Router, routing::get};
+    /// use limiter_tower::{KeySource, Limiter, LimitLayer, MemoryStore, Policy, RateLimitLayer, Rate};
+    ///
+    /// let settings = RateLimitLayer::new(Limiter::new(MemoryStore::new())).rate_limit_headers(false);
+    /// let feed = Policy::gcra(Rate::per_minute(100)?, 20)?;
+    /// let app: Router = Router::new().route(
+    ///     "/feed",
+    ///     get(|| async { "posts" })
+    ///         .layer(LimitLayer::new("feed", feed, KeySource::ip()).router_layer(&settings)),
+    /// );
+    /// # Ok::<(), limiter_tower::ConfigError>(())
+    /// ```
+    pub fn router_layer(mut self, layer: &RateLimitLayer) -> Self {
+        self.limit().context = Some(Arc::clone(layer.shared()));
         self
     }
 

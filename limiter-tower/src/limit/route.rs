@@ -40,6 +40,10 @@ pub(crate) struct RouteLimit {
     pub(crate) shadow_counter: ShadowCounter,
     /// Whether blocks deny this limit's requests.
     pub(crate) honours_blocks: bool,
+    /// The router layer's settings when the limit carries them itself
+    /// ([`LimitLayer::router_layer`](crate::LimitLayer::router_layer)):
+    /// then it looks for no router layer above it.
+    pub(crate) context: Option<Arc<Context>>,
 }
 
 impl RouteLimit {
@@ -59,6 +63,7 @@ impl RouteLimit {
             business: None,
             shadow_counter: ShadowCounter::default(),
             honours_blocks: true,
+            context: None,
         }
     }
 

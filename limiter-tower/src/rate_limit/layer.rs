@@ -113,6 +113,11 @@ impl RateLimitLayer {
         )
     }
 
+    /// The settings every limit below shares.
+    pub(crate) fn shared(&self) -> &Arc<Context> {
+        &self.context
+    }
+
     fn context(&mut self) -> &mut Context {
         Arc::make_mut(&mut self.context)
     }
