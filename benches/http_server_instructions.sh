@@ -32,6 +32,9 @@ measure() {
   REDIS_URL="redis://127.0.0.1:$redis_port" valgrind --tool=callgrind --dump-instr=no \
     --callgrind-out-file="$out/cg" "$bench" --serve >"$out/ports" 2>/dev/null &
   local server=$!
+  # measure runs in a subshell of its own: the server goes when it ends,
+  # even on an error.
+  trap "kill $server 2>/dev/null || true" EXIT
   until [ -s "$out/ports" ]; do
     kill -0 "$server" 2>/dev/null || { echo "the server under valgrind exited" >&2; exit 1; }
     sleep 0.2
