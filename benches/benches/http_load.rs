@@ -12,7 +12,11 @@
 //! 7. `RateLimitLayer` on Redis, everything allowed;
 //! 8. a bare middleware doing one EVALSHA of the same script per request;
 //! 9. `RateLimitLayer` on Redis without the fields on allowed responses
-//!    (the bare middleware sends none).
+//!    (the bare middleware sends none);
+//! 10. to 12. 7, 8 and 9 counting by the `x-api-key` header instead of the
+//!     client address, loaded with a new key on every request
+//!     (`benches/distinct_keys.lua`): no two checks share a key, so nothing
+//!     coalesces, and each request is one EVALSHA of its own.
 //!
 //! The servers run in a child process (this binary with `--serve`), one
 //! tokio worker thread; the load comes from `wrk` (Debian's `wrk` package) in
@@ -30,15 +34,14 @@
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderName, HeaderValue};
-use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::middleware;
 use axum::routing::get;
-use limiter_core::Algorithm;
-use limiter_redis::RedisStore;
+use limiter_benches::evalsha::{self, Bare};
+use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tower::{
     Limiter, MemoryStore, RATELIMIT, RATELIMIT_POLICY, RateLimitLayer, rate_limit,
 };
@@ -53,10 +56,16 @@ const MEASURE: &str = "3s";
 const ROUNDS: usize = 12;
 
 /// GCRA with room for everything: 10^9 a second, 10^9 at once. The same
-/// numbers as the bare middleware's EVALSHA arguments (interval 1 µs,
-/// tolerance 10^9 µs).
+/// numbers as the bare middleware's EVALSHA arguments
+/// (`limiter_benches::evalsha`).
 #[rate_limit(algorithm = gcra(rate = 1000000000/s, burst = 1000000000), by = ip)]
 async fn limited() -> &'static str {
+    "ok"
+}
+
+/// `limited`, counted by the `x-api-key` header.
+#[rate_limit(algorithm = gcra(rate = 1000000000/s, burst = 1000000000), by = header("x-api-key"))]
+async fn limited_by_api_key() -> &'static str {
     "ok"
 }
 
@@ -64,7 +73,7 @@ async fn bare() -> &'static str {
     "ok"
 }
 
-const VARIANTS: [&str; 9] = [
+const VARIANTS: [&str; 12] = [
     "bare axum",
     "bare axum + fixed RateLimit fields",
     "limiter, memory",
@@ -74,6 +83,9 @@ const VARIANTS: [&str; 9] = [
     "limiter, Redis",
     "bare EVALSHA",
     "limiter, Redis, no fields on allowed",
+    "limiter, Redis, distinct keys",
+    "bare EVALSHA, distinct keys",
+    "limiter, Redis, distinct keys, no fields on allowed",
 ];
 // Indexes of the baselines in `VARIANTS`.
 const BARE: usize = 0;
@@ -82,11 +94,17 @@ const LIMITER_MEMORY: usize = 2;
 const GOVERNOR: usize = 4;
 const GOVERNOR_WITH_HEADERS: usize = 5;
 const EVALSHA: usize = 7;
+/// The first of the variants loaded with a new `x-api-key` per request.
+const FIRST_DISTINCT: usize = 9;
+const EVALSHA_DISTINCT: usize = 10;
+
+/// The wrk script that sends a new `x-api-key` with every request.
+const DISTINCT_KEYS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/distinct_keys.lua");
 
 /// The fields limiter sends on `limited`'s allowed responses (remaining
 /// 999999999 is what a fresh key shows after one request).
-const POLICY_FIELD: &str = "\"1000000000-per-1000s\";q=1000000000;w=1000";
-const STATE_FIELD: &str = "\"1000000000-per-1000s\";r=999999999;t=1";
+const POLICY_FIELD: &str = "\"1000000000-per-1s-burst-1000000000\";q=1000000000;w=1";
+const STATE_FIELD: &str = "\"1000000000-per-1s-burst-1000000000\";r=999999999;t=1";
 
 fn main() {
     if std::env::args().any(|a| a == "--serve") {
@@ -129,9 +147,11 @@ fn main() {
         // first or last.
         for i in (0..VARIANTS.len()).map(|k| (k + round) % VARIANTS.len()) {
             let url = format!("http://127.0.0.1:{}/", ports[i]);
-            wrk(&url, WARM_UP);
+            // Keys of their own for each wrk run (`round.variant.run`).
+            let keys = |run: &str| (i >= FIRST_DISTINCT).then(|| format!("{round}.{i}.{run}"));
+            wrk(&url, WARM_UP, keys("warm-up").as_deref());
             let before = cpu_seconds(server.id());
-            let (rps, requests) = wrk(&url, MEASURE);
+            let (rps, requests) = wrk(&url, MEASURE, keys("measured").as_deref());
             let after = cpu_seconds(server.id());
             let per_request = |t: fn(&Cpu) -> f64| (t(&after) - t(&before)) * 1e6 / requests;
             let (user, system) = (per_request(|c| c.user), per_request(|c| c.system));
@@ -171,13 +191,20 @@ fn main() {
             ratio(i, BARE_WITH_FIELDS),
             ratio(i, GOVERNOR),
             ratio(i, GOVERNOR_WITH_HEADERS),
-            ratio(i, EVALSHA),
+            ratio(
+                i,
+                if i < FIRST_DISTINCT {
+                    EVALSHA
+                } else {
+                    EVALSHA_DISTINCT
+                }
+            ),
             user(i),
             system(i)
         );
     }
     println!(
-        "\nRatios are medians over the rounds of the ratio within each round; requests/s and CPU are medians over the rounds."
+        "\nRatios are medians over the rounds of the ratio within each round; requests/s and CPU are medians over the rounds. The distinct-keys rows are compared with the bare EVALSHA middleware under the same load (distinct keys)."
     );
 }
 
@@ -223,12 +250,17 @@ fn cpu_seconds(pid: u32) -> Cpu {
 }
 
 /// Runs wrk for `duration` and returns its requests per second and the
-/// number of requests.
-fn wrk(url: &str, duration: &str) -> (f64, f64) {
-    let output = Command::new("wrk")
-        .args(["-t1", "-c", CONNECTIONS, "-d", duration, url])
-        .output()
-        .expect("wrk runs");
+/// number of requests; with `distinct_keys`, each request carries an
+/// `x-api-key` of its own, starting with that text.
+fn wrk(url: &str, duration: &str, distinct_keys: Option<&str>) -> (f64, f64) {
+    let mut command = Command::new("wrk");
+    command.args(["-t1", "-c", CONNECTIONS, "-d", duration]);
+    if let Some(prefix) = distinct_keys {
+        command.args(["-s", DISTINCT_KEYS, url, "--", prefix]);
+    } else {
+        command.arg(url);
+    }
+    let output = command.output().expect("wrk runs");
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(
         !text.contains("Non-2xx"),
@@ -257,13 +289,21 @@ fn serve() {
         .expect("a runtime");
     runtime.block_on(async {
         let url = std::env::var("REDIS_URL").expect("REDIS_URL");
-        let redis = RedisStore::connect(&url).await.expect("Redis");
-        let redis_no_fields = RedisStore::connect(&url).await.expect("Redis");
+        // The bare middleware's deadline (redis-rs's default): a call past
+        // the store's default of 50 ms, under valgrind or on a loaded VM,
+        // would be decided by the fallback instead of Redis.
+        let config = RedisConfig::new().response_timeout(Duration::from_millis(500));
+        let connect = || RedisStore::connect_with(&url, config.clone());
+        let redis = connect().await.expect("Redis");
+        let redis_no_fields = connect().await.expect("Redis");
+        let redis_distinct = connect().await.expect("Redis");
+        let redis_distinct_no_fields = connect().await.expect("Redis");
         let raw = redis::Client::open(url.as_str())
             .expect("a URL")
             .get_multiplexed_async_connection()
             .await
             .expect("Redis");
+        let bare_state = Bare::new(raw);
         let [governor, governor_with_headers] = limiter_benches::governed(get(bare));
         let routers = [
             Router::new().route("/", get(bare)),
@@ -281,9 +321,25 @@ fn serve() {
                 .layer(RateLimitLayer::new(Limiter::new(redis))),
             Router::new()
                 .route("/", get(bare))
-                .layer(middleware::from_fn_with_state(Bare::new(raw), bare_evalsha)),
+                .layer(middleware::from_fn_with_state(
+                    bare_state.clone(),
+                    evalsha::by_address,
+                )),
             Router::new().route("/", get(limited)).layer(
                 RateLimitLayer::new(Limiter::new(redis_no_fields)).rate_limit_headers(false),
+            ),
+            Router::new()
+                .route("/", get(limited_by_api_key))
+                .layer(RateLimitLayer::new(Limiter::new(redis_distinct))),
+            Router::new()
+                .route("/", get(bare))
+                .layer(middleware::from_fn_with_state(
+                    bare_state.clone(),
+                    evalsha::by_api_key,
+                )),
+            Router::new().route("/", get(limited_by_api_key)).layer(
+                RateLimitLayer::new(Limiter::new(redis_distinct_no_fields))
+                    .rate_limit_headers(false),
             ),
         ];
         let mut ports = Vec::new();
@@ -316,46 +372,4 @@ async fn bare_with_fields() -> ([(HeaderName, HeaderValue); 2], &'static str) {
         (RATELIMIT.clone(), HeaderValue::from_static(STATE_FIELD)),
     ];
     (fields, "ok")
-}
-
-/// The bare middleware's connection and script.
-#[derive(Clone)]
-struct Bare {
-    connection: redis::aio::MultiplexedConnection,
-    script: std::sync::Arc<redis::Script>,
-}
-
-impl Bare {
-    fn new(connection: redis::aio::MultiplexedConnection) -> Self {
-        let script = redis::Script::new(RedisStore::script_source(Algorithm::Gcra));
-        Self {
-            connection,
-            script: std::sync::Arc::new(script),
-        }
-    }
-}
-
-/// One EVALSHA of the GCRA script per request, then the handler: the least
-/// any Redis-backed limiter must do.
-async fn bare_evalsha(
-    State(bare): State<Bare>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let key = format!("bare:{}", peer.ip());
-    let mut connection = bare.connection.clone();
-    let reply: redis::RedisResult<Vec<i64>> = bare
-        .script
-        .key(key)
-        .arg("")
-        .arg(1)
-        .arg(1)
-        .arg(1_000_000_000)
-        .invoke_async(&mut connection)
-        .await;
-    match reply {
-        Ok(reply) if reply.first() == Some(&1) => next.run(request).await,
-        _ => (axum::http::StatusCode::TOO_MANY_REQUESTS, "denied").into_response(),
-    }
 }

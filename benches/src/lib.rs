@@ -5,6 +5,8 @@ use axum::routing::MethodRouter;
 use tower_governor::GovernorLayer;
 use tower_governor::governor::GovernorConfigBuilder;
 
+pub mod evalsha;
+
 /// `route` at `/` behind tower_governor with room for everything (one
 /// request a nanosecond, a burst of `u32::MAX`): first with its default of
 /// no headers on allowed responses, then with its `x-ratelimit-*` headers

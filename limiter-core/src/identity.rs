@@ -183,14 +183,20 @@ impl Identity {
 
     /// Appends a header value's part of a key (`header.{name}={value}`).
     pub fn push_header_key(key: &mut String, name: &str, value: &[u8]) {
+        // A header name's characters (RFC 9110 `tchar`), which hold no `=`
+        // nor `:`; anything else is percent-encoded.
+        let tchar = |byte: u8| byte.is_ascii_alphanumeric() || b"!#$&'*+-.^_`|~".contains(&byte);
         key.push_str("header.");
-        for byte in name.bytes() {
-            // A header name's characters (RFC 9110 `tchar`), which hold no
-            // `=` nor `:`; anything else is percent-encoded.
-            if byte.is_ascii_alphanumeric() || b"!#$&'*+-.^_`|~".contains(&byte) {
-                key.push(char::from(byte.to_ascii_lowercase()));
-            } else {
-                let _ = write!(key, "%{byte:02X}");
+        // As `http` gives them: lowercase already, copied whole.
+        if name.bytes().all(|b| tchar(b) && !b.is_ascii_uppercase()) {
+            key.push_str(name);
+        } else {
+            for byte in name.bytes() {
+                if tchar(byte) {
+                    key.push(char::from(byte.to_ascii_lowercase()));
+                } else {
+                    let _ = write!(key, "%{byte:02X}");
+                }
             }
         }
         key.push('=');

@@ -49,6 +49,21 @@ pub fn push_identity(key: &mut String, identity: &str) {
 /// assert_eq!(key, "caf%E9");
 /// ```
 pub fn push_identity_bytes(key: &mut String, identity: &[u8]) {
+    // Most identities (addresses, API keys, user names) are printable ASCII
+    // with nothing to escape: copied whole, without decoding them.
+    if identity.len() <= MAX_IDENTITY_LEN && identity.iter().all(|&b| kept_as_is(b)) {
+        // Every byte is ASCII, so the text is valid UTF-8.
+        if let Ok(text) = std::str::from_utf8(identity) {
+            key.push_str(text);
+        }
+        return;
+    }
+    push_escaped(key, identity);
+}
+
+/// [`push_identity_bytes`] character by character: escaped, and hashed
+/// when too long.
+fn push_escaped(key: &mut String, identity: &[u8]) {
     let escaped_len: usize = identity
         .utf8_chunks()
         .map(|chunk| {
@@ -89,6 +104,12 @@ fn escaped_len(c: char) -> usize {
     }
 }
 
+/// Whether `byte` is ASCII that [`needs_escape`] leaves as it is: visible
+/// (no space nor control character) and none of `%`, `:`, `{`, `}`.
+fn kept_as_is(byte: u8) -> bool {
+    byte.is_ascii_graphic() && !matches!(byte, b'%' | b':' | b'{' | b'}')
+}
+
 fn needs_escape(c: char) -> bool {
     matches!(c, '%' | ':' | '{' | '}') || c.is_whitespace() || c.is_control()
 }
@@ -121,6 +142,25 @@ mod tests {
         push_identity_bytes(&mut raw, b"a\x80");
         assert_eq!(raw, "a%80");
         assert_eq!(escaped("a%80"), "a%2580");
+    }
+
+    #[test]
+    fn ascii_copied_whole_is_escaped_the_same() {
+        // Every byte alone and between two letters, and a typical API key,
+        // as the character-by-character path escapes them.
+        let mut cases: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        cases.extend((0..=255u8).map(|b| vec![b'a', b, b'z']));
+        cases.push(b"k-0123456789abcdef.42_~!".to_vec());
+        cases.push(vec![b'a'; MAX_IDENTITY_LEN]);
+        cases.push(vec![b'a'; MAX_IDENTITY_LEN + 1]);
+        for case in cases {
+            let (mut fast, mut general) = (String::from("p:"), String::from("p:"));
+            push_identity_bytes(&mut fast, &case);
+            push_escaped(&mut general, &case);
+            assert_eq!(fast, general, "{case:?}");
+        }
+        assert_eq!(escaped("k-1.2"), "k-1.2");
+        assert_eq!(escaped("a\x7fb"), "a%7Fb");
     }
 
     #[test]

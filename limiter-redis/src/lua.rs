@@ -46,6 +46,12 @@ pub fn scripts() -> Vec<(String, &'static Lua)> {
     crate::scripts::all()
 }
 
+/// How many arguments a call has room for from the start (a check has 10
+/// with its command, a sliding log of 2 rules 13), and how many bytes for
+/// those after the key.
+const CALL_ARGS: usize = 16;
+const CALL_ARGS_BYTES: usize = 96;
+
 /// A script: the parts its source is joined from (the first starting with
 /// the `#!lua` shebang), and its source and SHA1, joined and computed once
 /// on first use. Built from parts so that a store built on this crate can
@@ -85,8 +91,14 @@ impl Lua {
 
     /// `EVALSHA {sha} 1 {key}`, to which the caller adds the arguments.
     pub fn call(&self, key: &str) -> Cmd {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(self.hash()).arg(1).arg(key);
+        // Room for a check's arguments from the start: the buffers would
+        // otherwise grow several times on every call.
+        let hash = self.hash();
+        let mut cmd = Cmd::with_capacity(
+            CALL_ARGS,
+            "EVALSHA1".len() + hash.len() + key.len() + CALL_ARGS_BYTES,
+        );
+        cmd.arg("EVALSHA").arg(hash).arg(1).arg(key);
         cmd
     }
 

@@ -32,11 +32,12 @@ pub(crate) enum Locator {
     Sentinel(Arc<sentinel::Sentinels>),
 }
 
-/// A connection, and the address it leads to.
+/// A connection, and the address it leads to (shared: every call takes a
+/// clone of the connection).
 #[derive(Clone)]
 pub(crate) struct Connection {
     connection: Multiplexed,
-    pub(crate) address: Option<Address>,
+    pub(crate) address: Option<Arc<Address>>,
 }
 
 impl Live for Connection {
@@ -68,28 +69,32 @@ impl Primary {
                 )
             });
         }
-        // The store's deadline bounds each call as a whole; this per-command
-        // timer is the connection's health check: a reply that never came
-        // (a black-holed connection) is an I/O error, and the link is made
-        // again (see `run`) instead of waiting on TCP's retransmissions.
-        let options = AsyncConnectionConfig::new()
-            .set_response_timeout(Some(config.response_timeout))
-            .set_connection_timeout(Some(config.connection_timeout));
-        let locator = match &self.locator {
-            Locator::Url(client) => Err(client.clone()),
-            Locator::Sentinel(sentinels) => Ok(Arc::clone(sentinels)),
-        };
-        let connect = || async move {
-            let client = match locator {
-                Err(client) => client,
-                Ok(sentinels) => sentinels.primary().await?,
+        // Made only when the link connects: not on every call.
+        let connect = || {
+            // The store's deadline bounds each call as a whole; this
+            // per-command timer is the connection's health check: a reply
+            // that never came (a black-holed connection) is an I/O error,
+            // and the link is made again (see `run`) instead of waiting on
+            // TCP's retransmissions.
+            let options = AsyncConnectionConfig::new()
+                .set_response_timeout(Some(config.response_timeout))
+                .set_connection_timeout(Some(config.connection_timeout));
+            let locator = match &self.locator {
+                Locator::Url(client) => Err(client.clone()),
+                Locator::Sentinel(sentinels) => Ok(Arc::clone(sentinels)),
             };
-            let address = address(client.get_connection_info());
-            let connection = Multiplexed::open(&client, &options).await?;
-            Ok(Connection {
-                connection,
-                address,
-            })
+            async move {
+                let client = match locator {
+                    Err(client) => client,
+                    Ok(sentinels) => sentinels.primary().await?,
+                };
+                let address = address(client.get_connection_info()).map(Arc::new);
+                let connection = Multiplexed::open(&client, &options).await?;
+                Ok(Connection {
+                    connection,
+                    address,
+                })
+            }
         };
         self.link.get(connect, config.connection_timeout).await
     }

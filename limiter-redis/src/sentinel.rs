@@ -169,7 +169,7 @@ fn leave_unless(link: &Weak<Link<Connection>>, primary: &Address, announced: boo
     let Some(link) = link.upgrade() else {
         return;
     };
-    let stale = |connection: &Connection| connection.address.as_ref() != Some(primary);
+    let stale = |connection: &Connection| connection.address.as_deref() != Some(primary);
     if link.forget_where(stale, announced) {
         tracing::warn!(
             primary = ?primary,
