@@ -20,12 +20,17 @@ const PENALTIES: &str = "{limiter:resets}:penalty_blocks";
 const BOUND: usize = 50;
 const FIFTEEN_MINUTES: Duration = Duration::from_secs(900);
 
-/// A server of this test's own, and a plain connection to it.
+/// A server of this test's own, and a plain connection to it. Its replies
+/// may wait behind a store loading a million blocks (seconds on a slow
+/// server), so it waits as long as the stores do, not the client's default
+/// half second.
 async fn own_redis() -> (RedisServer, redis::aio::MultiplexedConnection) {
     let server = RedisServer::start();
+    let config =
+        redis::AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(5)));
     let raw = redis::Client::open(server.url())
         .unwrap()
-        .get_multiplexed_async_connection()
+        .get_multiplexed_async_connection_with_config(&config)
         .await
         .unwrap();
     (server, raw)
