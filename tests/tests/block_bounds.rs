@@ -19,15 +19,19 @@ const OPERATORS: &str = "{limiter:resets}:blocks";
 const PENALTIES: &str = "{limiter:resets}:penalty_blocks";
 const BOUND: usize = 50;
 const FIFTEEN_MINUTES: Duration = Duration::from_secs(900);
+/// How long a reply may take: a store's calls and loads move a million
+/// blocks here, which a debug build on a loaded two-core machine has taken
+/// up to about 30 s to do (the tests of this file run in parallel). It
+/// bounds a hang; no outcome depends on it.
+const REPLY_WAIT: Duration = Duration::from_secs(120);
 
 /// A server of this test's own, and a plain connection to it. Its replies
-/// may wait behind a store loading a million blocks (seconds on a slow
-/// server), so it waits as long as the stores do, not the client's default
+/// may wait behind a store loading a million blocks (seconds on a loaded
+/// machine), so it waits as long as the stores do, not the client's default
 /// half second.
 async fn own_redis() -> (RedisServer, redis::aio::MultiplexedConnection) {
     let server = RedisServer::start();
-    let config =
-        redis::AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(5)));
+    let config = redis::AsyncConnectionConfig::new().set_response_timeout(Some(REPLY_WAIT));
     let raw = redis::Client::open(server.url())
         .unwrap()
         .get_multiplexed_async_connection_with_config(&config)
@@ -42,7 +46,7 @@ fn key(name: &str) -> String {
 
 async fn store(url: &str, bound: usize) -> RedisStore {
     let config = RedisConfig::new()
-        .response_timeout(Duration::from_secs(5))
+        .response_timeout(REPLY_WAIT)
         .max_penalty_blocks(bound);
     RedisStore::connect_with(url, config).await.unwrap()
 }
@@ -251,7 +255,7 @@ async fn on_a_cluster_the_bound_holds_on_the_node_of_the_channel() {
     let cluster = limiter_tests::RedisCluster::start();
     let urls = cluster.urls();
     let config = RedisConfig::new()
-        .response_timeout(Duration::from_secs(5))
+        .response_timeout(REPLY_WAIT)
         .max_penalty_blocks(5);
     let first = RedisStore::connect_cluster(urls.iter().map(String::as_str), config.clone())
         .await
