@@ -112,6 +112,8 @@ impl LimitLayer {
     /// the limit then works alone, on a route or around any service, as a
     /// layer of its own. Limits given the same `RateLimitLayer` share its
     /// store, and its [`control`](RateLimitLayer::control) reaches them.
+    /// The settings are taken as they are now: configure the router layer
+    /// first (a setter called on it afterwards changes its own copy only).
     ///
     /// ```
     /// use axum::{Router, routing::get};
