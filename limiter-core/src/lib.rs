@@ -58,6 +58,7 @@ pub mod hot;
 mod identity;
 mod key;
 mod limiter;
+mod overrides;
 mod plans;
 mod store;
 mod wait;
@@ -77,14 +78,20 @@ pub use key::{HASHED_IDENTITY_PREFIX, MAX_IDENTITY_LEN, push_identity, push_iden
 pub use limiter::{Attempt, DEFAULT_PREFIX, Limiter};
 pub use limiter_model::refund;
 pub use limiter_model::{
-    Algorithm, BackendError, ConfigError, DEFAULT_DUPLICATE_WINDOW, DEFAULT_LEASE_TTL, Decision,
+    Algorithm, BackendError, ConfigError, DEFAULT_DUPLICATE_WINDOW, DEFAULT_LEASE_TTL, DURATION_UNITS,
+    Decision, parse_duration,
     Error, HotKey, Lease, MAX_PENALTY_DENIALS, MAX_PENALTY_STEPS, MAX_RULES, MAX_WINDOW, MaxWait,
     OnStoreError, Penalty, PenaltyState, Policy, Rate, Receipt, Rule, RuleStatus, Verdict,
+};
+pub use overrides::{
+    ActiveOverride, MAX_OVERRIDE, MAX_OVERRIDES, Override, OverrideMode, OverrideTable,
+    validate_limit_name, validate_override_duration,
 };
 pub use plans::{Plan, Plans};
 pub use store::memory::{DEFAULT_CAPACITY, MemoryStore};
 pub use store::traits::{
-    AnnouncesResets, Blocks, Leases, Peek, Penalties, Permits, PlanAssignments, Refunds, Reset,
+    AnnouncesResets, Blocks, Leases, Overrides, Peek, Penalties, Permits, PlanAssignments, Refunds,
+    Reset,
 };
 pub use store::{
     AssignedPlans, BlockList, BlockOrigin, Capabilities, DEFAULT_MAX_PENALTY_BLOCKS, Forget,

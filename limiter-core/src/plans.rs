@@ -221,6 +221,16 @@ impl PlanSet {
     }
 }
 
+/// Whether a key checked by `from` keeps its state when checked by `to`;
+/// else what `to` runs and what `from` does, as text.
+pub(crate) fn same_shape(from: &Policy, to: &Policy) -> Result<(), (String, String)> {
+    let (expected, found) = (Shape::of(from), Shape::of(to));
+    if expected == found {
+        return Ok(());
+    }
+    Err((found.to_string(), expected.to_string()))
+}
+
 /// The shape `policy` (of `what`) has, if it is `expected`'s.
 fn fit(expected: Option<Shape>, policy: &Policy, what: &str) -> Result<Shape, ConfigError> {
     let found = Shape::of(policy);

@@ -177,6 +177,66 @@ pub enum ConfigError {
         /// What is wrong, with the values involved.
         reason: String,
     },
+    /// A duration written without its unit (`60`).
+    #[error("{what} needs a unit (ms, s, m, h or d), like `{written}s`")]
+    MissingUnit {
+        /// What the duration is (`"the window of a rule"`).
+        what: String,
+        /// The text that was given.
+        written: String,
+    },
+    /// A duration whose unit is none of `ms`, `s`, `m`, `h` and `d`.
+    #[error("unknown unit `{unit}` in `{written}`: expected ms, s, m, h or d")]
+    UnknownUnit {
+        /// The unit that was given.
+        unit: String,
+        /// The text that was given.
+        written: String,
+    },
+    /// A duration too long to count in milliseconds.
+    #[error("`{written}` is too long for a duration")]
+    DurationTooLong {
+        /// The text that was given.
+        written: String,
+    },
+    /// Text that is not an integer with a unit.
+    #[error(
+        "{what} must be an integer with a unit (ms, s, m, h or d), like `60s`, got {written:?}"
+    )]
+    NotADuration {
+        /// What the duration is.
+        what: String,
+        /// The text that was given.
+        written: String,
+    },
+    /// An algorithm of one rule (a fixed or sliding window) given another number.
+    #[error("{algorithm} takes exactly one rule, got {count}")]
+    RuleCount {
+        /// The algorithm.
+        algorithm: String,
+        /// The number of rules given.
+        count: usize,
+    },
+    /// A live override whose rules a limit's keys could not carry their
+    /// state to: another algorithm, or a sliding window of another length.
+    #[error(
+        "an override of {limit:?} must run {expected}, as the limit does (its keys' state is \
+         kept for it), not {found}"
+    )]
+    OverrideDiffers {
+        /// The limit's name.
+        limit: String,
+        /// What the override runs.
+        found: String,
+        /// What the limit runs.
+        expected: String,
+    },
+    /// A live override that cannot be kept.
+    #[error("invalid override: {reason}")]
+    InvalidOverride {
+        /// What is wrong, with the values involved.
+        reason: String,
+    },
     /// A store that runs only some algorithms was given a policy of another.
     #[error("the {store} runs {supported} only, not {algorithm}")]
     AlgorithmNotSupported {

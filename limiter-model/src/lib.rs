@@ -15,6 +15,7 @@ pub mod algorithm;
 pub mod backend;
 mod concurrency;
 mod decision;
+mod duration;
 mod error;
 pub mod hot;
 mod max_wait;
@@ -26,6 +27,7 @@ mod verdict;
 
 pub use concurrency::ConcurrencyLimit;
 pub use decision::{Decision, MAX_RULES, RuleStatus};
+pub use duration::{DURATION_UNITS, duration_unit, parse_duration};
 pub use error::{BackendError, ConfigError, Error};
 pub use hot::{DEFAULT_LEASE_TTL, HotKey, Lease};
 pub use max_wait::MaxWait;

@@ -251,6 +251,44 @@ impl Policy {
         ))
     }
 
+    /// A policy of `algorithm` over `rules`, as `#[rate_limit]` builds one
+    /// from its `rules` (the sliding log, or a window of exactly one rule);
+    /// the buckets and GCRA take a rate and a size instead
+    /// ([`of_rate`](Self::of_rate)).
+    pub fn of_rules(algorithm: Algorithm, rules: Vec<Rule>) -> Result<Self, ConfigError> {
+        let one = |rules: &[Rule]| match rules {
+            [only] => Ok(*only),
+            _ => Err(ConfigError::RuleCount {
+                algorithm: algorithm.name().into(),
+                count: rules.len(),
+            }),
+        };
+        match algorithm {
+            Algorithm::SlidingLog => Self::sliding_log(rules),
+            Algorithm::FixedWindow => Ok(Self::fixed_window(one(&rules)?)),
+            Algorithm::SlidingWindow => Ok(Self::sliding_window(one(&rules)?)),
+            bucket => Err(ConfigError::RuleCount {
+                algorithm: bucket.name().into(),
+                count: rules.len(),
+            }),
+        }
+    }
+
+    /// A bucket or GCRA policy of `algorithm` at `rate` holding `size` (its
+    /// capacity or burst), as `#[rate_limit]` builds one; the other
+    /// algorithms take rules ([`of_rules`](Self::of_rules)).
+    pub fn of_rate(algorithm: Algorithm, rate: Rate, size: u64) -> Result<Self, ConfigError> {
+        match algorithm {
+            Algorithm::TokenBucket => Self::token_bucket(rate, size),
+            Algorithm::LeakyBucket => Self::leaky_bucket(rate, size),
+            Algorithm::Gcra => Self::gcra(rate, size),
+            windowed => Err(ConfigError::RuleCount {
+                algorithm: windowed.name().into(),
+                count: 0,
+            }),
+        }
+    }
+
     fn with_rules(kind: Kind, rules: &[Rule]) -> Self {
         let mut inline = [Rule::from_parts(1, 1); MAX_RULES];
         inline[..rules.len()].copy_from_slice(rules);

@@ -5,7 +5,7 @@
 //! published has acknowledged (or its deadline has passed), so the next
 //! request anywhere is decided on the reset state.
 //!
-//! Blocks and plan assignments travel the same way: kept in Redis (the
+//! Blocks, plan assignments and overrides travel the same way: kept in Redis (the
 //! blocks as `blocks.rs` says, the plans in the hash [`PLANS`]), applied to
 //! each instance's local copy (which a request reads without a call) by
 //! their notices, and read whole at every subscription.
@@ -36,7 +36,8 @@ use super::{RedisStore, scripts, subscription};
 /// The channel of the notices: `r {id} {key}` (reset), `b {id} {µs} {key}`
 /// (blocked by an operator), `e {id} {µs} {key}` (a block earned by a
 /// penalty), `u {id} {key}` (unblocked), `p {id} ={plan} {key}` (a plan,
-/// empty for the default), and `a {id}` (acknowledged).
+/// empty for the default), `o {id} {µs} {limit} {override}` (an override;
+/// `o {id} 0 {limit}` ends it), and `a {id}` (acknowledged).
 pub(crate) const CHANNEL: &str = "limiter:resets";
 /// The hash of keys and the plan each has, in the same slot.
 pub(crate) const PLANS: &str = "{limiter:resets}:plans";
@@ -247,6 +248,10 @@ pub(crate) async fn on_message(store: &RedisStore, message: &Msg) {
             if let Err(error) = store.inner.plans.assign(key, plan) {
                 tracing::warn!(%error, "a plan could not be kept here");
             }
+            id
+        }
+        (Some("o"), Some(id), Some(rest)) => {
+            crate::overrides::apply_notice(&store.inner.overrides, rest);
             id
         }
         (Some("a"), Some(id), None) => {

@@ -71,6 +71,10 @@ impl Capabilities for RedisStore {
         Some(self)
     }
 
+    fn as_overrides(&self) -> Option<&dyn limiter_core::Overrides> {
+        Some(self)
+    }
+
     fn as_reset_announcer(&self) -> Option<&dyn AnnouncesResets> {
         Some(self)
     }

@@ -43,6 +43,7 @@ mod lease;
 mod link;
 pub mod lua;
 mod multiplexed;
+mod overrides;
 mod permits;
 mod primary;
 mod reconcile;

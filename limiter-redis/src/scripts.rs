@@ -45,7 +45,8 @@ use limiter_core::{Decision, MAX_RULES, RuleStatus};
 pub(crate) mod sources;
 
 use sources::{
-    ASSIGN, BLOCK, BLOCKS, BUMP, CONCURRENCY, LEASE, PENALTY, PUBLISH, REFUND, RESET, UNBLOCK,
+    ASSIGN, BLOCK, BLOCKS, BUMP, CONCURRENCY, LEASE, OVERRIDE, OVERRIDES, PENALTY, PUBLISH, REFUND,
+    RESET, UNBLOCK,
 };
 #[cfg(any(test, feature = "test-util"))]
 pub(crate) use sources::{FILES, all};
@@ -98,6 +99,20 @@ pub(crate) fn penalty() -> &'static Lua {
 /// counts the change like [`block`].
 pub(crate) fn assign() -> &'static Lua {
     &ASSIGN
+}
+
+/// Puts an override on `ARGV[1]` for `ARGV[2]` µs (0: ends it), its text
+/// `ARGV[3]`, at most `ARGV[4]` limits holding one: keys the overrides'
+/// hash and the version hash, which counts the change. Answers `{ 0 }`
+/// when refused.
+pub(crate) fn set_override() -> &'static Lua {
+    &OVERRIDE
+}
+
+/// The live overrides, `limit, µs left, text` flat (its key the overrides'
+/// hash); the ended ones deleted.
+pub(crate) fn overrides() -> &'static Lua {
+    &OVERRIDES
 }
 
 /// Counts one more change of the kind `ARGV[1]` in the version hash (its

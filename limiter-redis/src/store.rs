@@ -65,6 +65,8 @@ pub(crate) struct Inner {
     pub(crate) blocks: Arc<limiter_core::BlockList>,
     /// The plan assignments, as this instance knows them.
     pub(crate) plans: limiter_core::AssignedPlans,
+    /// The live overrides, as this instance knows them.
+    pub(crate) overrides: Arc<limiter_core::OverrideTable>,
 }
 
 pub(crate) enum Backend {
@@ -226,6 +228,7 @@ impl RedisStore {
                 announcer: Announcer::default(),
                 blocks: Arc::new(blocks),
                 plans: limiter_core::AssignedPlans::new(),
+                overrides: Arc::default(),
             }),
         }
     }

@@ -1,5 +1,5 @@
 //! Each instance's subscription to the notices (`announce.rs`): made
-//! again whenever it breaks, with the blocks and plans read whole each
+//! again whenever it breaks, with the blocks, plans and overrides read whole each
 //! time, and the version hash polled between notices (`reconcile.rs`).
 
 use std::collections::HashMap;
@@ -111,18 +111,22 @@ pub(crate) struct Subscribed {
     state: BlocksAndPlans,
 }
 
-/// The blocks (key, time left, origin) and plans (key, plan) that Redis holds.
+/// The blocks (key, time left, origin), plans (key, plan) and overrides
+/// (limit, override, time left) that Redis holds.
 pub(crate) struct BlocksAndPlans {
     blocks: Vec<(String, Duration, limiter_core::BlockOrigin)>,
     plans: Vec<(String, String)>,
+    overrides: Vec<(String, limiter_core::Override, Duration)>,
 }
 
 impl BlocksAndPlans {
     /// Makes them this instance's blocks and plans, replacing what it had.
     pub(crate) fn apply(self, store: &RedisStore) {
         let inner = &store.inner;
-        inner.blocks.replace(self.blocks, SystemClock.now_micros());
+        let now = SystemClock.now_micros();
+        inner.blocks.replace(self.blocks, now);
         inner.plans.replace(self.plans);
+        inner.overrides.replace(self.overrides, now);
     }
 }
 
@@ -138,9 +142,11 @@ pub(crate) async fn read_blocks_and_plans(
         .query_async(connection)
         .await
         .map_err(crate::redis_error)?;
+    let overrides = crate::overrides::load(connection).await?;
     Ok(BlocksAndPlans {
         blocks,
         plans: plans.into_iter().collect(),
+        overrides,
     })
 }
 

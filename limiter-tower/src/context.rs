@@ -136,6 +136,25 @@ impl BlockCheck {
     }
 }
 
+/// How a request's limit finds its live override: not at all (the store
+/// keeps none), in the store's table once it holds any (an empty table
+/// costs one load), or by asking the store each time (it keeps no table).
+#[derive(Clone)]
+pub(crate) enum OverrideCheck {
+    None,
+    Table(Arc<limiter_core::OverrideTable>),
+    Ask,
+}
+
+impl OverrideCheck {
+    pub(crate) fn of(store: &dyn DynStore) -> Self {
+        match store.capabilities().as_overrides() {
+            Some(overrides) => overrides.override_table().map_or(Self::Ask, Self::Table),
+            None => Self::None,
+        }
+    }
+}
+
 /// Which headers responses carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct HeaderOptions {
@@ -151,6 +170,8 @@ pub(crate) struct Context {
     pub(crate) store: Arc<dyn DynStore>,
     /// How a request's block is looked up.
     pub(crate) blocks: BlockCheck,
+    /// How a limit's live override is looked up.
+    pub(crate) overrides: OverrideCheck,
     pub(crate) build_store: StoreBuilder,
     pub(crate) guard: GuardConfig,
     /// The failure policy set on the layer, for routes that set none.

@@ -88,7 +88,9 @@ mod setters;
 pub mod __private;
 
 pub use client_ip::{ClientIpSource, DEFAULT_IPV6_PREFIX};
-pub use control::{Attempt, Control, DEFAULT_API_KEY_HEADER, LimitState};
+pub use control::{
+    Attempt, Control, DEFAULT_API_KEY_HEADER, LimitState, OverrideState, WrittenRules,
+};
 pub use ipnet::IpNet;
 pub use key::{KeySource, ListedIdentity, Resolver};
 pub use limit::{Limit, LimitLayer, ResponseFuture};
@@ -99,6 +101,7 @@ pub use limiter_core::{
 pub use limiter_core::{
     BlockOrigin, DEFAULT_MAX_PENALTY_BLOCKS, ListedBlock, MAX_BLOCKS, MAX_BLOCKS_PAGE,
 };
+pub use limiter_core::{MAX_OVERRIDE, MAX_OVERRIDES, Override, OverrideMode, Overrides};
 pub use limiter_core::{
     BreakerConfig, Clock, ConcurrencyLimit, ConfigError, DEFAULT_DEADLINE, DEFAULT_MAX_WAITERS,
     Decision, Error, GuardConfig, Guarded, Identity, IdentityKind, Limiter, ManualClock, MaxWait,

@@ -98,6 +98,10 @@ impl<S: Store, C: Clock + Clone> Capabilities for Guarded<S, C> {
         forwarded(self.inner.store.as_plan_assignments(), self)
     }
 
+    fn as_overrides(&self) -> Option<&dyn crate::Overrides> {
+        forwarded(self.inner.store.as_overrides(), self)
+    }
+
     /// The store's own: a notice needs no guard.
     fn as_reset_announcer(&self) -> Option<&dyn AnnouncesResets> {
         self.inner.store.as_reset_announcer()
@@ -297,6 +301,44 @@ impl<S: Store, C: Clock + Clone> PlanAssignments for Guarded<S, C> {
             .store
             .as_plan_assignments()
             .map_or(0, |plans| plans.assigned_plans())
+    }
+}
+
+/// Changes go through the breaker of the store's first part (an
+/// override names no key); reads are the wrapped store's own.
+#[async_trait]
+impl<S: Store, C: Clock + Clone> crate::Overrides for Guarded<S, C> {
+    async fn set_override(
+        &self,
+        limit: &str,
+        value: &crate::Override,
+        duration: Duration,
+    ) -> Result<(), Error> {
+        let overrides = required(self.inner.store.as_overrides(), "overrides")?;
+        unconfirmed(
+            self.through_breaker("", || overrides.set_override(limit, value, duration))
+                .await,
+        )
+    }
+
+    async fn clear_override(&self, limit: &str) -> Result<(), Error> {
+        let overrides = required(self.inner.store.as_overrides(), "overrides")?;
+        unconfirmed(
+            self.through_breaker("", || overrides.clear_override(limit))
+                .await,
+        )
+    }
+
+    fn override_of(&self, limit: &str) -> Option<(Arc<crate::Override>, Duration)> {
+        self.inner.store.as_overrides()?.override_of(limit)
+    }
+
+    fn overrides(&self) -> Vec<crate::ActiveOverride> {
+        (self.inner.store.as_overrides()).map_or_else(Vec::new, |o| o.overrides())
+    }
+
+    fn override_table(&self) -> Option<Arc<crate::OverrideTable>> {
+        self.inner.store.as_overrides()?.override_table()
     }
 }
 

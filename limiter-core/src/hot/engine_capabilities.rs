@@ -98,6 +98,10 @@ impl<S: Store> Capabilities for HotKeys<S> {
         self.store.as_plan_assignments()
     }
 
+    fn as_overrides(&self) -> Option<&dyn crate::Overrides> {
+        self.store.as_overrides()
+    }
+
     fn as_reset_announcer(&self) -> Option<&dyn AnnouncesResets> {
         self.store.as_reset_announcer()
     }

@@ -106,6 +106,11 @@ pub trait Capabilities: Send + Sync + 'static {
         None
     }
 
+    /// Live overrides of limits ([`Overrides`]).
+    fn as_overrides(&self) -> Option<&dyn Overrides> {
+        None
+    }
+
     /// Telling every instance of resets ([`AnnouncesResets`]).
     fn as_reset_announcer(&self) -> Option<&dyn AnnouncesResets> {
         None
@@ -369,4 +374,37 @@ pub trait PlanAssignments: Send + Sync + 'static {
 
     /// How many keys have a plan other than the default.
     fn assigned_plans(&self) -> usize;
+}
+
+/// Live overrides of limits, kept by the store so that every instance
+/// using it answers the same (see [`Override`](crate::Override)).
+#[async_trait]
+pub trait Overrides: Send + Sync + 'static {
+    /// Puts `value` on the limit named `limit` for `duration` (1 s to
+    /// [`MAX_OVERRIDE`](crate::MAX_OVERRIDE)), replacing its override;
+    /// every instance answers by it once this returns, until it ends.
+    async fn set_override(
+        &self,
+        limit: &str,
+        value: &crate::Override,
+        duration: Duration,
+    ) -> Result<(), Error>;
+
+    /// Ends `limit`'s override: every instance answers by the compiled
+    /// limit once this returns.
+    async fn clear_override(&self, limit: &str) -> Result<(), Error>;
+
+    /// `limit`'s override and how long it still holds, as this instance
+    /// knows it now, without a call.
+    fn override_of(&self, limit: &str) -> Option<(std::sync::Arc<crate::Override>, Duration)>;
+
+    /// Every override in force, as this instance knows it now.
+    fn overrides(&self) -> Vec<crate::ActiveOverride>;
+
+    /// The table [`override_of`](Self::override_of) reads, when the store
+    /// keeps one: a caller that finds it [empty](crate::OverrideTable::is_empty)
+    /// skips the lookup (the HTTP layer, on every request).
+    fn override_table(&self) -> Option<std::sync::Arc<crate::OverrideTable>> {
+        None
+    }
 }

@@ -143,7 +143,10 @@ fn one_rule<'a>(args: &'a Args, algorithm: &syn::Ident) -> syn::Result<(Rule, &'
             rules
                 .get(1)
                 .map_or(written.bracket.span.join(), |extra| extra.paren.span.join()),
-            format!("{algorithm} takes exactly one rule, got {}", rules.len()),
+            ConfigError::RuleCount {
+                algorithm: algorithm.to_string(),
+                count: rules.len(),
+            },
         )),
     }
 }

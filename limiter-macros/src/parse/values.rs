@@ -14,19 +14,7 @@ use syn::parse::ParseStream;
 use syn::punctuated::Punctuated;
 use syn::{Error, Ident, LitInt, LitStr, Token, bracketed, parenthesized, token};
 
-const UNITS: &str = "ms, s, m, h or d";
-
-/// Milliseconds in one `unit` of a window or period.
-fn unit_ms(unit: &str) -> Option<u64> {
-    match unit {
-        "ms" => Some(1),
-        "s" => Some(1_000),
-        "m" => Some(60_000),
-        "h" => Some(3_600_000),
-        "d" => Some(86_400_000),
-        _ => None,
-    }
-}
+use limiter_model::{DURATION_UNITS as UNITS, duration_unit, parse_duration};
 
 /// A plain integer: a limit, a cost, a capacity.
 pub(crate) struct Int {
@@ -72,41 +60,26 @@ impl DurationLit {
     }
 
     fn from_lit(lit: &LitInt, what: &str) -> syn::Result<Self> {
-        let unit = lit.suffix();
-        if unit.is_empty() {
-            return Err(Error::new_spanned(
-                lit,
-                format!("{what} needs a unit ({UNITS}), like `{lit}s`"),
-            ));
-        }
-        let Some(unit_ms) = unit_ms(unit) else {
-            return Err(Error::new_spanned(
-                lit,
-                format!("unknown unit `{unit}` in `{lit}`: expected {UNITS}"),
-            ));
-        };
-        let ms = lit
-            .base10_parse::<u64>()?
-            .checked_mul(unit_ms)
-            .ok_or_else(|| {
-                Error::new_spanned(lit, format!("`{lit}` is too long for a duration"))
-            })?;
+        // Read as text by the function a live override's rules are read
+        // with, so both refuse a duration with the same message.
+        let written = format!("{}{}", lit.base10_digits(), lit.suffix());
+        let value = parse_duration(&written, what).map_err(|error| Error::new_spanned(lit, error))?;
         Ok(Self {
-            value: Duration::from_millis(ms),
+            value,
             written: lit.to_token_stream(),
         })
     }
 
     /// One unit: the period of `1/s`.
     fn from_unit(unit: &Ident) -> syn::Result<Self> {
-        let unit_ms = unit_ms(&unit.to_string()).ok_or_else(|| {
+        let value = duration_unit(&unit.to_string()).ok_or_else(|| {
             Error::new(
                 unit.span(),
                 format!("unknown unit `{unit}`: expected {UNITS}"),
             )
         })?;
         Ok(Self {
-            value: Duration::from_millis(unit_ms),
+            value,
             written: unit.to_token_stream(),
         })
     }

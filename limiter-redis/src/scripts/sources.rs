@@ -115,6 +115,8 @@ pub(super) static UNBLOCK: Lua = script!("unblock.lua");
 pub(super) static BLOCKS: Lua = script!("blocks.lua");
 pub(super) static PENALTY: Lua = script!("penalty.lua");
 pub(super) static ASSIGN: Lua = script!("assign.lua");
+pub(super) static OVERRIDE: Lua = script!("override.lua");
+pub(super) static OVERRIDES: Lua = script!("overrides.lua");
 pub(super) static BUMP: Lua = script!("bump.lua");
 pub(super) static REFUND: Lua = script!("refund.lua");
 
@@ -138,6 +140,8 @@ pub(crate) const FILES: &[(&str, &str)] = &{
         "helpers.lua",
         "lease.lua",
         "meter.lua",
+        "override.lua",
+        "overrides.lua",
         "peek.lua",
         "penalty.lua",
         "prelude.lua",
@@ -182,6 +186,8 @@ pub(crate) fn all() -> Vec<(String, &'static Lua)> {
         ("blocks", &BLOCKS),
         ("penalty", &PENALTY),
         ("assign", &ASSIGN),
+        ("override", &OVERRIDE),
+        ("overrides", &OVERRIDES),
         ("bump", &BUMP),
         ("refund", &REFUND),
     ] {
@@ -250,6 +256,8 @@ mod tests {
             "fixed_window.lua",
             "sliding_window.lua",
             "meter.lua",
+        "override.lua",
+        "overrides.lua",
             "hash_decide.lua",
         ] {
             assert!(!file(name).contains("redis."), "{name}");

@@ -5,10 +5,12 @@
 
 mod attempt;
 mod blocks;
+mod overrides;
 mod router;
 mod state;
 
 pub use attempt::Attempt;
+pub use overrides::{OverrideState, WrittenRules};
 pub use router::DEFAULT_API_KEY_HEADER;
 pub use state::LimitState;
 use state::states_of;

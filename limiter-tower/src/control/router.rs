@@ -1,7 +1,7 @@
 //! The admin router: the [`Control`]'s handles over HTTP, as JSON.
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::http::Uri;
 use axum::http::header::CONTENT_TYPE;
@@ -41,6 +41,10 @@ impl Control {
     /// | `GET /blocks/{kind}/{identity}` | 200 `{"seconds": N}`, the block's time left rounded up, or 404 when not blocked ([`blocked`](Self::blocked)) |
     /// | `PUT /blocks/{kind}/{identity}` | body `{"seconds": N}` (1 to 31,536,000): 204 once blocked on every instance ([`block`](Self::block)); 400 for another body; 507 when the store holds [`MAX_BLOCKS`](limiter_core::MAX_BLOCKS) operator blocks already |
     /// | `DELETE /blocks/{kind}/{identity}` | 204 once unblocked ([`unblock`](Self::unblock)) |
+    /// | `GET /overrides` | 200, a JSON array of [`OverrideState`](super::OverrideState)s, the overrides in force ([`overrides`](Self::overrides)) |
+    /// | `GET /overrides/{limit}` | 200, the limit's [`OverrideState`](super::OverrideState), or 404 when none holds |
+    /// | `PUT /overrides/{limit}` | body `{"rules": [[2, "60s"]], "seconds": 3600}` (or `"rate": [10, "1s"], "burst": 20` for a bucket or GCRA; `"mode": "shadow"` tries the rules, or the limit's own, without denying; `"mode": "off"` switches the limit off; `seconds` 1 to 604,800): 204 once every instance holds it ([`set_override`](Self::set_override)); 400 with the attribute's own message for rules it would refuse; 404 for a limit this handle does not answer for |
+    /// | `DELETE /overrides/{limit}` | 204 once the compiled limit holds again everywhere ([`clear_override`](Self::clear_override)) |
     ///
     /// An unknown kind is 404, an address that does not parse 400. A store
     /// that cannot answer gives 503 (problem+json), one that cannot peek or
@@ -63,6 +67,11 @@ impl Control {
             .route(
                 "/blocks/{kind}/{identity}",
                 get(blocked).put(block).delete(unblock),
+            )
+            .route("/overrides", get(list_overrides))
+            .route(
+                "/overrides/{limit}",
+                get(get_override).put(put_override).delete(delete_override),
             )
             .with_state(self.clone())
     }
@@ -265,7 +274,100 @@ fn bad_request(detail: &str) -> Response {
     problem(Protocol::Http, StatusCode::BAD_REQUEST, detail)
 }
 
+/// The body of `PUT /overrides/{limit}`: the rules as the attribute
+/// writes them, the mode and how long it holds.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OverrideBody {
+    #[serde(flatten)]
+    rules: super::WrittenRules,
+    #[serde(default)]
+    mode: Option<String>,
+    seconds: u64,
+}
+
+/// The limit a path `/overrides/{limit}` names, or its 404.
+fn limit_of(control: &Control, limit: &str) -> Result<(), Response> {
+    if control.limit_names().iter().any(|name| name == limit) {
+        return Ok(());
+    }
+    Err(problem(
+        Protocol::Http,
+        StatusCode::NOT_FOUND,
+        &format!("No limit is named {limit:?} here (its name as its keys end, as `/me/limits` shows it)."),
+    ))
+}
+
+async fn list_overrides(State(control): State<Control>) -> Response {
+    json(&control.overrides())
+}
+
+async fn get_override(State(control): State<Control>, Path(limit): Path<String>) -> Response {
+    if let Err(not_found) = limit_of(&control, &limit) {
+        return not_found;
+    }
+    match control.overrides().into_iter().find(|o| o.limit == limit) {
+        Some(state) => json(&state),
+        None => problem(
+            Protocol::Http,
+            StatusCode::NOT_FOUND,
+            "No override holds on this limit: its compiled rules do.",
+        ),
+    }
+}
+
+async fn put_override(
+    State(control): State<Control>,
+    Path(limit): Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    if let Err(not_found) = limit_of(&control, &limit) {
+        return not_found;
+    }
+    let body = match serde_json::from_slice::<OverrideBody>(&body) {
+        Ok(body) => body,
+        Err(error) => {
+            return bad_request(&format!(
+                "The body is {{\"rules\": [[2, \"60s\"]], \"seconds\": 3600}}, or \
+                 {{\"rate\": [10, \"1s\"], \"burst\": 20, \"seconds\": 3600}}, with an optional \
+                 \"mode\" (enforce, shadow, off): {error}."
+            ));
+        }
+    };
+    let mode = match body.mode.as_deref().map(limiter_core::OverrideMode::from_name) {
+        None => Ok(limiter_core::OverrideMode::Enforce),
+        Some(mode) => mode,
+    };
+    let duration = std::time::Duration::from_secs(body.seconds);
+    let set = match mode {
+        Ok(mode) => {
+            control
+                .set_written_override(&limit, &body.rules, mode, duration)
+                .await
+        }
+        Err(error) => Err(error.into()),
+    };
+    match set {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(error) => failed(&error),
+    }
+}
+
+async fn delete_override(State(control): State<Control>, Path(limit): Path<String>) -> Response {
+    if let Err(not_found) = limit_of(&control, &limit) {
+        return not_found;
+    }
+    match control.clear_override(&limit).await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(error) => failed(&error),
+    }
+}
+
 fn failed(error: &Error) -> Response {
+    if let Error::Config(refused) = error {
+        // What the attribute's compiler would have said.
+        return bad_request(&format!("{refused}."));
+    }
     let status = match error {
         Error::Unsupported(_) => StatusCode::NOT_IMPLEMENTED,
         // The store keeps no more of them (an operator's blocks): the

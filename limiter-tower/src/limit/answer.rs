@@ -26,6 +26,8 @@ pub(crate) struct Reading {
     pub(crate) plan: Option<Box<PlanFields>>,
     /// The request's cost, when it is not the policy's (a cost resolver).
     pub(crate) cost: Option<u64>,
+    /// A live override holds: the decision is counted apart.
+    pub(crate) overridden: bool,
 }
 
 impl Reading {
@@ -37,6 +39,7 @@ impl Reading {
             shadow: false,
             plan: None,
             cost: None,
+            overridden: false,
         }
     }
 
@@ -127,7 +130,7 @@ impl RouteLimit {
         if let Some(decision) = verdict.decision() {
             return self.on_decision(decision, counted, reading, request);
         }
-        self.record(counted);
+        self.record_as(counted, reading.overridden);
         match verdict {
             Verdict::FailedClosed { retry_after } if !reading.shadow => {
                 let protocol = Protocol::of(request.headers());
@@ -148,7 +151,7 @@ impl RouteLimit {
         reading: &Reading,
         request: &mut Request<B>,
     ) -> Next {
-        self.record(counted);
+        self.record_as(counted, reading.overridden);
         let options = reading.headers;
         let mut delay = decision.delay();
         if !decision.allowed() {
@@ -234,7 +237,7 @@ impl RouteLimit {
         let record = |counted| {
             concurrency
                 .counters
-                .record(counted, || "concurrency", &self.name)
+                .record(counted, || "concurrency", &self.name, false)
         };
         let acquired = match acquired {
             Ok(acquired) => acquired,
@@ -273,7 +276,7 @@ impl RouteLimit {
     #[cold]
     #[inline(never)]
     pub(crate) fn failed(&self, error: &Error, reading: &Reading, request: &HeaderMap) -> Next {
-        self.record(Counted::Error);
+        self.record_as(Counted::Error, reading.overridden);
         if reading.shadow {
             tracing::error!(limit = %self.name, %error, "the rate limiter failed (shadow mode)");
             return Next::UNCHECKED;

@@ -94,8 +94,9 @@ impl RouteLimit {
             KEY_BUFFER.set(key);
             return self.blocked(left, request);
         }
-        let (cost, reading) = if business {
-            let checks = match self.business_checks(context, request) {
+        let overridden = self.override_of(context);
+        let (cost, reading) = if business || overridden.is_some() {
+            let checks = match self.business_checks(context, request, overridden.as_deref()) {
                 Ok(Some(checks)) => checks,
                 not_checked => {
                     KEY_BUFFER.set(key);

@@ -8,14 +8,14 @@ use std::sync::Arc;
 
 use axum::response::Response;
 use http::{Request, StatusCode};
-use limiter_core::{ConcurrencyLimit, MaxWait, Penalty};
+use limiter_core::{ConcurrencyLimit, MaxWait, Override, OverrideMode, Penalty, Policy};
 
 use super::answer::{PlanFields, Reading};
 use super::counters::Counted;
 use super::identity::{client_ip, with_parts};
 use super::route::RouteLimit;
 use crate::business::{ClientList, Common, CountWhen, RouteBusiness};
-use crate::context::Context;
+use crate::context::{Context, OverrideCheck};
 use crate::response::{self, Protocol, RouteFields};
 
 /// How one request is checked.
@@ -105,8 +105,27 @@ impl RouteLimit {
         false
     }
 
-    /// How a request to a limit with business features is checked; `None`
-    /// when it is not checked at all (an unlimited plan, a cost of 0, and no
+    /// The live override of this limit, when the store holds any: one
+    /// load when it holds none.
+    #[inline]
+    pub(crate) fn override_of(&self, context: &Context) -> Option<Arc<Override>> {
+        match &context.overrides {
+            OverrideCheck::None => None,
+            OverrideCheck::Table(table) if table.is_empty() => None,
+            _ => self.find_override(context),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn find_override(&self, context: &Context) -> Option<Arc<Override>> {
+        let overrides = context.store.capabilities().as_overrides()?;
+        overrides.override_of(&self.name).map(|(found, _)| found)
+    }
+
+    /// How a request to a limit with business features (or a live
+    /// override, `overridden`) is checked; `None` when it is not checked at
+    /// all (an unlimited plan, a cost of 0, a limit switched off, and no
     /// concurrency limit). A cost no request could pay is refused.
     #[cold]
     #[inline(never)]
@@ -115,13 +134,21 @@ impl RouteLimit {
         &self,
         context: &Context,
         request: &mut Request<B>,
+        overridden: Option<&Override>,
     ) -> Result<Option<RequestChecks>, Response> {
         let route = self.business.as_deref();
         let layer = context.business.as_deref();
-        let shadow = route.is_some_and(|r| r.common.shadow) || layer.is_some_and(|l| l.shadow);
+        let mode = overridden.map(Override::mode);
+        if mode == Some(OverrideMode::Off) {
+            self.record_as(Counted::OverrideOff, true);
+            return Ok(None);
+        }
+        let shadow = route.is_some_and(|r| r.common.shadow)
+            || layer.is_some_and(|l| l.shadow)
+            || mode == Some(OverrideMode::Shadow);
         let rate = match route {
             Some(route) if !route.rate => None,
-            _ => self.rate_check(route, request)?,
+            _ => self.rate_check(route, request, overridden.and_then(Override::policy))?,
         };
         let concurrency = route.and_then(|r| r.concurrency.as_ref()).map(|c| c.limit);
         if rate.is_none() && concurrency.is_none() {
@@ -159,12 +186,14 @@ impl RouteLimit {
                 shadow,
                 plan,
                 cost,
+                overridden: overridden.is_some(),
             },
         }))
     }
 
-    /// The cost a request is checked with, and its plan's policy (when the
-    /// limit has a plan resolver and it finds one; else the limit's own
+    /// The cost a request is checked with, and the policy replacing the
+    /// limit's: a live override's (`overriding`), else its plan's (when
+    /// the limit has a plan resolver and it finds one; else the limit's own
     /// applies); `None` when the request is not rate limited (an unlimited
     /// plan, a cost of 0). A cost no request could pay is refused.
     #[allow(clippy::result_large_err)]
@@ -172,9 +201,18 @@ impl RouteLimit {
         &self,
         route: Option<&RouteBusiness>,
         request: &mut Request<B>,
+        overriding: Option<&Policy>,
     ) -> Result<Option<RateCheck>, Response> {
         let mut plan_fields = None;
-        if let Some(resolve) = route.and_then(|r| r.plans.as_ref())
+        if let Some(policy) = overriding {
+            // An incident's rules hold for every request, whatever its plan.
+            let names: Box<[String]> = policy.names().into();
+            plan_fields = Some(Box::new(PlanFields {
+                fields: RouteFields::named(policy, &names),
+                names,
+                policy: Arc::new(policy.clone()),
+            }));
+        } else if let Some(resolve) = route.and_then(|r| r.plans.as_ref())
             && let Some(plan) = with_parts(request, |parts| resolve(parts))
         {
             match plan.policy() {

@@ -26,10 +26,12 @@ pub(crate) enum Counted {
     Blocked,
     /// The client or identity is on a deny list.
     DenyListed,
+    /// A live override switched the limit off: not checked.
+    OverrideOff,
 }
 
 /// The labels of each [`Counted`], in its order.
-const LABELS: [(&str, &str); 14] = [
+const LABELS: [(&str, &str); 15] = [
     ("allowed", "store"),
     ("denied", "store"),
     ("denied", "deny_cache"),
@@ -44,6 +46,7 @@ const LABELS: [(&str, &str); 14] = [
     ("denied", "cost"),
     ("denied", "blocked"),
     ("denied", "deny_list"),
+    ("bypassed", "override_off"),
 ];
 
 impl Counted {
@@ -72,24 +75,26 @@ impl Counted {
 }
 
 /// One route's counters, registered on first use so a request does not
-/// build labels.
+/// build labels: by the compiled limit, then under a live override.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct DecisionCounters {
-    counters: [OnceLock<metrics::Counter>; LABELS.len()],
+    counters: [[OnceLock<metrics::Counter>; LABELS.len()]; 2],
 }
 
 impl DecisionCounters {
     /// Counts one decision of the limit `limit`, by `algorithm` (the name
-    /// is read only when the counter is registered).
+    /// is read only when the counter is registered), `overridden` when a
+    /// live override decided it.
     #[inline]
     pub(crate) fn record(
         &self,
         counted: Counted,
         algorithm: impl FnOnce() -> &'static str,
         limit: &str,
+        overridden: bool,
     ) {
         let index = counted as usize;
-        self.counters[index]
+        self.counters[usize::from(overridden)][index]
             .get_or_init(|| {
                 let (outcome, source) = LABELS[index];
                 metrics::counter!(
@@ -98,6 +103,7 @@ impl DecisionCounters {
                     "source" => source,
                     "algorithm" => algorithm(),
                     "limit" => limit.to_owned(),
+                    "override" => if overridden { "true" } else { "false" },
                 )
             })
             .increment(1);

@@ -70,8 +70,16 @@ impl RouteLimit {
     /// Counts one answer of this limit's rate check.
     #[inline]
     pub(crate) fn record(&self, counted: Counted) {
+        self.record_as(counted, false);
+    }
+
+    /// Counts one answer of this limit's rate check, apart when a live
+    /// override decided it.
+    #[inline]
+    pub(crate) fn record_as(&self, counted: Counted, overridden: bool) {
+        let algorithm = || self.policy.algorithm().name();
         self.counters
-            .record(counted, || self.policy.algorithm().name(), &self.name);
+            .record(counted, algorithm, &self.name, overridden);
     }
 
     /// The answer to a request no key could be built for.

@@ -8,7 +8,7 @@ use tower_layer::Layer;
 use super::RateLimit;
 use crate::business::Common;
 use crate::client_ip::{ClientIp, ClientIpSource};
-use crate::context::BlockCheck;
+use crate::context::{BlockCheck, OverrideCheck};
 use crate::context::{Context, HeaderOptions, store_builder};
 use crate::control::Control;
 use crate::scope;
@@ -81,6 +81,7 @@ impl RateLimitLayer {
         Self {
             context: Arc::new(Context {
                 blocks: BlockCheck::of(&*store),
+                overrides: OverrideCheck::of(&*store),
                 store,
                 build_store,
                 guard: GuardConfig::default(),
@@ -134,6 +135,7 @@ impl RateLimitLayer {
         context.guard = config;
         context.store = (context.build_store)(config);
         context.blocks = BlockCheck::of(&*context.store);
+        context.overrides = OverrideCheck::of(&*context.store);
     }
 
     /// The proxies whose forwarding header is believed (none by default:

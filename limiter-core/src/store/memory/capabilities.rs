@@ -8,7 +8,10 @@ use async_trait::async_trait;
 
 use super::*;
 use crate::store::Capabilities;
-use crate::{Blocks, Peek, Penalties, PlanAssignments, Refunds, Reset};
+use crate::{
+    ActiveOverride, Blocks, Override, OverrideTable, Overrides, Peek, Penalties, PlanAssignments,
+    Refunds, Reset, validate_override_duration,
+};
 
 /// In process: never slow, never failing, so nothing guards it.
 impl<C: Clock> Capabilities for MemoryStore<C> {
@@ -41,6 +44,10 @@ impl<C: Clock> Capabilities for MemoryStore<C> {
     }
 
     fn as_plan_assignments(&self) -> Option<&dyn PlanAssignments> {
+        Some(self)
+    }
+
+    fn as_overrides(&self) -> Option<&dyn Overrides> {
         Some(self)
     }
 }
@@ -223,5 +230,40 @@ impl<C: Clock> MemoryStore<C> {
             }
             Kind::Gcra(_) => shard.reset(|t: &mut Tables| &mut t.gcra, at),
         }
+    }
+}
+
+/// This instance's overrides, by the store's clock.
+#[async_trait]
+impl<C: Clock> Overrides for MemoryStore<C> {
+    async fn set_override(
+        &self,
+        limit: &str,
+        value: &Override,
+        duration: Duration,
+    ) -> Result<(), Error> {
+        validate_override_duration(duration)?;
+        let now = self.inner.clock.now_micros();
+        Ok(self.inner.overrides.set(limit, value.clone(), duration, now)?)
+    }
+
+    async fn clear_override(&self, limit: &str) -> Result<(), Error> {
+        self.inner.overrides.clear(limit);
+        Ok(())
+    }
+
+    fn override_of(&self, limit: &str) -> Option<(Arc<Override>, Duration)> {
+        if self.inner.overrides.is_empty() {
+            return None;
+        }
+        (self.inner.overrides).get(limit, self.inner.clock.now_micros())
+    }
+
+    fn overrides(&self) -> Vec<ActiveOverride> {
+        self.inner.overrides.list(self.inner.clock.now_micros())
+    }
+
+    fn override_table(&self) -> Option<Arc<OverrideTable>> {
+        Some(Arc::clone(&self.inner.overrides))
     }
 }

@@ -95,6 +95,8 @@ struct Inner<C> {
     penalties: Penalized,
     /// Which plan each key has.
     plans: AssignedPlans,
+    /// The live overrides of limits.
+    overrides: Arc<crate::OverrideTable>,
 }
 
 impl MemoryStore<SystemClock> {
@@ -133,6 +135,7 @@ impl<C: Clock> MemoryStore<C> {
                 blocks: Arc::new(BlockList::new()),
                 penalties: Penalized::default(),
                 plans: AssignedPlans::new(),
+                overrides: Arc::default(),
             }),
         }
     }

@@ -1,0 +1,136 @@
+//! Live overrides in Redis: the hash [`OVERRIDES`] (limit -> `end_µs
+//! text`, by the Redis server's clock) in the notices' slot, bounded by
+//! the script that writes it (`override.lua`) and read whole at every
+//! subscription (`overrides.lua`). A change travels to every instance's
+//! table as a notice (`o {id} {µs left} {limit} {text}`; 0 µs ends it),
+//! and is counted in the version hash, so one that runs late still
+//! reaches every instance (see `announce.rs`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use limiter_core::{
+    ActiveOverride, Clock, Error, MAX_OVERRIDES, Override, OverrideTable, Overrides, SystemClock,
+    async_trait, validate_limit_name, validate_override_duration,
+};
+
+use super::announce::VERSION;
+use super::reconcile::unconfirmed;
+use super::{RedisStore, scripts};
+
+/// The hash of the overrides, in the channel's slot (its hash tag), so the
+/// subscriber reads it where it subscribes.
+pub(crate) const OVERRIDES: &str = "{limiter:resets}:overrides";
+
+#[async_trait]
+impl Overrides for RedisStore {
+    async fn set_override(
+        &self,
+        limit: &str,
+        value: &Override,
+        duration: Duration,
+    ) -> Result<(), Error> {
+        validate_override_duration(duration)?;
+        validate_limit_name(limit)?;
+        let left = u64::try_from(duration.as_micros()).unwrap_or(u64::MAX);
+        self.change_override(limit, left, &value.to_text()).await?;
+        let now = SystemClock.now_micros();
+        self.inner
+            .overrides
+            .set(limit, value.clone(), duration, now)?;
+        let notice = format!("{left} {limit} {}", value.to_text());
+        (self.announce("o", &notice).await).map_err(unconfirmed)
+    }
+
+    async fn clear_override(&self, limit: &str) -> Result<(), Error> {
+        validate_limit_name(limit)?;
+        self.change_override(limit, 0, "").await?;
+        self.inner.overrides.clear(limit);
+        (self.announce("o", &format!("0 {limit}")).await).map_err(unconfirmed)
+    }
+
+    fn override_of(&self, limit: &str) -> Option<(Arc<Override>, Duration)> {
+        let table = &self.inner.overrides;
+        if table.is_empty() {
+            return None;
+        }
+        table.get(limit, SystemClock.now_micros())
+    }
+
+    fn overrides(&self) -> Vec<ActiveOverride> {
+        self.inner.overrides.list(SystemClock.now_micros())
+    }
+
+    fn override_table(&self) -> Option<Arc<OverrideTable>> {
+        Some(Arc::clone(&self.inner.overrides))
+    }
+}
+
+impl RedisStore {
+    /// Writes `limit`'s override (`left` µs; 0 ends it) in Redis, counted
+    /// in the version hash by the same script.
+    async fn change_override(&self, limit: &str, left: u64, text: &str) -> Result<(), Error> {
+        self.subscribe();
+        let script = scripts::set_override();
+        let mut call = script.call_keys(&[OVERRIDES, VERSION]);
+        call.arg(limit).arg(left).arg(text).arg(MAX_OVERRIDES);
+        let kept = (self.bounded_call(script, &call).await).map_err(unconfirmed)?;
+        if kept.first() != Some(&1) {
+            return Err(Error::Full(format!(
+                "{MAX_OVERRIDES} limits hold an override already: end one before overriding another"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Applies a notice's `{µs left} {limit} {text}` (`0 {limit}`: ended) to
+/// this instance's table.
+pub(crate) fn apply_notice(table: &OverrideTable, rest: &str) {
+    let mut parts = rest.splitn(3, ' ');
+    let (Some(left), Some(limit)) = (parts.next(), parts.next()) else {
+        return;
+    };
+    let Ok(left) = left.parse::<u64>() else {
+        return;
+    };
+    if left == 0 {
+        table.clear(limit);
+        return;
+    }
+    let kept = Override::from_text(parts.next().unwrap_or_default()).and_then(|value| {
+        let now = SystemClock.now_micros();
+        table.set(limit, value, Duration::from_micros(left), now)
+    });
+    if let Err(error) = kept {
+        tracing::warn!(%error, limit, "an override could not be kept here");
+    }
+}
+
+/// The live overrides (limit, override, time left) of the node
+/// `connection` reaches; one whose text does not read is left out, and
+/// logged.
+pub(crate) async fn load(
+    connection: &mut redis::aio::MultiplexedConnection,
+) -> Result<Vec<(String, Override, Duration)>, Error> {
+    let load = scripts::overrides();
+    let flat: Vec<String> = redis::Script::new(load.source())
+        .key(OVERRIDES)
+        .invoke_async(connection)
+        .await
+        .map_err(crate::redis_error)?;
+    let overrides = flat
+        .chunks_exact(3)
+        .filter_map(|entry| {
+            let left = entry[1].parse::<u64>().ok()?;
+            match Override::from_text(&entry[2]) {
+                Ok(value) => Some((entry[0].clone(), value, Duration::from_micros(left))),
+                Err(error) => {
+                    tracing::warn!(%error, limit = entry[0], "an override in Redis does not read");
+                    None
+                }
+            }
+        })
+        .collect();
+    Ok(overrides)
+}
