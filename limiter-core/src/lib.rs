@@ -78,10 +78,10 @@ pub use key::{HASHED_IDENTITY_PREFIX, MAX_IDENTITY_LEN, push_identity, push_iden
 pub use limiter::{Attempt, DEFAULT_PREFIX, Limiter};
 pub use limiter_model::refund;
 pub use limiter_model::{
-    Algorithm, BackendError, ConfigError, DEFAULT_DUPLICATE_WINDOW, DEFAULT_LEASE_TTL, DURATION_UNITS,
-    Decision, parse_duration,
-    Error, HotKey, Lease, MAX_PENALTY_DENIALS, MAX_PENALTY_STEPS, MAX_RULES, MAX_WINDOW, MaxWait,
-    OnStoreError, Penalty, PenaltyState, Policy, Rate, Receipt, Rule, RuleStatus, Verdict,
+    Algorithm, BackendError, ConfigError, DEFAULT_DUPLICATE_WINDOW, DEFAULT_LEASE_TTL,
+    DURATION_UNITS, Decision, Error, HotKey, Lease, MAX_PENALTY_DENIALS, MAX_PENALTY_STEPS,
+    MAX_RULES, MAX_WINDOW, MaxWait, OnStoreError, Penalty, PenaltyState, Policy, Rate, Receipt,
+    Rule, RuleStatus, Verdict, parse_duration,
 };
 pub use overrides::{
     ActiveOverride, MAX_OVERRIDE, MAX_OVERRIDES, Override, OverrideMode, OverrideTable,

@@ -193,7 +193,9 @@ impl Override {
         let mut parts = text.split(' ');
         let mode = OverrideMode::from_name(parts.next().unwrap_or_default())?;
         let (algorithm, cost, parameters) = match (parts.next(), parts.next(), parts.next()) {
-            (None, _, _) if mode != OverrideMode::Enforce => return Ok(Self { policy: None, mode }),
+            (None, _, _) if mode != OverrideMode::Enforce => {
+                return Ok(Self { policy: None, mode });
+            }
             (Some(algorithm), Some(cost), Some(parameters)) if parts.next().is_none() => {
                 (algorithm, cost, parameters)
             }
@@ -222,7 +224,7 @@ impl Override {
                     .map(|rule| {
                         let (limit, window) = rule.split_once('/').ok_or_else(unreadable)?;
                         let window = Duration::from_micros(number(window)?);
-                        Ok(Rule::new(number(limit)?, window)?)
+                        Rule::new(number(limit)?, window)
                     })
                     .collect::<Result<Vec<_>, ConfigError>>()?;
                 Policy::of_rules(algorithm, rules)?
@@ -261,6 +263,9 @@ fn invalid(reason: String) -> ConfigError {
     ConfigError::InvalidOverride { reason }
 }
 
+/// An override held, and when it ends (µs).
+type Held = (Arc<Override>, u64);
+
 /// One override in force, as [`OverrideTable::list`] answers it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ActiveOverride {
@@ -293,7 +298,8 @@ pub struct ActiveOverride {
 pub struct OverrideTable {
     /// How many limits hold an override (ended ones too, until swept).
     len: AtomicUsize,
-    entries: RwLock<HashMap<Box<str>, (Arc<Override>, u64)>>,
+    /// Each limit's override, and when it ends (µs).
+    entries: RwLock<HashMap<Box<str>, Held>>,
 }
 
 impl OverrideTable {
@@ -341,7 +347,11 @@ impl OverrideTable {
 
     /// Replaces every override with `overrides` (limit, override, time
     /// left from `now`), at most [`MAX_OVERRIDES`].
-    pub fn replace(&self, overrides: impl IntoIterator<Item = (String, Override, Duration)>, now: u64) {
+    pub fn replace(
+        &self,
+        overrides: impl IntoIterator<Item = (String, Override, Duration)>,
+        now: u64,
+    ) {
         let mut entries = self.entries.write();
         entries.clear();
         for (limit, value, left) in overrides.into_iter().take(MAX_OVERRIDES) {

@@ -86,7 +86,11 @@ mod tests {
 
     #[test]
     fn refuses_what_the_attribute_refuses() {
-        let error = |text| parse_duration(text, "the window of a rule").unwrap_err().to_string();
+        let error = |text| {
+            parse_duration(text, "the window of a rule")
+                .unwrap_err()
+                .to_string()
+        };
         assert_eq!(
             error("60"),
             "the window of a rule needs a unit (ms, s, m, h or d), like `60s`"

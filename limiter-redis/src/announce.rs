@@ -57,6 +57,10 @@ pub(crate) struct Announcer {
     pending: Mutex<HashMap<u64, Arc<Pending>>>,
     /// The failed resets waiting to be counted in [`VERSION`].
     pub(crate) recounts: Recounts,
+    /// Whether a subscription has read the blocks, plans and overrides
+    /// whole once, and who waits for it ([`RedisStore::synced`]).
+    synced: AtomicBool,
+    synced_notify: Notify,
 }
 
 impl Default for Announcer {
@@ -68,6 +72,8 @@ impl Default for Announcer {
             next_id: AtomicU64::new(seed),
             pending: Mutex::default(),
             recounts: Recounts::default(),
+            synced: AtomicBool::new(false),
+            synced_notify: Notify::new(),
         }
     }
 }
@@ -85,7 +91,37 @@ impl AnnouncesResets for RedisStore {
     }
 }
 
+impl Announcer {
+    /// A subscription has read the shared state whole.
+    pub(crate) fn mark_synced(&self) {
+        self.synced.store(true, Ordering::Release);
+        self.synced_notify.notify_waiters();
+    }
+}
+
 impl RedisStore {
+    /// Waits, at most `within`, until this store's subscription has read
+    /// the blocks, plans and live overrides that Redis holds, so that a
+    /// starting instance decides its first requests by them; answers
+    /// whether it has. An application calls it once when it starts (the UGC
+    /// server does); an instance that does not know them yet (Redis is
+    /// down) answers by the compiled limits until its subscription reads
+    /// them.
+    pub async fn synced(&self, within: Duration) -> bool {
+        self.subscribe();
+        let announcer = &self.inner.announcer;
+        let read = async {
+            loop {
+                let notified = announcer.synced_notify.notified();
+                if announcer.synced.load(Ordering::Acquire) {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        tokio::time::timeout(within, read).await.is_ok()
+    }
+
     /// Starts the subscription, unless it runs (or there is no runtime to
     /// run it on yet: the next reset or registration starts it).
     pub(crate) fn subscribe(&self) {

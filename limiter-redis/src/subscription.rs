@@ -39,6 +39,7 @@ pub(crate) async fn listen(inner: Weak<Inner>) {
             }) => {
                 backoff = Duration::from_millis(50);
                 state.apply(&store);
+                store.inner.announcer.mark_synced();
                 if !first {
                     forget(&store, &Forget::Everything);
                 }

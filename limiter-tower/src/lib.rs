@@ -101,13 +101,13 @@ pub use limiter_core::{
 pub use limiter_core::{
     BlockOrigin, DEFAULT_MAX_PENALTY_BLOCKS, ListedBlock, MAX_BLOCKS, MAX_BLOCKS_PAGE,
 };
-pub use limiter_core::{MAX_OVERRIDE, MAX_OVERRIDES, Override, OverrideMode, Overrides};
 pub use limiter_core::{
     BreakerConfig, Clock, ConcurrencyLimit, ConfigError, DEFAULT_DEADLINE, DEFAULT_MAX_WAITERS,
     Decision, Error, GuardConfig, Guarded, Identity, IdentityKind, Limiter, ManualClock, MaxWait,
     MemoryStore, OnStoreError, Penalty, Plan, Plans, Policy, Rate, Rule, RuleStatus, Store,
     SystemClock, Waiters,
 };
+pub use limiter_core::{MAX_OVERRIDE, MAX_OVERRIDES, Override, OverrideMode, Overrides};
 #[cfg(feature = "macros")]
 pub use limiter_macros::rate_limit;
 #[cfg(feature = "redis")]

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use limiter_core::{
     BlockOrigin, Blocks, Capabilities, ConcurrencyLimit, Decision, Error, GuardConfig, Guarded,
-    HotKeys, MemoryStore, Peek, Penalties, Penalty, Permits, PlanAssignments, Policy, Refunds,
-    Reset, Rule, Store, async_trait,
+    HotKeys, MemoryStore, Override, Overrides, Peek, Penalties, Penalty, Permits, PlanAssignments,
+    Policy, Refunds, Reset, Rule, Store, async_trait,
 };
 use limiter_redis::RedisStore;
 use limiter_regional::{Region, RegionalConfig, RegionalStore};
@@ -80,7 +80,7 @@ fn wrappings<S: Store + Clone>(store: &S) -> [(&'static str, Box<dyn Checked>); 
 }
 
 /// Which capability traits `store` answers, by name.
-fn presence(store: &dyn Capabilities) -> [(&'static str, bool); 9] {
+fn presence(store: &dyn Capabilities) -> [(&'static str, bool); 10] {
     [
         ("Permits", store.as_permits().is_some()),
         ("Leases", store.as_leases().is_some()),
@@ -90,6 +90,7 @@ fn presence(store: &dyn Capabilities) -> [(&'static str, bool); 9] {
         ("Blocks", store.as_blocks().is_some()),
         ("Penalties", store.as_penalties().is_some()),
         ("PlanAssignments", store.as_plan_assignments().is_some()),
+        ("Overrides", store.as_overrides().is_some()),
         ("AnnouncesResets", store.as_reset_announcer().is_some()),
     ]
 }
@@ -210,6 +211,41 @@ async fn reach(case: &str, store: &dyn Checked, key: &str, policy: &Policy) {
     if let Some(permits) = store.as_permits() {
         permits_held(case, permits, &format!("{key}:permit")).await;
     }
+    if let Some(overrides) = store.as_overrides() {
+        overridden(case, overrides, &format!("{key}:override")).await;
+    }
+}
+
+/// An override set holds at once, for its duration, and ends at once.
+async fn overridden(case: &str, overrides: &dyn Overrides, limit: &str) {
+    let minute = Duration::from_secs(60);
+    let started = std::time::Instant::now();
+    ok(
+        case,
+        "set_override",
+        overrides
+            .set_override(limit, &Override::off(), minute)
+            .await,
+    );
+    let held = overrides.override_of(limit);
+    let least = minute - started.elapsed() - Duration::from_millis(1);
+    let live = held.as_ref().is_some_and(|(value, left)| {
+        **value == Override::off() && *left >= least && *left <= minute
+    });
+    assert!(
+        live,
+        "{case}: override_of({limit}) after set_override: {held:?}"
+    );
+    ok(
+        case,
+        "clear_override",
+        overrides.clear_override(limit).await,
+    );
+    let held = overrides.override_of(limit);
+    assert_eq!(
+        held, None,
+        "{case}: override_of({limit}) after clear_override"
+    );
 }
 
 /// A key whose quota is used up finds it whole again once reset.
@@ -301,6 +337,7 @@ const MEMORY: &[&str] = &[
     "Blocks",
     "Penalties",
     "PlanAssignments",
+    "Overrides",
 ];
 
 /// Every capability is kept in Redis.
@@ -313,6 +350,7 @@ const REDIS: &[&str] = &[
     "Blocks",
     "Penalties",
     "PlanAssignments",
+    "Overrides",
     "AnnouncesResets",
 ];
 

@@ -57,6 +57,10 @@ use limiter_tower::{
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 
+/// How long a starting server waits for Redis's blocks, plans and live
+/// overrides before it serves (Redis down: the failure policy decides).
+const STARTUP_SYNC: Duration = Duration::from_secs(2);
+
 #[tokio::main]
 async fn main() -> ExitCode {
     tracing_subscriber::fmt()
@@ -129,6 +133,14 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
             let store =
                 RedisStore::open_with(&url, config).map_err(|e| format!("REDIS_URL {url}: {e}"))?;
             tracing::info!(%url, ?deadline, "limits shared through Redis");
+            // Blocks, plans and live overrides set before this instance
+            // started decide its first requests.
+            if !store.synced(STARTUP_SYNC).await {
+                tracing::warn!(
+                    "Redis's blocks, plans and overrides are not read yet: \
+                     the compiled limits decide until they are"
+                );
+            }
             let guard = GuardConfig {
                 deadline,
                 ..GuardConfig::default()

@@ -54,7 +54,14 @@ fn text_from_a_store_is_validated() {
         error("enforce sliding_log 3 2/60000000"),
         "a cost of 3 can never pass: it exceeds the limit of rule 2-per-60s of 2"
     );
-    for garbage in ["", "enforce", "loud", "enforce nope 1 2/1", "enforce gcra 1 1/2", "off x"] {
+    for garbage in [
+        "",
+        "enforce",
+        "loud",
+        "enforce nope 1 2/1",
+        "enforce gcra 1 1/2",
+        "off x",
+    ] {
         assert!(Override::from_text(garbage).is_err(), "{garbage:?}");
     }
 }
@@ -96,10 +103,17 @@ fn an_override_keeps_the_limits_shape_and_cost() {
         "an override of \"x\" must run sliding_window over 60s, as the limit does (its keys' \
          state is kept for it), not sliding_window over 30s"
     );
-    assert_eq!(Override::off().for_limit("x", &compiled), Ok(Override::off()));
+    assert_eq!(
+        Override::off().for_limit("x", &compiled),
+        Ok(Override::off())
+    );
     assert!(Override::off().for_limit("a b", &compiled).is_err());
     assert!(Override::off().for_limit("", &compiled).is_err());
-    assert!(Override::off().for_limit(&"x".repeat(257), &compiled).is_err());
+    assert!(
+        Override::off()
+            .for_limit(&"x".repeat(257), &compiled)
+            .is_err()
+    );
 }
 
 #[test]
@@ -123,7 +137,10 @@ fn the_table_ends_each_override_on_time() {
     table.set("b", Override::off(), secs(10), now).unwrap();
     table.set("a", Override::shadow(), secs(20), now).unwrap();
     assert!(!table.is_empty());
-    assert_eq!(table.get("b", now), Some((Arc::new(Override::off()), secs(10))));
+    assert_eq!(
+        table.get("b", now),
+        Some((Arc::new(Override::off()), secs(10)))
+    );
     assert_eq!(
         table.get("b", now + 9_999_999).map(|(_, left)| left),
         Some(Duration::from_micros(1))
@@ -139,11 +156,16 @@ fn the_table_ends_each_override_on_time() {
     assert_eq!(table.get("a", now), None);
     // "b" has ended: the next change sweeps it.
     assert!(!table.is_empty());
-    table.set("c", Override::off(), secs(1), now + 10_000_000).unwrap();
+    table
+        .set("c", Override::off(), secs(1), now + 10_000_000)
+        .unwrap();
     assert_eq!(table.list(now).len(), 1);
     table.replace([("d".to_owned(), Override::shadow(), secs(3))], now);
     assert_eq!(table.get("c", now), None);
-    assert_eq!(table.get("d", now + 2_999_999).map(|(o, _)| o.mode()), Some(OverrideMode::Shadow));
+    assert_eq!(
+        table.get("d", now + 2_999_999).map(|(o, _)| o.mode()),
+        Some(OverrideMode::Shadow)
+    );
     table.clear("d");
     assert!(table.is_empty());
 }
@@ -152,14 +174,21 @@ fn the_table_ends_each_override_on_time() {
 fn the_table_is_bounded() {
     let table = OverrideTable::new();
     for i in 0..MAX_OVERRIDES {
-        table.set(&format!("l{i}"), Override::off(), secs(10), 0).unwrap();
+        table
+            .set(&format!("l{i}"), Override::off(), secs(10), 0)
+            .unwrap();
     }
     assert_eq!(
-        table.set("one-more", Override::off(), secs(10), 0).unwrap_err().to_string(),
+        table
+            .set("one-more", Override::off(), secs(10), 0)
+            .unwrap_err()
+            .to_string(),
         "invalid override: 1000 limits hold an override already"
     );
     // Replacing one held is not a new one; an ended one makes room.
     table.set("l0", Override::shadow(), secs(5), 0).unwrap();
-    table.set("one-more", Override::off(), secs(10), 5_000_000).unwrap();
+    table
+        .set("one-more", Override::off(), secs(10), 5_000_000)
+        .unwrap();
     assert_eq!(table.get("l0", 5_000_000), None);
 }

@@ -63,7 +63,8 @@ impl DurationLit {
         // Read as text by the function a live override's rules are read
         // with, so both refuse a duration with the same message.
         let written = format!("{}{}", lit.base10_digits(), lit.suffix());
-        let value = parse_duration(&written, what).map_err(|error| Error::new_spanned(lit, error))?;
+        let value =
+            parse_duration(&written, what).map_err(|error| Error::new_spanned(lit, error))?;
         Ok(Self {
             value,
             written: lit.to_token_stream(),

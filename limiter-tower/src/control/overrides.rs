@@ -40,8 +40,7 @@ impl From<&ActiveOverride> for OverrideState {
             mode: active.value.mode().name(),
             algorithm: policy.map(|p| p.algorithm().name()),
             rules: policy.map(Policy::names).unwrap_or_default(),
-            seconds: u64::try_from(active.left.as_micros().div_ceil(1_000_000))
-                .unwrap_or(u64::MAX),
+            seconds: u64::try_from(active.left.as_micros().div_ceil(1_000_000)).unwrap_or(u64::MAX),
         }
     }
 }
@@ -240,6 +239,8 @@ impl Control {
                 let named = part.limits.iter().find(|n| *n.limit.name == *limit)?;
                 Some((part, named))
             })
-            .ok_or(Error::Unsupported("overriding a limit this handle does not answer for"))
+            .ok_or(Error::Unsupported(
+                "overriding a limit this handle does not answer for",
+            ))
     }
 }

@@ -286,15 +286,17 @@ struct OverrideBody {
     seconds: u64,
 }
 
-/// The limit a path `/overrides/{limit}` names, or its 404.
-fn limit_of(control: &Control, limit: &str) -> Result<(), Response> {
+/// The 404 of a path `/overrides/{limit}` naming no limit of `control`.
+fn unknown_limit(control: &Control, limit: &str) -> Option<Response> {
     if control.limit_names().iter().any(|name| name == limit) {
-        return Ok(());
+        return None;
     }
-    Err(problem(
+    Some(problem(
         Protocol::Http,
         StatusCode::NOT_FOUND,
-        &format!("No limit is named {limit:?} here (its name as its keys end, as `/me/limits` shows it)."),
+        &format!(
+            "No limit is named {limit:?} here (its name as its keys end, as `/me/limits` shows it)."
+        ),
     ))
 }
 
@@ -303,7 +305,7 @@ async fn list_overrides(State(control): State<Control>) -> Response {
 }
 
 async fn get_override(State(control): State<Control>, Path(limit): Path<String>) -> Response {
-    if let Err(not_found) = limit_of(&control, &limit) {
+    if let Some(not_found) = unknown_limit(&control, &limit) {
         return not_found;
     }
     match control.overrides().into_iter().find(|o| o.limit == limit) {
@@ -321,7 +323,7 @@ async fn put_override(
     Path(limit): Path<String>,
     body: axum::body::Bytes,
 ) -> Response {
-    if let Err(not_found) = limit_of(&control, &limit) {
+    if let Some(not_found) = unknown_limit(&control, &limit) {
         return not_found;
     }
     let body = match serde_json::from_slice::<OverrideBody>(&body) {
@@ -334,7 +336,11 @@ async fn put_override(
             ));
         }
     };
-    let mode = match body.mode.as_deref().map(limiter_core::OverrideMode::from_name) {
+    let mode = match body
+        .mode
+        .as_deref()
+        .map(limiter_core::OverrideMode::from_name)
+    {
         None => Ok(limiter_core::OverrideMode::Enforce),
         Some(mode) => mode,
     };
@@ -354,7 +360,7 @@ async fn put_override(
 }
 
 async fn delete_override(State(control): State<Control>, Path(limit): Path<String>) -> Response {
-    if let Err(not_found) = limit_of(&control, &limit) {
+    if let Some(not_found) = unknown_limit(&control, &limit) {
         return not_found;
     }
     match control.clear_override(&limit).await {

@@ -244,7 +244,10 @@ impl<C: Clock> Overrides for MemoryStore<C> {
     ) -> Result<(), Error> {
         validate_override_duration(duration)?;
         let now = self.inner.clock.now_micros();
-        Ok(self.inner.overrides.set(limit, value.clone(), duration, now)?)
+        Ok(self
+            .inner
+            .overrides
+            .set(limit, value.clone(), duration, now)?)
     }
 
     async fn clear_override(&self, limit: &str) -> Result<(), Error> {
