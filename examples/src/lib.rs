@@ -19,6 +19,7 @@
 //! | `GET /admin/blocks/{kind}/{identity}` | 200 `{"seconds": N}`, the block's time left, or 404 when not blocked (admin) |
 //! | `PUT /admin/blocks/{kind}/{identity}` | body `{"seconds": N}`: 204, that identity blocked on every instance: an address on every limited route, a user or key on every limit keyed by it (admin) |
 //! | `DELETE /admin/blocks/{kind}/{identity}` | 204: the block lifted (admin) |
+//! | `GET /admin/top/{limit}?n={n}` | the `n` identities the limit named `limit` (as its keys end: `posts-create_reply`) denied most in the last 5 to 10 minutes, on the instance that answers (header `limiter-instance`) (admin) |
 //! | `POST /exports` | at most 2 in flight per user (each takes 500 ms) |
 //! | `GET /health` | not limited |
 //! | `GET /metrics` | not limited: the limiter's metrics, Prometheus text |

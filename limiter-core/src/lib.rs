@@ -58,6 +58,7 @@ pub mod hot;
 mod identity;
 mod key;
 mod limiter;
+mod offenders;
 mod plans;
 mod store;
 mod wait;
@@ -81,6 +82,7 @@ pub use limiter_model::{
     Error, HotKey, Lease, MAX_PENALTY_DENIALS, MAX_PENALTY_STEPS, MAX_RULES, MAX_WINDOW, MaxWait,
     OnStoreError, Penalty, PenaltyState, Policy, Rate, Receipt, Rule, RuleStatus, Verdict,
 };
+pub use offenders::{Denied, TopDenied};
 pub use plans::{Plan, Plans};
 pub use store::memory::{DEFAULT_CAPACITY, MemoryStore};
 pub use store::traits::{

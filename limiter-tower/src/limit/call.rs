@@ -91,8 +91,9 @@ impl RouteLimit {
         if self.honours_blocks
             && let Some(left) = self.block_of(&key, context, request)
         {
+            let next = self.blocked(left, &key, request);
             KEY_BUFFER.set(key);
-            return self.blocked(left, request);
+            return next;
         }
         let (cost, reading) = if business {
             let checks = match self.business_checks(context, request) {
@@ -118,7 +119,7 @@ impl RouteLimit {
         let next = match &context.store.check_now(&key, reading.policy(self), cost) {
             Some(Ok(decision)) => {
                 let counted = Counted::by_store(decision);
-                self.on_decision(decision, counted, &reading, request)
+                self.on_decision(decision, counted, &key, &reading, request)
             }
             Some(Err(error)) => self.failed(error, &reading, request.headers()),
             None => {
