@@ -1,8 +1,9 @@
 //! The identities each limit denied most, through real HTTP: requests
 //! denied by a router's limits (on the memory store, which decides at
-//! once, and on Redis, which is awaited), then `GET /admin/top/{limit}`
-//! lists them, most denied first, with exact counts; and on the UGC
-//! server, behind its admin token.
+//! once; on Redis, which is awaited; by the fallback limiter while the
+//! store is down; by a concurrency limit; while blocked), then
+//! `GET /admin/top/{limit}` lists them, most denied first, with exact
+//! counts; and on the UGC server, behind its admin token.
 
 #[path = "control/common.rs"]
 mod common;
@@ -286,4 +287,23 @@ async fn concurrency_denials_are_counted() {
     let response = top(addr, "/admin/top/exports").await;
     let listed: Value = serde_json::from_str(&response.body).unwrap();
     assert_eq!(listed, json!([offender("user", "mallory", 2)]));
+}
+
+/// While the store is down, the fallback limiter's denials are counted.
+#[tokio::test]
+async fn fallback_denials_are_counted() {
+    use limiter_tests::RedisServer;
+    use limiter_tower::RedisStore;
+
+    let dead = format!("redis://127.0.0.1:{}/", RedisServer::unused_port());
+    let (addr, _control) = server(Limiter::new(RedisStore::open(&dead).unwrap())).await;
+    // The fallback keeps the limit's rules: one a minute.
+    as_user(addr, "/replies", "mallory", 4).await;
+    as_user(addr, "/replies", "alice", 2).await;
+    let response = top(addr, "/admin/top/replies").await;
+    let listed: Value = serde_json::from_str(&response.body).unwrap();
+    assert_eq!(
+        listed,
+        json!([offender("user", "mallory", 3), offender("user", "alice", 1)])
+    );
 }
