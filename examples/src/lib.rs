@@ -20,6 +20,7 @@
 //! | `PUT /admin/blocks/{kind}/{identity}` | body `{"seconds": N}`: 204, that identity blocked on every instance: an address on every limited route, a user or key on every limit keyed by it (admin) |
 //! | `DELETE /admin/blocks/{kind}/{identity}` | 204: the block lifted (admin) |
 //! | `PUT /admin/overrides/{limit}` | body `{"rules": [[2, "60s"]], "seconds": 3600}` (or `"mode": "shadow"`, `"off"`): 204, the limit (`posts-create_post`, as `/me/limits` and the keys name it) decided by the override on every instance until it ends; `GET /admin/overrides` lists them, `DELETE /admin/overrides/{limit}` ends one (admin; see docs/control.md) |
+//! | `GET /admin/top/{limit}?n={n}` | the `n` identities the limit named `limit` (as its keys end: `posts-create_reply`) denied most in the last 5 to 10 minutes, on the instance that answers (header `limiter-instance`) (admin) |
 //! | `POST /exports` | at most 2 in flight per user (each takes 500 ms) |
 //! | `GET /health` | not limited |
 //! | `GET /metrics` | not limited: the limiter's metrics, Prometheus text |

@@ -58,6 +58,7 @@ pub mod hot;
 mod identity;
 mod key;
 mod limiter;
+mod offenders;
 mod overrides;
 mod plans;
 mod store;
@@ -83,6 +84,7 @@ pub use limiter_model::{
     MAX_RULES, MAX_WINDOW, MaxWait, OnStoreError, Penalty, PenaltyState, Policy, Rate, Receipt,
     Rule, RuleStatus, Verdict, parse_duration,
 };
+pub use offenders::{Denied, TopDenied};
 pub use overrides::{
     ActiveOverride, MAX_OVERRIDE, MAX_OVERRIDES, Override, OverrideMode, OverrideTable,
     validate_limit_name, validate_override_duration,

@@ -29,13 +29,15 @@ pub(crate) trait DynStore: Send + Sync + 'static {
     /// `None`: await [`check_owned`](Self::check_owned).
     fn check_now(&self, key: &str, policy: &Policy, cost: u64) -> Option<Result<Decision, Error>>;
 
+    /// Checks `key`, and gives it back with the verdict (a limit's
+    /// denial counts the identity it names among its offenders).
     fn check_owned(
         self: Arc<Self>,
         key: String,
         policy: Arc<Policy>,
         cost: u64,
         on_error: Option<OnStoreError>,
-    ) -> BoxFuture<Result<Verdict, Error>>;
+    ) -> BoxFuture<(Result<Verdict, Error>, String)>;
 
     /// Takes a permit of `limit` on `key` (see [`limiter_core::Permits`]);
     /// a guarded store decides by `on_error` when it fails.
@@ -68,13 +70,15 @@ impl<S: Store> DynStore for Held<S> {
         policy: Arc<Policy>,
         cost: u64,
         on_error: Option<OnStoreError>,
-    ) -> BoxFuture<Result<Verdict, Error>> {
+    ) -> BoxFuture<(Result<Verdict, Error>, String)> {
         Box::pin(async move {
             // A policy without a mode goes to the store directly.
-            if policy.hot_key().is_none() {
-                return self.0.store().verdict(&key, &policy, cost, on_error).await;
-            }
-            self.0.verdict(&key, &policy, cost, on_error).await
+            let verdict = if policy.hot_key().is_none() {
+                self.0.store().verdict(&key, &policy, cost, on_error).await
+            } else {
+                self.0.verdict(&key, &policy, cost, on_error).await
+            };
+            (verdict, key)
         })
     }
 

@@ -89,7 +89,8 @@ pub mod __private;
 
 pub use client_ip::{ClientIpSource, DEFAULT_IPV6_PREFIX};
 pub use control::{
-    Attempt, Control, DEFAULT_API_KEY_HEADER, LimitState, OverrideState, WrittenRules,
+    Attempt, Control, DEFAULT_API_KEY_HEADER, LimitState, Offender, OverrideState, UnknownLimit,
+    WrittenRules,
 };
 pub use ipnet::IpNet;
 pub use key::{KeySource, ListedIdentity, Resolver};
@@ -99,7 +100,7 @@ pub use limiter_core::{
     PlanAssignments, Receipt, Refunds, Reset, Verdict,
 };
 pub use limiter_core::{
-    BlockOrigin, DEFAULT_MAX_PENALTY_BLOCKS, ListedBlock, MAX_BLOCKS, MAX_BLOCKS_PAGE,
+    BlockOrigin, DEFAULT_MAX_PENALTY_BLOCKS, ListedBlock, MAX_BLOCKS, MAX_BLOCKS_PAGE, TopDenied,
 };
 pub use limiter_core::{
     BreakerConfig, Clock, ConcurrencyLimit, ConfigError, DEFAULT_DEADLINE, DEFAULT_MAX_WAITERS,

@@ -5,11 +5,13 @@
 
 mod attempt;
 mod blocks;
+mod offenders;
 mod overrides;
 mod router;
 mod state;
 
 pub use attempt::Attempt;
+pub use offenders::{Offender, UnknownLimit};
 pub use overrides::{OverrideState, WrittenRules};
 pub use router::DEFAULT_API_KEY_HEADER;
 pub use state::LimitState;
@@ -74,6 +76,8 @@ pub struct Control {
     /// Other layers' handles, whose limits this one answers for too
     /// ([`merge`](Self::merge)); none of them holds others.
     merged: Arc<[Control]>,
+    /// This instance's name, which the top offenders' route answers.
+    instance: Arc<str>,
 }
 
 /// A limit and the route it guards.
@@ -91,6 +95,7 @@ impl Control {
             limits: Arc::new([]),
             api_key_header: router::DEFAULT_API_KEY_HEADER.into(),
             merged: Arc::new([]),
+            instance: offenders::default_instance(),
         }
     }
 
@@ -193,9 +198,10 @@ impl Control {
             return Ok(Decision::blocked(policy, left));
         }
         let policy = Arc::new(policy.clone());
-        let verdict = Arc::clone(&self.store)
+        let (verdict, _) = Arc::clone(&self.store)
             .check_owned(full, Arc::clone(&policy), policy.cost(), None)
-            .await?;
+            .await;
+        let verdict = verdict?;
         (verdict).into_decision(&policy)
     }
 

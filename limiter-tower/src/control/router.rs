@@ -2,9 +2,9 @@
 
 use axum::Router;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use axum::http::Uri;
 use axum::http::header::CONTENT_TYPE;
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use limiter_core::{Error, Identity};
@@ -45,8 +45,10 @@ impl Control {
     /// | `GET /overrides/{limit}` | 200, the limit's [`OverrideState`](super::OverrideState), or 404 when none holds |
     /// | `PUT /overrides/{limit}` | body `{"rules": [[2, "60s"]], "seconds": 3600}` (or `"rate": [10, "1s"], "burst": 20` for a bucket or GCRA; `"mode": "shadow"` tries the rules, or the limit's own, without denying; `"mode": "off"` switches the limit off; `seconds` 1 to 604,800): 204 once every instance holds it ([`set_override`](Self::set_override)); 400 with the attribute's own message for rules it would refuse; 404 for a limit this handle does not answer for |
     /// | `DELETE /overrides/{limit}` | 204 once the compiled limit holds again everywhere ([`clear_override`](Self::clear_override)) |
+    /// | `GET /top/{limit}?n={n}` | 200, a JSON array of the `n` (1 to 100, default 10) identities the limit named `limit` (as keys end with it: `posts-create_post`) denied most in the last 5 to 10 minutes on the instance that answers, most denied first: `[{"kind", "identity", "denied", "error"}...]` ([`Offender`](super::Offender)s, [`top_denied`](Self::top_denied)); the header `limiter-instance` names the instance ([`instance_id`](Self::instance_id)); 404 for an unknown limit |
     ///
-    /// An unknown kind is 404, an address that does not parse 400. A store
+    /// An unknown kind is 404, an address that does not parse 400, a query
+    /// the route does not take 400. A store
     /// that cannot answer gives 503 (problem+json), one that cannot peek or
     /// reset (the regional store) 501. A change answered 503 whose detail
     /// says it was not confirmed ([`Error::Unconfirmed`]) may still have
@@ -73,6 +75,7 @@ impl Control {
                 "/overrides/{limit}",
                 get(get_override).put(put_override).delete(delete_override),
             )
+            .route("/top/{limit}", get(top_denied))
             .with_state(self.clone())
     }
 
@@ -205,6 +208,49 @@ async fn list_blocks(State(control): State<Control>, uri: Uri) -> Response {
         }
         Err(error) => failed(&error),
     }
+}
+
+/// The query of `GET /top/{limit}`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TopQuery {
+    n: Option<usize>,
+}
+
+/// The most offenders `GET /top/{limit}` lists.
+const MAX_TOP: usize = 100;
+
+/// The header naming the instance that answered `GET /top/{limit}`.
+const INSTANCE_HEADER: &str = "limiter-instance";
+
+async fn top_denied(State(control): State<Control>, uri: Uri) -> Response {
+    let n = match serde_urlencoded::from_str::<TopQuery>(uri.query().unwrap_or("")) {
+        Ok(TopQuery { n: None }) => 10,
+        Ok(TopQuery { n: Some(n) }) if (1..=MAX_TOP).contains(&n) => n,
+        _ => return bad_request(&format!("The query is `n={{n}}`, n from 1 to {MAX_TOP}.")),
+    };
+    // The name as keys end with it, raw: escaped as an identity is; or
+    // percent-decoded, for a client that encoded it.
+    let raw = uri.path().rsplit('/').next().unwrap_or("");
+    let found = control.top_denied(raw, n).or_else(|unknown| {
+        let decoded = percent_decode_str(raw).decode_utf8().map_err(|_| unknown)?;
+        control.top_denied(&decoded, n)
+    });
+    let offenders = match found {
+        Ok(offenders) => offenders,
+        Err(unknown) => {
+            return problem(
+                Protocol::Http,
+                StatusCode::NOT_FOUND,
+                &format!("No limit here is named {:?}.", unknown.0),
+            );
+        }
+    };
+    let mut response = json(&offenders);
+    if let Ok(instance) = HeaderValue::from_str(control.instance()) {
+        response.headers_mut().insert(INSTANCE_HEADER, instance);
+    }
+    response
 }
 
 /// The longest block the router sets: a year.

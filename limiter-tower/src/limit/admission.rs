@@ -25,16 +25,20 @@ pub(crate) struct Admission {
     /// What gives the request back, when the limit counts by outcome and
     /// the store recorded it.
     pub(crate) refund: Option<Box<Refund>>,
+    /// The request's key, given back by the checks (a denial counts the
+    /// identity it names).
+    pub(crate) key: String,
 }
 
 impl Admission {
-    /// The answer of a rate check alone.
+    /// The answer of a rate check alone, and its key.
     #[inline]
-    pub(crate) fn rate(verdict: Result<Verdict, Error>) -> Self {
+    pub(crate) fn rate((verdict, key): (Result<Verdict, Error>, String)) -> Self {
         Self {
             permit: None,
             verdict: Some(verdict),
             refund: None,
+            key,
         }
     }
 }
@@ -57,7 +61,7 @@ pub(crate) struct Checks {
 /// An admission under way.
 pub(crate) enum Pending {
     /// A rate check alone: the store's own future, not boxed again.
-    Rate(BoxFuture<Result<Verdict, Error>>),
+    Rate(BoxFuture<(Result<Verdict, Error>, String)>),
     /// A permit, or waiting: the steps in one future.
     Steps(BoxFuture<Admission>),
 }
@@ -106,15 +110,17 @@ async fn steps(checks: Checks) -> Admission {
     } = checks;
     let mut admission = Admission::default();
     if let Some(limit) = concurrency {
-        let key = format!("{key}:concurrent");
-        let acquire = || Arc::clone(&store).acquire_permit_owned(key.clone(), limit, on_error);
+        let permit_key = format!("{key}:concurrent");
+        let acquire =
+            || Arc::clone(&store).acquire_permit_owned(permit_key.clone(), limit, on_error);
         let acquired = match &waiters {
-            Some((waiters, max)) => waiters.acquire(&key, *max, acquire).await,
+            Some((waiters, max)) => waiters.acquire(&permit_key, *max, acquire).await,
             None => acquire().await,
         };
         let proceed = shadow || matches!(acquired, Ok(Acquired::Permit(_)));
         admission.permit = Some(acquired);
         if !proceed {
+            admission.key = key;
             return admission;
         }
     }
@@ -122,7 +128,13 @@ async fn steps(checks: Checks) -> Admission {
         match count_when {
             None => {
                 let check = || {
-                    Arc::clone(&store).check_owned(key.clone(), Arc::clone(&policy), cost, on_error)
+                    let check = Arc::clone(&store).check_owned(
+                        key.clone(),
+                        Arc::clone(&policy),
+                        cost,
+                        on_error,
+                    );
+                    async move { check.await.0 }
                 };
                 admission.verdict = Some(match &waiters {
                     Some((waiters, max)) => waiters.acquire(&key, *max, check).await,
@@ -160,9 +172,11 @@ async fn steps(checks: Checks) -> Admission {
         if denied && !shadow {
             // Detached: a penalty counted is a block applied, even when the
             // request goes away meanwhile.
-            Detached::run(Box::pin(penalize(store, key, penalty, block_key))).await;
+            let penalized = penalize(store, key.clone(), penalty, block_key);
+            Detached::run(Box::pin(penalized)).await;
         }
     }
+    admission.key = key;
     admission
 }
 

@@ -85,7 +85,7 @@ impl RouteLimit {
     ) -> Next {
         let mut held = Held::default();
         if let Some(acquired) = admission.permit {
-            match self.on_permit(acquired, &reading, request.headers()) {
+            match self.on_permit(acquired, &admission.key, &reading, request.headers()) {
                 Permitted::Held(permit) => held = permit,
                 Permitted::Denied(response) => return Next::Respond(response),
                 // The rate check's receipt stays: the response still says
@@ -98,7 +98,7 @@ impl RouteLimit {
             }
         }
         let next = match admission.verdict {
-            Some(verdict) => self.on_verdict(verdict, &reading, request),
+            Some(verdict) => self.on_verdict(verdict, &admission.key, &reading, request),
             None => Next::UNCHECKED,
         };
         let next = match next {
@@ -119,6 +119,7 @@ impl RouteLimit {
     fn on_verdict<B>(
         &self,
         verdict: Result<Verdict, Error>,
+        key: &str,
         reading: &Reading,
         request: &mut Request<B>,
     ) -> Next {
@@ -128,7 +129,7 @@ impl RouteLimit {
         };
         let counted = Counted::of(&verdict);
         if let Some(decision) = verdict.decision() {
-            return self.on_decision(decision, counted, reading, request);
+            return self.on_decision(decision, counted, key, reading, request);
         }
         self.record_as(counted, reading.overridden);
         match verdict {
@@ -142,12 +143,14 @@ impl RouteLimit {
     }
 
     /// Counts a decision, and proceeds with its fields (and, when the limit
-    /// has it on, the decision as a request extension), or answers 429.
+    /// has it on, the decision as a request extension), or answers 429
+    /// (counting the denial of `key`'s identity).
     #[inline(always)]
     pub(crate) fn on_decision<B>(
         &self,
         decision: &Decision,
         counted: Counted,
+        key: &str,
         reading: &Reading,
         request: &mut Request<B>,
     ) -> Next {
@@ -156,6 +159,7 @@ impl RouteLimit {
         let mut delay = decision.delay();
         if !decision.allowed() {
             if !reading.shadow {
+                self.record_denial(key);
                 return Next::Respond(self.too_many_requests(decision, reading, request));
             }
             delay = Duration::ZERO;
@@ -226,6 +230,7 @@ impl RouteLimit {
     fn on_permit(
         &self,
         acquired: Result<Acquired, Error>,
+        key: &str,
         reading: &Reading,
         request: &HeaderMap,
     ) -> Permitted {
@@ -253,6 +258,7 @@ impl RouteLimit {
         } else {
             record(Counted::StoreDenied);
             if !reading.shadow {
+                self.record_denial(key);
                 return Permitted::Denied(response::too_many_requests_of(
                     Protocol::of(request),
                     &decision,

@@ -91,8 +91,9 @@ impl RouteLimit {
         if self.honours_blocks
             && let Some(left) = self.block_of(&key, context, request)
         {
+            let next = self.blocked(left, &key, request);
             KEY_BUFFER.set(key);
-            return self.blocked(left, request);
+            return next;
         }
         let overridden = self.override_of(context);
         let (cost, reading) = if business || overridden.is_some() {
@@ -119,7 +120,7 @@ impl RouteLimit {
         let next = match &context.store.check_now(&key, reading.policy(self), cost) {
             Some(Ok(decision)) => {
                 let counted = Counted::by_store(decision);
-                self.on_decision(decision, counted, &reading, request)
+                self.on_decision(decision, counted, &key, &reading, request)
             }
             Some(Err(error)) => self.failed(error, &reading, request.headers()),
             None => {

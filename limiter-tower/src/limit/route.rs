@@ -7,14 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::Request;
-use limiter_core::{OnStoreError, Policy};
+use limiter_core::{OnStoreError, Policy, TopDenied};
 
 use super::counters::{Counted, DecisionCounters, ShadowCounter};
 use super::future::Next;
 use super::identity::NoKey;
 use crate::business::RouteBusiness;
 use crate::context::Context;
-use crate::key::KeySource;
+use crate::key::{KeySource, Source};
 use crate::misconfigured::Missing;
 use crate::response::{self, Protocol, RouteFields};
 
@@ -44,6 +44,9 @@ pub(crate) struct RouteLimit {
     /// ([`LimitLayer::router_layer`](crate::LimitLayer::router_layer)):
     /// then it looks for no router layer above it.
     pub(crate) context: Option<Arc<Context>>,
+    /// The identities this limit denied most lately, on this instance
+    /// ([`Control::top_denied`](crate::Control::top_denied)).
+    pub(crate) offenders: Arc<TopDenied>,
 }
 
 impl RouteLimit {
@@ -64,6 +67,32 @@ impl RouteLimit {
             shadow_counter: ShadowCounter::default(),
             honours_blocks: true,
             context: None,
+            offenders: Arc::new(TopDenied::new()),
+        }
+    }
+
+    /// Counts a denial of the request keyed `key` among the limit's
+    /// offenders, under its identity's part of the key (`{key_start}{identity}:{name}`;
+    /// an identity escapes its own `:`). A global limit's requests have no
+    /// identity: nothing is counted.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn record_denial(&self, key: &str) {
+        if matches!(self.source.0, Source::Global) {
+            return;
+        }
+        debug_assert!(
+            key.strip_suffix(&*self.name)
+                .is_some_and(|head| head.ends_with(':')),
+            "a limit's key ends with its name: {key}"
+        );
+        let identity = key
+            .len()
+            .checked_sub(self.name.len() + 1)
+            .and_then(|end| key.get(..end))
+            .and_then(|head| head.rsplit(':').next());
+        if let Some(identity) = identity.filter(|i| !i.is_empty()) {
+            self.offenders.record(identity);
         }
     }
 
@@ -100,8 +129,9 @@ impl RouteLimit {
     /// The answer to a request whose identity is blocked.
     #[cold]
     #[inline(never)]
-    pub(crate) fn blocked<B>(&self, left: Duration, request: &Request<B>) -> Next {
+    pub(crate) fn blocked<B>(&self, left: Duration, key: &str, request: &Request<B>) -> Next {
         self.record(Counted::Blocked);
+        self.record_denial(key);
         tracing::debug!(limit = %self.name, ?left, "blocked");
         Next::Respond(response::blocked(Protocol::of(request.headers()), left))
     }

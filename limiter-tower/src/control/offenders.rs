@@ -1,0 +1,272 @@
+//! The identities each limit denied most lately, on this instance.
+
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+use limiter_core::IdentityKind;
+use percent_encoding::percent_decode_str;
+use serde::ser::{Serialize, SerializeStruct, Serializer};
+
+use super::Control;
+
+/// One of the identities a limit denied most lately
+/// ([`Control::top_denied`]), as this instance counted them.
+///
+/// Serialized as the admin router answers it, its kind named as the admin
+/// routes name it (`ip`, `user`, `key` for the API key header's value,
+/// `custom`; another header's value is `header`, with a field `header`
+/// naming it): `{"kind": "user", "identity": "mallory", "denied": 120,
+/// "error": 0}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Offender {
+    /// The identity's kind.
+    pub kind: IdentityKind,
+    /// For a header's value, the header's name (lower-cased).
+    pub header: Option<String>,
+    /// The identity as the admin routes take it (an address's text, a
+    /// user, a header's or a custom function's value), bytes that are not
+    /// UTF-8 replaced. An identity that keys hash (longer than
+    /// [`MAX_IDENTITY_LEN`](limiter_core::MAX_IDENTITY_LEN) once escaped)
+    /// is its hashed form, `%sha256-` and the hash.
+    pub identity: String,
+    /// Its denials counted: at least its true count.
+    pub denied: u64,
+    /// How much `denied` may overestimate: the true count is in
+    /// `[denied - error, denied]`.
+    pub error: u64,
+    /// Whether the header is the admin router's API key header.
+    api_key: bool,
+}
+
+impl Serialize for Offender {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let other_header = self.header.as_deref().filter(|_| !self.api_key);
+        let fields = if other_header.is_some() { 5 } else { 4 };
+        let mut out = serializer.serialize_struct("Offender", fields)?;
+        let kind = match self.kind {
+            IdentityKind::Address => "ip",
+            IdentityKind::User => "user",
+            IdentityKind::Header if self.api_key => "key",
+            IdentityKind::Header => "header",
+            IdentityKind::Custom => "custom",
+        };
+        out.serialize_field("kind", kind)?;
+        if let Some(header) = other_header {
+            out.serialize_field("header", header)?;
+        }
+        out.serialize_field("identity", &self.identity)?;
+        out.serialize_field("denied", &self.denied)?;
+        out.serialize_field("error", &self.error)?;
+        out.end()
+    }
+}
+
+/// No limit of a [`Control`] (nor of those it merged) has this name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownLimit(pub String);
+
+impl fmt::Display for UnknownLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "no limit is named {:?}", self.0)
+    }
+}
+
+impl std::error::Error for UnknownLimit {}
+
+impl Control {
+    /// The `n` identities the limit named `limit` denied most in the last
+    /// 5 to 10 minutes, most denied first, as this instance counted them
+    /// (each instance counts its own denials: the admin router says which
+    /// instance answered). `limit` is the limit's name as keys end with it
+    /// (a `#[rate_limit]` handler's `{module}-{handler}`, such as
+    /// `posts-create_post`; a [`LimitLayer`](crate::LimitLayer)'s own
+    /// name), among the limits of this handle and of those it merged.
+    ///
+    /// What counts as a denial: a request the limit answered 429 because
+    /// its rate limit denied it (the store's answer, a cached denial, the
+    /// fallback limiter's), its concurrency limit did, or its identity is
+    /// blocked. Shadow mode's denials let the request through: not
+    /// counted; neither are requests on a deny list, nor a global limit's,
+    /// which have no identity. A Space-Saving sketch of 256 counters per
+    /// period counts them (see [`TopDenied`](limiter_core::TopDenied)):
+    /// with `N` denials counted, each count is at most `N / 256` above the
+    /// truth (its `error` says how much) and every identity denied more
+    /// than `N / 256` times is listed; at most
+    /// [`TopDenied::MAX_BYTES`](limiter_core::TopDenied::MAX_BYTES) per
+    /// limit, allocated at its first denial.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_tower::{Identity, KeySource, Limiter, LimitLayer, MemoryStore, Policy, RateLimitLayer, Rule};
+    ///
+    /// let replies = LimitLayer::new(
+    ///     "replies",
+    ///     Policy::sliding_log([Rule::new(5, Duration::from_secs(60))?])?,
+    ///     KeySource::user(),
+    /// );
+    /// let layer = RateLimitLayer::new(Limiter::new(MemoryStore::new()));
+    /// let control = layer.control().limit("POST /replies", &replies);
+    /// // Nobody was denied yet.
+    /// assert!(control.top_denied("replies", 10)?.is_empty());
+    /// assert!(control.top_denied("posts", 10).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn top_denied(&self, limit: &str, n: usize) -> Result<Vec<Offender>, UnknownLimit> {
+        let found = self
+            .parts()
+            .flat_map(|part| part.limits.iter())
+            .find(|named| &*named.limit.name == limit)
+            .ok_or_else(|| UnknownLimit(limit.to_owned()))?;
+        let denied = found.limit.offenders.top(n);
+        Ok(denied
+            .into_iter()
+            .map(|denied| {
+                let (kind, header, identity) = decode(&denied.identity);
+                let api_key = header.as_deref() == Some(&*self.api_key_header);
+                Offender {
+                    kind,
+                    header,
+                    identity,
+                    denied: denied.count,
+                    error: denied.error,
+                    api_key,
+                }
+            })
+            .collect())
+    }
+
+    /// Sets the name of this instance, which the admin router's
+    /// `GET /top/{limit}` answers in its `limiter-instance` header (by
+    /// default the host's name and the process id: `web-1-4242`). Visible
+    /// ASCII: any other character is replaced by `_`.
+    pub fn instance_id(mut self, id: impl Into<String>) -> Self {
+        self.instance = sanitized(&id.into());
+        self
+    }
+
+    /// This instance's name ([`instance_id`](Self::instance_id)).
+    pub fn instance(&self) -> &str {
+        &self.instance
+    }
+}
+
+/// The kind, the header's name and the display form of an identity's part
+/// of a key (see [`Identity`](limiter_core::Identity)'s table of kinds).
+fn decode(part: &str) -> (IdentityKind, Option<String>, String) {
+    let text = |escaped: &str| {
+        let bytes: Vec<u8> = percent_decode_str(escaped).collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    if let Some(user) = part.strip_prefix("user=") {
+        return (IdentityKind::User, None, text(user));
+    }
+    if let Some(custom) = part.strip_prefix("custom=") {
+        return (IdentityKind::Custom, None, text(custom));
+    }
+    if let Some((name, value)) = part
+        .strip_prefix("header.")
+        .and_then(|rest| rest.split_once('='))
+    {
+        return (IdentityKind::Header, Some(text(name)), text(value));
+    }
+    // An address's text, its IPv6 `:` escaped.
+    (IdentityKind::Address, None, text(part))
+}
+
+/// This process's default name: the host's name and the process id.
+pub(super) fn default_instance() -> Arc<str> {
+    static INSTANCE: OnceLock<Arc<str>> = OnceLock::new();
+    let instance = INSTANCE.get_or_init(|| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .or_else(|| std::env::var("COMPUTERNAME").ok())
+            .map(|host| host.trim().to_owned())
+            .filter(|host| !host.is_empty())
+            .unwrap_or_else(|| "localhost".to_owned());
+        sanitized(&format!("{host}-{}", std::process::id()))
+    });
+    Arc::clone(instance)
+}
+
+/// `id` with every character but visible ASCII replaced by `_`: a header's
+/// value.
+fn sanitized(id: &str) -> Arc<str> {
+    id.chars()
+        .map(|c| if c.is_ascii_graphic() { c } else { '_' })
+        .collect::<String>()
+        .into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_kind_is_decoded_from_its_key_part() {
+        let decoded = |part| decode(part);
+        assert_eq!(
+            decoded("203.0.113.7"),
+            (IdentityKind::Address, None, "203.0.113.7".to_owned())
+        );
+        assert_eq!(
+            decoded("2001%3Adb8%3A1%3A2%3A%3A/64"),
+            (IdentityKind::Address, None, "2001:db8:1:2::/64".to_owned())
+        );
+        assert_eq!(
+            decoded("user=ali%3Ace"),
+            (IdentityKind::User, None, "ali:ce".to_owned())
+        );
+        assert_eq!(
+            decoded("header.x-api-key=caf%E9"),
+            (
+                IdentityKind::Header,
+                Some("x-api-key".to_owned()),
+                "caf\u{fffd}".to_owned()
+            )
+        );
+        assert_eq!(
+            decoded("custom=tenant-7"),
+            (IdentityKind::Custom, None, "tenant-7".to_owned())
+        );
+    }
+
+    #[test]
+    fn offenders_are_named_as_the_admin_routes_name_them() {
+        let offender = |kind, header: Option<&str>, api_key| Offender {
+            kind,
+            header: header.map(str::to_owned),
+            identity: "v".to_owned(),
+            denied: 3,
+            error: 1,
+            api_key,
+        };
+        let json = |o: &Offender| serde_json::to_string(o).unwrap();
+        assert_eq!(
+            json(&offender(IdentityKind::Address, None, false)),
+            r#"{"kind":"ip","identity":"v","denied":3,"error":1}"#
+        );
+        assert_eq!(
+            json(&offender(IdentityKind::User, None, false)),
+            r#"{"kind":"user","identity":"v","denied":3,"error":1}"#
+        );
+        assert_eq!(
+            json(&offender(IdentityKind::Header, Some("x-api-key"), true)),
+            r#"{"kind":"key","identity":"v","denied":3,"error":1}"#
+        );
+        assert_eq!(
+            json(&offender(IdentityKind::Header, Some("x-tenant"), false)),
+            r#"{"kind":"header","header":"x-tenant","identity":"v","denied":3,"error":1}"#
+        );
+        assert_eq!(
+            json(&offender(IdentityKind::Custom, None, false)),
+            r#"{"kind":"custom","identity":"v","denied":3,"error":1}"#
+        );
+    }
+
+    #[test]
+    fn instance_names_are_header_values() {
+        assert_eq!(&*sanitized("web 1\né"), "web_1__");
+        assert!(default_instance().ends_with(&format!("-{}", std::process::id())));
+    }
+}
