@@ -1,0 +1,131 @@
+//! Overrides at the store level: two stores on one Redis Cluster or
+//! Sentinel deployment each answer the other's change once its call
+//! returned; the memory store ends an override exactly at its end.
+
+use std::time::{Duration, Instant};
+
+use limiter_core::{
+    ConfigError, Error, ManualClock, MemoryStore, Override, OverrideMode, Overrides, Policy, Rule,
+    Store,
+};
+use limiter_redis::{RedisConfig, RedisStore};
+use limiter_tests::{RedisCluster, RedisSentinel};
+
+use super::common::{POSTS, T0};
+
+fn per_minute(limit: u64) -> Policy {
+    Policy::sliding_log([Rule::new(limit, Duration::from_secs(60)).unwrap()]).unwrap()
+}
+
+/// `a`'s changes seen by `b` and `b`'s by `a`, once `b` is subscribed.
+async fn shared(a: &RedisStore, b: &RedisStore) {
+    // `b` subscribes at its first call; it then learns of an override by
+    // its notice, or by reading them all as it subscribes.
+    assert!(
+        b.check("warm-up", &per_minute(1), 1)
+            .await
+            .unwrap()
+            .allowed()
+    );
+    let hour = Duration::from_secs(3600);
+    a.set_override(POSTS, &Override::rules(per_minute(1)), hour)
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.override_of(POSTS).is_none() {
+        assert!(Instant::now() < deadline, "b never learned of the override");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Subscribed: each change is the other store's once the call returned.
+    let tighter = Override::rules(per_minute(2));
+    let ten_minutes = Duration::from_secs(600);
+    a.set_override(POSTS, &tighter, ten_minutes).await.unwrap();
+    let (value, left) = b.override_of(POSTS).expect("the new override on b");
+    assert_eq!(*value, tighter);
+    assert!(
+        left <= ten_minutes && left > ten_minutes - Duration::from_secs(10),
+        "{left:?}"
+    );
+    let listed = b.overrides();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(
+        (listed[0].limit.as_str(), &*listed[0].value),
+        (POSTS, &tighter)
+    );
+
+    b.set_override(POSTS, &Override::off(), Duration::from_secs(60))
+        .await
+        .unwrap();
+    let (value, _) = a.override_of(POSTS).expect("b's override on a");
+    assert_eq!(value.mode(), OverrideMode::Off);
+    assert_eq!(value.policy(), None);
+
+    a.clear_override(POSTS).await.unwrap();
+    assert_eq!(b.override_of(POSTS), None);
+    assert_eq!(a.override_of(POSTS), None);
+    assert!(b.overrides().is_empty());
+    // Clearing none is no error.
+    b.clear_override(POSTS).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_stores_on_a_cluster_share_their_overrides() {
+    let cluster = RedisCluster::start();
+    let a = cluster.store().await;
+    let b = cluster.store().await;
+    shared(&a, &b).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_stores_on_a_sentinel_deployment_share_their_overrides() {
+    let deployment = RedisSentinel::start(1);
+    let urls = deployment.sentinel_urls();
+    let connect = || async {
+        let config = RedisConfig::new().response_timeout(Duration::from_secs(5));
+        RedisStore::connect_sentinel(
+            urls.iter().map(String::as_str),
+            RedisSentinel::SERVICE,
+            config,
+        )
+        .await
+        .unwrap()
+    };
+    let a = connect().await;
+    let b = connect().await;
+    shared(&a, &b).await;
+}
+
+#[tokio::test]
+async fn the_memory_store_ends_an_override_exactly_at_its_end() {
+    let clock = ManualClock::new(T0);
+    let store = MemoryStore::with_clock(clock.clone());
+    let tighter = Override::rules(per_minute(1));
+    store
+        .set_override(POSTS, &tighter, Duration::from_secs(2))
+        .await
+        .unwrap();
+    clock.advance(Duration::from_secs(2) - Duration::from_micros(1));
+    let (value, left) = store.override_of(POSTS).expect("held 1 µs before its end");
+    assert_eq!((&*value, left), (&tighter, Duration::from_micros(1)));
+    assert_eq!(store.overrides().len(), 1);
+    clock.advance(Duration::from_micros(1));
+    assert_eq!(store.override_of(POSTS), None);
+    assert!(store.overrides().is_empty());
+
+    // 1 s to a week.
+    for seconds in [0, 604_801] {
+        let refused = store
+            .set_override(POSTS, &tighter, Duration::from_secs(seconds))
+            .await
+            .unwrap_err();
+        let Error::Config(ConfigError::InvalidOverride { reason }) = refused else {
+            panic!("{refused:?}");
+        };
+        assert_eq!(
+            reason,
+            format!("an override lasts 1 s to a week (604800 s), got {seconds} s")
+        );
+    }
+    assert!(store.overrides().is_empty());
+}
