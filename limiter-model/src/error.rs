@@ -217,6 +217,17 @@ pub enum ConfigError {
         /// The number of rules given.
         count: usize,
     },
+    /// Rules given to an algorithm that takes a rate and a size, or a rate
+    /// to one that takes rules.
+    #[error("{algorithm} takes {takes}, not {given}")]
+    WrongParameters {
+        /// The algorithm.
+        algorithm: String,
+        /// What it takes: `"rules"` or `"a rate and a size"`.
+        takes: &'static str,
+        /// What was given.
+        given: &'static str,
+    },
     /// A live override whose rules a limit's keys could not carry their
     /// state to: another algorithm, or a sliding window of another length.
     #[error(

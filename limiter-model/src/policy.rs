@@ -267,9 +267,10 @@ impl Policy {
             Algorithm::SlidingLog => Self::sliding_log(rules),
             Algorithm::FixedWindow => Ok(Self::fixed_window(one(&rules)?)),
             Algorithm::SlidingWindow => Ok(Self::sliding_window(one(&rules)?)),
-            bucket => Err(ConfigError::RuleCount {
+            bucket => Err(ConfigError::WrongParameters {
                 algorithm: bucket.name().into(),
-                count: rules.len(),
+                takes: "a rate and a size",
+                given: "rules",
             }),
         }
     }
@@ -282,9 +283,10 @@ impl Policy {
             Algorithm::TokenBucket => Self::token_bucket(rate, size),
             Algorithm::LeakyBucket => Self::leaky_bucket(rate, size),
             Algorithm::Gcra => Self::gcra(rate, size),
-            windowed => Err(ConfigError::RuleCount {
+            windowed => Err(ConfigError::WrongParameters {
                 algorithm: windowed.name().into(),
-                count: 0,
+                takes: "rules",
+                given: "a rate and a size",
             }),
         }
     }

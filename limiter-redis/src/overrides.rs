@@ -61,7 +61,11 @@ impl Overrides for RedisStore {
         self.inner.overrides.list(SystemClock.now_micros())
     }
 
+    /// Starts the subscription that fills the table, when a runtime runs
+    /// (a layer asks for the table when it is made): see
+    /// [`synced`](RedisStore::synced) for waiting until it is read.
     fn override_table(&self) -> Option<Arc<OverrideTable>> {
+        self.subscribe();
         Some(Arc::clone(&self.inner.overrides))
     }
 }

@@ -177,7 +177,13 @@ impl Control {
     ) -> Result<(), Error> {
         let (_, named) = self.named(limit)?;
         let value = match (written.policy(named.limit.policy.algorithm())?, mode) {
-            (_, OverrideMode::Off) => Override::off(),
+            (None, OverrideMode::Off) => Override::off(),
+            (Some(_), OverrideMode::Off) => {
+                return Err(ConfigError::InvalidOverride {
+                    reason: "a limit switched off takes no rules".into(),
+                }
+                .into());
+            }
             (None, OverrideMode::Shadow) => Override::shadow(),
             (Some(policy), OverrideMode::Shadow) => Override::rules(policy).in_shadow(),
             (Some(policy), OverrideMode::Enforce) => Override::rules(policy),
