@@ -256,8 +256,6 @@ mod tests {
             "fixed_window.lua",
             "sliding_window.lua",
             "meter.lua",
-            "override.lua",
-            "overrides.lua",
             "hash_decide.lua",
         ] {
             assert!(!file(name).contains("redis."), "{name}");
