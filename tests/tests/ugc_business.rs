@@ -79,7 +79,7 @@ async fn allow_list_follows_the_resolved_client(redis: Option<&str>) {
     let metrics = metrics(proxied).await;
     assert!(
         metrics.contains(
-            "limiter_decisions_total{outcome=\"bypassed\",source=\"allow_list\",algorithm=\"sliding_log\",limit=\"posts-create_reply\"} 8"
+            "limiter_decisions_total{outcome=\"bypassed\",source=\"allow_list\",algorithm=\"sliding_log\",limit=\"posts-create_reply\",override=\"false\"} 8"
         ),
         "{metrics}"
     );

@@ -129,3 +129,81 @@ async fn the_memory_store_ends_an_override_exactly_at_its_end() {
     }
     assert!(store.overrides().is_empty());
 }
+
+/// An override lives on the primary and its replica: after Sentinel
+/// promotes the replica, an instance that starts reads it from the new
+/// primary, and an override ended after the failover ends everywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_override_survives_a_sentinel_failover() {
+    let deployment = RedisSentinel::start(1);
+    let old = &deployment.nodes[0];
+    let urls = deployment.sentinel_urls();
+    let service = RedisSentinel::SERVICE;
+    let config = || RedisConfig::new().response_timeout(Duration::from_secs(2));
+    let connect =
+        || RedisStore::connect_sentinel(urls.iter().map(String::as_str), service, config());
+    let a = connect().await.unwrap();
+    let hour = Duration::from_secs(3600);
+    a.set_override(POSTS, &Override::off(), hour).await.unwrap();
+    assert_eq!(old.command(&["WAIT", "1", "5000"]).trim(), "1");
+
+    deployment.sentinels[0].command(&["SENTINEL", "FAILOVER", service]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while deployment.named_primary() != Some(1) {
+        assert!(Instant::now() < deadline, "no failover within 20 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let c = connect().await.unwrap();
+    assert!(c.synced(Duration::from_secs(10)).await);
+    let (value, left) = c
+        .override_of(POSTS)
+        .expect("the override, read from the new primary");
+    assert_eq!((*value).clone(), Override::off());
+    assert!(
+        left <= hour && left > hour - Duration::from_secs(30),
+        "{left:?}"
+    );
+
+    // Ended through the first store once it follows the new primary (it
+    // has checked a key there).
+    let new = &deployment.nodes[1];
+    while new.command_calls("evalsha").succeeded() == 0 {
+        let _ = a.check("follow", &per_minute(1000), 1).await;
+        assert!(
+            Instant::now() < deadline,
+            "the first store never reached the new primary"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let ended = loop {
+        match a.clear_override(POSTS).await {
+            Ok(()) => break Instant::now(),
+            Err(error) => {
+                assert!(Instant::now() < deadline, "no clear within 20 s: {error}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    assert_eq!(a.override_of(POSTS), None);
+    // A subscription made before Sentinel demotes the old primary (even
+    // one made after the Sentinels name the new one: measured, both
+    // stores' subscriptions were on the old node) stays there while it
+    // still answers as a primary, and misses the notice sent through the
+    // new one; it reads the change once the old primary replicates the new
+    // one and the version poll sees it: about 10 s here.
+    while c.override_of(POSTS).is_some() {
+        assert!(
+            ended.elapsed() < Duration::from_secs(30),
+            "c kept the ended override"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    println!(
+        "ended on the other store {:?} after the call",
+        ended.elapsed()
+    );
+    assert_eq!(
+        new.command(&["HLEN", "{limiter:resets}:overrides"]).trim(),
+        "0"
+    );
+}
