@@ -95,9 +95,10 @@ impl RouteLimit {
             KEY_BUFFER.set(key);
             return next;
         }
-        let overridden = self.override_of(context);
-        let (cost, reading) = if business || overridden.is_some() {
-            let checks = match self.business_checks(context, request, overridden.as_deref()) {
+        // The override itself is looked up on the cold path: the plain
+        // path holds nothing to drop.
+        let (cost, reading) = if business || self.may_be_overridden(context) {
+            let checks = match self.business_checks(context, request) {
                 Ok(Some(checks)) => checks,
                 not_checked => {
                     KEY_BUFFER.set(key);

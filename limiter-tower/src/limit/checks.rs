@@ -105,27 +105,29 @@ impl RouteLimit {
         false
     }
 
-    /// The live override of this limit, when the store holds any: one
-    /// load when it holds none.
+    /// Whether a live override may hold on this limit: the store holds
+    /// some (one load when it holds none).
     #[inline]
-    pub(crate) fn override_of(&self, context: &Context) -> Option<Arc<Override>> {
+    pub(crate) fn may_be_overridden(&self, context: &Context) -> bool {
         match &context.overrides {
-            OverrideCheck::None => None,
-            OverrideCheck::Table(table) if table.is_empty() => None,
-            _ => self.find_override(context),
+            OverrideCheck::None => false,
+            OverrideCheck::Table(table) => !table.is_empty(),
+            OverrideCheck::Ask => true,
         }
     }
 
-    #[cold]
-    #[inline(never)]
-    fn find_override(&self, context: &Context) -> Option<Arc<Override>> {
+    /// The live override of this limit.
+    fn override_of(&self, context: &Context) -> Option<Arc<Override>> {
+        if !self.may_be_overridden(context) {
+            return None;
+        }
         let overrides = context.store.capabilities().as_overrides()?;
         overrides.override_of(&self.name).map(|(found, _)| found)
     }
 
     /// How a request to a limit with business features (or a live
-    /// override, `overridden`) is checked; `None` when it is not checked at
-    /// all (an unlimited plan, a cost of 0, a limit switched off, and no
+    /// override) is checked; `None` when it is not checked at all (an
+    /// unlimited plan, a cost of 0, a limit switched off, and no
     /// concurrency limit). A cost no request could pay is refused.
     #[cold]
     #[inline(never)]
@@ -134,10 +136,11 @@ impl RouteLimit {
         &self,
         context: &Context,
         request: &mut Request<B>,
-        overridden: Option<&Override>,
     ) -> Result<Option<RequestChecks>, Response> {
         let route = self.business.as_deref();
         let layer = context.business.as_deref();
+        let overridden = self.override_of(context);
+        let overridden = overridden.as_deref();
         let mode = overridden.map(Override::mode);
         if mode == Some(OverrideMode::Off) {
             self.record_as(Counted::OverrideOff, true);
