@@ -361,8 +361,12 @@ impl OverrideTable {
         self.len.store(entries.len(), Ordering::Release);
     }
 
-    /// `limit`'s override at `now` (µs) and how long it still holds.
+    /// `limit`'s override at `now` (µs) and how long it still holds; an
+    /// empty table answers without a lock.
     pub fn get(&self, limit: &str, now: u64) -> Option<(Arc<Override>, Duration)> {
+        if self.is_empty() {
+            return None;
+        }
         let entries = self.entries.read();
         let (value, ends) = entries.get(limit)?;
         (*ends > now).then(|| (Arc::clone(value), Duration::from_micros(ends - now)))

@@ -33,12 +33,13 @@ impl Overrides for RedisStore {
         validate_override_duration(duration)?;
         validate_limit_name(limit)?;
         let left = u64::try_from(duration.as_micros()).unwrap_or(u64::MAX);
-        self.change_override(limit, left, &value.to_text()).await?;
+        let text = value.to_text();
+        self.change_override(limit, left, &text).await?;
         let now = SystemClock.now_micros();
         self.inner
             .overrides
             .set(limit, value.clone(), duration, now)?;
-        let notice = format!("{left} {limit} {}", value.to_text());
+        let notice = format!("{left} {limit} {text}");
         (self.announce("o", &notice).await).map_err(unconfirmed)
     }
 
@@ -50,11 +51,7 @@ impl Overrides for RedisStore {
     }
 
     fn override_of(&self, limit: &str) -> Option<(Arc<Override>, Duration)> {
-        let table = &self.inner.overrides;
-        if table.is_empty() {
-            return None;
-        }
-        table.get(limit, SystemClock.now_micros())
+        self.inner.overrides.get(limit, SystemClock.now_micros())
     }
 
     fn overrides(&self) -> Vec<ActiveOverride> {

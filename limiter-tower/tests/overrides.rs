@@ -210,6 +210,14 @@ async fn the_admin_routes_refuse_what_the_attribute_refuses() {
             r#"{"rules": [[2, "60s"]], "mode": "loud", "seconds": 60}"#,
             "invalid override: the mode is enforce, shadow or off, got \"loud\".",
         ),
+        (
+            r#"{"seconds": 60}"#,
+            "invalid override: an enforced override gives the rules that replace the limit's.",
+        ),
+        (
+            r#"{"rules": [[1, "60s"]], "mode": "off", "seconds": 60}"#,
+            "invalid override: a limit switched off takes no rules.",
+        ),
     ];
     for (body, detail) in refused {
         let (status, answer) = app

@@ -23,6 +23,17 @@ pub mod http;
 mod load;
 pub mod metric_names;
 pub mod proxy;
+
+/// The value of the sample of a Prometheus text exposition (`/metrics`)
+/// whose name and labels contain every part of `needles`.
+pub fn sample(metrics: &str, needles: &[&str]) -> f64 {
+    let line = metrics
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .find(|l| needles.iter().all(|n| l.contains(n)))
+        .unwrap_or_else(|| panic!("no sample with {needles:?} in:\n{metrics}"));
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
 mod sentinel;
 
 pub use cluster::RedisCluster;

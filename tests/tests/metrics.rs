@@ -1,17 +1,7 @@
 //! The UGC server's `/metrics`: the documented names, with exact counts.
 
 use limiter_tests::http::send;
-use limiter_tests::{RedisServer, UgcServer};
-
-/// The value of the sample whose name and labels contain every part of `needles`.
-fn sample(metrics: &str, needles: &[&str]) -> f64 {
-    let line = metrics
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .find(|l| needles.iter().all(|n| l.contains(n)))
-        .unwrap_or_else(|| panic!("no sample with {needles:?} in:\n{metrics}"));
-    line.rsplit(' ').next().unwrap().parse().unwrap()
-}
+use limiter_tests::{RedisServer, UgcServer, sample};
 
 async fn replies(app: &UgcServer, user: &str, count: usize) {
     let headers: &[(&str, &[u8])] = &[("x-user-id", user.as_bytes())];

@@ -17,7 +17,7 @@ use common::*;
 use limiter_examples::app;
 use limiter_tests::http::send;
 use limiter_tests::http::serve;
-use limiter_tests::{RedisServer, UgcServer};
+use limiter_tests::{RedisServer, UgcServer, sample};
 use limiter_tower::{Limiter, ManualClock, RedisConfig, RedisStore};
 use serde_json::{Value, json};
 
@@ -128,35 +128,13 @@ async fn refused_overrides_say_why_and_change_nothing() {
     let a = redis_instance(&redis).await;
     let b = redis_instance(&redis).await;
     subscribed(&redis, &[a, b]).await;
-    let refusals: [(&str, &str); 8] = [
+    // Every refusal's message is checked in process
+    // (`limiter-tower/tests/overrides.rs`); here one of the compiler's and
+    // one of the override's own, through the UGC server's admin routes.
+    let refusals: [(&str, &str); 2] = [
         (
             r#"{"rules": [[2, "0s"]], "seconds": 60}"#,
             "the window of a rule must be at least 1 µs, got 0ns (limit 2).",
-        ),
-        (
-            r#"{"rules": [[2, "60x"]], "seconds": 60}"#,
-            "unknown unit `x` in `60x`: expected ms, s, m, h or d.",
-        ),
-        (
-            r#"{"rules": [[2, "60"]], "seconds": 60}"#,
-            "the window of a rule needs a unit (ms, s, m, h or d), like `60s`.",
-        ),
-        (
-            r#"{"algorithm": "gcra", "rate": [10, "1s"], "burst": 20, "seconds": 60}"#,
-            "an override of \"posts-create_post\" must run sliding_log, as the limit does \
-             (its keys' state is kept for it), not gcra.",
-        ),
-        (
-            r#"{"rules": [[2, "60s"]], "seconds": 0}"#,
-            "invalid override: an override lasts 1 s to a week (604800 s), got 0 s.",
-        ),
-        (
-            r#"{"rules": [[2, "60s"]], "seconds": 604801}"#,
-            "invalid override: an override lasts 1 s to a week (604800 s), got 604801 s.",
-        ),
-        (
-            r#"{"rules": [[2, "60s"]], "seconds": 60, "mode": "sometimes"}"#,
-            "invalid override: the mode is enforce, shadow or off, got \"sometimes\".",
         ),
         (
             r#"{"seconds": 60}"#,
@@ -557,14 +535,4 @@ fn denials(metrics: &str, overridden: bool) -> f64 {
         })
         .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
         .sum()
-}
-
-/// The value of the sample whose line contains every part of `needles`.
-fn sample(metrics: &str, needles: &[&str]) -> f64 {
-    let line = metrics
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .find(|l| needles.iter().all(|n| l.contains(n)))
-        .unwrap_or_else(|| panic!("no sample with {needles:?} in:\n{metrics}"));
-    line.rsplit(' ').next().unwrap().parse().unwrap()
 }
