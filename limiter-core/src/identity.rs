@@ -21,7 +21,32 @@
 use std::fmt::{self, Write};
 use std::net::IpAddr;
 
+use percent_encoding::{AsciiSet, CONTROLS, percent_encode};
+
 use crate::key::push_identity_bytes;
+
+/// What an identity's displayed form percent-encodes: besides control
+/// characters and every byte past ASCII (always encoded), `%` itself (so
+/// decoding is exact), space, and what ends or splits a URL path segment
+/// or a query. The displayed form is therefore a path segment the admin
+/// routes read back to the same bytes.
+const DISPLAYED: &AsciiSet = &CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'%')
+    .add(b'/')
+    .add(b'<')
+    .add(b'>')
+    .add(b'?')
+    .add(b'[')
+    .add(b'\\')
+    .add(b']')
+    .add(b'^')
+    .add(b'`')
+    .add(b'{')
+    .add(b'|')
+    .add(b'}');
 
 /// What kind of identity an [`Identity`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -158,6 +183,69 @@ impl Identity {
         }
     }
 
+    /// The identity as operators see it: its bytes (an address's text),
+    /// whole, never hashed, percent-encoded where a URL path segment
+    /// needs it (`%`, space, `/`, `?`, `#` and the like, control
+    /// characters, every byte past ASCII). Two identities of one kind never
+    /// display alike, and an admin route
+    /// given the displayed text as its path segment reads back the same
+    /// identity (`2001:db8::/64` displays as `2001:db8::%2F64`).
+    ///
+    /// ```
+    /// use limiter_core::Identity;
+    ///
+    /// assert_eq!(Identity::user("老钱 a/b").displayed(), "%E8%80%81%E9%92%B1%20a%2Fb");
+    /// assert_eq!(Identity::user("%sha256-00").displayed(), "%25sha256-00");
+    /// assert_eq!(Identity::header("x-api-key", "k-1").displayed(), "k-1");
+    /// ```
+    pub fn displayed(&self) -> String {
+        percent_encode(&self.value(), DISPLAYED).to_string()
+    }
+
+    /// The identity as one line naming its kind, for tallies keyed by
+    /// text (top offenders): `ip {displayed}`, `user {displayed}`,
+    /// `custom {displayed}`, `header {name} {displayed}`. Read back with
+    /// [`read_labelled`](Self::read_labelled).
+    pub fn labelled(&self) -> String {
+        let displayed = self.displayed();
+        match &self.0 {
+            Inner::Address { .. } => format!("ip {displayed}"),
+            Inner::User(_) => format!("user {displayed}"),
+            Inner::Custom(_) => format!("custom {displayed}"),
+            Inner::Header { name, .. } => {
+                let name = percent_encode(name.as_bytes(), DISPLAYED);
+                format!("header {name} {displayed}")
+            }
+        }
+    }
+
+    /// The kind, the header's name (for a header's value) and the displayed
+    /// identity of a [`labelled`](Self::labelled) text; `None` for any
+    /// other text.
+    ///
+    /// ```
+    /// use limiter_core::{Identity, IdentityKind};
+    ///
+    /// let labelled = Identity::header("X-Api-Key", "k 1").labelled();
+    /// assert_eq!(
+    ///     Identity::read_labelled(&labelled),
+    ///     Some((IdentityKind::Header, Some("x-api-key"), "k%201"))
+    /// );
+    /// ```
+    pub fn read_labelled(text: &str) -> Option<(IdentityKind, Option<&str>, &str)> {
+        let (kind, rest) = text.split_once(' ')?;
+        match kind {
+            "ip" => Some((IdentityKind::Address, None, rest)),
+            "user" => Some((IdentityKind::User, None, rest)),
+            "custom" => Some((IdentityKind::Custom, None, rest)),
+            "header" => {
+                let (name, displayed) = rest.split_once(' ')?;
+                Some((IdentityKind::Header, Some(name), displayed))
+            }
+            _ => None,
+        }
+    }
+
     /// Appends the identity's part of a key, its kind's marker and its
     /// escaped value (see [`Identity`]'s kinds table).
     pub fn push_key(&self, key: &mut String) {
@@ -287,6 +375,40 @@ mod tests {
             "header.x-api-key=127.0.0.2"
         );
         assert_eq!(key(&Identity::custom("127.0.0.2")), "custom=127.0.0.2");
+    }
+
+    #[test]
+    fn displayed_identities_are_whole_distinct_and_read_back() {
+        let long = "k".repeat(300);
+        let identities = [
+            Identity::user(&long),
+            Identity::user("%sha256-abc"),
+            Identity::user(b"caf\xe9"),
+            Identity::user("caf%E9"),
+            Identity::user("a b/c?d#e"),
+            Identity::custom("a b/c?d#e"),
+            Identity::header("x-api-key", "a b/c?d#e"),
+            Identity::header("x-other", "a b/c?d#e"),
+            Identity::network("2001:db8::1".parse().unwrap(), 64),
+            Identity::ip("203.0.113.7".parse().unwrap()),
+        ];
+        // Never hashed: the whole identity, and no two alike.
+        assert_eq!(identities[0].displayed(), long);
+        let labelled: std::collections::HashSet<String> =
+            identities.iter().map(Identity::labelled).collect();
+        assert_eq!(labelled.len(), identities.len());
+        for identity in &identities {
+            let labelled = identity.labelled();
+            let (kind, header, displayed) = Identity::read_labelled(&labelled).unwrap();
+            assert_eq!(kind, identity.kind());
+            assert_eq!(header, identity.header_name());
+            assert_eq!(displayed, identity.displayed());
+            // Percent-decoding the displayed text gives the bytes back.
+            let bytes: Vec<u8> = percent_encoding::percent_decode_str(displayed).collect();
+            assert_eq!(bytes, &*identity.value(), "{labelled}");
+        }
+        assert_eq!(identities[8].displayed(), "2001:db8::%2F64");
+        assert_eq!(Identity::read_labelled("nobody x"), None);
     }
 
     #[test]

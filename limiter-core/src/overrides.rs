@@ -84,7 +84,7 @@ impl OverrideMode {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Override {
-    policy: Option<Policy>,
+    policy: Option<Arc<Policy>>,
     mode: OverrideMode,
 }
 
@@ -92,7 +92,7 @@ impl Override {
     /// The limit checked by `policy` instead of its own rules.
     pub fn rules(policy: Policy) -> Self {
         Self {
-            policy: Some(policy),
+            policy: Some(Arc::new(policy)),
             mode: OverrideMode::Enforce,
         }
     }
@@ -124,6 +124,11 @@ impl Override {
     /// The rules that replace the limit's; `None`: the limit's own (or
     /// none, when it is off).
     pub fn policy(&self) -> Option<&Policy> {
+        self.policy.as_deref()
+    }
+
+    /// [`policy`](Self::policy), shared: checks take it without a copy.
+    pub fn shared_policy(&self) -> Option<&Arc<Policy>> {
         self.policy.as_ref()
     }
 
@@ -150,9 +155,9 @@ impl Override {
                 expected,
             }
         })?;
-        let policy = policy.with_cost(compiled.cost())?;
+        let policy = Arc::unwrap_or_clone(policy).with_cost(compiled.cost())?;
         Ok(Self {
-            policy: Some(policy),
+            policy: Some(Arc::new(policy)),
             mode: self.mode,
         })
     }
@@ -232,7 +237,7 @@ impl Override {
         };
         let policy = policy.with_cost(number(cost)?)?;
         Ok(Self {
-            policy: Some(policy),
+            policy: Some(Arc::new(policy)),
             mode,
         })
     }

@@ -189,6 +189,15 @@ impl ClientIp {
         identity
     }
 
+    /// The identity of the client `ip`: an IPv6 address as the network of
+    /// its first `ipv6_prefix` bits, as keys group it.
+    pub(crate) fn identity_of(&self, ip: IpAddr) -> limiter_core::Identity {
+        match ip.to_canonical() {
+            v4 @ IpAddr::V4(_) => limiter_core::Identity::ip(v4),
+            v6 => limiter_core::Identity::network(v6, self.ipv6_prefix),
+        }
+    }
+
     /// Appends the escaped identity of `ip` to a key.
     pub(crate) fn push_identity(&self, key: &mut String, ip: IpAddr) {
         use std::fmt::Write;

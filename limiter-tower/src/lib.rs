@@ -89,8 +89,8 @@ pub mod __private;
 
 pub use client_ip::{ClientIpSource, DEFAULT_IPV6_PREFIX};
 pub use control::{
-    Attempt, Control, DEFAULT_API_KEY_HEADER, LimitState, Offender, OverrideState, UnknownLimit,
-    WrittenRules,
+    Attempt, Control, DEFAULT_API_KEY_HEADER, LimitInfo, LimitState, Offender, OverrideHeld,
+    OverrideState, UnknownLimit, WrittenRules,
 };
 pub use ipnet::IpNet;
 pub use key::{KeySource, ListedIdentity, Resolver};

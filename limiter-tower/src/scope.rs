@@ -90,8 +90,8 @@ impl Current {
     }
 
     #[inline]
-    pub(crate) fn context(&self) -> Option<&Context> {
-        self.0.as_deref()
+    pub(crate) fn context(&self) -> Option<&Arc<Context>> {
+        self.0.as_ref()
     }
 }
 

@@ -19,6 +19,8 @@ use serde_json::{Value, json};
 fn replies(remaining: u64, allowed: bool, reset: u64, retry_after: Option<u64>) -> Value {
     let mut state = json!({
         "route": "POST /posts/{id}/replies",
+        "name": "posts-create_reply",
+        "kind": "user",
         "policy": "5-per-60s",
         "limit": 5,
         "allowed": allowed,
@@ -35,6 +37,8 @@ fn replies(remaining: u64, allowed: bool, reset: u64, retry_after: Option<u64>) 
 fn logins() -> Value {
     json!({
         "route": "POST /login",
+        "name": "login-per-user",
+        "kind": "user",
         "policy": "5-per-900s",
         "limit": 5,
         "allowed": true,
@@ -46,6 +50,8 @@ fn logins() -> Value {
 fn likes() -> Value {
     json!({
         "route": "POST /posts/{id}/likes",
+        "name": "posts-like",
+        "kind": "user",
         "policy": "1-per-1s-burst-10",
         "limit": 10,
         "allowed": true,

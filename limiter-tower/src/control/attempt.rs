@@ -1,27 +1,39 @@
-//! Counting by outcome in a handler: a request checked through the
-//! layer's store, given back when its outcome says it does not count.
+//! Checks made in a handler: a limit's check of an identity, decided as
+//! its route decides a request, and counting by outcome (given back when
+//! the outcome says it does not count).
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::response::Response;
-use limiter_core::{Decision, Error, Identity, Policy, Receipt, required};
+use limiter_core::{ConfigError, Decision, Error, Identity, Policy, Receipt, required};
 
 use super::Control;
 use crate::context::{COUNTING, DynStore};
-use crate::limit::LimitLayer;
+use crate::limit::{Checked, LimitLayer, Refund, RouteLimit};
 
-/// A request checked by [`Control::attempt`]: it counts unless it is
-/// [refunded](Self::refund); dropped without a refund, it stays counted.
+/// A request checked by [`Control::attempt`] or [`Control::attempt_on`]:
+/// it counts unless it is [refunded](Self::refund); dropped without a
+/// refund, it stays counted.
 #[must_use = "an attempt counts unless it is refunded"]
 pub struct Attempt {
-    store: Arc<dyn DynStore>,
-    key: String,
-    policy: Arc<Policy>,
     decision: Decision,
-    receipt: Option<Receipt>,
+    policy: Arc<Policy>,
     blocked: Option<Duration>,
+    give_back: Option<GiveBack>,
+}
+
+/// What gives an attempt back.
+enum GiveBack {
+    /// A limit's check, as its route would give it back.
+    Limit(Box<Refund>),
+    /// A check on a key of the caller's.
+    Key {
+        store: Arc<dyn DynStore>,
+        key: String,
+        receipt: Receipt,
+    },
 }
 
 impl Control {
@@ -30,10 +42,12 @@ impl Control {
     /// now, so concurrent attempts count while in flight and no more pass
     /// than `policy` allows, and given back by [`Attempt::refund`] (the
     /// login succeeded). A denial becomes the layers' own 429 with
-    /// [`too_many_requests`](crate::too_many_requests). `key` is used as
-    /// given: build it with [`Identity::push_key`] and `:{action}`, so that
-    /// a block of that identity denies the attempt (the identity is the
-    /// key up to its first `:`).
+    /// [`Attempt::too_many_requests`]. `key` is used as given: build it
+    /// with [`Identity::push_key`] and `:{action}`, so that a block of that
+    /// identity denies the attempt (the identity is the key up to its
+    /// first `:`). A key names no limit, so no live override, decision
+    /// counter or top offender reaches it: check a named limit with
+    /// [`attempt_on`](Self::attempt_on) for those.
     ///
     /// Fails with [`Error::Config`] for a policy whose algorithm cannot
     /// give a request back exactly (the buckets and GCRA).
@@ -57,17 +71,43 @@ impl Control {
     pub async fn attempt(&self, key: &str, policy: &Policy) -> Result<Attempt, Error> {
         let mut full = String::from(&*self.key_start);
         full.push_str(key);
-        let blocked = self.block_of_key(&full);
-        self.attempt_on_key(full, policy, blocked).await
+        let policy = Arc::new(policy.clone());
+        if let Some(left) = self.block_of_key(&full) {
+            return Ok(Attempt {
+                decision: Decision::blocked(&policy, left),
+                policy,
+                blocked: Some(left),
+                give_back: None,
+            });
+        }
+        let refunds = required(self.store.capabilities().as_refunds(), COUNTING)?;
+        let (verdict, receipt) = refunds
+            .check_refundable_or(&full, &policy, policy.cost(), None)
+            .await?;
+        Ok(Attempt {
+            decision: verdict.into_decision(&policy)?,
+            policy,
+            blocked: None,
+            give_back: receipt.map(|receipt| GiveBack::Key {
+                store: Arc::clone(&self.store),
+                key: full,
+                receipt,
+            }),
+        })
     }
 
-    /// [`attempt`](Self::attempt) on `limit`'s key for `identity`, under
-    /// its policy: the key its requests would use, so that
-    /// [`limits`](Self::limits) and [`reset`](Self::reset) find it once
-    /// `limit` is added with [`limit`](Self::limit). For a limit checked in
-    /// a handler rather than on a route. A blocked identity's attempt is
-    /// denied for the block's time left, and counts nothing
-    /// ([`Attempt::blocked`]). Fails with [`Error::Config`] when the limit
+    /// Checks `limit` for `identity` as a request on its route would be
+    /// checked, counting only if the outcome says so ([`attempt`](Self::attempt)):
+    /// for a limit checked in a handler rather than on a route (the user is
+    /// in the body). It takes the route's steps: the identity's block (a
+    /// blocked identity is denied for the block's time left, and counts
+    /// nothing: [`Attempt::blocked`]), a live override of the limit (its
+    /// rules, shadow mode, or off: then nothing is checked and the attempt
+    /// passes), the store under the failure policy, the limit's penalty,
+    /// its decision counters and its top offenders; on the key its requests
+    /// would use, so that [`limits`](Self::limits) and
+    /// [`reset`](Self::reset) find it once `limit` is added with
+    /// [`limit`](Self::limit). Fails with [`Error::Config`] when the limit
     /// does not count by `identity`'s kind (a global limit; a limit by
     /// user, and `identity` is an address...).
     ///
@@ -100,41 +140,63 @@ impl Control {
         limit: &LimitLayer,
         identity: &Identity,
     ) -> Result<Attempt, Error> {
-        let limit = &limit.limit;
+        let checked = self.check_limit(&limit.limit, identity, true).await?;
+        Ok(Attempt {
+            decision: checked.decision,
+            policy: checked.policy,
+            blocked: checked.blocked,
+            give_back: checked.refund.map(GiveBack::Limit),
+        })
+    }
+
+    /// Checks `limit` for `identity` and records the request if allowed,
+    /// taking the steps [`attempt_on`](Self::attempt_on) takes: a check
+    /// made in a handler or a program that counts whatever its outcome.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_tower::{Identity, KeySource, Limiter, LimitLayer, MemoryStore, Policy, RateLimitLayer, Rule};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let exports = LimitLayer::new(
+    ///     "exports",
+    ///     Policy::sliding_log([Rule::new(1, Duration::from_secs(60))?])?,
+    ///     KeySource::user(),
+    /// );
+    /// let control = RateLimitLayer::new(Limiter::new(MemoryStore::new())).control();
+    /// let alice = Identity::user("alice");
+    /// assert!(control.check_on(&exports, &alice).await?.allowed());
+    /// assert!(!control.check_on(&exports, &alice).await?.allowed());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn check_on(
+        &self,
+        limit: &LimitLayer,
+        identity: &Identity,
+    ) -> Result<Decision, Error> {
+        let checked = self.check_limit(&limit.limit, identity, false).await?;
+        Ok(checked.decision)
+    }
+
+    /// `limit`'s check of `identity`, under the limit's own settings or
+    /// this handle's router layer's, as its route decides a request.
+    async fn check_limit(
+        &self,
+        limit: &RouteLimit,
+        identity: &Identity,
+        refundable: bool,
+    ) -> Result<Checked, Error> {
         let Some(key) = self.key_of(limit, identity) else {
-            return Err(Error::Config(limiter_core::ConfigError::NoIdentity {
+            return Err(Error::Config(ConfigError::NoIdentity {
                 limit: limit.name.to_string(),
             }));
         };
-        let blocked = self.blocked(identity);
-        let policy = Arc::clone(&limit.policy);
-        self.attempt_on_key(key, &policy, blocked).await
-    }
-
-    async fn attempt_on_key(
-        &self,
-        full: String,
-        policy: &Policy,
-        blocked: Option<Duration>,
-    ) -> Result<Attempt, Error> {
-        let (decision, receipt) = match blocked {
-            Some(left) => (Decision::blocked(policy, left), None),
-            None => {
-                let refunds = required(self.store.capabilities().as_refunds(), COUNTING)?;
-                let (verdict, receipt) = refunds
-                    .check_refundable_or(&full, policy, policy.cost(), None)
-                    .await?;
-                (verdict.into_decision(policy)?, receipt)
-            }
-        };
-        Ok(Attempt {
-            store: Arc::clone(&self.store),
-            key: full,
-            policy: Arc::new(policy.clone()),
-            decision,
-            receipt,
-            blocked,
-        })
+        let context = limit.context.as_ref().unwrap_or(&self.context);
+        let block_key = self.identity_key(identity);
+        limit
+            .check_identity(context, key, identity, block_key, refundable)
+            .await
     }
 }
 
@@ -152,7 +214,10 @@ impl Attempt {
 
     /// The layers' own 429 for a denied attempt: the blocked answer (a
     /// problem of type [`BLOCKED`](crate::BLOCKED)) when the identity is
-    /// blocked, else [`too_many_requests`](crate::too_many_requests).
+    /// blocked, else [`too_many_requests`](crate::too_many_requests) naming
+    /// the policy in force (a live override's rules while one holds). A
+    /// limit above the handler that counts by outcome never counts it as
+    /// the handler's failure.
     pub fn too_many_requests(&self) -> Response {
         match self.blocked {
             Some(left) => crate::response::blocked(crate::response::Protocol::Http, left),
@@ -163,10 +228,15 @@ impl Attempt {
     /// Gives the request back: it no longer counts. Does nothing for a
     /// request that was not recorded (denied, or decided without the store).
     pub async fn refund(self) -> Result<(), Error> {
-        match &self.receipt {
-            Some(receipt) => {
-                required(self.store.capabilities().as_refunds(), COUNTING)?
-                    .refund(&self.key, &self.policy, receipt)
+        match &self.give_back {
+            Some(GiveBack::Limit(refund)) => refund.give_back().await,
+            Some(GiveBack::Key {
+                store,
+                key,
+                receipt,
+            }) => {
+                required(store.capabilities().as_refunds(), COUNTING)?
+                    .refund(key, &self.policy, receipt)
                     .await
             }
             None => Ok(()),
@@ -177,9 +247,9 @@ impl Attempt {
 impl fmt::Debug for Attempt {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Attempt")
-            .field("key", &self.key)
             .field("decision", &self.decision)
-            .field("receipt", &self.receipt)
+            .field("blocked", &self.blocked)
+            .field("refundable", &self.give_back.is_some())
             .finish_non_exhaustive()
     }
 }

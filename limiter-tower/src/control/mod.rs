@@ -14,8 +14,8 @@ pub use attempt::Attempt;
 pub use offenders::{Offender, UnknownLimit};
 pub use overrides::{OverrideState, WrittenRules};
 pub use router::DEFAULT_API_KEY_HEADER;
-pub use state::LimitState;
-use state::states_of;
+use state::{InForce, states_of};
+pub use state::{LimitInfo, LimitState, OverrideHeld};
 
 use std::fmt;
 use std::sync::Arc;
@@ -23,7 +23,7 @@ use std::sync::Arc;
 use limiter_core::{Decision, Error, Identity, IdentityKind, Policy, required};
 
 use crate::client_ip::ClientIp;
-use crate::context::DynStore;
+use crate::context::{Context, DynStore};
 use crate::key::Source;
 use crate::limit::LimitLayer;
 use crate::limit::RouteLimit;
@@ -68,6 +68,9 @@ use crate::limit::RouteLimit;
 /// ```
 #[derive(Clone)]
 pub struct Control {
+    /// The router layer's settings, which checks made through this handle
+    /// are decided under, as its requests are.
+    context: Arc<Context>,
     store: Arc<dyn DynStore>,
     key_start: Box<str>,
     client_ip: ClientIp,
@@ -87,11 +90,12 @@ struct Named {
 }
 
 impl Control {
-    pub(crate) fn new(store: Arc<dyn DynStore>, key_start: Box<str>, client_ip: ClientIp) -> Self {
+    pub(crate) fn new(context: &Arc<Context>) -> Self {
         Self {
-            store,
-            key_start,
-            client_ip,
+            context: Arc::clone(context),
+            store: Arc::clone(&context.store),
+            key_start: context.key_start.clone(),
+            client_ip: context.client_ip.clone(),
             limits: Arc::new([]),
             api_key_header: router::DEFAULT_API_KEY_HEADER.into(),
             merged: Arc::new([]),
@@ -209,19 +213,30 @@ impl Control {
     /// by rule, counting nothing: the limits that count by its kind (by
     /// address for [`Identity::ip`], by user for [`Identity::user`], by
     /// that header for [`Identity::header`], by a custom function for
-    /// [`Identity::custom`]). A limit with plans is read under its own
-    /// policy.
+    /// [`Identity::custom`]). Each is read under the policy its next
+    /// check takes: a live override's rules while one holds (a limit
+    /// switched off answers as nothing checked), else the limit's own (a
+    /// limit with plans under its own policy).
     pub async fn limits(&self, identity: &Identity) -> Result<Vec<LimitState>, Error> {
         let mut states = Vec::new();
         for part in self.parts() {
             for (named, key) in part.keys_of(identity) {
-                let policy = &named.limit.policy;
-                let peek = required(
-                    part.store.capabilities().as_peek(),
-                    "reading a key without counting",
-                )?;
-                let decision = peek.peek(&key, policy, policy.cost()).await?;
-                states.extend(states_of(&named.route, policy, &decision));
+                let limit = &named.limit;
+                let context = limit.context.as_ref().unwrap_or(&part.context);
+                let overridden = limit.override_left(context);
+                let in_force = InForce::of(overridden.as_ref());
+                let policy = in_force.policy.unwrap_or(&limit.policy);
+                let decision = if in_force.checked {
+                    let peek = required(
+                        part.store.capabilities().as_peek(),
+                        "reading a key without counting",
+                    )?;
+                    peek.peek(&key, policy, policy.cost()).await?
+                } else {
+                    Decision::unchecked(policy)
+                };
+                let kind = part.kind_of(&limit.source.0);
+                states.extend(states_of(named, kind, &in_force, policy, &decision));
             }
         }
         Ok(states)

@@ -3,8 +3,7 @@
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
-use limiter_core::IdentityKind;
-use percent_encoding::percent_decode_str;
+use limiter_core::{Identity, IdentityKind};
 use serde::ser::{Serialize, SerializeStruct, Serializer};
 
 use super::Control;
@@ -23,11 +22,12 @@ pub struct Offender {
     pub kind: IdentityKind,
     /// For a header's value, the header's name (lower-cased).
     pub header: Option<String>,
-    /// The identity as the admin routes take it (an address's text, a
-    /// user, a header's or a custom function's value), bytes that are not
-    /// UTF-8 replaced. An identity that keys hash (longer than
-    /// [`MAX_IDENTITY_LEN`](limiter_core::MAX_IDENTITY_LEN) once escaped)
-    /// is its hashed form, `%sha256-` and the hash.
+    /// The identity as the admin routes take it, whole and never hashed
+    /// ([`Identity::displayed`]): an address's text, a user, a header's or
+    /// a custom function's value, percent-encoded where a URL path needs it
+    /// (`%`, `/`, space, bytes past ASCII...). Given as it is to an admin
+    /// route (`PUT /blocks/{kind}/{identity}`), it names this identity; two
+    /// identities of one kind never display alike.
     pub identity: String,
     /// Its denials counted: at least its true count.
     pub denied: u64,
@@ -120,17 +120,16 @@ impl Control {
         let denied = found.limit.offenders.top(n);
         Ok(denied
             .into_iter()
-            .map(|denied| {
-                let (kind, header, identity) = decode(&denied.identity);
-                let api_key = header.as_deref() == Some(&*self.api_key_header);
-                Offender {
+            .filter_map(|denied| {
+                let (kind, header, identity) = Identity::read_labelled(&denied.identity)?;
+                Some(Offender {
                     kind,
-                    header,
-                    identity,
+                    header: header.map(str::to_owned),
+                    identity: identity.to_owned(),
                     denied: denied.count,
                     error: denied.error,
-                    api_key,
-                }
+                    api_key: header == Some(&*self.api_key_header),
+                })
             })
             .collect())
     }
@@ -148,29 +147,6 @@ impl Control {
     pub fn instance(&self) -> &str {
         &self.instance
     }
-}
-
-/// The kind, the header's name and the display form of an identity's part
-/// of a key (see [`Identity`](limiter_core::Identity)'s table of kinds).
-fn decode(part: &str) -> (IdentityKind, Option<String>, String) {
-    let text = |escaped: &str| {
-        let bytes: Vec<u8> = percent_decode_str(escaped).collect();
-        String::from_utf8_lossy(&bytes).into_owned()
-    };
-    if let Some(user) = part.strip_prefix("user=") {
-        return (IdentityKind::User, None, text(user));
-    }
-    if let Some(custom) = part.strip_prefix("custom=") {
-        return (IdentityKind::Custom, None, text(custom));
-    }
-    if let Some((name, value)) = part
-        .strip_prefix("header.")
-        .and_then(|rest| rest.split_once('='))
-    {
-        return (IdentityKind::Header, Some(text(name)), text(value));
-    }
-    // An address's text, its IPv6 `:` escaped.
-    (IdentityKind::Address, None, text(part))
 }
 
 /// This process's default name: the host's name and the process id.
@@ -201,35 +177,6 @@ fn sanitized(id: &str) -> Arc<str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn each_kind_is_decoded_from_its_key_part() {
-        let decoded = |part| decode(part);
-        assert_eq!(
-            decoded("203.0.113.7"),
-            (IdentityKind::Address, None, "203.0.113.7".to_owned())
-        );
-        assert_eq!(
-            decoded("2001%3Adb8%3A1%3A2%3A%3A/64"),
-            (IdentityKind::Address, None, "2001:db8:1:2::/64".to_owned())
-        );
-        assert_eq!(
-            decoded("user=ali%3Ace"),
-            (IdentityKind::User, None, "ali:ce".to_owned())
-        );
-        assert_eq!(
-            decoded("header.x-api-key=caf%E9"),
-            (
-                IdentityKind::Header,
-                Some("x-api-key".to_owned()),
-                "caf\u{fffd}".to_owned()
-            )
-        );
-        assert_eq!(
-            decoded("custom=tenant-7"),
-            (IdentityKind::Custom, None, "tenant-7".to_owned())
-        );
-    }
 
     #[test]
     fn offenders_are_named_as_the_admin_routes_name_them() {

@@ -37,6 +37,7 @@ impl Control {
     /// |---|---|
     /// | `GET /limits/{kind}/{identity}` | 200, a JSON array of [`LimitState`](super::LimitState)s ([`limits`](Self::limits)) |
     /// | `DELETE /limits/{kind}/{identity}` | 204 once every limit of the identity is reset ([`reset`](Self::reset)) |
+    /// | `GET /limits` | 200, a JSON array of [`LimitInfo`](super::LimitInfo)s: every limit by the name overrides and top offenders take, with its route, kind, algorithm, rules in force and compiled, and the override in force with its seconds left ([`limit_list`](Self::limit_list)) |
     /// | `GET /blocks?after={key}&limit={n}` | 200 `{"blocks": [{"key", "seconds", "origin"}...], "next": key or null}`: the live blocks this instance knows in key order, `limit` (1 to 1,000, default 100) a page, from after `after` (the `next` of the page before) ([`blocks`](Self::blocks)) |
     /// | `GET /blocks/{kind}/{identity}` | 200 `{"seconds": N}`, the block's time left rounded up, or 404 when not blocked ([`blocked`](Self::blocked)) |
     /// | `PUT /blocks/{kind}/{identity}` | body `{"seconds": N}` (1 to 31,536,000): 204 once blocked on every instance ([`block`](Self::block)); 400 for another body; 507 when the store holds [`MAX_BLOCKS`](limiter_core::MAX_BLOCKS) operator blocks already |
@@ -64,6 +65,7 @@ impl Control {
     /// ```
     pub fn router<S>(&self) -> Router<S> {
         Router::new()
+            .route("/limits", get(list_limits))
             .route("/limits/{kind}/{identity}", get(limits).delete(reset))
             .route("/blocks", get(list_blocks))
             .route(
@@ -136,6 +138,10 @@ fn address(bytes: &[u8]) -> Option<Identity> {
             (prefix <= bits).then(|| Identity::network(ip, prefix))
         }
     }
+}
+
+async fn list_limits(State(control): State<Control>) -> Response {
+    json(&control.limit_list())
 }
 
 async fn limits(State(control): State<Control>, uri: Uri) -> Response {

@@ -1,16 +1,29 @@
-//! What an identity's limits would answer, rule by rule.
+//! What the limits are, and what an identity's would answer, rule by rule.
 
-use limiter_core::{Decision, Policy};
+use std::sync::Arc;
+use std::time::Duration;
+
+use limiter_core::{Decision, Override, OverrideMode, Policy};
 use serde::Serialize;
 
+use super::{Control, Named};
+use crate::key::Source;
+
 /// What one rule of one limit would answer an identity's next request,
-/// read without counting it.
+/// read without counting it, under the policy that request would meet.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LimitState {
     /// The route, as given to [`Control::limit`](super::Control::limit)
     /// (`POST /posts/{id}/replies`).
     pub route: String,
-    /// The rule's name, as `RateLimit-Policy` names it.
+    /// The limit's name, as overrides and top offenders take it
+    /// (`posts-create_reply`).
+    pub name: String,
+    /// The identity kind the limit counts by, as the admin routes name it
+    /// (`ip`, `user`, `key`, `header`, `custom`).
+    pub kind: &'static str,
+    /// The rule's name, as `RateLimit-Policy` names it: a live override's
+    /// rule while one holds.
     pub policy: String,
     /// The rule's limit.
     pub limit: u64,
@@ -25,10 +38,85 @@ pub struct LimitState {
     /// until it would pass.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_after: Option<u64>,
+    /// The live override in force, when one holds.
+    #[serde(rename = "override", skip_serializing_if = "Option::is_none")]
+    pub overridden: Option<OverrideHeld>,
 }
 
-/// One state per rule of `decision`.
-pub(super) fn states_of(route: &str, policy: &Policy, decision: &Decision) -> Vec<LimitState> {
+/// A live override in force on a limit, as [`LimitState`] and
+/// [`LimitInfo`] show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OverrideHeld {
+    /// `enforce`, `shadow` or `off`.
+    pub mode: &'static str,
+    /// Seconds until the compiled limit is back, rounded up.
+    pub seconds: u64,
+}
+
+/// One limit a [`Control`] answers for, as [`Control::limit_list`] lists
+/// it and the admin router answers it (`GET /limits`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LimitInfo {
+    /// The limit's name, as overrides and top offenders take it.
+    pub name: String,
+    /// The route, as given to [`Control::limit`].
+    pub route: String,
+    /// The identity kind it counts by, as the admin routes name it (`ip`,
+    /// `user`, `key`, `header`, `custom`), or `global`.
+    pub kind: &'static str,
+    /// For a limit by another header than the API key's, its name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub header: Option<String>,
+    /// The algorithm of the rules in force.
+    pub algorithm: &'static str,
+    /// The `RateLimit` names of the rules in force (`5-per-60s`): a live
+    /// override's while one holds with rules of its own.
+    pub rules: Vec<String>,
+    /// The compiled rules' names, whatever holds.
+    pub compiled: Vec<String>,
+    /// The live override in force, when one holds.
+    #[serde(rename = "override", skip_serializing_if = "Option::is_none")]
+    pub overridden: Option<OverrideHeld>,
+}
+
+/// What the next check of a limit takes: a live override's rules, or the
+/// limit's own; whether it is checked at all.
+pub(super) struct InForce<'a> {
+    /// The override's rules, when it has some.
+    pub(super) policy: Option<&'a Arc<Policy>>,
+    /// `false` while an override switches the limit off.
+    pub(super) checked: bool,
+    pub(super) held: Option<OverrideHeld>,
+}
+
+impl<'a> InForce<'a> {
+    pub(super) fn of(overridden: Option<&'a (Arc<Override>, Duration)>) -> Self {
+        let Some((value, left)) = overridden else {
+            return Self {
+                policy: None,
+                checked: true,
+                held: None,
+            };
+        };
+        Self {
+            policy: value.shared_policy(),
+            checked: value.mode() != OverrideMode::Off,
+            held: Some(OverrideHeld {
+                mode: value.mode().name(),
+                seconds: u64::try_from(left.as_micros().div_ceil(1_000_000)).unwrap_or(u64::MAX),
+            }),
+        }
+    }
+}
+
+/// One state per rule of `decision`, of the limit `named` under `policy`.
+pub(super) fn states_of(
+    named: &Named,
+    kind: (&'static str, Option<String>),
+    in_force: &InForce<'_>,
+    policy: &Policy,
+    decision: &Decision,
+) -> Vec<LimitState> {
     let seconds = |d: std::time::Duration| d.as_micros().div_ceil(1_000_000) as u64;
     let cost = policy.cost();
     policy
@@ -37,7 +125,9 @@ pub(super) fn states_of(route: &str, policy: &Policy, decision: &Decision) -> Ve
         .zip(policy.rules())
         .zip(decision.rules())
         .map(|((name, rule), status)| LimitState {
-            route: route.to_owned(),
+            route: named.route.to_string(),
+            name: named.limit.name.to_string(),
+            kind: kind.0,
             policy: name,
             limit: rule.limit(),
             allowed: decision.allowed(),
@@ -49,6 +139,86 @@ pub(super) fn states_of(route: &str, policy: &Policy, decision: &Decision) -> Ve
             },
             reset: seconds(status.available_after()),
             retry_after: decision.retry_after().map(seconds),
+            overridden: in_force.held.clone(),
         })
         .collect()
+}
+
+impl Control {
+    /// Every limit this handle answers for (and those it merged), by name:
+    /// the names overrides and top offenders take, with the kind each
+    /// counts by, its route, and the rules in force (a live override's,
+    /// with its end, while one holds), as this instance knows them now.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_tower::{KeySource, Limiter, LimitLayer, MemoryStore, Override, Policy, RateLimitLayer, Rule};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let replies = LimitLayer::new(
+    ///     "replies",
+    ///     Policy::sliding_log([Rule::new(5, Duration::from_secs(60))?])?,
+    ///     KeySource::user(),
+    /// );
+    /// let control = RateLimitLayer::new(Limiter::new(MemoryStore::new()))
+    ///     .control()
+    ///     .limit("POST /replies", &replies);
+    /// let tighter = Policy::sliding_log([Rule::new(1, Duration::from_secs(60))?])?;
+    /// control
+    ///     .set_override("replies", Override::rules(tighter), Duration::from_secs(120))
+    ///     .await?;
+    /// let listed = control.limit_list();
+    /// assert_eq!(listed[0].name, "replies");
+    /// assert_eq!(listed[0].kind, "user");
+    /// assert_eq!(listed[0].rules, ["1-per-60s"]);
+    /// assert_eq!(listed[0].compiled, ["5-per-60s"]);
+    /// assert_eq!(listed[0].overridden.as_ref().map(|o| o.seconds), Some(120));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn limit_list(&self) -> Vec<LimitInfo> {
+        let mut listed: Vec<LimitInfo> = Vec::new();
+        for part in self.parts() {
+            for named in part.limits.iter() {
+                if listed.iter().any(|l| *l.name == *named.limit.name) {
+                    continue;
+                }
+                let limit = &named.limit;
+                let context = limit.context.as_ref().unwrap_or(&part.context);
+                let overridden = limit.override_left(context);
+                let in_force = InForce::of(overridden.as_ref());
+                let policy = in_force.policy.unwrap_or(&limit.policy);
+                let (kind, header) = match &limit.source.0 {
+                    Source::Global => ("global", None),
+                    source => part.kind_of(source),
+                };
+                listed.push(LimitInfo {
+                    name: limit.name.to_string(),
+                    route: named.route.to_string(),
+                    kind,
+                    header,
+                    algorithm: policy.algorithm().name(),
+                    rules: policy.names(),
+                    compiled: limit.policy.names(),
+                    overridden: in_force.held,
+                });
+            }
+        }
+        listed.sort_by(|a, b| a.name.cmp(&b.name));
+        listed
+    }
+
+    /// The kind a limit counting by `source` counts, as the admin routes
+    /// name it, and the header's name for another header than the API
+    /// key's.
+    pub(super) fn kind_of(&self, source: &Source) -> (&'static str, Option<String>) {
+        match source {
+            Source::Ip => ("ip", None),
+            Source::User => ("user", None),
+            Source::Header(name) if name.as_str() == &*self.api_key_header => ("key", None),
+            Source::Header(name) => ("header", Some(name.as_str().to_owned())),
+            Source::Custom(_) => ("custom", None),
+            Source::Global => ("global", None),
+        }
+    }
 }

@@ -7,13 +7,16 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use limiter_core::{
-    Acquired, ConcurrencyLimit, Error, OnStoreError, Penalty, Policy, Verdict, Waiters, required,
+    Acquired, ConcurrencyLimit, Decision, Error, Identity, OnStoreError, Override, OverrideMode,
+    Penalty, Policy, Verdict, Waiters, required,
 };
 
+use super::counters::Counted;
 use super::detached::Detached;
 use super::refund::Refund;
+use super::route::RouteLimit;
 use crate::business::CountWhen;
-use crate::context::{BoxFuture, COUNTING, DynStore};
+use crate::context::{self as layer, BoxFuture, COUNTING, DynStore};
 
 /// What the store answered a request: the permit (when the limit has a
 /// concurrency limit) and the rate limit's verdict (unless the request is
@@ -72,6 +75,106 @@ impl Pending {
             Self::Rate(check) => check.as_mut().poll(cx).map(Admission::rate),
             Self::Steps(steps) => steps.as_mut().poll(cx),
         }
+    }
+}
+
+/// A check of a limit made without a request (in a handler, through
+/// [`Control`](crate::Control)), as the limit decided it.
+pub(crate) struct Checked {
+    pub(crate) decision: Decision,
+    /// The policy in force: a live override's, or the limit's own.
+    pub(crate) policy: Arc<Policy>,
+    /// The block's time left, when the identity is blocked.
+    pub(crate) blocked: Option<Duration>,
+    /// What gives the check back, when it was asked for and recorded.
+    pub(crate) refund: Option<Box<Refund>>,
+}
+
+impl RouteLimit {
+    /// Decides a check of `identity` (under `key`, its block under
+    /// `block_key`) made without a request, taking the steps a request on
+    /// the limit's route takes: the identity's block, the policy in force
+    /// (a live override, else the limit's own), the store under the
+    /// failure policy, the penalty, the decision counters, the top
+    /// offenders and shadow mode. `refundable`: recorded so that it can be
+    /// given back ([`Checked::refund`]).
+    pub(crate) async fn check_identity(
+        &self,
+        context: &layer::Context,
+        key: String,
+        identity: &Identity,
+        block_key: String,
+        refundable: bool,
+    ) -> Result<Checked, Error> {
+        let unchecked = |policy: Arc<Policy>, blocked| Checked {
+            decision: match blocked {
+                Some(left) => Decision::blocked(&policy, left),
+                None => Decision::unchecked(&policy),
+            },
+            policy,
+            blocked,
+            refund: None,
+        };
+        let blocks = context.store.capabilities().as_blocks();
+        if self.honours_blocks
+            && let Some(left) = blocks.and_then(|blocks| blocks.blocked(&block_key))
+        {
+            self.record(Counted::Blocked);
+            self.record_denial_of(identity);
+            return Ok(unchecked(Arc::clone(&self.policy), Some(left)));
+        }
+        let overridden = self.override_of(context);
+        let mode = overridden.as_deref().map(Override::mode);
+        if mode == Some(OverrideMode::Off) {
+            self.record_as(Counted::OverrideOff, true);
+            return Ok(unchecked(Arc::clone(&self.policy), None));
+        }
+        let policy = match overridden.as_deref().and_then(Override::shared_policy) {
+            Some(policy) => Arc::clone(policy),
+            None => Arc::clone(&self.policy),
+        };
+        let shadow = self.in_shadow(context, mode);
+        let penalty = self.business.as_deref().and_then(|b| b.penalty.clone());
+        let counts: Option<CountWhen> = refundable
+            .then(|| Arc::new(|_: http::StatusCode, _: &http::HeaderMap| true) as CountWhen);
+        let mut pending = admit(Checks {
+            store: Arc::clone(&context.store),
+            key,
+            rate: Some((Arc::clone(&policy), policy.cost())),
+            concurrency: None,
+            on_error: self.on_store_error.or(context.on_store_error),
+            waiters: None,
+            shadow,
+            penalty: penalty.map(|penalty| (penalty, block_key)),
+            count_when: counts,
+        });
+        let admission = std::future::poll_fn(|cx| pending.poll(cx)).await;
+        let overridden = overridden.is_some();
+        let verdict = match admission.verdict {
+            Some(Ok(verdict)) => verdict,
+            Some(Err(error)) => {
+                self.record_as(Counted::Error, overridden);
+                return Err(error);
+            }
+            None => return Ok(unchecked(policy, None)),
+        };
+        self.record_as(Counted::of(&verdict), overridden);
+        let mut decision = verdict.into_decision(&policy)?;
+        if !decision.allowed() {
+            if shadow {
+                self.shadow_counter
+                    .record(self.policy.algorithm().name(), &self.name);
+                decision = Decision::unchecked(&policy);
+            } else {
+                self.record_denial_of(identity);
+            }
+        }
+        Ok(Checked {
+            decision,
+            policy,
+            blocked: None,
+            refund: admission.refund,
+        })
     }
 }
 

@@ -14,7 +14,7 @@ use super::admission::Admission;
 use super::counters::Counted;
 use super::future::Next;
 use super::route::RouteLimit;
-use crate::context::HeaderOptions;
+use crate::context::{Context, HeaderOptions};
 use crate::response::{self, Protocol, RateLimitHeaders, RouteFields};
 
 /// How a request's answer is read.
@@ -81,11 +81,12 @@ impl RouteLimit {
         &self,
         admission: Admission,
         reading: Reading,
+        context: &Context,
         request: &mut Request<B>,
     ) -> Next {
         let mut held = Held::default();
         if let Some(acquired) = admission.permit {
-            match self.on_permit(acquired, &admission.key, &reading, request.headers()) {
+            match self.on_permit(acquired, context, &reading, request) {
                 Permitted::Held(permit) => held = permit,
                 Permitted::Denied(response) => return Next::Respond(response),
                 // The rate check's receipt stays: the response still says
@@ -98,7 +99,7 @@ impl RouteLimit {
             }
         }
         let next = match admission.verdict {
-            Some(verdict) => self.on_verdict(verdict, &admission.key, &reading, request),
+            Some(verdict) => self.on_verdict(verdict, context, &reading, request),
             None => Next::UNCHECKED,
         };
         let next = match next {
@@ -119,7 +120,7 @@ impl RouteLimit {
     fn on_verdict<B>(
         &self,
         verdict: Result<Verdict, Error>,
-        key: &str,
+        context: &Context,
         reading: &Reading,
         request: &mut Request<B>,
     ) -> Next {
@@ -129,7 +130,7 @@ impl RouteLimit {
         };
         let counted = Counted::of(&verdict);
         if let Some(decision) = verdict.decision() {
-            return self.on_decision(decision, counted, key, reading, request);
+            return self.on_decision(decision, counted, context, reading, request);
         }
         self.record_as(counted, reading.overridden);
         match verdict {
@@ -144,13 +145,13 @@ impl RouteLimit {
 
     /// Counts a decision, and proceeds with its fields (and, when the limit
     /// has it on, the decision as a request extension), or answers 429
-    /// (counting the denial of `key`'s identity).
+    /// (counting the denial of the request's identity).
     #[inline(always)]
     pub(crate) fn on_decision<B>(
         &self,
         decision: &Decision,
         counted: Counted,
-        key: &str,
+        context: &Context,
         reading: &Reading,
         request: &mut Request<B>,
     ) -> Next {
@@ -159,7 +160,7 @@ impl RouteLimit {
         let mut delay = decision.delay();
         if !decision.allowed() {
             if !reading.shadow {
-                self.record_denial(key);
+                self.record_denial(context, request);
                 return Next::Respond(self.too_many_requests(decision, reading, request));
             }
             delay = Duration::ZERO;
@@ -227,12 +228,12 @@ impl RouteLimit {
     /// limit's own counters.
     #[cold]
     #[inline(never)]
-    fn on_permit(
+    fn on_permit<B>(
         &self,
         acquired: Result<Acquired, Error>,
-        key: &str,
+        context: &Context,
         reading: &Reading,
-        request: &HeaderMap,
+        request: &mut Request<B>,
     ) -> Permitted {
         let concurrency = self
             .business
@@ -258,9 +259,9 @@ impl RouteLimit {
         } else {
             record(Counted::StoreDenied);
             if !reading.shadow {
-                self.record_denial(key);
+                self.record_denial(context, request);
                 return Permitted::Denied(response::too_many_requests_of(
-                    Protocol::of(request),
+                    Protocol::of(request.headers()),
                     &decision,
                     &concurrency.names,
                     1,

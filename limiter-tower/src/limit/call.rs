@@ -62,7 +62,7 @@ impl RouteLimit {
     fn next<B>(self: &Arc<Self>, request: &mut Request<B>) -> Next {
         let current;
         let context = match &self.context {
-            Some(own) => &**own,
+            Some(own) => own,
             None => {
                 current = Current::take();
                 let Some(context) = current.context() else {
@@ -91,7 +91,7 @@ impl RouteLimit {
         if self.honours_blocks
             && let Some(left) = self.block_of(&key, context, request)
         {
-            let next = self.blocked(left, &key, request);
+            let next = self.blocked(left, context, request);
             KEY_BUFFER.set(key);
             return next;
         }
@@ -121,7 +121,7 @@ impl RouteLimit {
         let next = match &context.store.check_now(&key, reading.policy(self), cost) {
             Some(Ok(decision)) => {
                 let counted = Counted::by_store(decision);
-                self.on_decision(decision, counted, &key, &reading, request)
+                self.on_decision(decision, counted, context, &reading, request)
             }
             Some(Err(error)) => self.failed(error, &reading, request.headers()),
             None => {
@@ -134,7 +134,12 @@ impl RouteLimit {
     }
 
     /// The wait for the store's answer.
-    fn pending(self: &Arc<Self>, context: &Context, key: String, checks: RequestChecks) -> Next {
+    fn pending(
+        self: &Arc<Self>,
+        context: &Arc<Context>,
+        key: String,
+        checks: RequestChecks,
+    ) -> Next {
         let policy = checks.reading.policy(self);
         let rate = checks.cost.map(|cost| (Arc::clone(policy), cost));
         let penalty = checks
@@ -156,6 +161,7 @@ impl RouteLimit {
             pending,
             limit: Arc::clone(self),
             reading: checks.reading,
+            context: Arc::clone(context),
         }
     }
 }

@@ -5,6 +5,7 @@
 //! concurrency permit).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::response::Response;
 use http::{Request, StatusCode};
@@ -116,13 +117,19 @@ impl RouteLimit {
         }
     }
 
-    /// The live override of this limit.
-    fn override_of(&self, context: &Context) -> Option<Arc<Override>> {
+    /// The live override of this limit: what every check of it, and a
+    /// peek, takes first.
+    pub(crate) fn override_of(&self, context: &Context) -> Option<Arc<Override>> {
+        self.override_left(context).map(|(found, _)| found)
+    }
+
+    /// The live override of this limit and its time left.
+    pub(crate) fn override_left(&self, context: &Context) -> Option<(Arc<Override>, Duration)> {
         if !self.may_be_overridden(context) {
             return None;
         }
         let overrides = context.store.capabilities().as_overrides()?;
-        overrides.override_of(&self.name).map(|(found, _)| found)
+        overrides.override_of(&self.name)
     }
 
     /// How a request to a limit with business features (or a live
@@ -146,12 +153,10 @@ impl RouteLimit {
             self.record_as(Counted::OverrideOff, true);
             return Ok(None);
         }
-        let shadow = route.is_some_and(|r| r.common.shadow)
-            || layer.is_some_and(|l| l.shadow)
-            || mode == Some(OverrideMode::Shadow);
+        let shadow = self.in_shadow(context, mode);
         let rate = match route {
             Some(route) if !route.rate => None,
-            _ => self.rate_check(route, request, overridden.and_then(Override::policy))?,
+            _ => self.rate_check(route, request, overridden.and_then(Override::shared_policy))?,
         };
         let concurrency = route.and_then(|r| r.concurrency.as_ref()).map(|c| c.limit);
         if rate.is_none() && concurrency.is_none() {
@@ -194,6 +199,14 @@ impl RouteLimit {
         }))
     }
 
+    /// Whether this limit's denials are shadowed: by its settings, the
+    /// router layer's, or an override in `mode`.
+    pub(crate) fn in_shadow(&self, context: &Context, mode: Option<OverrideMode>) -> bool {
+        self.business.as_deref().is_some_and(|r| r.common.shadow)
+            || context.business.as_deref().is_some_and(|l| l.shadow)
+            || mode == Some(OverrideMode::Shadow)
+    }
+
     /// The cost a request is checked with, and the policy replacing the
     /// limit's: a live override's (`overriding`), else its plan's (when
     /// the limit has a plan resolver and it finds one; else the limit's own
@@ -204,7 +217,7 @@ impl RouteLimit {
         &self,
         route: Option<&RouteBusiness>,
         request: &mut Request<B>,
-        overriding: Option<&Policy>,
+        overriding: Option<&Arc<Policy>>,
     ) -> Result<Option<RateCheck>, Response> {
         let mut plan_fields = None;
         if let Some(policy) = overriding {
@@ -213,7 +226,7 @@ impl RouteLimit {
             plan_fields = Some(Box::new(PlanFields {
                 fields: RouteFields::named(policy, &names),
                 names,
-                policy: Arc::new(policy.clone()),
+                policy: Arc::clone(policy),
             }));
         } else if let Some(resolve) = route.and_then(|r| r.plans.as_ref())
             && let Some(plan) = with_parts(request, |parts| resolve(parts))

@@ -80,6 +80,8 @@ pub(crate) enum Next {
         pending: Pending,
         limit: Arc<RouteLimit>,
         reading: Reading,
+        /// The router layer's settings the request was admitted under.
+        context: Arc<crate::context::Context>,
     },
 }
 
@@ -134,6 +136,7 @@ enum Until {
         pending: Pending,
         limit: Arc<RouteLimit>,
         reading: Reading,
+        context: Arc<crate::context::Context>,
     },
     /// A paced request's turn; then the inner call, whose response gets
     /// `fields` and `after`.
@@ -213,10 +216,12 @@ where
                 pending,
                 limit,
                 reading,
+                context,
             } => Until::Answer {
                 pending,
                 limit,
                 reading,
+                context,
             },
         };
         let clone = inner.clone();
@@ -305,9 +310,14 @@ where
                     until,
                 } = *waiting.take().expect("polled after completion");
                 let next = match until {
-                    Until::Answer { limit, reading, .. } => {
+                    Until::Answer {
+                        limit,
+                        reading,
+                        context,
+                        ..
+                    } => {
                         let admission = admission.expect("the store's answer");
-                        limit.answer(admission, reading, &mut request)
+                        limit.answer(admission, reading, &context, &mut request)
                     }
                     Until::Turn { fields, after, .. } => Next::Proceed {
                         fields,
@@ -350,8 +360,7 @@ where
     ResBody::Error: Into<BoxError>,
 {
     let After { permit, refund } = after;
-    let refunding =
-        refund.and_then(|refund| refund.settle(response.status(), response.headers(), cx));
+    let refunding = refund.and_then(|refund| refund.settle(&response, cx));
     let mut response = match permit {
         Some(permit) => response.map(|body| Body::new(PermitBody::new(body, Some(permit)))),
         None => response.map(Body::new),

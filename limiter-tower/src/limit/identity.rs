@@ -170,6 +170,34 @@ impl RouteLimit {
         Some(text)
     }
 
+    /// The request's identity for this limit, of its kind: an IPv6 client
+    /// as the network its keys group it in. `None` for a global limit, or
+    /// a request without one.
+    pub(crate) fn typed_identity<B>(
+        &self,
+        context: &Context,
+        request: &mut Request<B>,
+    ) -> Option<Identity> {
+        let present = |value: Option<String>| value.filter(|v| !v.is_empty());
+        match &self.source.0 {
+            Source::Ip => Some(context.client_ip.identity_of(client_ip(context, request)?)),
+            Source::User => {
+                let resolve = context.user.as_ref()?;
+                let user = present(with_parts(request, |parts| resolve(parts)))?;
+                Some(Identity::user(user))
+            }
+            Source::Header(name) => {
+                let value = request.headers().get(name).filter(|v| !v.is_empty())?;
+                Some(Identity::header(name.as_str(), value.as_bytes()))
+            }
+            Source::Global => None,
+            Source::Custom(resolve) => {
+                let value = present(with_parts(request, |parts| resolve(parts)))?;
+                Some(Identity::custom(value))
+            }
+        }
+    }
+
     /// What a request lacks when it has no identity for this limit.
     pub(crate) fn identity_name(&self) -> String {
         match &self.source.0 {

@@ -16,7 +16,9 @@ mod refund;
 mod route;
 mod service;
 
+pub(crate) use admission::Checked;
 pub use future::ResponseFuture;
 pub use layer::LimitLayer;
+pub(crate) use refund::Refund;
 pub(crate) use route::RouteLimit;
 pub use service::Limit;

@@ -7,12 +7,12 @@
 use std::sync::Arc;
 use std::task::Context;
 
-use http::{HeaderMap, StatusCode};
-use limiter_core::{Policy, Receipt, required};
+use limiter_core::{Error, Policy, Receipt, required};
 
 use super::detached::Detached;
 use crate::business::CountWhen;
 use crate::context::{COUNTING, DynStore};
+use crate::response::Refusal;
 
 /// Counter: requests given back because their response did not count.
 const REFUNDS: &str = "limiter_refunds_total";
@@ -27,27 +27,32 @@ pub(crate) struct Refund {
 }
 
 impl Refund {
-    /// Gives the request back unless `status` and `headers` say it counts:
-    /// `None` when it counts or the refund is made already (the memory
-    /// store's, on the first poll), else the refund under way.
-    pub(crate) fn settle(
+    /// Gives the request back unless its response says it counts: `None`
+    /// when it counts or the refund is made already (the memory store's,
+    /// on the first poll), else the refund under way. A response the
+    /// limiter made itself (another limit's 429, a block, a refusal) never
+    /// counts: the handler decided no outcome.
+    pub(crate) fn settle<B>(
         self,
-        status: StatusCode,
-        headers: &HeaderMap,
+        response: &http::Response<B>,
         cx: &mut Context<'_>,
     ) -> Option<Detached> {
-        if (self.counts)(status, headers) {
+        let refused = response.extensions().get::<Refusal>().is_some();
+        if !refused && (self.counts)(response.status(), response.headers()) {
             return None;
         }
         Detached::start(Box::pin(self.run()), cx)
     }
 
+    /// Gives the request back now.
+    pub(crate) async fn give_back(&self) -> Result<(), Error> {
+        required(self.store.capabilities().as_refunds(), COUNTING)?
+            .refund(&self.key, &self.policy, &self.receipt)
+            .await
+    }
+
     async fn run(self) {
-        let refunded = match required(self.store.capabilities().as_refunds(), COUNTING) {
-            Ok(refunds) => refunds.refund(&self.key, &self.policy, &self.receipt).await,
-            Err(unsupported) => Err(unsupported),
-        };
-        match refunded {
+        match self.give_back().await {
             Ok(()) => metrics::counter!(REFUNDS).increment(1),
             // The request stays counted: the safe side of a limit.
             Err(error) => {

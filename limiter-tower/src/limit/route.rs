@@ -7,14 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::Request;
-use limiter_core::{OnStoreError, Policy, TopDenied};
+use limiter_core::{Identity, OnStoreError, Policy, TopDenied};
 
 use super::counters::{Counted, DecisionCounters, ShadowCounter};
 use super::future::Next;
 use super::identity::NoKey;
 use crate::business::RouteBusiness;
 use crate::context::Context;
-use crate::key::{KeySource, Source};
+use crate::key::KeySource;
 use crate::misconfigured::Missing;
 use crate::response::{self, Protocol, RouteFields};
 
@@ -71,29 +71,20 @@ impl RouteLimit {
         }
     }
 
-    /// Counts a denial of the request keyed `key` among the limit's
-    /// offenders, under its identity's part of the key (`{key_start}{identity}:{name}`;
-    /// an identity escapes its own `:`). A global limit's requests have no
-    /// identity: nothing is counted.
+    /// Counts a denial of the request among the limit's offenders, under
+    /// its identity (found again: denials are the cold path). A global
+    /// limit's requests have no identity: nothing is counted.
     #[cold]
     #[inline(never)]
-    pub(crate) fn record_denial(&self, key: &str) {
-        if matches!(self.source.0, Source::Global) {
-            return;
+    pub(crate) fn record_denial<B>(&self, context: &Context, request: &mut Request<B>) {
+        if let Some(identity) = self.typed_identity(context, request) {
+            self.record_denial_of(&identity);
         }
-        debug_assert!(
-            key.strip_suffix(&*self.name)
-                .is_some_and(|head| head.ends_with(':')),
-            "a limit's key ends with its name: {key}"
-        );
-        let identity = key
-            .len()
-            .checked_sub(self.name.len() + 1)
-            .and_then(|end| key.get(..end))
-            .and_then(|head| head.rsplit(':').next());
-        if let Some(identity) = identity.filter(|i| !i.is_empty()) {
-            self.offenders.record(identity);
-        }
+    }
+
+    /// Counts a denial of `identity` among the limit's offenders.
+    pub(crate) fn record_denial_of(&self, identity: &Identity) {
+        self.offenders.record(&identity.labelled());
     }
 
     /// Counts one answer of this limit's rate check.
@@ -129,9 +120,14 @@ impl RouteLimit {
     /// The answer to a request whose identity is blocked.
     #[cold]
     #[inline(never)]
-    pub(crate) fn blocked<B>(&self, left: Duration, key: &str, request: &Request<B>) -> Next {
+    pub(crate) fn blocked<B>(
+        &self,
+        left: Duration,
+        context: &Context,
+        request: &mut Request<B>,
+    ) -> Next {
         self.record(Counted::Blocked);
-        self.record_denial(key);
+        self.record_denial(context, request);
         tracing::debug!(limit = %self.name, ?left, "blocked");
         Next::Respond(response::blocked(Protocol::of(request.headers()), left))
     }

@@ -106,12 +106,7 @@ impl RateLimitLayer {
     /// [`guard`](Self::guard), so that it shares the guard, the deny cache
     /// and the hot-key state of the layer's requests.
     pub fn control(&self) -> Control {
-        let context = &self.context;
-        Control::new(
-            Arc::clone(&context.store),
-            context.key_start.clone(),
-            context.client_ip.clone(),
-        )
+        Control::new(&self.context)
     }
 
     /// The settings every limit below shares.

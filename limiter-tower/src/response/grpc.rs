@@ -98,6 +98,7 @@ pub(crate) fn trailers_only(
                 .expect("base64 is visible ASCII"),
         );
     }
+    super::mark_refusal(&mut response);
     response
 }
 

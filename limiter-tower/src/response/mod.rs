@@ -241,10 +241,22 @@ struct Problem<'a> {
     violated_policies: Option<&'a [String]>,
 }
 
+/// Marks a response the limiter made itself (a 429, a block, a refusal,
+/// a 503 of its own): a limit above it that counts by outcome gives the
+/// request back, since the handler decided no outcome.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Refusal;
+
+/// Marks `response` as the limiter's own ([`Refusal`]).
+pub(crate) fn mark_refusal(response: &mut Response) {
+    response.extensions_mut().insert(Refusal);
+}
+
 fn problem_json(status: StatusCode, body: &Problem<'_>) -> Response {
     let body = serde_json::to_vec(body).expect("strings and numbers serialize");
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = status;
+    mark_refusal(&mut response);
     response.headers_mut().insert(
         CONTENT_TYPE,
         HeaderValue::from_static("application/problem+json"),
@@ -255,6 +267,7 @@ fn problem_json(status: StatusCode, body: &Problem<'_>) -> Response {
 fn text(status: StatusCode, body: &str) -> Response {
     let mut response = Response::new(Body::from(body.to_owned()));
     *response.status_mut() = status;
+    mark_refusal(&mut response);
     response.headers_mut().insert(
         CONTENT_TYPE,
         HeaderValue::from_static("text/plain; charset=utf-8"),
