@@ -141,9 +141,9 @@ impl Default for TopDenied {
 
 impl<C> TopDenied<C> {
     /// The longest identity recorded, in bytes; a longer one is counted in
-    /// [`skipped`](Self::skipped). (Keys hash an identity longer than
-    /// [`MAX_IDENTITY_LEN`](crate::MAX_IDENTITY_LEN) escaped, so one of the
-    /// layers' identities is longer only with a very long header name.)
+    /// [`skipped`](Self::skipped). (An identity is recorded whole and
+    /// percent-encoded, never hashed: an API key of printable ASCII up to
+    /// about 500 bytes is listed, one of other bytes up to a third of it.)
     pub const MAX_IDENTITY: usize = 512;
 }
 
@@ -182,6 +182,19 @@ impl<C: Clock> TopDenied<C> {
         let mut windows = self.windows.lock();
         windows.rotate(now);
         windows.current.record(identity, self.counters);
+    }
+
+    /// Counts one denial of `identity`, under its
+    /// [`labelled`](crate::Identity::labelled) text: shown whole, as the
+    /// admin routes take it. One whose text would be longer than
+    /// [`MAX_IDENTITY`](Self::MAX_IDENTITY) bytes is counted in
+    /// [`skipped`](Self::skipped) only, its text never built.
+    pub fn record_identity(&self, identity: &crate::Identity) {
+        if identity.value().len() > Self::MAX_IDENTITY {
+            self.skipped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        self.record(&identity.labelled());
     }
 
     /// The `n` identities with the highest counts over the current and the

@@ -156,6 +156,23 @@ fn identities_longer_than_the_maximum_are_skipped_not_cut() {
 }
 
 #[test]
+fn identities_are_recorded_whole_under_their_kind() {
+    let clock = ManualClock::new(T0);
+    let top = top_of(8, &clock);
+    // Longer than a key keeps (it hashes past 128 bytes), shown whole.
+    let key = "k".repeat(480);
+    top.record_identity(&crate::Identity::header("x-api-key", &key));
+    // Its text would pass the maximum: skipped, its text never built.
+    let max = TopDenied::<ManualClock>::MAX_IDENTITY;
+    top.record_identity(&crate::Identity::user("u".repeat(max + 1)));
+    // Escaping triples a byte past ASCII: past the maximum once labelled.
+    top.record_identity(&crate::Identity::user(vec![0xff; 200]));
+    assert_eq!(top.skipped(), 2);
+    let labelled = format!("header x-api-key {key}");
+    assert_eq!(top.top(10), [denied(&labelled, 1, 0)]);
+}
+
+#[test]
 fn nothing_is_allocated_before_the_first_denial() {
     let top = TopDenied::new();
     assert_eq!(top.memory(), 0);

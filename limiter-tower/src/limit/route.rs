@@ -84,7 +84,7 @@ impl RouteLimit {
 
     /// Counts a denial of `identity` among the limit's offenders.
     pub(crate) fn record_denial_of(&self, identity: &Identity) {
-        self.offenders.record(&identity.labelled());
+        self.offenders.record_identity(identity);
     }
 
     /// Counts one answer of this limit's rate check.
