@@ -381,3 +381,50 @@ async fn the_login_limits_decisions_are_counted() {
     };
     assert_eq!((decisions("allowed"), decisions("denied")), (5.0, 1.0));
 }
+
+/// A store that fails answers alike through the route and in a handler:
+/// failing closed, 503 on the route and `Error::Unavailable` in the
+/// handler; in shadow mode, both let the request through.
+#[tokio::test]
+async fn a_store_failure_answers_alike_on_the_route_and_in_a_handler() {
+    use axum::Router;
+    use axum::body::Body;
+    use axum::routing::post;
+    use limiter_tower::{
+        Error, GuardConfig, Identity, KeySource, LimitLayer, Limiter, OnStoreError, Policy,
+        RateLimitLayer, RedisStore, Rule,
+    };
+    use tower::ServiceExt;
+
+    let nobody = RedisServer::unused_port();
+    let policy = Policy::sliding_log([Rule::new(1, std::time::Duration::from_secs(60)).unwrap()]);
+    for shadow in [false, true] {
+        let store = RedisStore::open(&format!("redis://127.0.0.1:{nobody}/")).unwrap();
+        let limit = LimitLayer::new("failing", policy.clone().unwrap(), KeySource::user())
+            .on_store_error(OnStoreError::FailClosed)
+            .shadow(shadow);
+        let layer = RateLimitLayer::new(Limiter::new(store))
+            .guard(GuardConfig::default())
+            .user(|parts| Some(parts.headers.get("x-user-id")?.to_str().ok()?.to_owned()));
+        let control = layer.control().limit("POST /r", &limit);
+        let app: Router = Router::new()
+            .route("/r", post(|| async { "ok" }).layer(limit.clone()))
+            .layer(layer);
+        let request = axum::http::Request::post("/r")
+            .header("x-user-id", "ann")
+            .body(Body::empty())
+            .unwrap();
+        let on_route = app.oneshot(request).await.unwrap().status().as_u16();
+        let in_handler = control.attempt_on(&limit, &Identity::user("ann")).await;
+        if shadow {
+            assert_eq!(on_route, 200);
+            assert!(in_handler.unwrap().decision().allowed());
+        } else {
+            assert_eq!(on_route, 503);
+            assert!(
+                matches!(in_handler, Err(Error::Unavailable(_))),
+                "{in_handler:?}"
+            );
+        }
+    }
+}

@@ -154,12 +154,20 @@ impl RouteLimit {
             Some(Ok(verdict)) => verdict,
             Some(Err(error)) => {
                 self.record_as(Counted::Error, overridden);
-                return Err(error);
+                // Shadow mode lets a failure through, as on the route.
+                return match shadow {
+                    true => Ok(unchecked(policy, None)),
+                    false => Err(error),
+                };
             }
             None => return Ok(unchecked(policy, None)),
         };
         self.record_as(Counted::of(&verdict), overridden);
-        let mut decision = verdict.into_decision(&policy)?;
+        let mut decision = match verdict.into_decision(&policy) {
+            Ok(decision) => decision,
+            Err(_) if shadow => Decision::unchecked(&policy),
+            Err(failed_closed) => return Err(failed_closed),
+        };
         if !decision.allowed() {
             if shadow {
                 self.shadow_counter
