@@ -307,25 +307,6 @@ impl Identity {
     }
 }
 
-/// The key of the identity a key starts with: `key` up to the first `:`
-/// after `start` (the prefix and its `:`), an identity escaping its own.
-/// `{prefix}:user=alice:reply` gives `{prefix}:user=alice`, the key of
-/// that user's block and plan.
-///
-/// ```
-/// assert_eq!(
-///     limiter_core::identity_key_of("rate_limit:user=alice:reply", "rate_limit:".len()),
-///     Some("rate_limit:user=alice")
-/// );
-/// ```
-pub fn identity_key_of(key: &str, start: usize) -> Option<&str> {
-    let end = key
-        .get(start..)?
-        .find(':')
-        .map_or(key.len(), |at| start + at);
-    Some(&key[..end])
-}
-
 /// `ip` with the bits past `prefix` cleared.
 fn truncate(ip: IpAddr, prefix: Option<u8>) -> IpAddr {
     let Some(prefix) = prefix else { return ip };

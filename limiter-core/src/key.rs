@@ -19,6 +19,128 @@ pub const MAX_IDENTITY_LEN: usize = 128;
 /// How a hashed identity starts: `%s` can never appear in an escaped one.
 pub const HASHED_IDENTITY_PREFIX: &str = "%sha256-";
 
+/// The key of one check of a limit, as stores keep it:
+/// `{start}{identity}:{limit}` (`rate_limit:user=alice:posts-create_reply`),
+/// or `{start}{limit}` for a global limit, which names nobody. Built once
+/// per check, it knows where the identity's part lies, so the key of the
+/// identity's block, plan and penalties is read from it rather than cut out
+/// of text.
+///
+/// ```
+/// use limiter_core::{Identity, Key};
+///
+/// let key = Key::of_identity(String::new(), "rate_limit:", |k| Identity::user("a:b").push_key(k), "replies");
+/// assert_eq!(key.as_str(), "rate_limit:user=a%3Ab:replies");
+/// assert_eq!(key.identity_part(), Some("user=a%3Ab"));
+/// assert_eq!(key.identity_key(), Some("rate_limit:user=a%3Ab"));
+///
+/// let global = Key::global(String::new(), "rate_limit:", "feed");
+/// assert_eq!((global.as_str(), global.identity_part()), ("rate_limit:feed", None));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Key {
+    text: String,
+    /// Where the identity's part starts and ends in `text`; `None` for a
+    /// global limit's key.
+    identity: Option<(usize, usize)>,
+}
+
+impl Key {
+    /// `{start}{identity}:{limit}` written into `buffer` (cleared first, so
+    /// a buffer can be reused), `push_identity` appending the identity's
+    /// part (its kind's marker and its escaped value, as
+    /// [`Identity::push_key`](crate::Identity::push_key) writes them).
+    #[inline]
+    pub fn of_identity(
+        buffer: String,
+        start: &str,
+        push_identity: impl FnOnce(&mut String),
+        limit: &str,
+    ) -> Self {
+        let mut text = buffer;
+        text.clear();
+        text.reserve(start.len() + limit.len() + 48);
+        text.push_str(start);
+        let begin = text.len();
+        push_identity(&mut text);
+        let end = text.len();
+        text.push(':');
+        text.push_str(limit);
+        Self {
+            text,
+            identity: Some((begin, end)),
+        }
+    }
+
+    /// A global limit's key, `{start}{limit}`, written into `buffer`.
+    #[inline]
+    pub fn global(buffer: String, start: &str, limit: &str) -> Self {
+        let mut text = buffer;
+        text.clear();
+        text.push_str(start);
+        text.push_str(limit);
+        Self {
+            text,
+            identity: None,
+        }
+    }
+
+    /// The key as stores keep it.
+    #[inline]
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The identity's part (`user=alice`); `None` for a global limit.
+    #[inline]
+    pub fn identity_part(&self) -> Option<&str> {
+        self.identity.map(|(begin, end)| &self.text[begin..end])
+    }
+
+    /// `{start}{identity}`: the key of the identity's block and plan when
+    /// `start` is the layer's prefix; `None` for a global limit.
+    #[inline]
+    pub fn identity_key(&self) -> Option<&str> {
+        self.identity.map(|(_, end)| &self.text[..end])
+    }
+
+    /// The key's text, to be kept or reused as a buffer.
+    #[inline]
+    pub fn into_string(self) -> String {
+        self.text
+    }
+}
+
+/// The key of the identity a key starts with: `key` up to the first `:`
+/// after `start` (the prefix and its `:`), an identity escaping its own.
+/// `{prefix}:user=alice:reply` gives `{prefix}:user=alice`, the key of
+/// that user's block and plan.
+///
+/// ```
+/// assert_eq!(
+///     limiter_core::identity_key_of("rate_limit:user=alice:reply", "rate_limit:".len()),
+///     Some("rate_limit:user=alice")
+/// );
+/// ```
+pub fn identity_key_of(key: &str, start: usize) -> Option<&str> {
+    let end = key
+        .get(start..)?
+        .find(':')
+        .map_or(key.len(), |at| start + at);
+    Some(&key[..end])
+}
+
+/// Whether `block_key`, the key of an identity's block, is a client
+/// address's: every other kind of identity carries a marker ending in `=`
+/// after the key's last `:`.
+pub(crate) fn names_address(block_key: &str) -> bool {
+    !block_key
+        .rsplit(':')
+        .next()
+        .unwrap_or(block_key)
+        .contains('=')
+}
+
 /// Appends `identity` to `key`, escaped and, when too long, hashed.
 ///
 /// `%`, `:`, `{`, `}`, spaces and control characters are percent-encoded, so

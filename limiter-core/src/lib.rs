@@ -74,8 +74,11 @@ pub use guard::{
     Guarded,
 };
 pub use hot::HotKeys;
-pub use identity::{Identity, IdentityKind, identity_key_of};
-pub use key::{HASHED_IDENTITY_PREFIX, MAX_IDENTITY_LEN, push_identity, push_identity_bytes};
+pub use identity::{Identity, IdentityKind};
+pub use key::{
+    HASHED_IDENTITY_PREFIX, Key, MAX_IDENTITY_LEN, identity_key_of, push_identity,
+    push_identity_bytes,
+};
 pub use limiter::{Attempt, DEFAULT_PREFIX, Limiter};
 pub use limiter_model::refund;
 pub use limiter_model::{

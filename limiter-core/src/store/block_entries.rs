@@ -84,7 +84,7 @@ impl Entries {
         let name: Arc<str> = match held {
             Some((name, _)) => Arc::clone(name),
             None => {
-                self.addresses += usize::from(is_address(key));
+                self.addresses += usize::from(crate::key::names_address(key));
                 Arc::from(key)
             }
         };
@@ -110,7 +110,7 @@ impl Entries {
         self.index(origin).remove(&(until, Arc::clone(&name)));
         if ends.last().is_none() {
             self.by_key.remove(key);
-            self.addresses -= usize::from(is_address(key));
+            self.addresses -= usize::from(crate::key::names_address(key));
         } else {
             self.by_key.insert(name, ends);
         }
@@ -151,12 +151,6 @@ fn full() -> crate::Error {
     crate::Error::Full(format!(
         "{MAX_BLOCKS} operator blocks are held already: lift one before blocking another key"
     ))
-}
-
-/// Whether `key` is a client address's: every other kind of identity
-/// carries a marker ending in `=` after the key's last `:`.
-fn is_address(key: &str) -> bool {
-    !key.rsplit(':').next().unwrap_or(key).contains('=')
 }
 
 pub(super) fn micros(duration: Duration) -> u64 {

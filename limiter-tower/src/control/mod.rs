@@ -367,11 +367,9 @@ impl Control {
             return None;
         }
         let start = limit.key_start.as_deref().unwrap_or(&self.key_start);
-        let mut key = String::from(start);
-        self.push_identity(&mut key, identity);
-        key.push(':');
-        key.push_str(&limit.name);
-        Some(key)
+        let push = |key: &mut String| self.push_identity(key, identity);
+        let key = limiter_core::Key::of_identity(String::new(), start, push, &limit.name);
+        Some(key.into_string())
     }
 }
 
