@@ -428,3 +428,56 @@ async fn a_store_failure_answers_alike_on_the_route_and_in_a_handler() {
         }
     }
 }
+
+/// A limit's allow and deny lists of identities answer alike on its route
+/// and in a handler: an allowed user passes unchecked, a denied one gets
+/// the lists' 403.
+#[tokio::test]
+async fn allow_and_deny_lists_answer_alike_on_the_route_and_in_a_handler() {
+    use axum::Router;
+    use axum::body::Body;
+    use axum::routing::post;
+    use limiter_tower::{
+        Identity, KeySource, LimitLayer, Limiter, MemoryStore, Policy, RateLimitLayer, Rule,
+    };
+    use tower::ServiceExt;
+
+    let policy = Policy::sliding_log([Rule::new(1, std::time::Duration::from_secs(60)).unwrap()]);
+    let limit = LimitLayer::new("listed", policy.unwrap(), KeySource::user())
+        .allow_identities(["vip"])
+        .deny_identities(["mallory"]);
+    let layer = RateLimitLayer::new(Limiter::new(MemoryStore::new()))
+        .user(|parts| Some(parts.headers.get("x-user-id")?.to_str().ok()?.to_owned()));
+    let control = layer.control().limit("POST /r", &limit);
+    let app: Router = Router::new()
+        .route("/r", post(|| async { "ok" }).layer(limit.clone()))
+        .layer(layer);
+    for (user, expected) in [("vip", [200, 200, 200]), ("mallory", [403, 403, 403])] {
+        let mut on_route = Vec::new();
+        let mut in_handler = Vec::new();
+        for _ in 0..3 {
+            let request = axum::http::Request::post("/r")
+                .header("x-user-id", user)
+                .body(Body::empty())
+                .unwrap();
+            on_route.push(
+                app.clone()
+                    .oneshot(request)
+                    .await
+                    .unwrap()
+                    .status()
+                    .as_u16(),
+            );
+            let attempt = control
+                .attempt_on(&limit, &Identity::user(user))
+                .await
+                .unwrap();
+            in_handler.push(match attempt.decision().allowed() {
+                true => 200,
+                false => attempt.too_many_requests().status().as_u16(),
+            });
+        }
+        assert_eq!((user, on_route), (user, expected.to_vec()));
+        assert_eq!((user, in_handler), (user, expected.to_vec()));
+    }
+}

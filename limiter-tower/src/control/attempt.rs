@@ -21,6 +21,7 @@ pub struct Attempt {
     decision: Decision,
     policy: Arc<Policy>,
     blocked: Option<Duration>,
+    deny_listed: bool,
     give_back: Option<GiveBack>,
 }
 
@@ -77,6 +78,7 @@ impl Control {
                 decision: Decision::blocked(&policy, left),
                 policy,
                 blocked: Some(left),
+                deny_listed: false,
                 give_back: None,
             });
         }
@@ -88,6 +90,7 @@ impl Control {
             decision: verdict.into_decision(&policy)?,
             policy,
             blocked: None,
+            deny_listed: false,
             give_back: receipt.map(|receipt| GiveBack::Key {
                 store: Arc::clone(&self.store),
                 key: full,
@@ -99,7 +102,11 @@ impl Control {
     /// Checks `limit` for `identity` as a request on its route would be
     /// checked, counting only if the outcome says so ([`attempt`](Self::attempt)):
     /// for a limit checked in a handler rather than on a route (the user is
-    /// in the body). It takes the route's steps: the identity's block (a
+    /// in the body). It takes the route's steps: the limit's and the router
+    /// layer's deny and allow lists, matched against the identity (a
+    /// denied identity's attempt is denied without end, and
+    /// [`too_many_requests`](Attempt::too_many_requests) is the lists' 403;
+    /// an allowed one passes unchecked), the identity's block (a
     /// blocked identity is denied for the block's time left, and counts
     /// nothing: [`Attempt::blocked`]), a live override of the limit (its
     /// rules, shadow mode, or off: then nothing is checked and the attempt
@@ -145,6 +152,7 @@ impl Control {
             decision: checked.decision,
             policy: checked.policy,
             blocked: checked.blocked,
+            deny_listed: checked.deny_listed,
             give_back: checked.refund.map(GiveBack::Limit),
         })
     }
@@ -219,8 +227,10 @@ impl Attempt {
     /// limit above the handler that counts by outcome never counts it as
     /// the handler's failure.
     pub fn too_many_requests(&self) -> Response {
+        let http = crate::response::Protocol::Http;
         match self.blocked {
-            Some(left) => crate::response::blocked(crate::response::Protocol::Http, left),
+            _ if self.deny_listed => crate::response::deny_listed(http),
+            Some(left) => crate::response::blocked(http, left),
             None => crate::too_many_requests(&self.decision, &self.policy),
         }
     }

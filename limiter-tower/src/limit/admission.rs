@@ -86,6 +86,8 @@ pub(crate) struct Checked {
     pub(crate) policy: Arc<Policy>,
     /// The block's time left, when the identity is blocked.
     pub(crate) blocked: Option<Duration>,
+    /// Whether a deny list refused the identity.
+    pub(crate) deny_listed: bool,
     /// What gives the check back, when it was asked for and recorded.
     pub(crate) refund: Option<Box<Refund>>,
 }
@@ -93,7 +95,8 @@ pub(crate) struct Checked {
 impl RouteLimit {
     /// Decides a check of `identity` (under `key`, its block under
     /// `block_key`) made without a request, taking the steps a request on
-    /// the limit's route takes: the identity's block, the policy in force
+    /// the limit's route takes: deny and allow lists, the identity's block,
+    /// the policy in force
     /// (a live override, else the limit's own), the store under the
     /// failure policy, the penalty, the decision counters, the top
     /// offenders and shadow mode. `refundable`: recorded so that it can be
@@ -113,8 +116,22 @@ impl RouteLimit {
             },
             policy,
             blocked,
+            deny_listed: false,
             refund: None,
         };
+        if self.lists_identity(context, identity, |common| &common.deny) {
+            self.record(Counted::DenyListed);
+            let policy = Arc::clone(&self.policy);
+            return Ok(Checked {
+                decision: Decision::blocked(&policy, Duration::MAX),
+                deny_listed: true,
+                ..unchecked(policy, None)
+            });
+        }
+        if self.lists_identity(context, identity, |common| &common.allow) {
+            self.record(Counted::Bypassed);
+            return Ok(unchecked(Arc::clone(&self.policy), None));
+        }
         let blocks = context.store.capabilities().as_blocks();
         if self.honours_blocks
             && let Some(left) = blocks.and_then(|blocks| blocks.blocked(&block_key))
@@ -181,6 +198,7 @@ impl RouteLimit {
             decision,
             policy,
             blocked: None,
+            deny_listed: false,
             refund: admission.refund,
         })
     }

@@ -106,6 +106,36 @@ impl RouteLimit {
         false
     }
 
+    /// Whether the list `list` picks, of the limit's or the router layer's
+    /// settings, holds `identity`, for a check made without a request: an
+    /// address by the list's networks, any identity by the list's
+    /// identities.
+    pub(crate) fn lists_identity(
+        &self,
+        context: &Context,
+        identity: &limiter_core::Identity,
+        list: impl Fn(&Common) -> &ClientList,
+    ) -> bool {
+        let lists = [
+            self.business.as_deref().map(|r| list(&r.common)),
+            context.business.as_deref().map(&list),
+        ];
+        let mut lists = lists
+            .into_iter()
+            .flatten()
+            .filter(|l| !l.is_empty())
+            .peekable();
+        if lists.peek().is_none() {
+            return false;
+        }
+        let mut text = String::new();
+        identity.push_key(&mut text);
+        let address = identity
+            .address()
+            .and_then(|(ip, prefix)| prefix.is_none().then_some(ip));
+        lists.any(|l| address.is_some_and(|ip| l.holds_ip(ip)) || l.holds_identity(&text))
+    }
+
     /// Whether a live override may hold on this limit: the store holds
     /// some (one load when it holds none).
     #[inline]
