@@ -29,12 +29,12 @@ pub const HASHED_IDENTITY_PREFIX: &str = "%sha256-";
 /// ```
 /// use limiter_core::{Identity, Key};
 ///
-/// let key = Key::of_identity(String::new(), "rate_limit:", |k| Identity::user("a:b").push_key(k), "replies");
+/// let key = Key::of_identity("rate_limit:", |k| Identity::user("a:b").push_key(k), "replies");
 /// assert_eq!(key.as_str(), "rate_limit:user=a%3Ab:replies");
 /// assert_eq!(key.identity_part(), Some("user=a%3Ab"));
 /// assert_eq!(key.identity_key(), Some("rate_limit:user=a%3Ab"));
 ///
-/// let global = Key::global(String::new(), "rate_limit:", "feed");
+/// let global = Key::global("rate_limit:", "feed");
 /// assert_eq!((global.as_str(), global.identity_part()), ("rate_limit:feed", None));
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -42,47 +42,61 @@ pub struct Key {
     text: String,
     /// Where the identity's part starts and ends in `text`; `None` for a
     /// global limit's key.
-    identity: Option<(usize, usize)>,
+    identity: Option<(u32, u32)>,
 }
 
 impl Key {
-    /// `{start}{identity}:{limit}` written into `buffer` (cleared first, so
-    /// a buffer can be reused), `push_identity` appending the identity's
-    /// part (its kind's marker and its escaped value, as
+    /// An empty key, a buffer to [`set`](Self::set).
+    pub const fn new() -> Self {
+        Self {
+            text: String::new(),
+            identity: None,
+        }
+    }
+
+    /// `{start}{identity}:{limit}`, `push_identity` appending the
+    /// identity's part (its kind's marker and its escaped value, as
     /// [`Identity::push_key`](crate::Identity::push_key) writes them).
     #[inline]
-    pub fn of_identity(
-        buffer: String,
-        start: &str,
-        push_identity: impl FnOnce(&mut String),
-        limit: &str,
-    ) -> Self {
-        let mut text = buffer;
+    pub fn of_identity(start: &str, push_identity: impl FnOnce(&mut String), limit: &str) -> Self {
+        let mut key = Self::new();
+        key.set(start, push_identity, limit);
+        key
+    }
+
+    /// A global limit's key, `{start}{limit}`.
+    #[inline]
+    pub fn global(start: &str, limit: &str) -> Self {
+        let mut key = Self::new();
+        key.set_global(start, limit);
+        key
+    }
+
+    /// Makes this key [`of_identity`](Self::of_identity)'s, reusing its
+    /// buffer.
+    #[inline]
+    pub fn set(&mut self, start: &str, push_identity: impl FnOnce(&mut String), limit: &str) {
+        let text = &mut self.text;
         text.clear();
         text.reserve(start.len() + limit.len() + 48);
         text.push_str(start);
         let begin = text.len();
-        push_identity(&mut text);
+        push_identity(text);
         let end = text.len();
         text.push(':');
         text.push_str(limit);
-        Self {
-            text,
-            identity: Some((begin, end)),
-        }
+        // Keys are far shorter than 4 GiB: an identity is hashed past 128
+        // bytes.
+        self.identity = Some((begin as u32, end as u32));
     }
 
-    /// A global limit's key, `{start}{limit}`, written into `buffer`.
+    /// Makes this key [`global`](Self::global)'s, reusing its buffer.
     #[inline]
-    pub fn global(buffer: String, start: &str, limit: &str) -> Self {
-        let mut text = buffer;
-        text.clear();
-        text.push_str(start);
-        text.push_str(limit);
-        Self {
-            text,
-            identity: None,
-        }
+    pub fn set_global(&mut self, start: &str, limit: &str) {
+        self.text.clear();
+        self.text.push_str(start);
+        self.text.push_str(limit);
+        self.identity = None;
     }
 
     /// The key as stores keep it.
@@ -94,20 +108,46 @@ impl Key {
     /// The identity's part (`user=alice`); `None` for a global limit.
     #[inline]
     pub fn identity_part(&self) -> Option<&str> {
-        self.identity.map(|(begin, end)| &self.text[begin..end])
+        let (begin, end) = self.identity?;
+        self.text.get(begin as usize..end as usize)
     }
 
     /// `{start}{identity}`: the key of the identity's block and plan when
     /// `start` is the layer's prefix; `None` for a global limit.
     #[inline]
     pub fn identity_key(&self) -> Option<&str> {
-        self.identity.map(|(_, end)| &self.text[..end])
+        let (_, end) = self.identity?;
+        self.text.get(..end as usize)
     }
 
-    /// The key's text, to be kept or reused as a buffer.
+    /// The key's text.
     #[inline]
     pub fn into_string(self) -> String {
         self.text
+    }
+
+    /// [`identity_key`](Self::identity_key) read from a limit's key kept as
+    /// text (a reused buffer, where the plain path keeps it): `text` is
+    /// `{start}{identity}:{limit}`.
+    ///
+    /// ```
+    /// use limiter_core::Key;
+    ///
+    /// let text = "rate_limit:user=a%3Ab:replies";
+    /// assert_eq!(Key::identity_key_in(text, "replies"), Some("rate_limit:user=a%3Ab"));
+    /// assert_eq!(Key::identity_part_in(text, "rate_limit:", "replies"), Some("user=a%3Ab"));
+    /// assert_eq!(Key::identity_key_in("feed", "replies"), None);
+    /// ```
+    #[inline]
+    pub fn identity_key_in<'a>(text: &'a str, limit: &str) -> Option<&'a str> {
+        text.strip_suffix(limit)?.strip_suffix(':')
+    }
+
+    /// [`identity_part`](Self::identity_part) read from a limit's key kept
+    /// as text, `{start}{identity}:{limit}`.
+    #[inline]
+    pub fn identity_part_in<'a>(text: &'a str, start: &str, limit: &str) -> Option<&'a str> {
+        Self::identity_key_in(text, limit)?.strip_prefix(start)
     }
 }
 

@@ -368,7 +368,7 @@ impl Control {
         }
         let start = limit.key_start.as_deref().unwrap_or(&self.key_start);
         let push = |key: &mut String| self.push_identity(key, identity);
-        let key = limiter_core::Key::of_identity(String::new(), start, push, &limit.name);
+        let key = limiter_core::Key::of_identity(start, push, &limit.name);
         Some(key.into_string())
     }
 }

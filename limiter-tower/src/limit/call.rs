@@ -20,7 +20,6 @@ use super::route::RouteLimit;
 use crate::context::Context;
 use crate::misconfigured::Missing;
 use crate::scope::Current;
-use limiter_core::Key;
 
 thread_local! {
     /// The key buffer of this thread's checks, reused so that a check on a
@@ -81,21 +80,19 @@ impl RouteLimit {
             self.record(Counted::Bypassed);
             return Next::UNCHECKED;
         }
-        let key = match self.write_key(KEY_BUFFER.take(), context, request) {
-            Ok(key) => key,
-            Err((no_key, buffer)) => {
-                KEY_BUFFER.set(buffer);
-                return self.refuse(no_key, context, request);
-            }
-        };
+        let mut key = KEY_BUFFER.take();
+        if let Err(no_key) = self.write_key(&mut key, context, request) {
+            KEY_BUFFER.set(key);
+            return self.refuse(no_key, context, request);
+        }
         if tracing::enabled!(tracing::Level::DEBUG) {
-            tracing::debug!(limit = %self.name, key = key.as_str(), "checking");
+            tracing::debug!(limit = %self.name, %key, "checking");
         }
         if self.honours_blocks
             && let Some(left) = self.block_of(&key, context, request)
         {
             let next = self.blocked(left, context, request);
-            KEY_BUFFER.set(key.into_string());
+            KEY_BUFFER.set(key);
             return next;
         }
         // The override itself is looked up on the cold path: the plain
@@ -104,7 +101,7 @@ impl RouteLimit {
             let checks = match self.business_checks(context, request) {
                 Ok(Some(checks)) => checks,
                 not_checked => {
-                    KEY_BUFFER.set(key.into_string());
+                    KEY_BUFFER.set(key);
                     return match not_checked {
                         Err(refused) => Next::Respond(refused),
                         Ok(_) => Next::UNCHECKED,
@@ -121,10 +118,7 @@ impl RouteLimit {
         };
         // The decision step of `answer`, without wrapping the decision,
         // read where the store wrote it.
-        let next = match &context
-            .store
-            .check_now(key.as_str(), reading.policy(self), cost)
-        {
+        let next = match &context.store.check_now(&key, reading.policy(self), cost) {
             Some(Ok(decision)) => {
                 let counted = Counted::by_store(decision);
                 self.on_decision(decision, counted, context, &reading, request)
@@ -135,12 +129,17 @@ impl RouteLimit {
                 return self.pending(context, key, checks);
             }
         };
-        KEY_BUFFER.set(key.into_string());
+        KEY_BUFFER.set(key);
         next
     }
 
     /// The wait for the store's answer.
-    fn pending(self: &Arc<Self>, context: &Arc<Context>, key: Key, checks: RequestChecks) -> Next {
+    fn pending(
+        self: &Arc<Self>,
+        context: &Arc<Context>,
+        key: String,
+        checks: RequestChecks,
+    ) -> Next {
         let policy = checks.reading.policy(self);
         let rate = checks.cost.map(|cost| (Arc::clone(policy), cost));
         let penalty = checks
@@ -148,7 +147,7 @@ impl RouteLimit {
             .map(|penalty| (penalty, self.block_key(&key, context)));
         let pending = admit(Checks {
             store: Arc::clone(&context.store),
-            key: key.into_string(),
+            key,
             rate,
             concurrency: checks.concurrency,
             // `None`: the failure policy of whoever guards the store.

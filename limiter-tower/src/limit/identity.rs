@@ -24,66 +24,59 @@ pub(crate) enum NoKey {
 }
 
 impl RouteLimit {
-    /// The request's key for this limit, `{prefix}:{identity}:{name}`, or
-    /// `{prefix}:{name}` for a global limit, written into `buffer`; or why
-    /// there is none, with `buffer` back.
+    /// Writes `{prefix}:{identity}:{name}`, or `{prefix}:{name}` for a global
+    /// limit, into `key` (cleared first, so a buffer can be reused).
     pub(crate) fn write_key<B>(
         &self,
-        buffer: String,
+        key: &mut String,
         context: &Context,
         request: &mut Request<B>,
-    ) -> Result<Key, (NoKey, String)> {
+    ) -> Result<(), NoKey> {
         let start = self.key_start.as_deref().unwrap_or(&context.key_start);
+        key.clear();
+        key.reserve(start.len() + self.name.len() + 48);
+        key.push_str(start);
         let present = |identity: Option<String>| identity.filter(|i| !i.is_empty());
-        let name = &*self.name;
         match &self.source.0 {
             Source::Ip => {
                 let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<SocketAddr>>()
                 else {
-                    return Err((NoKey::NotSetUp(Missing::PeerAddress), buffer));
+                    return Err(NoKey::NotSetUp(Missing::PeerAddress));
                 };
                 match context.client_ip.resolve(peer.ip(), request.headers()) {
-                    IpAddr::V4(v4) => {
-                        Ok(Key::of_identity(buffer, start, |k| push_ipv4(k, v4), name))
-                    }
-                    v6 => {
-                        let push = |k: &mut String| context.client_ip.push_identity(k, v6);
-                        Ok(Key::of_identity(buffer, start, push, name))
-                    }
+                    IpAddr::V4(v4) => push_ipv4(key, v4),
+                    v6 => context.client_ip.push_identity(key, v6),
                 }
             }
             Source::User => {
                 let Some(resolve) = &context.user else {
-                    return Err((NoKey::NotSetUp(Missing::UserResolver), buffer));
+                    return Err(NoKey::NotSetUp(Missing::UserResolver));
                 };
-                match present(with_parts(request, |parts| resolve(parts))) {
-                    Some(user) => {
-                        let push = |k: &mut String| Identity::push_user_key(k, user.as_bytes());
-                        Ok(Key::of_identity(buffer, start, push, name))
-                    }
-                    None => Err((NoKey::NotInRequest, buffer)),
-                }
+                let user = present(with_parts(request, |parts| resolve(parts)))
+                    .ok_or(NoKey::NotInRequest)?;
+                Identity::push_user_key(key, user.as_bytes());
             }
             Source::Header(header) => {
-                match request.headers().get(header).filter(|v| !v.is_empty()) {
-                    Some(value) => {
-                        let push = |k: &mut String| {
-                            Identity::push_header_key(k, header.as_str(), value.as_bytes())
-                        };
-                        Ok(Key::of_identity(buffer, start, push, name))
-                    }
-                    None => Err((NoKey::NotInRequest, buffer)),
-                }
+                let value = request
+                    .headers()
+                    .get(header)
+                    .filter(|v| !v.is_empty())
+                    .ok_or(NoKey::NotInRequest)?;
+                Identity::push_header_key(key, header.as_str(), value.as_bytes());
             }
-            Source::Global => Ok(Key::global(buffer, start, name)),
-            Source::Custom(resolve) => match present(with_parts(request, |parts| resolve(parts))) {
-                Some(value) => {
-                    let push = |k: &mut String| Identity::push_custom_key(k, value.as_bytes());
-                    Ok(Key::of_identity(buffer, start, push, name))
-                }
-                None => Err((NoKey::NotInRequest, buffer)),
-            },
+            Source::Global => {
+                key.push_str(&self.name);
+                return Ok(());
+            }
+            Source::Custom(resolve) => {
+                let identity = present(with_parts(request, |parts| resolve(parts)))
+                    .ok_or(NoKey::NotInRequest)?;
+                Identity::push_custom_key(key, identity.as_bytes());
+            }
         }
+        key.push(':');
+        key.push_str(&self.name);
+        Ok(())
     }
 
     /// How long the request stays blocked: the block of its identity for
@@ -94,7 +87,7 @@ impl RouteLimit {
     #[inline(always)]
     pub(crate) fn block_of<B>(
         &self,
-        key: &Key,
+        key: &str,
         context: &Context,
         request: &Request<B>,
     ) -> Option<Duration> {
@@ -110,17 +103,17 @@ impl RouteLimit {
     #[inline(never)]
     fn block_in_list<B>(
         &self,
-        key: &Key,
+        key: &str,
         context: &Context,
         request: &Request<B>,
     ) -> Option<Duration> {
         let blocks = context.store.capabilities().as_blocks()?;
-        let own = match (key.identity_key(), &self.key_start) {
-            (None, _) => None,
+        let own = match (&self.source.0, &self.key_start) {
+            (Source::Global, _) => None,
             // The key starts with the block's key: read it in place (this
             // runs on every request while the store holds any block).
-            (Some(identity_key), None) => blocks.blocked(identity_key),
-            (Some(_), Some(_)) => blocks.blocked(&self.block_key(key, context)),
+            (_, None) => Key::identity_key_in(key, &self.name).and_then(|k| blocks.blocked(k)),
+            (_, Some(_)) => blocks.blocked(&self.block_key(key, context)),
         };
         let address = match (&self.source.0, &context.blocks) {
             // The identity is the address: its block was read above.
@@ -138,11 +131,11 @@ impl RouteLimit {
         own.max(address)
     }
 
-    /// The key of the block of `key`'s identity (see [`block_of`](Self::block_of)),
-    /// under the router layer's prefix.
-    pub(crate) fn block_key(&self, key: &Key, context: &Context) -> String {
+    /// The key of the block of `key`'s identity (see [`block_of`](Self::block_of)).
+    pub(crate) fn block_key(&self, key: &str, context: &Context) -> String {
+        let start = self.key_start.as_deref().unwrap_or(&context.key_start);
         let mut block_key = String::from(&*context.key_start);
-        block_key.push_str(key.identity_part().unwrap_or_default());
+        block_key.push_str(Key::identity_part_in(key, start, &self.name).unwrap_or_default());
         block_key
     }
 
