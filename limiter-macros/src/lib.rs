@@ -303,7 +303,7 @@ mod tests;
 /// | `deny = ["203.0.113.0/24"]`, `deny_identities = ["spammer"]` | refused with 403 |
 /// | `penalty(after = 3, within = 10m, block = [15m, 1h])` | after 3 denials within 10 min the identity is blocked 15 min, then 1 h on the next offence |
 /// | `count_when = path::to::fn` | `fn(http::StatusCode, &http::HeaderMap) -> bool`: only the responses it answers `true` for count; the others are given back |
-/// | `count_failures` | only responses of status 400 or more count (a failed login) |
+/// | `count_failures` | only responses of status 400 or more count (a failed login); a response limiter made itself (another limit's 429, a block) never counts |
 ///
 /// Counting by outcome records each request when it is admitted (so
 /// concurrent requests count while in flight) and gives it back once its
