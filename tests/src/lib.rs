@@ -603,3 +603,18 @@ impl RedisServer {
         String::from_utf8_lossy(&output.stdout).into_owned()
     }
 }
+
+/// This test binary's metrics recorder, installed on first use: what a
+/// test reads its counters and histograms from.
+pub fn metrics_snapshotter() -> &'static metrics_util::debugging::Snapshotter {
+    static SNAPSHOTTER: std::sync::OnceLock<metrics_util::debugging::Snapshotter> =
+        std::sync::OnceLock::new();
+    SNAPSHOTTER.get_or_init(|| {
+        let recorder = metrics_util::debugging::DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        recorder
+            .install()
+            .expect("the only recorder of this binary");
+        snapshotter
+    })
+}

@@ -3,26 +3,18 @@
 //! may have run is not sent again. One test binary of its own: it reads
 //! the process's metrics.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use limiter_core::{GuardConfig, Guarded, OnStoreError, Policy, Rule, Verdict};
 use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::RedisServer;
-use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use metrics_util::debugging::{DebugValue, Snapshotter};
 
 const CHECKS: usize = 200;
 
 fn snapshotter() -> &'static Snapshotter {
-    static SNAPSHOTTER: OnceLock<Snapshotter> = OnceLock::new();
-    SNAPSHOTTER.get_or_init(|| {
-        let recorder = DebuggingRecorder::new();
-        let snapshotter = recorder.snapshotter();
-        recorder
-            .install()
-            .expect("the only recorder of this binary");
-        snapshotter
-    })
+    limiter_tests::metrics_snapshotter()
 }
 
 /// What was recorded since the last call (a snapshot drains the recorder).

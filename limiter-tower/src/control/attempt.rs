@@ -70,7 +70,7 @@ impl Control {
     /// # }).unwrap();
     /// ```
     pub async fn attempt(&self, key: &str, policy: &Policy) -> Result<Attempt, Error> {
-        let mut full = String::from(&*self.key_start);
+        let mut full = String::from(&*self.context.key_start);
         full.push_str(key);
         let policy = Arc::new(policy.clone());
         if let Some(left) = self.block_of_key(&full) {
@@ -82,7 +82,7 @@ impl Control {
                 give_back: None,
             });
         }
-        let refunds = required(self.store.capabilities().as_refunds(), COUNTING)?;
+        let refunds = required(self.context.store.capabilities().as_refunds(), COUNTING)?;
         let (verdict, receipt) = refunds
             .check_refundable_or(&full, &policy, policy.cost(), None)
             .await?;
@@ -92,7 +92,7 @@ impl Control {
             blocked: None,
             deny_listed: false,
             give_back: receipt.map(|receipt| GiveBack::Key {
-                store: Arc::clone(&self.store),
+                store: Arc::clone(&self.context.store),
                 key: full,
                 receipt,
             }),

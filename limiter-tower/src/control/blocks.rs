@@ -83,7 +83,12 @@ impl Control {
     /// changed: [`Error::Unsupported`] naming `what` for a store without.
     fn every_block_store(&self, what: &'static str) -> Result<Vec<(&Control, &dyn Blocks)>, Error> {
         (self.parts())
-            .map(|part| Ok((part, required(part.store.capabilities().as_blocks(), what)?)))
+            .map(|part| {
+                Ok((
+                    part,
+                    required(part.context.store.capabilities().as_blocks(), what)?,
+                ))
+            })
             .collect()
     }
 }

@@ -22,8 +22,7 @@ use std::sync::Arc;
 
 use limiter_core::{Decision, Error, Identity, IdentityKind, Policy, required};
 
-use crate::client_ip::ClientIp;
-use crate::context::{Context, DynStore};
+use crate::context::Context;
 use crate::key::Source;
 use crate::limit::LimitLayer;
 use crate::limit::RouteLimit;
@@ -71,9 +70,6 @@ pub struct Control {
     /// The router layer's settings, which checks made through this handle
     /// are decided under, as its requests are.
     context: Arc<Context>,
-    store: Arc<dyn DynStore>,
-    key_start: Box<str>,
-    client_ip: ClientIp,
     limits: Arc<[Named]>,
     api_key_header: Box<str>,
     /// Other layers' handles, whose limits this one answers for too
@@ -93,9 +89,6 @@ impl Control {
     pub(crate) fn new(context: &Arc<Context>) -> Self {
         Self {
             context: Arc::clone(context),
-            store: Arc::clone(&context.store),
-            key_start: context.key_start.clone(),
-            client_ip: context.client_ip.clone(),
             limits: Arc::new([]),
             api_key_header: router::DEFAULT_API_KEY_HEADER.into(),
             merged: Arc::new([]),
@@ -196,13 +189,13 @@ impl Control {
     /// # }).unwrap();
     /// ```
     pub async fn check(&self, key: &str, policy: &Policy) -> Result<Decision, Error> {
-        let mut full = String::from(&*self.key_start);
+        let mut full = String::from(&*self.context.key_start);
         full.push_str(key);
         if let Some(left) = self.block_of_key(&full) {
             return Ok(Decision::blocked(policy, left));
         }
         let policy = Arc::new(policy.clone());
-        let (verdict, _) = Arc::clone(&self.store)
+        let (verdict, _) = Arc::clone(&self.context.store)
             .check_owned(full, Arc::clone(&policy), policy.cost(), None)
             .await;
         let verdict = verdict?;
@@ -228,7 +221,7 @@ impl Control {
                 let policy = in_force.policy.unwrap_or(&limit.policy);
                 let decision = if in_force.checked {
                     let peek = required(
-                        part.store.capabilities().as_peek(),
+                        part.context.store.capabilities().as_peek(),
                         "reading a key without counting",
                     )?;
                     peek.peek(&key, policy, policy.cost()).await?
@@ -264,7 +257,10 @@ impl Control {
     /// Forgets `keys` (this handle's limits') in its store.
     async fn reset_keys(&self, keys: Vec<(&Named, String)>) -> Result<usize, Error> {
         let count = keys.len();
-        let resets = required(self.store.capabilities().as_reset(), "resetting a key")?;
+        let resets = required(
+            self.context.store.capabilities().as_reset(),
+            "resetting a key",
+        )?;
         for (named, key) in keys {
             let policy = &named.limit.policy;
             let penalized = named
@@ -291,7 +287,7 @@ impl Control {
     pub async fn assign_plan(&self, identity: &Identity, plan: Option<&str>) -> Result<(), Error> {
         let key = self.identity_key(identity);
         required(
-            self.store.capabilities().as_plan_assignments(),
+            self.context.store.capabilities().as_plan_assignments(),
             "plan assignments",
         )?
         .assign_plan(&key, plan)
@@ -301,13 +297,13 @@ impl Control {
     /// The plan `identity` has, as this instance knows it now (without a
     /// call); `None` for the default.
     pub fn assigned_plan(&self, identity: &Identity) -> Option<Arc<str>> {
-        let plans = self.store.capabilities().as_plan_assignments()?;
+        let plans = self.context.store.capabilities().as_plan_assignments()?;
         plans.assigned_plan(&self.identity_key(identity))
     }
 
     /// How many identities have a plan other than the default.
     pub fn assigned_plans(&self) -> usize {
-        let plans = self.store.capabilities().as_plan_assignments();
+        let plans = self.context.store.capabilities().as_plan_assignments();
         plans.map_or(0, |plans| plans.assigned_plans())
     }
 
@@ -315,21 +311,21 @@ impl Control {
     /// key up to its first `:` after the prefix (an identity escapes its
     /// own), as [`Identity::push_key`] and `:{action}` build it.
     fn block_of_key(&self, full: &str) -> Option<std::time::Duration> {
-        let identity = limiter_core::identity_key_of(full, self.key_start.len())?;
+        let identity = limiter_core::identity_key_of(full, self.context.key_start.len())?;
         self.block_of(identity)
     }
 
     /// How long the block of `key` (an identity's) lasts, as this instance
     /// knows it.
     fn block_of(&self, key: &str) -> Option<std::time::Duration> {
-        self.store.capabilities().as_blocks()?.blocked(key)
+        self.context.store.capabilities().as_blocks()?.blocked(key)
     }
 
     /// `{prefix}:{identity}`: the key of its block and plan, and how its
     /// limits' keys start. An address is written as the layer's requests
     /// write it (an IPv6 address as its network).
     fn identity_key(&self, identity: &Identity) -> String {
-        let mut key = String::from(&*self.key_start);
+        let mut key = String::from(&*self.context.key_start);
         self.push_identity(&mut key, identity);
         key
     }
@@ -337,7 +333,7 @@ impl Control {
     fn push_identity(&self, key: &mut String, identity: &Identity) {
         match identity.address() {
             // An IPv4-mapped address is the IPv4 one, as the layer finds it.
-            Some((ip, None)) => self.client_ip.push_identity(key, ip.to_canonical()),
+            Some((ip, None)) => self.context.client_ip.push_identity(key, ip.to_canonical()),
             _ => identity.push_key(key),
         }
     }
@@ -366,7 +362,10 @@ impl Control {
         if !counts_by_kind {
             return None;
         }
-        let start = limit.key_start.as_deref().unwrap_or(&self.key_start);
+        let start = limit
+            .key_start
+            .as_deref()
+            .unwrap_or(&self.context.key_start);
         let push = |key: &mut String| self.push_identity(key, identity);
         let key = limiter_core::Key::of_identity(start, push, &limit.name);
         Some(key.into_string())
@@ -376,7 +375,7 @@ impl Control {
 impl fmt::Debug for Control {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Control")
-            .field("key_start", &self.key_start)
+            .field("key_start", &self.context.key_start)
             .field(
                 "limits",
                 &self.limits.iter().map(|n| &*n.route).collect::<Vec<_>>(),

@@ -161,7 +161,7 @@ impl Control {
         let (part, named) = self.named(limit)?;
         validate_override_duration(duration)?;
         let value = value.for_limit(limit, &named.limit.policy)?;
-        let overrides = required(part.store.capabilities().as_overrides(), OVERRIDES)?;
+        let overrides = required(part.context.store.capabilities().as_overrides(), OVERRIDES)?;
         overrides.set_override(limit, &value, duration).await
     }
 
@@ -202,7 +202,7 @@ impl Control {
     /// error.
     pub async fn clear_override(&self, limit: &str) -> Result<(), Error> {
         let (part, _) = self.named(limit)?;
-        let overrides = required(part.store.capabilities().as_overrides(), OVERRIDES)?;
+        let overrides = required(part.context.store.capabilities().as_overrides(), OVERRIDES)?;
         overrides.clear_override(limit).await
     }
 
@@ -212,7 +212,7 @@ impl Control {
         let mut states: Vec<OverrideState> = self
             .parts()
             .flat_map(|part| {
-                let listed = part.store.capabilities().as_overrides();
+                let listed = part.context.store.capabilities().as_overrides();
                 let listed = listed.map(|o| o.overrides()).unwrap_or_default();
                 listed
                     .into_iter()

@@ -5,7 +5,6 @@
 //! same decision counters and the same top offenders.
 
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -14,9 +13,9 @@ use axum::body::Body;
 use axum::routing::post;
 use limiter_tower::{
     Control, Identity, KeySource, LimitLayer, Limiter, ManualClock, MemoryStore, Override, Penalty,
-    Policy, RateLimitLayer, Rule,
+    Policy, RateLimitLayer, Rule, Store,
 };
-use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use metrics_util::debugging::{DebugValue, Snapshotter};
 use proptest::prelude::*;
 use serde_json::Value;
 use tower::ServiceExt;
@@ -25,15 +24,7 @@ const T0: Duration = Duration::from_secs(1_750_000_000);
 const USERS: [&str; 3] = ["ann", "bob", "cy"];
 
 fn snapshotter() -> &'static Snapshotter {
-    static SNAPSHOTTER: OnceLock<Snapshotter> = OnceLock::new();
-    SNAPSHOTTER.get_or_init(|| {
-        let recorder = DebuggingRecorder::new();
-        let snapshotter = recorder.snapshotter();
-        recorder
-            .install()
-            .expect("the only recorder of this binary");
-        snapshotter
-    })
+    limiter_tests::metrics_snapshotter()
 }
 
 #[derive(Debug, Clone)]
@@ -79,14 +70,8 @@ impl World {
         let policy = Policy::sliding_log([Rule::new(3, Duration::from_secs(60)).unwrap()]).unwrap();
         let penalty = Penalty::new(2, Duration::from_secs(60), [Duration::from_secs(30)]).unwrap();
         let limit = LimitLayer::new(&name, policy, KeySource::user()).penalty(penalty);
-        let layer = RateLimitLayer::new(Limiter::new(MemoryStore::with_clock(clock.clone())))
-            .user(|parts| Some(parts.headers.get("x-user-id")?.to_str().ok()?.to_owned()));
-        let control = layer.control().limit("POST /r", &limit);
-        let app = through_route.then(|| {
-            Router::new()
-                .route("/r", post(|| async { "ok" }).layer(limit.clone()))
-                .layer(layer)
-        });
+        let (app, control) = on_route(Limiter::new(MemoryStore::with_clock(clock.clone())), &limit);
+        let app = through_route.then_some(app);
         Self {
             name,
             limit,
@@ -99,30 +84,8 @@ impl World {
     /// A check of `user`'s: the status its request gets.
     async fn check(&self, user: &str) -> u16 {
         match &self.app {
-            Some(app) => {
-                let request = axum::http::Request::post("/r")
-                    .header("x-user-id", user)
-                    .body(Body::empty())
-                    .unwrap();
-                app.clone()
-                    .oneshot(request)
-                    .await
-                    .unwrap()
-                    .status()
-                    .as_u16()
-            }
-            None => {
-                let attempt = self
-                    .control
-                    .attempt_on(&self.limit, &Identity::user(user))
-                    .await
-                    .unwrap();
-                if attempt.decision().allowed() {
-                    200
-                } else {
-                    attempt.too_many_requests().status().as_u16()
-                }
-            }
+            Some(app) => route_status(app, user).await,
+            None => handler_status(&self.control, &self.limit, user).await,
         }
     }
 
@@ -133,27 +96,17 @@ impl World {
         match op {
             Op::Check(u) => return Some(self.check(USERS[*u]).await),
             Op::Advance(seconds) => self.clock.advance(Duration::from_secs(*seconds)),
-            Op::OverrideRules(n) => {
-                let rules = Policy::sliding_log([Rule::new(*n, minute).unwrap()]).unwrap();
-                let value = Override::rules(rules);
-                self.control
-                    .set_override(&self.name, value, minute)
-                    .await
-                    .unwrap();
-            }
-            Op::OverrideShadow => {
-                let value = Override::shadow();
-                self.control
-                    .set_override(&self.name, value, minute)
-                    .await
-                    .unwrap();
-            }
-            Op::OverrideOff => {
-                let value = Override::off();
-                self.control
-                    .set_override(&self.name, value, minute)
-                    .await
-                    .unwrap();
+            Op::OverrideRules(_) | Op::OverrideShadow | Op::OverrideOff => {
+                let value = match op {
+                    Op::OverrideRules(n) => {
+                        let rules = Policy::sliding_log([Rule::new(*n, minute).unwrap()]);
+                        Override::rules(rules.unwrap())
+                    }
+                    Op::OverrideShadow => Override::shadow(),
+                    _ => Override::off(),
+                };
+                let set = self.control.set_override(&self.name, value, minute);
+                set.await.unwrap();
             }
             Op::ClearOverride => self.control.clear_override(&self.name).await.unwrap(),
             Op::Block(u, seconds) => {
@@ -214,6 +167,46 @@ fn counters() -> Counters {
             .or_default() += n;
     }
     counters
+}
+
+/// `limit` alone on `POST /r`, under a router layer on `limiter` that
+/// names users by `x-user-id`; and the layer's control handle answering
+/// for `limit`.
+pub(super) fn on_route<S: Store + Clone>(
+    limiter: Limiter<S>,
+    limit: &LimitLayer,
+) -> (Router, Control) {
+    let layer = RateLimitLayer::new(limiter)
+        .user(|parts| Some(parts.headers.get("x-user-id")?.to_str().ok()?.to_owned()));
+    let control = layer.control().limit("POST /r", limit);
+    let app = Router::new()
+        .route("/r", post(|| async { "ok" }).layer(limit.clone()))
+        .layer(layer);
+    (app, control)
+}
+
+/// The status of `user`'s `POST /r`.
+pub(super) async fn route_status(app: &Router, user: &str) -> u16 {
+    let request = axum::http::Request::post("/r")
+        .header("x-user-id", user)
+        .body(Body::empty())
+        .unwrap();
+    let response = app.clone().oneshot(request).await.unwrap();
+    response.status().as_u16()
+}
+
+/// The status a handler answers for `user`'s attempt on `limit`: 200 when
+/// allowed, else the attempt's own refusal.
+pub(super) async fn handler_status(control: &Control, limit: &LimitLayer, user: &str) -> u16 {
+    let attempt = control
+        .attempt_on(limit, &Identity::user(user))
+        .await
+        .unwrap();
+    if attempt.decision().allowed() {
+        200
+    } else {
+        attempt.too_many_requests().status().as_u16()
+    }
 }
 
 static CASE: AtomicUsize = AtomicUsize::new(0);
