@@ -75,6 +75,7 @@ mod business;
 mod client_ip;
 mod context;
 mod control;
+mod counters;
 mod key;
 mod limit;
 mod misconfigured;

@@ -4,6 +4,7 @@
 //! none of it costs a request anything when it is not configured.
 
 mod clients;
+mod limit_setters;
 
 use std::fmt;
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use limiter_core::{ConcurrencyLimit, MaxWait, Plan};
 
 pub(crate) use clients::ClientList;
 
-use crate::limit::counters::{DecisionCounters, ShadowCounter};
+use crate::counters::{DecisionCounters, ShadowCounter};
 use crate::response::RouteFields;
 
 /// Finds the plan of a request: `None` keeps the limit's own policy.

@@ -1,22 +1,24 @@
-//! The store's part of a request's admission when the store does not
-//! decide at once, owned so it runs in the limit's future: the permit
-//! first, then the rate, each waiting in turn when the limit waits.
+//! The store's part of a check when the store does not decide at once,
+//! owned so it runs in the limit's future: the permit first, then the
+//! rate, each waiting in turn when the limit waits; then the penalty.
+//! What must end even when the request goes away runs
+//! [detached](Detached): a penalty counted and its block, and the refund
+//! of a request whose response says it does not count.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use limiter_core::{
-    Acquired, ConcurrencyLimit, Decision, Error, Identity, OnStoreError, Override, OverrideMode,
-    Penalty, Policy, Verdict, Waiters, required,
+    Acquired, ConcurrencyLimit, Error, OnStoreError, Penalty, Policy, Receipt, Verdict, Waiters,
+    required,
 };
 
-use super::counters::Counted;
-use super::detached::Detached;
-use super::refund::Refund;
-use super::route::RouteLimit;
 use crate::business::CountWhen;
-use crate::context::{self as layer, BoxFuture, COUNTING, DynStore};
+use crate::context::{BoxFuture, COUNTING, DynStore};
+use crate::response::Refusal;
 
 /// What the store answered a request: the permit (when the limit has a
 /// concurrency limit) and the rate limit's verdict (unless the request is
@@ -75,132 +77,6 @@ impl Pending {
             Self::Rate(check) => check.as_mut().poll(cx).map(Admission::rate),
             Self::Steps(steps) => steps.as_mut().poll(cx),
         }
-    }
-}
-
-/// A check of a limit made without a request (in a handler, through
-/// [`Control`](crate::Control)), as the limit decided it.
-pub(crate) struct Checked {
-    pub(crate) decision: Decision,
-    /// The policy in force: a live override's, or the limit's own.
-    pub(crate) policy: Arc<Policy>,
-    /// The block's time left, when the identity is blocked.
-    pub(crate) blocked: Option<Duration>,
-    /// Whether a deny list refused the identity.
-    pub(crate) deny_listed: bool,
-    /// What gives the check back, when it was asked for and recorded.
-    pub(crate) refund: Option<Box<Refund>>,
-}
-
-impl RouteLimit {
-    /// Decides a check of `identity` (under `key`, its block under
-    /// `block_key`) made without a request, taking the steps a request on
-    /// the limit's route takes: deny and allow lists, the identity's block,
-    /// the policy in force
-    /// (a live override, else the limit's own), the store under the
-    /// failure policy, the penalty, the decision counters, the top
-    /// offenders and shadow mode. `refundable`: recorded so that it can be
-    /// given back ([`Checked::refund`]).
-    pub(crate) async fn check_identity(
-        &self,
-        context: &layer::Context,
-        key: String,
-        identity: &Identity,
-        block_key: String,
-        refundable: bool,
-    ) -> Result<Checked, Error> {
-        let unchecked = |policy: Arc<Policy>, blocked| Checked {
-            decision: match blocked {
-                Some(left) => Decision::blocked(&policy, left),
-                None => Decision::unchecked(&policy),
-            },
-            policy,
-            blocked,
-            deny_listed: false,
-            refund: None,
-        };
-        if self.lists_identity(context, identity, |common| &common.deny) {
-            self.record(Counted::DenyListed);
-            let policy = Arc::clone(&self.policy);
-            return Ok(Checked {
-                decision: Decision::blocked(&policy, Duration::MAX),
-                deny_listed: true,
-                ..unchecked(policy, None)
-            });
-        }
-        if self.lists_identity(context, identity, |common| &common.allow) {
-            self.record(Counted::Bypassed);
-            return Ok(unchecked(Arc::clone(&self.policy), None));
-        }
-        let blocks = context.store.capabilities().as_blocks();
-        if self.honours_blocks
-            && let Some(left) = blocks.and_then(|blocks| blocks.blocked(&block_key))
-        {
-            self.record(Counted::Blocked);
-            self.record_denial_of(identity);
-            return Ok(unchecked(Arc::clone(&self.policy), Some(left)));
-        }
-        let overridden = self.override_of(context);
-        let mode = overridden.as_deref().map(Override::mode);
-        if mode == Some(OverrideMode::Off) {
-            self.record_as(Counted::OverrideOff, true);
-            return Ok(unchecked(Arc::clone(&self.policy), None));
-        }
-        let policy = match overridden.as_deref().and_then(Override::shared_policy) {
-            Some(policy) => Arc::clone(policy),
-            None => Arc::clone(&self.policy),
-        };
-        let shadow = self.in_shadow(context, mode);
-        let penalty = self.business.as_deref().and_then(|b| b.penalty.clone());
-        let counts: Option<CountWhen> = refundable
-            .then(|| Arc::new(|_: http::StatusCode, _: &http::HeaderMap| true) as CountWhen);
-        let mut pending = admit(Checks {
-            store: Arc::clone(&context.store),
-            key,
-            rate: Some((Arc::clone(&policy), policy.cost())),
-            concurrency: None,
-            on_error: self.on_store_error.or(context.on_store_error),
-            waiters: None,
-            shadow,
-            penalty: penalty.map(|penalty| (penalty, block_key)),
-            count_when: counts,
-        });
-        let admission = std::future::poll_fn(|cx| pending.poll(cx)).await;
-        let overridden = overridden.is_some();
-        let verdict = match admission.verdict {
-            Some(Ok(verdict)) => verdict,
-            Some(Err(error)) => {
-                self.record_as(Counted::Error, overridden);
-                // Shadow mode lets a failure through, as on the route.
-                return match shadow {
-                    true => Ok(unchecked(policy, None)),
-                    false => Err(error),
-                };
-            }
-            None => return Ok(unchecked(policy, None)),
-        };
-        self.record_as(Counted::of(&verdict), overridden);
-        let mut decision = match verdict.into_decision(&policy) {
-            Ok(decision) => decision,
-            Err(_) if shadow => Decision::unchecked(&policy),
-            Err(failed_closed) => return Err(failed_closed),
-        };
-        if !decision.allowed() {
-            if shadow {
-                self.shadow_counter
-                    .record(self.policy.algorithm().name(), &self.name);
-                decision = Decision::unchecked(&policy);
-            } else {
-                self.record_denial_of(identity);
-            }
-        }
-        Ok(Checked {
-            decision,
-            policy,
-            blocked: None,
-            deny_listed: false,
-            refund: admission.refund,
-        })
     }
 }
 
@@ -334,5 +210,99 @@ async fn penalize(store: Arc<dyn DynStore>, key: String, penalty: Arc<Penalty>, 
     };
     if let Err(error) = blocked {
         tracing::warn!(%error, key, "a penalty could not be counted or applied");
+    }
+}
+
+/// Counter: requests given back because their response did not count.
+const REFUNDS: &str = "limiter_refunds_total";
+
+/// What gives one admitted request back.
+pub(crate) struct Refund {
+    pub(crate) store: Arc<dyn DynStore>,
+    pub(crate) key: String,
+    pub(crate) policy: Arc<Policy>,
+    pub(crate) receipt: Receipt,
+    pub(crate) counts: CountWhen,
+}
+
+impl Refund {
+    /// Gives the request back unless its response says it counts: `None`
+    /// when it counts or the refund is made already (the memory store's,
+    /// on the first poll), else the refund under way. A response the
+    /// limiter made itself (another limit's 429, a block, a refusal) never
+    /// counts: the handler decided no outcome.
+    pub(crate) fn settle<B>(
+        self,
+        response: &http::Response<B>,
+        cx: &mut Context<'_>,
+    ) -> Option<Detached> {
+        let refused = response.extensions().get::<Refusal>().is_some();
+        if !refused && (self.counts)(response.status(), response.headers()) {
+            return None;
+        }
+        Detached::start(Box::pin(self.run()), cx)
+    }
+
+    /// Gives the request back now.
+    pub(crate) async fn give_back(&self) -> Result<(), Error> {
+        required(self.store.capabilities().as_refunds(), COUNTING)?
+            .refund(&self.key, &self.policy, &self.receipt)
+            .await
+    }
+
+    async fn run(self) {
+        match self.give_back().await {
+            Ok(()) => metrics::counter!(REFUNDS).increment(1),
+            // The request stays counted: the safe side of a limit.
+            Err(error) => {
+                tracing::warn!(%error, key = %self.key, "a request could not be given back")
+            }
+        }
+    }
+}
+
+/// Detached work under way.
+pub(crate) enum Detached {
+    /// On the runtime, where it ends even if this is dropped.
+    Spawned(tokio::task::JoinHandle<()>),
+    /// Without a runtime to spawn on: polled here.
+    Here(BoxFuture<()>),
+}
+
+impl Detached {
+    /// Starts `work`, polled here once first: `None` when that finished it
+    /// (the memory store's calls), else the work under way.
+    pub(crate) fn start(mut work: BoxFuture<()>, cx: &mut Context<'_>) -> Option<Self> {
+        if work.as_mut().poll(cx).is_ready() {
+            return None;
+        }
+        Some(match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => Self::Spawned(runtime.spawn(work)),
+            Err(_) => Self::Here(work),
+        })
+    }
+
+    /// Runs `work` to its end, detached from the caller's future.
+    pub(crate) async fn run(work: BoxFuture<()>) {
+        let mut work = Some(work);
+        let mut under_way: Option<Self> = None;
+        std::future::poll_fn(|cx| {
+            if let Some(work) = work.take() {
+                match Self::start(work, cx) {
+                    None => return Poll::Ready(()),
+                    Some(started) => under_way = Some(started),
+                }
+            }
+            under_way.as_mut().map_or(Poll::Ready(()), |w| w.poll(cx))
+        })
+        .await;
+    }
+
+    pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        match self {
+            // Work that panicked is over too.
+            Self::Spawned(task) => Pin::new(task).poll(cx).map(|_| ()),
+            Self::Here(work) => work.as_mut().poll(cx),
+        }
     }
 }

@@ -11,10 +11,10 @@ use http::{HeaderMap, Request};
 use limiter_core::{Acquired, Decision, Error, Permit, Policy, Verdict};
 
 use super::admission::Admission;
-use super::counters::Counted;
 use super::future::Next;
 use super::route::RouteLimit;
 use crate::context::{Context, HeaderOptions};
+use crate::counters::Counted;
 use crate::response::{self, Protocol, RateLimitHeaders, RouteFields};
 
 /// How a request's answer is read.

@@ -1,3 +1,8 @@
+//! The response future of a limited service: waits for the store when it
+//! does not decide at once, then for a paced request's turn, then answers
+//! with the inner response (its fields added, its body holding a
+//! concurrency permit) or the limiter's own.
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -8,15 +13,13 @@ use axum::BoxError;
 use axum::body::{Body, Bytes, HttpBody};
 use axum::response::Response;
 use http::Request;
+use http_body::{Frame, SizeHint};
 use limiter_core::Permit;
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use super::admission::Pending;
+use super::admission::{Detached, Pending, Refund};
 use super::answer::Reading;
-use super::detached::Detached;
-use super::permit_body::PermitBody;
-use super::refund::Refund;
 use super::route::RouteLimit;
 use crate::response::RateLimitHeaders;
 
@@ -377,5 +380,47 @@ where
 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
+
+pin_project! {
+    /// The body of a response to a request holding a permit: the permit is
+    /// given back when the body has sent its last frame or failed, or when
+    /// it is dropped (the client went away).
+    pub(crate) struct PermitBody<B> {
+        #[pin]
+        inner: B,
+        permit: Option<Permit>,
+    }
+}
+
+impl<B> PermitBody<B> {
+    pub(crate) fn new(inner: B, permit: Option<Permit>) -> Self {
+        Self { inner, permit }
+    }
+}
+
+impl<B: HttpBody> HttpBody for PermitBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let this = self.project();
+        let frame = ready!(this.inner.poll_frame(cx));
+        if !matches!(frame, Some(Ok(_))) {
+            drop(this.permit.take());
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
     }
 }

@@ -1,17 +1,17 @@
 //! The setters of [`LimitLayer`] that make a limit follow the business
 //! and that the router layer does not have: plans, costs, a concurrency
 //! limit, which requests wait. (Allow lists, shadow mode and waiting are
-//! the common setters, in `layer.rs`.)
+//! the common setters, in `limit/mod.rs`.)
 
 use std::sync::Arc;
 
 use http::request::Parts;
 use limiter_core::{ConcurrencyLimit, ConfigError, Penalty, Plan, Policy, Rule};
 
-use super::LimitLayer;
-use super::route::RouteLimit;
+use crate::LimitLayer;
 use crate::business::{Concurrency, RouteBusiness};
 use crate::key::KeySource;
+use crate::limit::RouteLimit;
 
 impl LimitLayer {
     /// A limit named `name` with no rate limit, only at most `limit.max()`

@@ -1,4 +1,5 @@
-//! A route's `limiter_decisions_total` counters.
+//! A limit's `limiter_decisions_total` and `limiter_shadow_denied_total`
+//! counters, shared by its rate check and its concurrency limit.
 
 use std::sync::OnceLock;
 

@@ -1,0 +1,534 @@
+//! How a limit decides, top to bottom, for a request on its route
+//! ([`call`](RouteLimit::call)) and for a check made without one, in a
+//! handler ([`check_identity`](RouteLimit::check_identity)). Both take
+//! the same steps, in this order:
+//!
+//! 1. the deny lists, then the allow lists (the limit's and the router
+//!    layer's);
+//! 2. the key: the limit's name and the identity's kind and value;
+//! 3. the identity's block (or its client address's);
+//! 4. the policy in force: a live override (its rules, shadow mode, or
+//!    off), else the request's plan, else the limit's own; and the cost;
+//! 5. the store, under the failure policy: at once when it decides at
+//!    once, else in the limit's future ([`admission`](super::admission)),
+//!    with the permit, waiting, the penalty and the refund receipt;
+//! 6. the answer ([`answer`](super::answer)): the decision counted, a
+//!    denial counted among the top offenders, shadow mode, the fields and
+//!    the 429.
+
+use std::cell::Cell;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::response::Response;
+use http::{Request, StatusCode};
+use limiter_core::{
+    ConcurrencyLimit, Decision, Error, Identity, MaxWait, Override, OverrideMode, Penalty, Policy,
+};
+use tower_service::Service;
+
+use super::ResponseFuture;
+use super::admission::{Checks, Refund, admit};
+use super::answer::{PlanFields, Reading};
+use super::future::Next;
+use super::route::{RouteLimit, with_parts};
+use crate::business::{CountWhen, RouteBusiness};
+use crate::context::{Context, OverrideCheck};
+use crate::counters::Counted;
+use crate::misconfigured::Missing;
+use crate::response::{self, Protocol, RouteFields};
+use crate::scope::Current;
+
+thread_local! {
+    /// The key buffer of this thread's checks, reused so that a check on a
+    /// store that decides at once allocates no key.
+    static KEY_BUFFER: Cell<String> = const { Cell::new(String::new()) };
+}
+
+impl RouteLimit {
+    /// Admits a request under the router layer's context (the limit's own,
+    /// or the one in scope), and
+    /// answers with the future of what follows: `inner` called (it is
+    /// ready), the limiter's own response, or the wait for a store that
+    /// does not decide at once.
+    pub(crate) fn call<S, B>(
+        self: &Arc<Self>,
+        inner: &mut S,
+        mut request: Request<B>,
+    ) -> ResponseFuture<S, B>
+    where
+        S: Service<Request<B>> + Clone,
+    {
+        // The scope is whole again before `inner` is called: a limit below
+        // this one takes the context in its turn.
+        let next = self.next(&mut request);
+        // The allowed request's path on its own, so that the request moves
+        // once, into `inner`'s call, and its future straight into ours.
+        match next {
+            Next::Proceed {
+                fields,
+                delay,
+                after,
+            } if delay.is_zero() => ResponseFuture::calling(inner.call(request), fields, after),
+            next => ResponseFuture::new(inner, request, next),
+        }
+    }
+
+    /// What follows a request's admission: under the limit's own context,
+    /// or the one taken from the scope meanwhile.
+    #[inline(always)]
+    fn next<B>(self: &Arc<Self>, request: &mut Request<B>) -> Next {
+        let current;
+        let context = match &self.context {
+            Some(own) => own,
+            None => {
+                current = Current::take();
+                let Some(context) = current.context() else {
+                    return self.misconfigured(Missing::RouterLayer, request);
+                };
+                context
+            }
+        };
+        let business = self.business.is_some() || context.business.is_some();
+        if business && self.is_denied(context, request) {
+            return self.deny_listed(request);
+        }
+        // An allowed client needs no identity for this limit.
+        if business && self.bypasses(context, request) {
+            self.record(Counted::Bypassed);
+            return Next::UNCHECKED;
+        }
+        let mut key = KEY_BUFFER.take();
+        if let Err(no_key) = self.write_key(&mut key, context, request) {
+            KEY_BUFFER.set(key);
+            return self.refuse(no_key, context, request);
+        }
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            tracing::debug!(limit = %self.name, %key, "checking");
+        }
+        if self.honours_blocks
+            && let Some(left) = self.block_of(&key, context, request)
+        {
+            let next = self.blocked(left, context, request);
+            KEY_BUFFER.set(key);
+            return next;
+        }
+        // The override itself is looked up on the cold path: the plain
+        // path holds nothing to drop.
+        let (cost, reading) = if business || self.may_be_overridden(context) {
+            let checks = match self.business_checks(context, request) {
+                Ok(Some(checks)) => checks,
+                not_checked => {
+                    KEY_BUFFER.set(key);
+                    return match not_checked {
+                        Err(refused) => Next::Respond(refused),
+                        Ok(_) => Next::UNCHECKED,
+                    };
+                }
+            };
+            // A permit to take, or waiting: awaited.
+            let Some(cost) = checks.at_once() else {
+                return self.pending(context, key, checks);
+            };
+            (cost, checks.reading)
+        } else {
+            (self.policy.cost(), Reading::plain(context.headers))
+        };
+        // The decision step of `answer`, without wrapping the decision,
+        // read where the store wrote it.
+        let next = match &context.store.check_now(&key, reading.policy(self), cost) {
+            Some(Ok(decision)) => {
+                let counted = Counted::by_store(decision);
+                self.on_decision(decision, counted, context, &reading, request)
+            }
+            Some(Err(error)) => self.failed(error, &reading, request.headers()),
+            None => {
+                let checks = RequestChecks::rate(cost, reading);
+                return self.pending(context, key, checks);
+            }
+        };
+        KEY_BUFFER.set(key);
+        next
+    }
+
+    /// The wait for the store's answer.
+    fn pending(
+        self: &Arc<Self>,
+        context: &Arc<Context>,
+        key: String,
+        checks: RequestChecks,
+    ) -> Next {
+        let policy = checks.reading.policy(self);
+        let rate = checks.cost.map(|cost| (Arc::clone(policy), cost));
+        let penalty = checks
+            .penalty
+            .map(|penalty| (penalty, self.block_key(&key, context)));
+        let pending = admit(Checks {
+            store: Arc::clone(&context.store),
+            key,
+            rate,
+            concurrency: checks.concurrency,
+            // `None`: the failure policy of whoever guards the store.
+            on_error: self.on_store_error.or(context.on_store_error),
+            waiters: checks.wait.map(|max| (context.waiters.clone(), max.get())),
+            shadow: checks.reading.shadow,
+            penalty,
+            count_when: checks.count_when,
+        });
+        Next::Check {
+            pending,
+            limit: Arc::clone(self),
+            reading: checks.reading,
+            context: Arc::clone(context),
+        }
+    }
+}
+
+/// How one request is checked.
+pub(crate) struct RequestChecks {
+    /// The rate check's cost; `None` when only a permit is checked.
+    pub(crate) cost: Option<u64>,
+    pub(crate) concurrency: Option<ConcurrencyLimit>,
+    /// How long the request may wait for its retry time.
+    pub(crate) wait: Option<MaxWait>,
+    /// Denials earn blocks: counted after the check.
+    pub(crate) penalty: Option<Arc<Penalty>>,
+    /// Requests count only when their response says so.
+    pub(crate) count_when: Option<CountWhen>,
+    pub(crate) reading: Reading,
+}
+
+/// The rate check a request gets: its cost, and its plan when it has one.
+struct RateCheck {
+    cost: u64,
+    plan: Option<Box<PlanFields>>,
+}
+
+impl RequestChecks {
+    /// A rate check alone, of `cost`.
+    pub(crate) fn rate(cost: u64, reading: Reading) -> Self {
+        Self {
+            cost: Some(cost),
+            concurrency: None,
+            wait: None,
+            penalty: None,
+            count_when: None,
+            reading,
+        }
+    }
+
+    /// The cost of a rate check that a store may decide at once: one with
+    /// no permit to take, no waiting, no penalty to count and nothing to
+    /// give back.
+    pub(crate) fn at_once(&self) -> Option<u64> {
+        match (self.concurrency, self.wait, &self.penalty, &self.count_when) {
+            (None, None, None, None) => self.cost,
+            _ => None,
+        }
+    }
+}
+
+impl RouteLimit {
+    /// Whether a live override may hold on this limit: the store holds
+    /// some (one load when it holds none).
+    #[inline]
+    pub(crate) fn may_be_overridden(&self, context: &Context) -> bool {
+        match &context.overrides {
+            OverrideCheck::None => false,
+            OverrideCheck::Table(table) => !table.is_empty(),
+            OverrideCheck::Ask => true,
+        }
+    }
+
+    /// The live override of this limit: what every check of it, and a
+    /// peek, takes first.
+    pub(crate) fn override_of(&self, context: &Context) -> Option<Arc<Override>> {
+        self.override_left(context).map(|(found, _)| found)
+    }
+
+    /// The live override of this limit and its time left.
+    pub(crate) fn override_left(&self, context: &Context) -> Option<(Arc<Override>, Duration)> {
+        if !self.may_be_overridden(context) {
+            return None;
+        }
+        let overrides = context.store.capabilities().as_overrides()?;
+        overrides.override_of(&self.name)
+    }
+
+    /// How a request to a limit with business features (or a live
+    /// override) is checked; `None` when it is not checked at all (an
+    /// unlimited plan, a cost of 0, a limit switched off, and no
+    /// concurrency limit). A cost no request could pay is refused.
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::result_large_err)]
+    pub(crate) fn business_checks<B>(
+        &self,
+        context: &Context,
+        request: &mut Request<B>,
+    ) -> Result<Option<RequestChecks>, Response> {
+        let route = self.business.as_deref();
+        let layer = context.business.as_deref();
+        let overridden = self.override_of(context);
+        let overridden = overridden.as_deref();
+        let mode = overridden.map(Override::mode);
+        if mode == Some(OverrideMode::Off) {
+            self.record_as(Counted::OverrideOff, true);
+            return Ok(None);
+        }
+        let shadow = self.in_shadow(context, mode);
+        let rate = match route {
+            Some(route) if !route.rate => None,
+            _ => self.rate_check(route, request, overridden.and_then(Override::shared_policy))?,
+        };
+        let concurrency = route.and_then(|r| r.concurrency.as_ref()).map(|c| c.limit);
+        if rate.is_none() && concurrency.is_none() {
+            return Ok(None);
+        }
+        // Shadow mode denies nothing, so it makes nobody wait either.
+        let wait = route
+            .and_then(|r| r.common.wait)
+            .or(layer.and_then(|l| l.wait))
+            .filter(|_| !shadow)
+            .filter(|_| {
+                route
+                    .and_then(|r| r.wait_when.as_ref())
+                    .is_none_or(|when| with_parts(request, |parts| when(parts)))
+            });
+        let (cost, plan) = match rate {
+            Some(RateCheck { cost, plan }) => (Some(cost), plan),
+            None => (None, None),
+        };
+        let headers = context.headers;
+        let penalty = route
+            .and_then(|r| r.penalty.clone())
+            .filter(|_| cost.is_some());
+        let count_when = route
+            .and_then(|r| r.count_when.clone())
+            .filter(|_| cost.is_some());
+        Ok(Some(RequestChecks {
+            cost,
+            concurrency,
+            wait,
+            penalty,
+            count_when,
+            reading: Reading {
+                headers,
+                shadow,
+                plan,
+                cost,
+                overridden: overridden.is_some(),
+            },
+        }))
+    }
+
+    /// Whether this limit's denials are shadowed: by its settings, the
+    /// router layer's, or an override in `mode`.
+    pub(crate) fn in_shadow(&self, context: &Context, mode: Option<OverrideMode>) -> bool {
+        self.business.as_deref().is_some_and(|r| r.common.shadow)
+            || context.business.as_deref().is_some_and(|l| l.shadow)
+            || mode == Some(OverrideMode::Shadow)
+    }
+
+    /// The cost a request is checked with, and the policy replacing the
+    /// limit's: a live override's (`overriding`), else its plan's (when
+    /// the limit has a plan resolver and it finds one; else the limit's own
+    /// applies); `None` when the request is not rate limited (an unlimited
+    /// plan, a cost of 0). A cost no request could pay is refused.
+    #[allow(clippy::result_large_err)]
+    fn rate_check<B>(
+        &self,
+        route: Option<&RouteBusiness>,
+        request: &mut Request<B>,
+        overriding: Option<&Arc<Policy>>,
+    ) -> Result<Option<RateCheck>, Response> {
+        let mut plan_fields = None;
+        if let Some(policy) = overriding {
+            // An incident's rules hold for every request, whatever its plan.
+            let names: Box<[String]> = policy.names().into();
+            plan_fields = Some(Box::new(PlanFields {
+                fields: RouteFields::named(policy, &names),
+                names,
+                policy: Arc::clone(policy),
+            }));
+        } else if let Some(resolve) = route.and_then(|r| r.plans.as_ref())
+            && let Some(plan) = with_parts(request, |parts| resolve(parts))
+        {
+            match plan.policy() {
+                None => {
+                    self.record(Counted::UnlimitedPlan);
+                    return Ok(None);
+                }
+                // A key's state carries only between policies of one
+                // algorithm (`Plans` refuses others).
+                Some(found) if found.algorithm() != self.policy.algorithm() => {
+                    tracing::error!(
+                        limit = %self.name,
+                        plan = plan.name(),
+                        "the plan runs {}, the limit {}: the limit's own policy applies",
+                        found.algorithm(),
+                        self.policy.algorithm()
+                    );
+                }
+                Some(found) => {
+                    let names: Box<[String]> = plan.names().into();
+                    plan_fields = Some(Box::new(PlanFields {
+                        fields: RouteFields::named(found, &names),
+                        names,
+                        policy: Arc::new(found.clone()),
+                    }));
+                }
+            }
+        }
+        let policy = plan_fields
+            .as_ref()
+            .map_or(&self.policy, |plan| &plan.policy);
+        let cost = match route.and_then(|r| r.cost.as_ref()) {
+            Some(cost_of) => with_parts(request, |parts| cost_of(parts)),
+            None => policy.cost(),
+        };
+        if cost == 0 {
+            return Ok(None);
+        }
+        if let Err(error) = policy.validate_cost(cost) {
+            self.record(Counted::CostRefused);
+            let detail = format!("This request can never pass the rate limit: {error}.");
+            let protocol = Protocol::of(request.headers());
+            return Err(response::problem(
+                protocol,
+                StatusCode::TOO_MANY_REQUESTS,
+                &detail,
+            ));
+        }
+        Ok(Some(RateCheck {
+            cost,
+            plan: plan_fields,
+        }))
+    }
+}
+
+/// A check of a limit made without a request (in a handler, through
+/// [`Control`](crate::Control)), as the limit decided it.
+pub(crate) struct Checked {
+    pub(crate) decision: Decision,
+    /// The policy in force: a live override's, or the limit's own.
+    pub(crate) policy: Arc<Policy>,
+    /// The block's time left, when the identity is blocked.
+    pub(crate) blocked: Option<Duration>,
+    /// Whether a deny list refused the identity.
+    pub(crate) deny_listed: bool,
+    /// What gives the check back, when it was asked for and recorded.
+    pub(crate) refund: Option<Box<Refund>>,
+}
+
+impl RouteLimit {
+    /// Decides a check of `identity` (under `key`, its block under
+    /// `block_key`) made without a request, taking the steps a request on
+    /// the limit's route takes: deny and allow lists, the identity's block,
+    /// the policy in force
+    /// (a live override, else the limit's own), the store under the
+    /// failure policy, the penalty, the decision counters, the top
+    /// offenders and shadow mode. `refundable`: recorded so that it can be
+    /// given back ([`Checked::refund`]).
+    pub(crate) async fn check_identity(
+        &self,
+        context: &Context,
+        key: String,
+        identity: &Identity,
+        block_key: String,
+        refundable: bool,
+    ) -> Result<Checked, Error> {
+        let unchecked = |policy: Arc<Policy>, blocked| Checked {
+            decision: match blocked {
+                Some(left) => Decision::blocked(&policy, left),
+                None => Decision::unchecked(&policy),
+            },
+            policy,
+            blocked,
+            deny_listed: false,
+            refund: None,
+        };
+        if self.lists_identity(context, identity, |common| &common.deny) {
+            self.record(Counted::DenyListed);
+            let policy = Arc::clone(&self.policy);
+            return Ok(Checked {
+                decision: Decision::blocked(&policy, Duration::MAX),
+                deny_listed: true,
+                ..unchecked(policy, None)
+            });
+        }
+        if self.lists_identity(context, identity, |common| &common.allow) {
+            self.record(Counted::Bypassed);
+            return Ok(unchecked(Arc::clone(&self.policy), None));
+        }
+        let blocks = context.store.capabilities().as_blocks();
+        if self.honours_blocks
+            && let Some(left) = blocks.and_then(|blocks| blocks.blocked(&block_key))
+        {
+            self.record(Counted::Blocked);
+            self.record_denial_of(identity);
+            return Ok(unchecked(Arc::clone(&self.policy), Some(left)));
+        }
+        let overridden = self.override_of(context);
+        let mode = overridden.as_deref().map(Override::mode);
+        if mode == Some(OverrideMode::Off) {
+            self.record_as(Counted::OverrideOff, true);
+            return Ok(unchecked(Arc::clone(&self.policy), None));
+        }
+        let policy = match overridden.as_deref().and_then(Override::shared_policy) {
+            Some(policy) => Arc::clone(policy),
+            None => Arc::clone(&self.policy),
+        };
+        let shadow = self.in_shadow(context, mode);
+        let penalty = self.business.as_deref().and_then(|b| b.penalty.clone());
+        let counts: Option<CountWhen> = refundable
+            .then(|| Arc::new(|_: http::StatusCode, _: &http::HeaderMap| true) as CountWhen);
+        let mut pending = admit(Checks {
+            store: Arc::clone(&context.store),
+            key,
+            rate: Some((Arc::clone(&policy), policy.cost())),
+            concurrency: None,
+            on_error: self.on_store_error.or(context.on_store_error),
+            waiters: None,
+            shadow,
+            penalty: penalty.map(|penalty| (penalty, block_key)),
+            count_when: counts,
+        });
+        let admission = std::future::poll_fn(|cx| pending.poll(cx)).await;
+        let overridden = overridden.is_some();
+        let verdict = match admission.verdict {
+            Some(Ok(verdict)) => verdict,
+            Some(Err(error)) => {
+                self.record_as(Counted::Error, overridden);
+                // Shadow mode lets a failure through, as on the route.
+                return match shadow {
+                    true => Ok(unchecked(policy, None)),
+                    false => Err(error),
+                };
+            }
+            None => return Ok(unchecked(policy, None)),
+        };
+        self.record_as(Counted::of(&verdict), overridden);
+        let mut decision = match verdict.into_decision(&policy) {
+            Ok(decision) => decision,
+            Err(_) if shadow => Decision::unchecked(&policy),
+            Err(failed_closed) => return Err(failed_closed),
+        };
+        if !decision.allowed() {
+            if shadow {
+                self.shadow_counter
+                    .record(self.policy.algorithm().name(), &self.name);
+                decision = Decision::unchecked(&policy);
+            } else {
+                self.record_denial_of(identity);
+            }
+        }
+        Ok(Checked {
+            decision,
+            policy,
+            blocked: None,
+            deny_listed: false,
+            refund: admission.refund,
+        })
+    }
+}
