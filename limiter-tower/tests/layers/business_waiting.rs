@@ -17,7 +17,7 @@ use limiter_tower::{
 use tokio::sync::Semaphore;
 use tower::ServiceExt;
 
-mod common;
+use crate::common;
 use common::{app, request};
 
 /// Polls `future` once.

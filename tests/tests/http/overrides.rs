@@ -129,7 +129,7 @@ async fn refused_overrides_say_why_and_change_nothing() {
     let b = redis_instance(&redis).await;
     subscribed(&redis, &[a, b]).await;
     // Every refusal's message is checked in process
-    // (`limiter-tower/tests/overrides.rs`); here one of the compiler's and
+    // (`limiter-tower/tests/layers/overrides.rs`); here one of the compiler's and
     // one of the override's own, through the UGC server's admin routes.
     let refusals: [(&str, &str); 2] = [
         (

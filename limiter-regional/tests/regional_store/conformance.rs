@@ -81,7 +81,7 @@ impl Harness for Regional {
     }
 
     /// Counted in north, the only region (relays to other regions:
-    /// `tests/tests/regional_control.rs`); waits until any relay has ended.
+    /// `tests/tests/regional/regional_control.rs`); waits until any relay has ended.
     async fn penalize_at(
         &self,
         store: &RegionalStore,

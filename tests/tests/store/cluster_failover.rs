@@ -17,9 +17,7 @@ const DEADLINE: Duration = Duration::from_millis(50);
 /// sake took (16 tries with pauses between them: 128 ms and more).
 const BOUND: Duration = DEADLINE.saturating_mul(2);
 
-/// The tests here run one at a time: two clusters under load on a 2-core
-/// machine would delay each other's calls past their deadlines.
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+use crate::ONE_AT_A_TIME;
 
 fn roomy() -> Policy {
     Policy::sliding_log([Rule::new(1_000_000, Duration::from_secs(60)).unwrap()]).unwrap()

@@ -11,7 +11,7 @@ use axum::response::Response;
 use limiter_tower::{KeySource, LimitLayer, Plan, Plans, Policy, Rule};
 use tower::ServiceExt;
 
-mod common;
+use crate::common;
 use common::app;
 
 fn per_minute(limit: u64) -> Policy {

@@ -25,8 +25,7 @@ const PEER_DEADLINE: Duration = Duration::from_secs(2);
 /// loaded machine.
 pub(crate) const RELAY_BOUND: Duration = Duration::from_secs(2);
 
-/// One world at a time: three servers and six proxies each.
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+use crate::ONE_AT_A_TIME;
 
 fn one_way(a: usize, b: usize) -> Duration {
     match (a.min(b), a.max(b)) {

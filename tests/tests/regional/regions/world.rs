@@ -35,9 +35,7 @@ pub(crate) fn one_way(a: usize, b: usize) -> Duration {
 /// The shortest cross-region round trip.
 pub(crate) const SHORTEST_ROUND_TRIP: Duration = Duration::from_millis(60);
 
-/// One world at a time: three to six Redis servers and six proxies per
-/// world load a 2-core machine enough to blur the latencies measured.
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+use crate::ONE_AT_A_TIME;
 
 pub(crate) struct World {
     _turn: tokio::sync::MutexGuard<'static, ()>,
