@@ -68,8 +68,9 @@
 //! in debug builds the body of the 500 names the fix.
 //!
 //! # Feature flags
-//! - `macros` (default): the `#[rate_limit]` attribute.
-//! - `redis` (default): [`RedisStore`].
+//!
+//! Read from `Cargo.toml`, so the list and its defaults are the crate's own.
+#![doc = document_features::document_features!()]
 
 mod business;
 mod client_ip;

@@ -8,7 +8,7 @@
 //!   the store as a trait object, for code that holds it without naming its
 //!   type;
 //! - the capability traits (`Permits`, `Leases`, `Peek`, `Reset`,
-//!   `Refunds`, `Blocks`, `Penalties`, `PlanAssignments`,
+//!   `Refunds`, `Blocks`, `Penalties`, `PlanAssignments`, `Overrides`,
 //!   `AnnouncesResets`, in `traits.rs`): what only some stores do, each a
 //!   trait of its own, so that code naming a store's type
 //!   cannot ask it for what it lacks: it does not compile.

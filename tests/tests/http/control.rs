@@ -4,7 +4,7 @@
 //! store (time moved by hand) and on Redis, two instances sharing it.
 
 #[path = "control/common.rs"]
-mod common;
+pub(crate) mod common;
 
 use std::net::SocketAddr;
 use std::time::Duration;

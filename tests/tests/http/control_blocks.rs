@@ -1,8 +1,7 @@
 //! Blocks over the UGC server's admin routes: a user, an address, on
 //! one instance and honoured by another, listed a page at a time.
 
-#[path = "control/common.rs"]
-mod common;
+use crate::control::common;
 
 use std::time::Duration;
 

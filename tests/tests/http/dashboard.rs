@@ -1,7 +1,8 @@
-//! The Grafana dashboard (`docs/grafana/limiter.json`) and the metrics table
-//! of `docs/operations.md` cannot drift from the code: every metric and label
-//! they name is one the code exports, read from the `metrics` macros in the
-//! crates' sources, and every metric the code exports is on both.
+//! The Grafana dashboard (`docs/grafana/limiter.json`), the metrics table
+//! of `docs/operations.md` and the queries of the README and the guides
+//! cannot drift from the code: every metric and label they name is one the
+//! code exports, read from the `metrics` macros in the crates' sources, and
+//! every metric the code exports is on the dashboard and in the table.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -46,10 +47,69 @@ fn dashboard_queries() -> Vec<(String, String)> {
     queries
 }
 
+/// Every query of the README and the guides that names a metric: each
+/// inline code span, and each line of a fenced block, that names one with
+/// a selector or a `by (…)` clause.
+fn guide_queries() -> Vec<(String, String)> {
+    let mut pages = vec![workspace().join("README.md")];
+    for entry in fs::read_dir(workspace().join("docs")).unwrap().flatten() {
+        if entry.path().extension().is_some_and(|e| e == "md") {
+            pages.push(entry.path());
+        }
+    }
+    let mut queries = Vec::new();
+    for page in pages {
+        let text = fs::read_to_string(&page).unwrap();
+        let name = page.file_name().unwrap().to_string_lossy().into_owned();
+        // Inside a fenced block: whether it is of a language that holds
+        // queries (Rust and TOML name the crates `limiter_*` instead).
+        let mut fenced: Option<bool> = None;
+        for (number, line) in text.lines().enumerate() {
+            if let Some(info) = line.trim_start().strip_prefix("```") {
+                fenced = match fenced {
+                    Some(_) => None,
+                    None => Some(!matches!(info.trim(), "rust" | "toml")),
+                };
+                continue;
+            }
+            let spans: Vec<&str> = match fenced {
+                Some(true) => vec![line],
+                Some(false) => Vec::new(),
+                None => line.split('`').skip(1).step_by(2).collect(),
+            };
+            for span in spans {
+                let names_metric = span.contains("limiter_")
+                    && !span.contains("::")
+                    && (span.contains('{') || span.contains(" by ("));
+                if names_metric {
+                    queries.push((format!("{name}:{}", number + 1), span.to_owned()));
+                }
+            }
+        }
+    }
+    queries
+}
+
+#[test]
+fn the_guides_name_only_what_the_code_exports() {
+    let queries = guide_queries();
+    assert!(
+        queries.len() >= 5,
+        "too few queries found in the guides: {queries:?}"
+    );
+    names_only_what_the_code_exports(queries);
+}
+
 #[test]
 fn the_dashboard_names_only_what_the_code_exports() {
+    names_only_what_the_code_exports(dashboard_queries());
+}
+
+/// Checks that each query names only metrics, and labels of them, that
+/// the code exports.
+fn names_only_what_the_code_exports(queries: Vec<(String, String)>) {
     let code = code_metrics();
-    for (place, query) in dashboard_queries() {
+    for (place, query) in queries {
         let used =
             metrics_in_query(&query, &code).unwrap_or_else(|e| panic!("{place}: {e} in {query}"));
         assert!(!used.is_empty(), "{place} names no metric: {query}");

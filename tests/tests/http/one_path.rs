@@ -8,8 +8,7 @@
 //! operator changes and checks gives the same answers through a route and
 //! through `Control` ([`property`]).
 
-#[path = "overrides/common.rs"]
-mod common;
+use crate::overrides::common;
 #[path = "one_path/property.rs"]
 mod property;
 

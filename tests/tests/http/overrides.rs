@@ -7,7 +7,7 @@
 //! store ending an override exactly when its clock passes the end.
 
 #[path = "overrides/common.rs"]
-mod common;
+pub(crate) mod common;
 #[path = "overrides/stores.rs"]
 mod stores;
 

@@ -5,8 +5,7 @@
 //! `GET /admin/top/{limit}` lists them, most denied first, with exact
 //! counts; and on the UGC server, behind its admin token.
 
-#[path = "control/common.rs"]
-mod common;
+use crate::control::common;
 
 use std::net::SocketAddr;
 use std::time::Duration;

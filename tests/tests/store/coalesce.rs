@@ -4,8 +4,7 @@
 //! costs), and many concurrent checks of one hot key from several
 //! instances admit exactly the limit, on a standalone Redis and a cluster.
 
-#[path = "differential/params.rs"]
-mod params;
+use crate::differential::params;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

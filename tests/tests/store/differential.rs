@@ -6,7 +6,7 @@
 //! the conformance runners replay fixed traces.
 
 #[path = "differential/params.rs"]
-mod params;
+pub(crate) mod params;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
