@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::rule::Span;
+use crate::span::Span;
 
 /// A policy parameter that cannot work, refused when the policy is built.
 ///

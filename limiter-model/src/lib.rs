@@ -23,6 +23,7 @@ mod penalty;
 mod policy;
 pub mod refund;
 mod rule;
+mod span;
 mod verdict;
 
 pub use concurrency::ConcurrencyLimit;
@@ -34,5 +35,6 @@ pub use max_wait::MaxWait;
 pub use penalty::{MAX_PENALTY_DENIALS, MAX_PENALTY_STEPS, Penalty, PenaltyState};
 pub use policy::{Algorithm, DEFAULT_DUPLICATE_WINDOW, Policy};
 pub use refund::Receipt;
-pub use rule::{MAX_WINDOW, Rate, Rule, Span};
+pub use rule::{MAX_WINDOW, Rate, Rule};
+pub use span::Span;
 pub use verdict::{OnStoreError, Verdict};

@@ -78,3 +78,19 @@ pub fn redis_error(error: redis::RedisError) -> Error {
     };
     Error::Backend(limiter_core::BackendError::new(kind, error))
 }
+
+/// Every `.lua` file of this crate, by name (`prelude.lua`, ...), with its
+/// text: for tests that have Redis compile each on its own, or join some
+/// into a script of their own (`test-util`).
+#[cfg(feature = "test-util")]
+pub fn lua_files() -> &'static [(&'static str, &'static str)] {
+    scripts::FILES
+}
+
+/// Every script this crate sends, by a name (`fixed_window peek`,
+/// `concurrency`, ...): for tests that have Redis compile each
+/// (`test-util`).
+#[cfg(feature = "test-util")]
+pub fn lua_scripts() -> Vec<(String, &'static lua::Lua)> {
+    scripts::all()
+}

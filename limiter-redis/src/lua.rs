@@ -30,22 +30,6 @@ pub const HELPERS: &str = concat!(
     include_str!("scripts/reads.lua")
 );
 
-/// Every `.lua` file of this crate, by name (`prelude.lua`, ...), with its
-/// text: for tests that have Redis compile each on its own, or join some
-/// into a script of their own (`test-util`).
-#[cfg(feature = "test-util")]
-pub fn files() -> &'static [(&'static str, &'static str)] {
-    crate::scripts::FILES
-}
-
-/// Every script this crate sends, by a name (`fixed_window peek`,
-/// `concurrency`, ...): for tests that have Redis compile each
-/// (`test-util`).
-#[cfg(feature = "test-util")]
-pub fn scripts() -> Vec<(String, &'static Lua)> {
-    crate::scripts::all()
-}
-
 /// How many arguments a call has room for from the start (a check has 10
 /// with its command, a sliding log of 2 rules 13), and how many bytes for
 /// those after the key.

@@ -1,5 +1,6 @@
 //! One multiplexed connection to one Redis node, whose driver task this
-//! store runs itself so that it knows when the connection has ended.
+//! store runs itself so that it knows when the connection has ended, and
+//! the primary's connection with the address it leads to.
 //!
 //! A connection the server closed while it sat idle (Redis's `timeout`, a
 //! `CLIENT KILL`, a restart, a load balancer or NAT reaping it) is seen
@@ -92,5 +93,22 @@ impl Multiplexed {
 impl Live for Multiplexed {
     fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
+    }
+}
+
+/// A node's `host:port`, as Sentinel names it.
+pub(crate) type Address = (String, u16);
+
+/// A connection, and the address it leads to (shared: every call takes a
+/// clone of the connection).
+#[derive(Clone)]
+pub(crate) struct Connection {
+    pub(crate) connection: Multiplexed,
+    pub(crate) address: Option<Arc<Address>>,
+}
+
+impl Live for Connection {
+    fn is_closed(&self) -> bool {
+        Live::is_closed(&self.connection)
     }
 }

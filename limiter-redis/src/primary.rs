@@ -7,14 +7,11 @@ use std::sync::{Arc, OnceLock};
 use redis::{AsyncConnectionConfig, Client, Cmd, ConnectionAddr, ConnectionInfo, RedisError};
 
 use super::RedisConfig;
-use super::link::{Link, Live};
+use super::link::Link;
 use super::lua::{self, Lua, Routed};
-use super::multiplexed::Multiplexed;
+use super::multiplexed::{Address, Connection, Multiplexed};
 use super::sentinel::{self, Watcher};
 use limiter_core::Error;
-
-/// A node's `host:port`, as Sentinel names it.
-pub(crate) type Address = (String, u16);
 
 pub(crate) struct Primary {
     locator: Locator,
@@ -30,20 +27,6 @@ pub(crate) enum Locator {
     Url(Client),
     /// Wherever the Sentinels say.
     Sentinel(Arc<sentinel::Sentinels>),
-}
-
-/// A connection, and the address it leads to (shared: every call takes a
-/// clone of the connection).
-#[derive(Clone)]
-pub(crate) struct Connection {
-    connection: Multiplexed,
-    pub(crate) address: Option<Arc<Address>>,
-}
-
-impl Live for Connection {
-    fn is_closed(&self) -> bool {
-        Live::is_closed(&self.connection)
-    }
 }
 
 impl Primary {

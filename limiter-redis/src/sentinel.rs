@@ -16,7 +16,7 @@ use redis::{Client, ConnectionInfo, IntoConnectionInfo, RedisError, RedisResult}
 use tokio::task::AbortHandle;
 
 use super::link::Link;
-use super::primary::{Address, Connection};
+use super::multiplexed::{Address, Connection};
 
 /// The channel on which a Sentinel announces a new primary:
 /// `<name> <old ip> <old port> <new ip> <new port>`.

@@ -13,6 +13,7 @@ use limiter_core::{
 use crate::business::Common;
 use crate::client_ip::ClientIp;
 use crate::key::Resolver;
+use crate::response::HeaderOptions;
 
 /// The capability a limit counted by outcome needs, as its absence is named.
 pub(crate) const COUNTING: &str = "counting by outcome";
@@ -157,15 +158,6 @@ impl OverrideCheck {
             None => Self::None,
         }
     }
-}
-
-/// Which headers responses carry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct HeaderOptions {
-    /// `RateLimit-Policy` and `RateLimit` on allowed responses (always on 429s).
-    pub(crate) on_allowed: bool,
-    /// `X-RateLimit-Limit`, `-Remaining` and `-Reset` as well.
-    pub(crate) legacy: bool,
 }
 
 /// The router layer's settings, shared by every limit below it.

@@ -1,4 +1,5 @@
-//! The store's part of a check when the store does not decide at once,
+//! What a check is made with ([`Reading`]), and the store's part of it
+//! when the store does not decide at once,
 //! owned so it runs in the limit's future: the permit first, then the
 //! rate, each waiting in turn when the limit waits; then the penalty.
 //! What must end even when the request goes away runs
@@ -16,9 +17,10 @@ use limiter_core::{
     required,
 };
 
+use super::route::RouteLimit;
 use crate::business::CountWhen;
 use crate::context::{BoxFuture, COUNTING, DynStore};
-use crate::response::Refusal;
+use crate::response::{HeaderOptions, Refusal, RouteFields};
 
 /// What the store answered a request: the permit (when the limit has a
 /// concurrency limit) and the rate limit's verdict (unless the request is
@@ -46,6 +48,48 @@ impl Admission {
             key,
         }
     }
+}
+
+/// How a request's answer is read.
+pub(crate) struct Reading {
+    pub(crate) headers: HeaderOptions,
+    /// Shadow mode: denials are counted and logged, never enforced.
+    pub(crate) shadow: bool,
+    /// The request's plan, whose fields and names replace the limit's.
+    pub(crate) plan: Option<Box<PlanFields>>,
+    /// The request's cost, when it is not the policy's (a cost resolver).
+    pub(crate) cost: Option<u64>,
+    /// A live override holds: the decision is counted apart.
+    pub(crate) overridden: bool,
+}
+
+impl Reading {
+    /// How the answer of a limit without business features is read.
+    #[inline]
+    pub(crate) fn plain(headers: HeaderOptions) -> Self {
+        Self {
+            headers,
+            shadow: false,
+            plan: None,
+            cost: None,
+            overridden: false,
+        }
+    }
+
+    /// The policy the request is checked with: its plan's, or the limit's.
+    #[inline]
+    pub(crate) fn policy<'a>(&'a self, limit: &'a RouteLimit) -> &'a Arc<Policy> {
+        self.plan
+            .as_ref()
+            .map_or(&limit.policy, |plan| &plan.policy)
+    }
+}
+
+/// The policy, fields and item names of a request's plan.
+pub(crate) struct PlanFields {
+    pub(crate) policy: Arc<Policy>,
+    pub(crate) fields: RouteFields,
+    pub(crate) names: Box<[String]>,
 }
 
 /// What one request's checks need, owned so they can outlive `call`.

@@ -1,7 +1,8 @@
 //! How a request's answer becomes the inner call or the limiter's own
 //! response, wherever it comes from (a store that decides at once, or the
 //! limit's future): the one place that counts a decision, builds the 429,
-//! and inserts the [`Decision`] extension.
+//! and inserts the [`Decision`] extension; and the answers given without
+//! the store (no identity, a block, a deny list, a misconfiguration).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,54 +11,13 @@ use axum::response::Response;
 use http::{HeaderMap, Request};
 use limiter_core::{Acquired, Decision, Error, Permit, Policy, Verdict};
 
-use super::admission::Admission;
+use super::admission::{Admission, Reading};
 use super::future::Next;
-use super::route::RouteLimit;
-use crate::context::{Context, HeaderOptions};
+use super::route::{NoKey, RouteLimit};
+use crate::context::Context;
 use crate::counters::Counted;
-use crate::response::{self, Protocol, RateLimitHeaders, RouteFields};
-
-/// How a request's answer is read.
-pub(crate) struct Reading {
-    pub(crate) headers: HeaderOptions,
-    /// Shadow mode: denials are counted and logged, never enforced.
-    pub(crate) shadow: bool,
-    /// The request's plan, whose fields and names replace the limit's.
-    pub(crate) plan: Option<Box<PlanFields>>,
-    /// The request's cost, when it is not the policy's (a cost resolver).
-    pub(crate) cost: Option<u64>,
-    /// A live override holds: the decision is counted apart.
-    pub(crate) overridden: bool,
-}
-
-impl Reading {
-    /// How the answer of a limit without business features is read.
-    #[inline]
-    pub(crate) fn plain(headers: HeaderOptions) -> Self {
-        Self {
-            headers,
-            shadow: false,
-            plan: None,
-            cost: None,
-            overridden: false,
-        }
-    }
-
-    /// The policy the request is checked with: its plan's, or the limit's.
-    #[inline]
-    pub(crate) fn policy<'a>(&'a self, limit: &'a RouteLimit) -> &'a Arc<Policy> {
-        self.plan
-            .as_ref()
-            .map_or(&limit.policy, |plan| &plan.policy)
-    }
-}
-
-/// The policy, fields and item names of a request's plan.
-pub(crate) struct PlanFields {
-    pub(crate) policy: Arc<Policy>,
-    pub(crate) fields: RouteFields,
-    pub(crate) names: Box<[String]>,
-}
+use crate::misconfigured::Missing;
+use crate::response::{self, Protocol, RateLimitHeaders};
 
 /// A concurrency permit held, and its fields.
 #[derive(Default)]
@@ -291,5 +251,50 @@ impl RouteLimit {
         tracing::error!(limit = %self.name, %error, "the rate limiter failed");
         let protocol = Protocol::of(request);
         Next::Respond(response::unavailable(protocol, Duration::from_secs(1)))
+    }
+}
+
+/// The answers given without the store.
+impl RouteLimit {
+    /// The answer to a request no key could be built for.
+    pub(crate) fn refuse<B>(&self, no_key: NoKey, context: &Context, request: &Request<B>) -> Next {
+        match no_key {
+            NoKey::NotInRequest => Next::Respond(response::problem(
+                Protocol::of(request.headers()),
+                context.missing_identity,
+                &format!(
+                    "This route is rate limited per {}, and the request carries none.",
+                    self.identity_name()
+                ),
+            )),
+            NoKey::NotSetUp(missing) => self.misconfigured(missing, request),
+        }
+    }
+
+    /// The answer to a request whose identity is blocked.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn blocked<B>(
+        &self,
+        left: Duration,
+        context: &Context,
+        request: &mut Request<B>,
+    ) -> Next {
+        self.record(Counted::Blocked);
+        self.record_denial(context, request);
+        tracing::debug!(limit = %self.name, ?left, "blocked");
+        Next::Respond(response::blocked(Protocol::of(request.headers()), left))
+    }
+
+    /// The answer to a request on a deny list.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn deny_listed<B>(&self, request: &Request<B>) -> Next {
+        self.record(Counted::DenyListed);
+        Next::Respond(response::deny_listed(Protocol::of(request.headers())))
+    }
+
+    pub(crate) fn misconfigured<B>(&self, missing: Missing, request: &Request<B>) -> Next {
+        Next::Respond(missing.response(&self.name, Protocol::of(request.headers())))
     }
 }

@@ -28,8 +28,7 @@ use limiter_core::{
 use tower_service::Service;
 
 use super::ResponseFuture;
-use super::admission::{Checks, Refund, admit};
-use super::answer::{PlanFields, Reading};
+use super::admission::{Checks, PlanFields, Reading, Refund, admit};
 use super::future::Next;
 use super::route::{RouteLimit, with_parts};
 use crate::business::{CountWhen, RouteBusiness};

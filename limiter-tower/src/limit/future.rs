@@ -18,8 +18,7 @@ use limiter_core::Permit;
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use super::admission::{Detached, Pending, Refund};
-use super::answer::Reading;
+use super::admission::{Detached, Pending, Reading, Refund};
 use super::route::RouteLimit;
 use crate::response::RateLimitHeaders;
 

@@ -5,12 +5,13 @@
 //! - this file: [`LimitLayer`], what configures a limit, and [`Limit`],
 //!   the service it wraps around the one below;
 //! - `route`: the limit itself ([`RouteLimit`]): who a request is for it,
-//!   its counters, the answers it gives without the store;
+//!   and its counters;
 //! - `decide`: how a request, or a check made in a handler, is decided,
 //!   top to bottom;
 //! - `admission`: the store's part when the store does not decide at once,
 //!   the penalty, and refunds;
-//! - `answer`: how the store's answer becomes the inner call or a 429;
+//! - `answer`: how the store's answer, or a refusal without it, becomes
+//!   the inner call or the limiter's own response;
 //! - `future`: the response future that waits for the store and the
 //!   inner service.
 

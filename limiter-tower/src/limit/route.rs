@@ -12,14 +12,13 @@ use http::Request;
 use http::request::Parts;
 use limiter_core::{Identity, Key, OnStoreError, Policy, TopDenied};
 
-use super::future::Next;
 use crate::business::{ClientList, Common, RouteBusiness};
 use crate::client_ip::push_ipv4;
 use crate::context::{BlockCheck, Context};
 use crate::counters::{Counted, DecisionCounters, ShadowCounter};
 use crate::key::{KeySource, Source};
 use crate::misconfigured::Missing;
-use crate::response::{self, Protocol, RouteFields};
+use crate::response::RouteFields;
 
 /// One policy and one key source, as a [`LimitLayer`](crate::LimitLayer)
 /// or `#[rate_limit]` configures them.
@@ -103,48 +102,6 @@ impl RouteLimit {
         let algorithm = || self.policy.algorithm().name();
         self.counters
             .record(counted, algorithm, &self.name, overridden);
-    }
-
-    /// The answer to a request no key could be built for.
-    pub(crate) fn refuse<B>(&self, no_key: NoKey, context: &Context, request: &Request<B>) -> Next {
-        match no_key {
-            NoKey::NotInRequest => Next::Respond(response::problem(
-                Protocol::of(request.headers()),
-                context.missing_identity,
-                &format!(
-                    "This route is rate limited per {}, and the request carries none.",
-                    self.identity_name()
-                ),
-            )),
-            NoKey::NotSetUp(missing) => self.misconfigured(missing, request),
-        }
-    }
-
-    /// The answer to a request whose identity is blocked.
-    #[cold]
-    #[inline(never)]
-    pub(crate) fn blocked<B>(
-        &self,
-        left: Duration,
-        context: &Context,
-        request: &mut Request<B>,
-    ) -> Next {
-        self.record(Counted::Blocked);
-        self.record_denial(context, request);
-        tracing::debug!(limit = %self.name, ?left, "blocked");
-        Next::Respond(response::blocked(Protocol::of(request.headers()), left))
-    }
-
-    /// The answer to a request on a deny list.
-    #[cold]
-    #[inline(never)]
-    pub(crate) fn deny_listed<B>(&self, request: &Request<B>) -> Next {
-        self.record(Counted::DenyListed);
-        Next::Respond(response::deny_listed(Protocol::of(request.headers())))
-    }
-
-    pub(crate) fn misconfigured<B>(&self, missing: Missing, request: &Request<B>) -> Next {
-        Next::Respond(missing.response(&self.name, Protocol::of(request.headers())))
     }
 }
 

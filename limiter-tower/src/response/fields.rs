@@ -18,7 +18,14 @@ use std::time::Duration;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use limiter_core::{ConcurrencyLimit, Decision, Policy};
 
-use crate::context::HeaderOptions;
+/// Which headers responses carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HeaderOptions {
+    /// `RateLimit-Policy` and `RateLimit` on allowed responses (always on 429s).
+    pub(crate) on_allowed: bool,
+    /// `X-RateLimit-Limit`, `-Remaining` and `-Reset` as well.
+    pub(crate) legacy: bool,
+}
 
 /// `RateLimit-Policy`.
 pub static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");

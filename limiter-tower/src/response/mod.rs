@@ -16,7 +16,7 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use limiter_core::Decision;
 
 pub use fields::{RATELIMIT, RATELIMIT_POLICY};
-pub(crate) use fields::{RateLimitHeaders, RouteFields, seconds};
+pub(crate) use fields::{HeaderOptions, RateLimitHeaders, RouteFields, seconds};
 
 /// The problem type of a 429 (RFC 9457), from the RateLimit draft.
 pub const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
@@ -137,7 +137,7 @@ pub(crate) fn problem(protocol: Protocol, status: StatusCode, detail: &str) -> R
 /// ```
 pub fn too_many_requests(decision: &Decision, policy: &limiter_core::Policy) -> Response {
     let names = policy.names();
-    let options = crate::context::HeaderOptions {
+    let options = HeaderOptions {
         on_allowed: true,
         legacy: false,
     };

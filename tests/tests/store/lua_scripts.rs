@@ -10,7 +10,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{RedisResult, Value};
 
 fn file(name: &str) -> &'static str {
-    let found = lua::files().iter().find(|(n, _)| *n == name);
+    let found = limiter_redis::lua_files().iter().find(|(n, _)| *n == name);
     found.unwrap_or_else(|| panic!("no file {name}")).1
 }
 
@@ -41,7 +41,7 @@ async fn eval<T: redis::FromRedisValue>(
 async fn every_lua_file_compiles_on_its_own() {
     let redis = limiter_tests::redis();
     let mut con = redis.raw().await;
-    let files = lua::files();
+    let files = limiter_redis::lua_files();
     assert_eq!(files.len(), 26);
     for (name, text) in files {
         let loaded = script_load(&mut con, text).await;
@@ -53,7 +53,7 @@ async fn every_lua_file_compiles_on_its_own() {
 async fn every_script_compiles_and_loads_under_its_hash() {
     let redis = limiter_tests::redis();
     let mut con = redis.raw().await;
-    let scripts = lua::scripts();
+    let scripts = limiter_redis::lua_scripts();
     assert_eq!(scripts.len(), 28);
     for (name, script) in scripts {
         let loaded = script_load(&mut con, script.source()).await;
@@ -193,7 +193,7 @@ fn algorithms() -> Vec<(&'static str, Vec<&'static str>)> {
 }
 
 fn named(name: &str) -> &'static lua::Lua {
-    let scripts = lua::scripts();
+    let scripts = limiter_redis::lua_scripts();
     let found = scripts.into_iter().find(|(n, _)| n == name);
     found.unwrap_or_else(|| panic!("no script {name}")).1
 }
