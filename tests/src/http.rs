@@ -117,6 +117,32 @@ pub async fn send_from(
     exchange(socket.connect(addr).await?, method, path, headers, body).await
 }
 
+/// A request to an admin route: `body` (JSON, sent with its content type
+/// when there is one), with the bearer `token` when given, from the local
+/// address `from` when given (else 127.0.0.1).
+pub async fn admin(
+    addr: SocketAddr,
+    from: Option<IpAddr>,
+    method: &str,
+    path: &str,
+    body: &str,
+    token: Option<&str>,
+) -> Response {
+    let authorization = token.map(|t| format!("Bearer {t}").into_bytes());
+    let mut headers: Vec<(&str, &[u8])> = Vec::new();
+    if !body.is_empty() {
+        headers.push(("content-type", b"application/json"));
+    }
+    if let Some(value) = &authorization {
+        headers.push(("authorization", value));
+    }
+    let sent = match from {
+        Some(from) => send_from(from, addr, method, path, &headers, body.as_bytes()).await,
+        None => send(addr, method, path, &headers, body.as_bytes()).await,
+    };
+    sent.unwrap_or_else(|error| panic!("{method} {path}: {error}"))
+}
+
 async fn exchange(
     mut stream: TcpStream,
     method: &str,

@@ -23,6 +23,8 @@ pub mod http;
 mod load;
 pub mod metric_names;
 pub mod proxy;
+pub mod regions;
+pub mod ugc;
 
 /// The value of the sample of a Prometheus text exposition (`/metrics`)
 /// whose name and labels contain every part of `needles`.

@@ -102,10 +102,8 @@ impl Ugc {
     /// A request to an admin route, with the token, from the admin's
     /// address.
     async fn admin(&self, method: &str, path: &str, body: &str) -> Response {
-        let authorization = format!("Bearer {TOKEN}");
-        let headers: [(&str, &[u8]); 1] = [("authorization", authorization.as_bytes())];
-        self.send(LOCAL, method, path, &headers, body.as_bytes())
-            .await
+        let (addr, from) = (self.server.addr(), Some(LOCAL.parse().unwrap()));
+        limiter_tests::http::admin(addr, from, method, path, body, Some(TOKEN)).await
     }
 
     /// `PUT /admin/blocks/{identity}` for `seconds` (`identity` is

@@ -37,7 +37,7 @@ fn start_servers(network: &Network) -> Vec<UgcServer> {
                 .map(|there| format!("{}={}", NAMES[there], network.link_url(here, there)))
                 .collect();
             UgcServer::start(&[
-                ("REDIS_URL", network.local_url(here).as_str()),
+                ("REDIS_URL", network.server(here).url().as_str()),
                 ("LIMITER_REGION", NAMES[here]),
                 ("LIMITER_PEER_REGIONS", peers.join(",").as_str()),
             ])
@@ -88,7 +88,7 @@ async fn region_metrics(server: &UgcServer) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ugc_api_search_from_one_region_gets_nine_tenths_of_the_quota() {
     let _turn = ONE_AT_A_TIME.lock().await;
-    let network = Network::start(ONE_WAY).await;
+    let network = Network::start(|_, _| ONE_WAY).await;
     let servers = start_servers(&network);
     // Connected to its Redis and the other regions, scripts loaded: past
     // the quota of a key of its own in every region.

@@ -10,40 +10,14 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use limiter_examples::admin::AdminToken;
-use limiter_examples::{Options, app};
-use limiter_tests::http::{Response, send, send_from, serve};
-use limiter_tests::{TestRedis, redis};
-use limiter_tower::{GuardConfig, Limiter, ManualClock, MemoryStore};
+use limiter_tests::http::{Response, send, send_from};
+use limiter_tests::redis;
+use limiter_tests::ugc::{ADMIN_TOKEN, memory_server, redis_server};
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
-const T0: Duration = Duration::from_secs(1_750_000_000);
-const ADMIN_TOKEN: &str = "count-by-outcome-admin-token";
 const RIGHT: &str = "let-me-in";
 const WRONG: &str = "hunter2";
-
-fn options() -> Options {
-    Options {
-        admin_token: Some(AdminToken::new(ADMIN_TOKEN).unwrap()),
-        guard: GuardConfig {
-            deadline: Duration::from_secs(5),
-            ..GuardConfig::default()
-        },
-        ..Options::default()
-    }
-}
-
-async fn memory_server() -> (SocketAddr, ManualClock) {
-    let clock = ManualClock::new(T0);
-    let limiter = Limiter::new(MemoryStore::with_clock(clock.clone()));
-    (serve(app(limiter, options())).await, clock)
-}
-
-async fn redis_server(redis: &TestRedis) -> SocketAddr {
-    let limiter = Limiter::new(redis.store().await).with_prefix(redis.prefix());
-    serve(app(limiter, options())).await
-}
 
 /// The local address `127.0.0.{n}`: each a client of its own.
 fn client(n: u8) -> IpAddr {

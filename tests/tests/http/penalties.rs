@@ -7,33 +7,10 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use limiter_examples::admin::AdminToken;
-use limiter_examples::{Options, app};
-use limiter_tests::http::{Response, send, serve};
+use limiter_tests::http::{Response, send};
 use limiter_tests::redis;
-use limiter_tower::{GuardConfig, Limiter, ManualClock, MemoryStore};
+use limiter_tests::ugc::{memory_server, redis_server, reply};
 use serde_json::Value;
-
-const T0: Duration = Duration::from_secs(1_750_000_000);
-const ADMIN_TOKEN: &str = "penalties-admin-token";
-
-fn options() -> Options {
-    Options {
-        admin_token: Some(AdminToken::new(ADMIN_TOKEN).unwrap()),
-        guard: GuardConfig {
-            deadline: Duration::from_secs(5),
-            ..GuardConfig::default()
-        },
-        ..Options::default()
-    }
-}
-
-async fn reply(addr: SocketAddr, user: &str) -> Response {
-    let headers: [(&str, &[u8]); 1] = [("x-user-id", user.as_bytes())];
-    send(addr, "POST", "/posts/1/replies", &headers, b"")
-        .await
-        .unwrap()
-}
 
 fn assert_rate_denied(response: &Response) {
     assert_eq!(response.status, 429, "{response:#?}");
@@ -60,9 +37,7 @@ async fn offend(addr: SocketAddr, user: &str) {
 
 #[tokio::test]
 async fn three_denials_block_for_15_minutes_then_an_hour_on_memory() {
-    let clock = ManualClock::new(T0);
-    let limiter = Limiter::new(MemoryStore::with_clock(clock.clone()));
-    let addr = serve(app(limiter, options())).await;
+    let (addr, clock) = memory_server().await;
     // Two denials are not enough.
     for _ in 0..5 {
         assert_eq!(reply(addr, "erin").await.status, 201);
@@ -91,11 +66,7 @@ async fn three_denials_block_for_15_minutes_then_an_hour_on_memory() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_penalty_earned_on_one_instance_blocks_on_the_other() {
     let redis = redis();
-    let instance = || async {
-        let limiter = Limiter::new(redis.store().await).with_prefix(redis.prefix());
-        serve(app(limiter, options())).await
-    };
-    let (a, b) = (instance().await, instance().await);
+    let (a, b) = (redis_server(&redis).await, redis_server(&redis).await);
     for i in 0..5 {
         assert_eq!(reply(a, "gina").await.status, 201, "reply {i}");
     }

@@ -44,12 +44,8 @@ impl Instance {
     /// A request to an admin route, with the token, from an address no
     /// admin request came from before (see [`admin_address`]).
     pub(super) async fn admin(&self, method: &str, path: &str, body: &str) -> Response {
-        let authorization = format!("Bearer {TOKEN}");
-        let headers: [(&str, &[u8]); 1] = [("authorization", authorization.as_bytes())];
-        let from = admin_address();
-        send_from(from, self.addr(), method, path, &headers, body.as_bytes())
-            .await
-            .unwrap()
+        let from = Some(admin_address());
+        limiter_tests::http::admin(self.addr(), from, method, path, body, Some(TOKEN)).await
     }
 
     /// `PUT /admin/blocks/user/{user}` for `seconds`.

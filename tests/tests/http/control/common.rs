@@ -1,52 +1,15 @@
-//! What the control tests share: the UGC server on the memory store
-//! (time moved by hand) or on Redis, and its routes.
+//! What the control tests share besides the UGC server
+//! ([`limiter_tests::ugc`]): its routes.
 
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
-use limiter_examples::admin::AdminToken;
-use limiter_examples::{Options, app};
-use limiter_tests::TestRedis;
 use limiter_tests::http::{Response, send};
-use limiter_tower::{GuardConfig, Limiter, ManualClock, MemoryStore};
+pub(crate) use limiter_tests::ugc::{
+    ADMIN_TOKEN, T0, like, memory_server, options, redis_server, reply,
+};
 use serde_json::Value;
-
-pub(crate) const T0: Duration = Duration::from_secs(1_750_000_000);
-pub(crate) const ADMIN_TOKEN: &str = "control-admin-token";
-
-pub(crate) fn options() -> Options {
-    Options {
-        admin_token: Some(AdminToken::new(ADMIN_TOKEN).unwrap()),
-        guard: GuardConfig {
-            deadline: Duration::from_secs(5),
-            ..GuardConfig::default()
-        },
-        ..Options::default()
-    }
-}
-
-pub(crate) async fn memory_server() -> (SocketAddr, ManualClock) {
-    let clock = ManualClock::new(T0);
-    let limiter = Limiter::new(MemoryStore::with_clock(clock.clone()));
-    (
-        limiter_tests::http::serve(app(limiter, options())).await,
-        clock,
-    )
-}
-
-pub(crate) async fn redis_server(redis: &TestRedis) -> SocketAddr {
-    let limiter = Limiter::new(redis.store().await).with_prefix(redis.prefix());
-    limiter_tests::http::serve(app(limiter, options())).await
-}
-
-pub(crate) async fn reply(addr: SocketAddr, user: &str) -> Response {
-    let headers: [(&str, &[u8]); 1] = [("x-user-id", user.as_bytes())];
-    send(addr, "POST", "/posts/1/replies", &headers, b"")
-        .await
-        .unwrap()
-}
 
 pub(crate) async fn my_limits(addr: SocketAddr, user: &str) -> Value {
     let headers: [(&str, &[u8]); 1] = [("x-user-id", user.as_bytes())];
@@ -63,16 +26,7 @@ pub(crate) async fn admin(
     path: &str,
     token: Option<&str>,
 ) -> Response {
-    let value = token.map(|t| format!("Bearer {t}").into_bytes());
-    let headers: Vec<(&str, &[u8])> = value.iter().map(|v| ("authorization", &v[..])).collect();
-    send(addr, method, path, &headers, b"").await.unwrap()
-}
-
-pub(crate) async fn like(addr: SocketAddr, user: &str) -> Response {
-    let headers: [(&str, &[u8]); 1] = [("x-user-id", user.as_bytes())];
-    send(addr, "POST", "/posts/1/likes", &headers, b"")
-        .await
-        .unwrap()
+    limiter_tests::http::admin(addr, None, method, path, "", token).await
 }
 
 /// `PUT /admin/blocks/{identity}`, `identity` being `{kind}/{value}` as the
@@ -83,12 +37,8 @@ pub(crate) async fn block(
     body: &str,
     token: Option<&str>,
 ) -> Response {
-    let value = token.map(|t| format!("Bearer {t}").into_bytes());
-    let headers: Vec<(&str, &[u8])> = value.iter().map(|v| ("authorization", &v[..])).collect();
     let path = format!("/admin/blocks/{identity}");
-    send(addr, "PUT", &path, &headers, body.as_bytes())
-        .await
-        .unwrap()
+    limiter_tests::http::admin(addr, None, "PUT", &path, body, token).await
 }
 
 /// A 429 of a block: `Retry-After` the block's time left, a problem of

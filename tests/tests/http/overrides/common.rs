@@ -8,15 +8,14 @@ use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use limiter_examples::admin::AdminToken;
-use limiter_examples::{Options, app};
+use limiter_examples::app;
 use limiter_tests::RedisServer;
 use limiter_tests::http::{Response, send, send_from, serve};
-use limiter_tower::{GuardConfig, Limiter, ManualClock, MemoryStore, RedisConfig, RedisStore};
+use limiter_tower::{Limiter, ManualClock, RedisConfig, RedisStore};
 use serde_json::{Value, json};
 
-pub(crate) const T0: Duration = Duration::from_secs(1_750_000_000);
-pub(crate) const TOKEN: &str = "overrides-admin-token";
+pub(crate) use limiter_tests::ugc::ADMIN_TOKEN as TOKEN;
+pub(crate) use limiter_tests::ugc::{T0, like, options, reply};
 /// The posts limit, as its keys end and overrides name it.
 pub(crate) const POSTS: &str = "posts-create_post";
 pub(crate) const POSTS_OVERRIDE: &str = "/admin/overrides/posts-create_post";
@@ -24,17 +23,6 @@ pub(crate) const POSTS_OVERRIDE: &str = "/admin/overrides/posts-create_post";
 pub(crate) const OVERRIDES_HASH: &str = "{limiter:resets}:overrides";
 /// The channel every instance subscribes to.
 const CHANNEL: &str = "limiter:resets";
-
-pub(crate) fn options() -> Options {
-    Options {
-        admin_token: Some(AdminToken::new(TOKEN).unwrap()),
-        guard: GuardConfig {
-            deadline: Duration::from_secs(5),
-            ..GuardConfig::default()
-        },
-        ..Options::default()
-    }
-}
 
 /// A UGC instance (in process) with a store of its own on `redis`.
 pub(crate) async fn redis_instance(redis: &RedisServer) -> SocketAddr {
@@ -47,7 +35,7 @@ pub(crate) async fn redis_instance(redis: &RedisServer) -> SocketAddr {
 
 /// A UGC instance (in process) on the memory store, time moved by hand.
 pub(crate) async fn memory_instance_with(clock: ManualClock) -> SocketAddr {
-    serve(app(Limiter::new(MemoryStore::with_clock(clock)), options())).await
+    limiter_tests::ugc::memory_server_with(clock).await
 }
 
 /// A UGC instance (in process) on the memory store.
@@ -97,22 +85,6 @@ pub(crate) async fn post(addr: SocketAddr, from: u8) -> Response {
         .unwrap()
 }
 
-/// `POST /posts/1/replies` as `user`.
-pub(crate) async fn reply(addr: SocketAddr, user: &str) -> Response {
-    let headers: [(&str, &[u8]); 1] = [("x-user-id", user.as_bytes())];
-    send(addr, "POST", "/posts/1/replies", &headers, b"")
-        .await
-        .unwrap()
-}
-
-/// `POST /posts/1/likes` as `user`.
-pub(crate) async fn like(addr: SocketAddr, user: &str) -> Response {
-    let headers: [(&str, &[u8]); 1] = [("x-user-id", user.as_bytes())];
-    send(addr, "POST", "/posts/1/likes", &headers, b"")
-        .await
-        .unwrap()
-}
-
 /// An admin request with `body` (JSON), and the token when given.
 pub(crate) async fn admin(
     addr: SocketAddr,
@@ -121,14 +93,7 @@ pub(crate) async fn admin(
     body: &str,
     token: Option<&str>,
 ) -> Response {
-    let authorization = token.map(|t| format!("Bearer {t}").into_bytes());
-    let mut headers: Vec<(&str, &[u8])> = vec![("content-type", b"application/json")];
-    if let Some(value) = &authorization {
-        headers.push(("authorization", value));
-    }
-    send(addr, method, path, &headers, body.as_bytes())
-        .await
-        .unwrap()
+    limiter_tests::http::admin(addr, None, method, path, body, token).await
 }
 
 /// `GET /admin/overrides`.

@@ -2,9 +2,10 @@
 //! processes, one per region, each on its own Redis; whatever an admin
 //! route does for `GET /api/search`'s key reaches the regional store.
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use limiter_tests::http::{Response, send};
+use limiter_tests::regions::{next_second, unix_second};
 use limiter_tests::{RedisServer, UgcServer};
 use serde_json::Value;
 
@@ -66,12 +67,8 @@ impl Regions {
     }
 
     async fn admin(&self, region: usize, method: &str, path: &str, body: &str) -> Response {
-        let authorization = format!("Bearer {TOKEN}");
-        let headers: [(&str, &[u8]); 1] = [("authorization", authorization.as_bytes())];
         let addr = self.ugc[region].addr();
-        send(addr, method, path, &headers, body.as_bytes())
-            .await
-            .unwrap()
+        limiter_tests::http::admin(addr, None, method, path, body, Some(TOKEN)).await
     }
 
     /// `GET /api/search`'s state of `key` in `region`, as the admin route
@@ -94,22 +91,6 @@ fn assert_blocked(response: &Response, retry_after: &str) {
     assert_eq!(response.header("retry-after"), retry_after, "{response:#?}");
     let problem: Value = serde_json::from_str(&response.body).unwrap();
     assert_eq!(problem["type"], limiter_tower::BLOCKED, "{response:#?}");
-}
-
-/// Sleeps until just after the next whole second: the window of the
-/// quota per second, by the servers' clock (this machine's).
-async fn next_second() -> u64 {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
-    let into = Duration::from_nanos(u64::from(now.subsec_nanos()));
-    tokio::time::sleep(Duration::from_secs(1) - into + Duration::from_millis(5)).await;
-    second()
-}
-
-fn second() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -147,7 +128,7 @@ async fn the_admin_route_reads_an_api_keys_search_quota_in_its_region() {
     // Five requests and the read must fit in one second of the servers'
     // clock; a machine too busy for that tries again with another key.
     for key in ["k1", "k2", "k3"] {
-        let started = next_second().await;
+        let started = next_second(Duration::from_millis(5)).await;
         for _ in 0..5 {
             assert_eq!(regions.search(2, key).await.status, 200);
         }
@@ -155,7 +136,7 @@ async fn the_admin_route_reads_an_api_keys_search_quota_in_its_region() {
         // theirs: answered within a loopback round trip or two.
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         let state = regions.search_state(2, key).await;
-        if second() != started {
+        if unix_second() != started {
             continue;
         }
         assert_eq!(
@@ -173,7 +154,7 @@ async fn an_api_key_reset_on_souths_admin_route_has_its_quota_again_in_north() {
     let regions = Regions::start();
     regions.following().await;
     for key in ["k1", "k2", "k3"] {
-        let started = next_second().await;
+        let started = next_second(Duration::from_millis(5)).await;
         let mut statuses = Vec::new();
         for _ in 0..31 {
             statuses.push(regions.search(0, key).await.status);
@@ -182,7 +163,7 @@ async fn an_api_key_reset_on_souths_admin_route_has_its_quota_again_in_north() {
         let reset = regions.admin(2, "DELETE", &path, "").await;
         assert_eq!(reset.status, 204, "{reset:#?}");
         let after = regions.search(0, key).await.status;
-        if second() != started {
+        if unix_second() != started {
             continue;
         }
         assert_eq!(statuses.last(), Some(&429), "the quota used: {statuses:?}");

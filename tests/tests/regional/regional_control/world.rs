@@ -3,15 +3,13 @@
 //! regional store per region and a second one in south, each following its
 //! region's blocks.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use limiter_core::Blocks;
-use limiter_regional::{Region, RegionalConfig, RegionalStore};
+use limiter_regional::{RegionalConfig, RegionalStore};
 use limiter_tests::RedisServer;
-use limiter_tests::proxy::LatencyProxy;
+use limiter_tests::regions::{NAMES, Network, ONE_AT_A_TIME, REGIONS, staggered};
 
-const NAMES: [&str; 3] = ["north", "middle", "south"];
 pub(crate) const NORTH: usize = 0;
 const MIDDLE: usize = 1;
 pub(crate) const SOUTH: usize = 2;
@@ -25,21 +23,9 @@ const PEER_DEADLINE: Duration = Duration::from_secs(2);
 /// loaded machine.
 pub(crate) const RELAY_BOUND: Duration = Duration::from_secs(2);
 
-use crate::ONE_AT_A_TIME;
-
-fn one_way(a: usize, b: usize) -> Duration {
-    match (a.min(b), a.max(b)) {
-        (0, 1) => Duration::from_millis(30),
-        (1, 2) => Duration::from_millis(55),
-        _ => Duration::from_millis(80),
-    }
-}
-
 pub(crate) struct World {
     _turn: tokio::sync::MutexGuard<'static, ()>,
-    servers: Vec<RedisServer>,
-    /// `links[(from, to)]`: how `from`'s stores reach `to`'s Redis.
-    links: BTreeMap<(usize, usize), LatencyProxy>,
+    network: Network,
     /// North, middle, south, then a second instance in south.
     pub(crate) stores: Vec<RegionalStore>,
 }
@@ -47,31 +33,17 @@ pub(crate) struct World {
 impl World {
     pub(crate) async fn start() -> Self {
         let turn = ONE_AT_A_TIME.lock().await;
-        let servers: Vec<RedisServer> = NAMES.iter().map(|_| RedisServer::start()).collect();
-        let mut links = BTreeMap::new();
-        for from in 0..NAMES.len() {
-            for to in (0..NAMES.len()).filter(|&to| to != from) {
-                let target = ([127, 0, 0, 1], servers[to].port()).into();
-                let proxy = LatencyProxy::start(target, one_way(from, to)).await;
-                links.insert((from, to), proxy);
-            }
-        }
+        let network = Network::start(staggered).await;
         let config = RegionalConfig::new()
             .peer_deadline(PEER_DEADLINE)
             .local_deadline(Duration::from_secs(5))
             .connection_timeout(Duration::from_secs(2));
-        let store = |here: usize| {
-            let local = Region::open(NAMES[here], &servers[here].url()).unwrap();
-            let peers = (0..NAMES.len())
-                .filter(|&there| there != here)
-                .map(|there| Region::open(NAMES[there], &links[&(here, there)].url()).unwrap());
-            RegionalStore::with_config(local, peers, config.clone()).unwrap()
-        };
-        let stores = vec![store(NORTH), store(MIDDLE), store(SOUTH), store(SOUTH)];
+        let stores = [NORTH, MIDDLE, SOUTH, SOUTH]
+            .map(|here| network.store(here, &config, None))
+            .into();
         let world = Self {
             _turn: turn,
-            servers,
-            links,
+            network,
             stores,
         };
         world.follow_blocks().await;
@@ -85,7 +57,8 @@ impl World {
             store.block_list();
         }
         let deadline = Instant::now() + Duration::from_secs(10);
-        for (region, server) in self.servers.iter().enumerate() {
+        for region in 0..REGIONS {
+            let server = self.network.server(region);
             let instances = if region == SOUTH { 2 } else { 1 };
             while subscribers(server) < instances {
                 assert!(
@@ -100,17 +73,11 @@ impl World {
 
     /// Cuts every link to and from `region`.
     pub(crate) fn partition(&self, region: usize) {
-        for (&(from, to), link) in &self.links {
-            if from == region || to == region {
-                link.partition();
-            }
-        }
+        self.network.partition(region);
     }
 
     pub(crate) fn heal(&self) {
-        for link in self.links.values() {
-            link.heal();
-        }
+        self.network.heal();
     }
 
     /// What each instance answers for `key`'s block now: whether it is

@@ -1,25 +1,11 @@
 //! The UGC server's `GET /api/search`: 30 a second per API key, one quota
 //! across two regions (two `ugc` processes, each on its own Redis).
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use limiter_tests::http::send;
+use limiter_tests::regions::{next_second, unix_second};
 use limiter_tests::{RedisServer, UgcServer};
-
-/// Sleeps until just after the next whole second: the window of a quota
-/// per second, by the servers' clock (this machine's).
-async fn next_second() {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
-    let into = Duration::from_nanos(u64::from(now.subsec_nanos()));
-    tokio::time::sleep(Duration::from_secs(1) - into + Duration::from_millis(5)).await;
-}
-
-fn second() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ugc_api_search_shares_thirty_a_second_across_regions() {
@@ -50,8 +36,7 @@ async fn ugc_api_search_shares_thirty_a_second_across_regions() {
     // A run must fit in one second of the servers' clock; a machine too
     // busy for that tries again with another key.
     for key in ["k1", "k2", "k3"] {
-        next_second().await;
-        let started = second();
+        let started = next_second(Duration::from_millis(5)).await;
         let mut statuses = Vec::new();
         for _ in 0..20 {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -63,7 +48,7 @@ async fn ugc_api_search_shares_thirty_a_second_across_regions() {
             tokio::time::sleep(Duration::from_millis(20)).await;
             statuses.push(search(south.addr(), key).await);
         }
-        if second() != started {
+        if unix_second() != started {
             continue;
         }
         let (north_statuses, south_statuses) = statuses.split_at(20);

@@ -11,39 +11,25 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use limiter_core::{Policy, Rule};
-use limiter_regional::{Region, RegionStats, RegionalConfig, RegionalStore};
-use limiter_tests::proxy::LatencyProxy;
-use limiter_tests::{RedisCluster, RedisServer};
+use limiter_regional::{RegionStats, RegionalConfig, RegionalStore};
+use limiter_tests::RedisCluster;
+use limiter_tests::regions::{Network, ONE_AT_A_TIME, staggered, warm_up};
 use tokio::task::JoinSet;
 
-pub(crate) const NAMES: [&str; 3] = ["north", "middle", "south"];
-pub(crate) const REGIONS: usize = NAMES.len();
+pub(crate) use limiter_tests::regions::{NAMES, REGIONS};
 pub(crate) const QUOTA: u64 = 30;
 pub(crate) const WINDOW: Duration = Duration::from_secs(1);
 /// Rounds per window: the window's time is split evenly among them.
 pub(crate) const ROUNDS: u64 = 20;
 
-/// The one-way latency between two regions.
-pub(crate) fn one_way(a: usize, b: usize) -> Duration {
-    match (a.min(b), a.max(b)) {
-        (0, 1) => Duration::from_millis(30),
-        (1, 2) => Duration::from_millis(55),
-        _ => Duration::from_millis(80),
-    }
-}
-
 /// The shortest cross-region round trip.
 pub(crate) const SHORTEST_ROUND_TRIP: Duration = Duration::from_millis(60);
 
-use crate::ONE_AT_A_TIME;
 
 pub(crate) struct World {
     _turn: tokio::sync::MutexGuard<'static, ()>,
-    /// Kept alive for the stores.
-    _servers: Vec<RedisServer>,
+    network: Network,
     _cluster: Option<RedisCluster>,
-    /// `links[(from, to)]`: how `from`'s store reaches `to`'s Redis.
-    links: BTreeMap<(usize, usize), LatencyProxy>,
     pub(crate) stores: Vec<RegionalStore>,
 }
 
@@ -63,68 +49,27 @@ impl World {
 
     async fn build(config: RegionalConfig, cluster: Option<RedisCluster>) -> Self {
         let turn = ONE_AT_A_TIME.lock().await;
-        let servers: Vec<RedisServer> = (0..REGIONS).map(|_| RedisServer::start()).collect();
-        let mut links = BTreeMap::new();
-        for from in 0..REGIONS {
-            for to in (0..REGIONS).filter(|&to| to != from) {
-                let target = ([127, 0, 0, 1], servers[to].port()).into();
-                links.insert(
-                    (from, to),
-                    LatencyProxy::start(target, one_way(from, to)).await,
-                );
-            }
-        }
-        let region = |region: usize, url: &str| match (&cluster, region) {
-            (Some(cluster), 0) => {
-                let seeds = cluster.urls();
-                Region::open_cluster(NAMES[0], seeds.iter().map(String::as_str)).unwrap()
-            }
-            _ => Region::open(NAMES[region], url).unwrap(),
-        };
+        let network = Network::start(staggered).await;
         let stores: Vec<RegionalStore> = (0..REGIONS)
-            .map(|here| {
-                let local = region(here, &servers[here].url());
-                let peers = (0..REGIONS)
-                    .filter(|&there| there != here)
-                    .map(|there| region(there, &links[&(here, there)].url()));
-                RegionalStore::with_config(local, peers, config.clone()).unwrap()
-            })
+            .map(|here| network.store(here, &config, cluster.as_ref()))
             .collect();
-        // Connected to every region and scripts loaded, so latencies are
-        // the decisions' own: a quota of one, spent at once, asks.
-        let warm_up = Policy::fixed_window(Rule::new(1, WINDOW).unwrap());
-        for store in &stores {
-            for _ in 0..2 {
-                store
-                    .check_at("warm-up", &warm_up, 1, 1_000_000)
-                    .await
-                    .unwrap();
-            }
-            store.idle().await;
-        }
+        warm_up(&stores).await;
         Self {
             _turn: turn,
-            _servers: servers,
+            network,
             _cluster: cluster,
-            links,
             stores,
         }
     }
 
     /// Cuts every link to and from `region`.
     pub(crate) fn partition(&self, region: usize) {
-        for (&(from, to), link) in &self.links {
-            if from == region || to == region {
-                link.partition();
-            }
-        }
+        self.network.partition(region);
     }
 
     /// Restores every link.
     pub(crate) fn heal(&self) {
-        for link in self.links.values() {
-            link.heal();
-        }
+        self.network.heal();
     }
 
     pub(crate) fn stats(&self) -> Vec<RegionStats> {
