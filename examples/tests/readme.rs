@@ -1,6 +1,7 @@
 //! The README's program is `src/bin/quickstart.rs`, byte for byte, and it
 //! does what the README says: served over real HTTP, three 200s, then a 429
-//! with its `Retry-After`.
+//! with its `Retry-After`. And no Rust snippet of the README or a guide
+//! hides lines: a rendered page would show rustdoc's `# ` lines as they are.
 //!
 //! The program listens on `LIMITER_ADDR`, `127.0.0.1:3000` by default. The
 //! test sets `127.0.0.1:0` so that the system picks a free port (a server a
@@ -56,6 +57,38 @@ impl Drop for Program {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// Every line of a ```` ```rust ```` block of the README and the guides
+/// that rustdoc would hide (`# ` or a lone `#`), as `file:line`.
+#[test]
+fn no_snippet_hides_lines() {
+    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs");
+    let mut pages = vec![("README.md".to_owned(), README.to_owned())];
+    for entry in std::fs::read_dir(docs).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".md") {
+            pages.push((name, std::fs::read_to_string(entry.path()).unwrap()));
+        }
+    }
+    assert!(pages.len() > 5, "the guides were not found");
+    let mut hidden = Vec::new();
+    for (name, text) in &pages {
+        let mut in_rust = None;
+        for (number, line) in text.lines().enumerate() {
+            if let Some(info) = line.trim_start().strip_prefix("```") {
+                in_rust = match in_rust {
+                    Some(_) => None,
+                    None => Some(info.starts_with("rust")),
+                };
+            } else if in_rust == Some(true)
+                && (line.trim() == "#" || line.trim_start().starts_with("# "))
+            {
+                hidden.push(format!("{name}:{}", number + 1));
+            }
+        }
+    }
+    assert!(hidden.is_empty(), "hidden lines: {hidden:?}");
 }
 
 /// Starts the program on a free port and answers the address it listens on.

@@ -6,7 +6,8 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::error::ConfigError;
-use crate::rule::{MAX_WINDOW, Span};
+use crate::rule::MAX_WINDOW;
+use crate::span::Span;
 
 /// The longest a request may wait for its retry time before it is denied:
 /// from 1 ms to [`MAX_WINDOW`](crate::MAX_WINDOW).

@@ -1,13 +1,14 @@
 //! What the router-level layer holds for every limit below it: the store,
 //! the key prefix, how to find clients and users, and which headers to send.
 
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use http::StatusCode;
 use limiter_core::{
-    Acquired, Capabilities, ConcurrencyLimit, Decision, Error, GuardConfig, Guarded, HotKeys,
-    OnStoreError, Policy, Store, Verdict, Waiters, required,
+    Acquired, Capabilities, ConcurrencyLimit, Decision, Denied, Error, GuardConfig, Guarded,
+    HotKeys, Identity, OnStoreError, Policy, Store, TopDenied, Verdict, Waiters, required,
 };
 
 use crate::business::Common;
@@ -183,6 +184,45 @@ pub(crate) struct Context {
     pub(crate) business: Option<Box<Common>>,
     /// The queues of requests waiting for their retry time.
     pub(crate) waiters: Waiters,
+    /// The identities each limit below denied most, on this instance:
+    /// shared by the layer's clones and its [`Control`](crate::Control).
+    pub(crate) offenders: Arc<Offenders>,
+}
+
+/// The top offenders of each limit under one router layer, by the limit's
+/// name: a sketch each, made at the limit's first denial. Kept per layer,
+/// not per limit, so that two applications in one process (or two routers
+/// sharing a `#[rate_limit]` handler) each list their own denials.
+#[derive(Debug, Default)]
+pub(crate) struct Offenders(RwLock<HashMap<Box<str>, Arc<TopDenied>>>);
+
+impl Offenders {
+    /// Counts a denial of `identity` by the limit `limit`.
+    pub(crate) fn record(&self, limit: &str, identity: &Identity) {
+        let found = self
+            .0
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(limit)
+            .cloned();
+        let sketch = found.unwrap_or_else(|| {
+            let mut sketches = self.0.write().unwrap_or_else(|p| p.into_inner());
+            Arc::clone(
+                sketches
+                    .entry(limit.into())
+                    .or_insert_with(|| Arc::new(TopDenied::new())),
+            )
+        });
+        sketch.record_identity(identity);
+    }
+
+    /// The `n` identities the limit `limit` denied most.
+    pub(crate) fn top(&self, limit: &str, n: usize) -> Vec<Denied> {
+        let sketches = self.0.read().unwrap_or_else(|p| p.into_inner());
+        sketches
+            .get(limit)
+            .map_or_else(Vec::new, |sketch| sketch.top(n))
+    }
 }
 
 impl fmt::Debug for Context {

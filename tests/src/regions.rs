@@ -13,6 +13,7 @@ use crate::{RedisCluster, RedisServer};
 
 /// The regions, by index: north 0, middle 1, south 2.
 pub const NAMES: [&str; 3] = ["north", "middle", "south"];
+/// How many regions there are.
 pub const REGIONS: usize = NAMES.len();
 
 /// One set of regions at a time in a test binary: three to six Redis
@@ -31,6 +32,7 @@ pub fn staggered(a: usize, b: usize) -> Duration {
 }
 
 /// A Redis server per region and a proxy on every link between two.
+#[derive(Debug)]
 pub struct Network {
     servers: Vec<RedisServer>,
     /// `links[(from, to)]`: how `from` reaches `to`'s Redis.

@@ -112,12 +112,14 @@ impl Control {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn top_denied(&self, limit: &str, n: usize) -> Result<Vec<Offender>, UnknownLimit> {
-        let found = self
+        let (part, found) = self
             .parts()
-            .flat_map(|part| part.limits.iter())
-            .find(|named| &*named.limit.name == limit)
+            .flat_map(|part| part.limits.iter().map(move |named| (part, named)))
+            .find(|(_, named)| &*named.limit.name == limit)
             .ok_or_else(|| UnknownLimit(limit.to_owned()))?;
-        let denied = found.limit.offenders.top(n);
+        // The limit's own router layer's, when it has one, as it records.
+        let context = found.limit.context.as_ref().unwrap_or(&part.context);
+        let denied = context.offenders.top(limit, n);
         Ok(denied
             .into_iter()
             .filter_map(|denied| {

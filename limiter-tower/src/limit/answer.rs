@@ -4,12 +4,11 @@
 //! and inserts the [`Decision`] extension; and the answers given without
 //! the store (no identity, a block, a deny list, a misconfiguration).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::response::Response;
 use http::{HeaderMap, Request};
-use limiter_core::{Acquired, Decision, Error, Permit, Policy, Verdict};
+use limiter_core::{Acquired, Decision, Error, Permit, Verdict};
 
 use super::admission::{Admission, Reading};
 use super::future::Next;

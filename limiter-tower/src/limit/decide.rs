@@ -465,7 +465,7 @@ impl RouteLimit {
             && let Some(left) = blocks.and_then(|blocks| blocks.blocked(&block_key))
         {
             self.record(Counted::Blocked);
-            self.record_denial_of(identity);
+            self.record_denial_of(context, identity);
             return Ok(unchecked(Arc::clone(&self.policy), Some(left)));
         }
         let overridden = self.override_of(context);
@@ -519,7 +519,7 @@ impl RouteLimit {
                     .record(self.policy.algorithm().name(), &self.name);
                 decision = Decision::unchecked(&policy);
             } else {
-                self.record_denial_of(identity);
+                self.record_denial_of(context, identity);
             }
         }
         Ok(Checked {

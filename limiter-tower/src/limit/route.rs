@@ -10,7 +10,7 @@ use std::time::Duration;
 use axum::extract::ConnectInfo;
 use http::Request;
 use http::request::Parts;
-use limiter_core::{Identity, Key, OnStoreError, Policy, TopDenied};
+use limiter_core::{Identity, Key, OnStoreError, Policy};
 
 use crate::business::{ClientList, Common, RouteBusiness};
 use crate::client_ip::push_ipv4;
@@ -46,9 +46,6 @@ pub(crate) struct RouteLimit {
     /// ([`LimitLayer::router_layer`](crate::LimitLayer::router_layer)):
     /// then it looks for no router layer above it.
     pub(crate) context: Option<Arc<Context>>,
-    /// The identities this limit denied most lately, on this instance
-    /// ([`Control::top_denied`](crate::Control::top_denied)).
-    pub(crate) offenders: Arc<TopDenied>,
 }
 
 impl RouteLimit {
@@ -69,7 +66,6 @@ impl RouteLimit {
             shadow_counter: ShadowCounter::default(),
             honours_blocks: true,
             context: None,
-            offenders: Arc::new(TopDenied::new()),
         }
     }
 
@@ -80,13 +76,14 @@ impl RouteLimit {
     #[inline(never)]
     pub(crate) fn record_denial<B>(&self, context: &Context, request: &mut Request<B>) {
         if let Some(identity) = self.typed_identity(context, request) {
-            self.record_denial_of(&identity);
+            self.record_denial_of(context, &identity);
         }
     }
 
-    /// Counts a denial of `identity` among the limit's offenders.
-    pub(crate) fn record_denial_of(&self, identity: &Identity) {
-        self.offenders.record_identity(identity);
+    /// Counts a denial of `identity` among the limit's offenders under the
+    /// router layer `context` ([`Control::top_denied`](crate::Control::top_denied)).
+    pub(crate) fn record_denial_of(&self, context: &Context, identity: &Identity) {
+        context.offenders.record(&self.name, identity);
     }
 
     /// Counts one answer of this limit's rate check.

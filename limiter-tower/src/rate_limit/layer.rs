@@ -10,8 +10,8 @@ use crate::business::Common;
 use crate::client_ip::{ClientIp, ClientIpSource};
 use crate::context::{BlockCheck, OverrideCheck};
 use crate::context::{Context, store_builder};
-use crate::response::HeaderOptions;
 use crate::control::Control;
+use crate::response::HeaderOptions;
 use crate::scope;
 use crate::setters::{Configure, common_setters};
 use ipnet::IpNet;
@@ -97,6 +97,7 @@ impl RateLimitLayer {
                 missing_identity: StatusCode::UNAUTHORIZED,
                 business: None,
                 waiters: Waiters::new(),
+                offenders: Arc::default(),
             }),
         }
     }

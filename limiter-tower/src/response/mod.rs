@@ -15,8 +15,8 @@ use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use limiter_core::Decision;
 
-pub use fields::{RATELIMIT, RATELIMIT_POLICY};
 pub(crate) use fields::{HeaderOptions, RateLimitHeaders, RouteFields, seconds};
+pub use fields::{RATELIMIT, RATELIMIT_POLICY};
 
 /// The problem type of a 429 (RFC 9457), from the RateLimit draft.
 pub const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";

@@ -7,7 +7,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use limiter_tests::http::{Response, send};
+use limiter_tests::http::Response;
 use limiter_tests::redis;
 use limiter_tests::ugc::{memory_server, redis_server, reply};
 use serde_json::Value;

@@ -241,6 +241,37 @@ async fn the_ugc_servers_admin_routes_list_top_offenders() {
     assert_eq!(response.status, 404);
 }
 
+/// Two UGC servers in one process share the handlers' static limits, yet
+/// each lists the denials its own requests met: top offenders are kept
+/// per router layer, as an instance's.
+#[tokio::test]
+async fn two_servers_in_one_process_list_their_own_offenders() {
+    let ((a, _), (b, _)) = (memory_server().await, memory_server().await);
+    for i in 0..7 {
+        let status = reply(a, "trudy").await.status;
+        assert_eq!(status, if i < 5 { 201 } else { 429 }, "reply {i}");
+    }
+    for i in 0..6 {
+        let status = reply(b, "victor").await.status;
+        assert_eq!(status, if i < 5 { 201 } else { 429 }, "reply {i}");
+    }
+    for (addr, listed) in [
+        (a, offender("user", "trudy", 2)),
+        (b, offender("user", "victor", 1)),
+    ] {
+        let response = admin(
+            addr,
+            "GET",
+            "/admin/top/posts-create_reply",
+            Some(ADMIN_TOKEN),
+        )
+        .await;
+        assert_eq!(response.status, 200, "{response:#?}");
+        let top: Value = serde_json::from_str(&response.body).unwrap();
+        assert_eq!(top, json!([listed]));
+    }
+}
+
 /// A concurrency limit's denials count too: a second export while the
 /// first is in flight.
 #[tokio::test]

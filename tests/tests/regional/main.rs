@@ -4,4 +4,3 @@
 
 mod regional_control;
 mod regions;
-

@@ -4,7 +4,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use limiter_tests::UgcServer;
-use limiter_tests::http::{Response, send, send_from};
+use limiter_tests::http::{Response, send};
 use serde_json::{Value, json};
 
 use super::{ADMIN_NETWORK, BLOCK_SECONDS, DEADLINE_MS, TOKEN, VICTIM};

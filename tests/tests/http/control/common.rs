@@ -6,9 +6,7 @@
 use std::net::SocketAddr;
 
 use limiter_tests::http::{Response, send};
-pub(crate) use limiter_tests::ugc::{
-    ADMIN_TOKEN, T0, like, memory_server, options, redis_server, reply,
-};
+pub(crate) use limiter_tests::ugc::{ADMIN_TOKEN, T0, like, memory_server, redis_server, reply};
 use serde_json::Value;
 
 pub(crate) async fn my_limits(addr: SocketAddr, user: &str) -> Value {

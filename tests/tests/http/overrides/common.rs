@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use limiter_examples::app;
 use limiter_tests::RedisServer;
-use limiter_tests::http::{Response, send, send_from, serve};
+use limiter_tests::http::{Response, send_from, serve};
 use limiter_tower::{Limiter, ManualClock, RedisConfig, RedisStore};
 use serde_json::{Value, json};
 

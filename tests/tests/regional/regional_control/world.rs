@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use limiter_core::Blocks;
 use limiter_regional::{RegionalConfig, RegionalStore};
 use limiter_tests::RedisServer;
-use limiter_tests::regions::{NAMES, Network, ONE_AT_A_TIME, REGIONS, staggered};
+use limiter_tests::regions::{NAMES, Network, ONE_AT_A_TIME, staggered};
 
 pub(crate) const NORTH: usize = 0;
 const MIDDLE: usize = 1;
@@ -57,15 +57,11 @@ impl World {
             store.block_list();
         }
         let deadline = Instant::now() + Duration::from_secs(10);
-        for region in 0..REGIONS {
+        for (region, name) in NAMES.iter().enumerate() {
             let server = self.network.server(region);
             let instances = if region == SOUTH { 2 } else { 1 };
             while subscribers(server) < instances {
-                assert!(
-                    Instant::now() < deadline,
-                    "{} not subscribed",
-                    NAMES[region]
-                );
+                assert!(Instant::now() < deadline, "{name} not subscribed");
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         }

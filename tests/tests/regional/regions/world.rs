@@ -16,7 +16,7 @@ use limiter_tests::RedisCluster;
 use limiter_tests::regions::{Network, ONE_AT_A_TIME, staggered, warm_up};
 use tokio::task::JoinSet;
 
-pub(crate) use limiter_tests::regions::{NAMES, REGIONS};
+pub(crate) use limiter_tests::regions::REGIONS;
 pub(crate) const QUOTA: u64 = 30;
 pub(crate) const WINDOW: Duration = Duration::from_secs(1);
 /// Rounds per window: the window's time is split evenly among them.
@@ -24,7 +24,6 @@ pub(crate) const ROUNDS: u64 = 20;
 
 /// The shortest cross-region round trip.
 pub(crate) const SHORTEST_ROUND_TRIP: Duration = Duration::from_millis(60);
-
 
 pub(crate) struct World {
     _turn: tokio::sync::MutexGuard<'static, ()>,
