@@ -9,11 +9,14 @@
 
 use futures_util::future::join_all;
 
+use std::sync::Arc;
+
+use super::heartbeat;
+use super::inner::{Inner, Peer};
 use super::link::{CREDIT, GIVE};
-use super::liveness::{self, Records};
+use super::liveness::Records;
 use super::registry::AskRequest;
 use super::stats::{add, bump};
-use super::store::{Inner, Peer};
 use limiter_core::Error;
 
 /// What another region answered: what it gave, and its count in the window.
@@ -73,7 +76,7 @@ pub(crate) async fn ask(inner: &Inner, request: &AskRequest) {
 async fn give(inner: &Inner, i: usize, peer: &Peer, request: &AskRequest) -> Option<Given> {
     if !request.injected_time && liveness_table(inner, i).is_none() {
         // Its contacts never read: a heartbeat first, which reads them.
-        liveness::beat(inner, i, peer).await;
+        heartbeat::beat(inner, i, peer).await;
     }
     let mut call = GIVE.call(&request.key);
     script_time(&mut call, request);
@@ -111,8 +114,8 @@ fn liveness_table(inner: &Inner, i: usize) -> Option<Records> {
 /// with every region but itself.
 fn giver_contacts(inner: &Inner, i: usize, giver: &Peer, call: &mut redis::Cmd) {
     let micros = |d: std::time::Duration| d.as_micros() as u64;
-    call.arg(micros(liveness::lapse(inner)))
-        .arg(micros(liveness::margin(inner)));
+    call.arg(micros(heartbeat::lapse(inner)))
+        .arg(micros(heartbeat::margin(inner)));
     let table = liveness_table(inner, i);
     call.arg(if table.is_some() { "known" } else { "unknown" })
         .arg(inner.regions());
@@ -183,4 +186,90 @@ fn remote_error(inner: &Inner, peer: &Peer, kind: &'static str) {
     bump(&inner.stats.remote_errors);
     metrics::counter!("limiter_region_errors_total", "region" => peer.name.to_string(), "kind" => kind)
         .increment(1);
+}
+
+/// Starts an ask for `request`'s key and window, or has the running one
+/// run once more.
+pub(crate) fn request(inner: &Arc<Inner>, request: AskRequest) {
+    let registry = &inner.registry;
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        dropped(inner, "no Tokio runtime to ask on");
+        return;
+    };
+    let id = (request.key.clone(), request.start);
+    let mut pending = registry.lock();
+    if let Some(again) = pending.get_mut(&id) {
+        *again = Some(request);
+        return;
+    }
+    if pending.len() >= registry.max_pending {
+        drop(pending);
+        dropped(inner, "too many keys wait to ask");
+        return;
+    }
+    pending.insert(id.clone(), None);
+    registry.waiting.send_replace(pending.len());
+    drop(pending);
+    let entry = Entry {
+        inner: Arc::clone(inner),
+        id,
+        armed: true,
+    };
+    runtime.spawn(entry.run(request));
+}
+
+fn dropped(inner: &Inner, why: &str) {
+    bump(&inner.stats.asks_dropped);
+    metrics::counter!("limiter_region_asks_dropped_total").increment(1);
+    tracing::warn!(
+        why,
+        "regional ask dropped; the key asks again at a later check"
+    );
+}
+
+/// One key and window's place in the registry, given back when its task
+/// ends or is dropped.
+struct Entry {
+    inner: Arc<Inner>,
+    id: (Box<str>, u64),
+    armed: bool,
+}
+
+impl Entry {
+    async fn run(mut self, mut request: AskRequest) {
+        loop {
+            {
+                // The semaphore is never closed.
+                let _permit = self.inner.registry.permits.acquire().await;
+                if request.is_over() {
+                    // Behind a backlog: running it would only delay the
+                    // asks of windows that still count.
+                    bump(&self.inner.stats.asks_expired);
+                    metrics::counter!("limiter_region_asks_expired_total").increment(1);
+                } else {
+                    ask(&self.inner, &request).await;
+                }
+            }
+            // Whether to run again and leaving the registry are one step,
+            // so a crossing in between is never lost.
+            let mut pending = self.inner.registry.lock();
+            match pending.get_mut(&self.id).and_then(Option::take) {
+                Some(next) => request = next,
+                None => {
+                    pending.remove(&self.id);
+                    self.inner.registry.waiting.send_replace(pending.len());
+                    self.armed = false;
+                    return;
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        if self.armed {
+            self.inner.registry.remove(&self.id);
+        }
+    }
 }

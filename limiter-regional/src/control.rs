@@ -24,7 +24,8 @@ use limiter_core::{
 use limiter_redis::RedisStore;
 
 use super::stats::bump;
-use super::store::{Inner, Peer, RegionalStore};
+use super::inner::{Inner, Peer};
+use super::store::RegionalStore;
 
 /// A block or an unblock that some regions did not confirm: the regions
 /// that did keep it, the others do not have it (or may: a call that timed

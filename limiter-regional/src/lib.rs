@@ -23,6 +23,8 @@ mod check;
 mod config;
 mod control;
 mod counts;
+mod heartbeat;
+mod inner;
 mod link;
 mod liveness;
 mod region;

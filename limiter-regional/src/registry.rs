@@ -1,4 +1,4 @@
-//! Which asks wait or run: one per key and window, at most
+//! Which asks wait or run (the runs are `ask.rs`'s): one per key and window, at most
 //! `ask_concurrency` at once and `max_pending_asks` waiting.
 //!
 //! A key that asks again while its ask runs is served by one more run
@@ -9,14 +9,11 @@
 //! [`ask_timeout`](crate::RegionalConfig::ask_timeout).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
 use tokio::sync::{Semaphore, watch};
 
-use super::ask::ask;
-use super::stats::bump;
-use super::store::Inner;
 use limiter_core::Rule;
 
 /// A key short of its demand: which key and window to ask for, as the
@@ -41,7 +38,7 @@ pub(crate) struct AskRequest {
 impl AskRequest {
     /// Whether the window has ended: what an ask would get for it no
     /// longer decides anything (the next window's checks ask for their own).
-    fn is_over(&self) -> bool {
+    pub(crate) fn is_over(&self) -> bool {
         // A test's time does not pass by itself.
         !self.injected_time
             && self
@@ -57,10 +54,10 @@ type Pending = HashMap<(Box<str>, u64), Option<AskRequest>>;
 
 pub(crate) struct Registry {
     pending: Mutex<Pending>,
-    max_pending: usize,
-    permits: Semaphore,
+    pub(crate) max_pending: usize,
+    pub(crate) permits: Semaphore,
     /// How many keys wait or run, for [`idle`](Self::idle).
-    waiting: watch::Sender<usize>,
+    pub(crate) waiting: watch::Sender<usize>,
 }
 
 impl Registry {
@@ -73,107 +70,21 @@ impl Registry {
         }
     }
 
-    /// Starts an ask for `request`'s key and window, or has the running one
-    /// run once more.
-    pub(crate) fn request(inner: &Arc<Inner>, request: AskRequest) {
-        let registry = &inner.registry;
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            dropped(inner, "no Tokio runtime to ask on");
-            return;
-        };
-        let id = (request.key.clone(), request.start);
-        let mut pending = registry.lock();
-        if let Some(again) = pending.get_mut(&id) {
-            *again = Some(request);
-            return;
-        }
-        if pending.len() >= registry.max_pending {
-            drop(pending);
-            dropped(inner, "too many keys wait to ask");
-            return;
-        }
-        pending.insert(id.clone(), None);
-        registry.waiting.send_replace(pending.len());
-        drop(pending);
-        let entry = Entry {
-            inner: Arc::clone(inner),
-            id,
-            armed: true,
-        };
-        runtime.spawn(entry.run(request));
-    }
-
     pub(crate) async fn idle(&self) {
         let mut waiting = self.waiting.subscribe();
         // The sender lives as long as `self`: the wait cannot fail.
         let _ = waiting.wait_for(|&n| n == 0).await;
     }
 
-    fn lock(&self) -> MutexGuard<'_, Pending> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Pending> {
         self.pending
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn remove(&self, id: &(Box<str>, u64)) {
+    pub(crate) fn remove(&self, id: &(Box<str>, u64)) {
         let mut pending = self.lock();
         pending.remove(id);
         self.waiting.send_replace(pending.len());
-    }
-}
-
-fn dropped(inner: &Inner, why: &str) {
-    bump(&inner.stats.asks_dropped);
-    metrics::counter!("limiter_region_asks_dropped_total").increment(1);
-    tracing::warn!(
-        why,
-        "regional ask dropped; the key asks again at a later check"
-    );
-}
-
-/// One key and window's place in the registry, given back when its task
-/// ends or is dropped.
-struct Entry {
-    inner: Arc<Inner>,
-    id: (Box<str>, u64),
-    armed: bool,
-}
-
-impl Entry {
-    async fn run(mut self, mut request: AskRequest) {
-        loop {
-            {
-                // The semaphore is never closed.
-                let _permit = self.inner.registry.permits.acquire().await;
-                if request.is_over() {
-                    // Behind a backlog: running it would only delay the
-                    // asks of windows that still count.
-                    bump(&self.inner.stats.asks_expired);
-                    metrics::counter!("limiter_region_asks_expired_total").increment(1);
-                } else {
-                    ask(&self.inner, &request).await;
-                }
-            }
-            // Whether to run again and leaving the registry are one step,
-            // so a crossing in between is never lost.
-            let mut pending = self.inner.registry.lock();
-            match pending.get_mut(&self.id).and_then(Option::take) {
-                Some(next) => request = next,
-                None => {
-                    pending.remove(&self.id);
-                    self.inner.registry.waiting.send_replace(pending.len());
-                    self.armed = false;
-                    return;
-                }
-            }
-        }
-    }
-}
-
-impl Drop for Entry {
-    fn drop(&mut self) {
-        if self.armed {
-            self.inner.registry.remove(&self.id);
-        }
     }
 }

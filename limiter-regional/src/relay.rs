@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use tokio::sync::Notify;
 
 use super::stats::bump;
-use super::store::{Inner, RegionalStore};
+use super::inner::Inner;
+use super::store::RegionalStore;
 
 /// How many relays (a denial, or a block a penalty earned, on its way to
 /// every other region) one store keeps under way at most. Each holds its
@@ -18,15 +19,6 @@ use super::store::{Inner, RegionalStore};
 /// and `limiter_region_relays_dropped_total`), so a flood of denials costs
 /// bounded memory and tasks.
 pub const MAX_RELAYS_IN_FLIGHT: usize = 1_024;
-
-/// The relays under way.
-#[derive(Debug, Default)]
-pub(crate) struct Relays {
-    in_flight: AtomicUsize,
-    idle: Notify,
-    /// Whether this region's Redis store follows its blocks' notices.
-    pub(crate) following: AtomicBool,
-}
 
 impl RegionalStore {
     /// Waits until no relay is under way: every denial and penalty block

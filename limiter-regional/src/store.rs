@@ -6,14 +6,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use super::ask;
 use super::breaker::PeerBreaker;
 use super::check::{CheckReply, regional_rule};
 use super::config::RegionalConfig;
+use super::heartbeat;
+use super::inner::{Inner, Local, Peer};
 use super::link::{CHECK, Link};
-use super::liveness::{self, Liveness};
 use super::region::{Region, RegionError};
 use super::registry::{AskRequest, Registry};
-use super::relay::Relays;
 use super::shares::{ranks, share};
 use super::stats::{Counters, RegionStats, bump};
 use limiter_core::Decision;
@@ -117,45 +118,6 @@ use limiter_redis::{RedisConfig, RedisStore};
 #[derive(Clone)]
 pub struct RegionalStore {
     pub(crate) inner: Arc<Inner>,
-}
-
-pub(crate) struct Inner {
-    pub(crate) local: Local,
-    pub(crate) peers: Box<[Peer]>,
-    pub(crate) config: RegionalConfig,
-    pub(crate) stats: Counters,
-    pub(crate) registry: Registry,
-    /// How long the latest ask took (µs): a request denied while an ask is
-    /// out is told to retry after twice that.
-    pub(crate) ask_took_us: AtomicU64,
-    pub(crate) liveness: Liveness,
-    /// Blocks and denials under way to the other regions.
-    pub(crate) relays: Relays,
-}
-
-pub(crate) struct Local {
-    pub(crate) name: Box<str>,
-    /// By name among every region: which share it holds.
-    pub(crate) rank: usize,
-    pub(crate) link: Link,
-    /// The region's blocks and penalty counts (`control.rs`).
-    pub(crate) store: RedisStore,
-}
-
-pub(crate) struct Peer {
-    pub(crate) name: Box<str>,
-    pub(crate) rank: usize,
-    pub(crate) link: Link,
-    pub(crate) breaker: PeerBreaker<SystemClock>,
-    /// The region's blocks and penalty counts (`control.rs`).
-    pub(crate) store: RedisStore,
-}
-
-impl Peer {
-    /// This region's share of `quota` among `regions`.
-    pub(crate) fn share(&self, quota: u64, regions: usize) -> u64 {
-        share(quota, regions, self.rank)
-    }
 }
 
 impl RegionalStore {
@@ -299,12 +261,12 @@ impl RegionalStore {
         now: Option<u64>,
     ) -> Result<(Decision, u64), Error> {
         let (rule, sliding) = regional_rule(policy, cost)?;
-        liveness::ensure_started(&self.inner).await;
+        heartbeat::ensure_started(&self.inner).await;
         let inner = &self.inner;
         let reply = inner.check(key, rule, sliding, cost, now, false).await?;
         bump(&inner.stats.checks);
         if reply.ask > 0 {
-            Registry::request(
+            ask::request(
                 &self.inner,
                 AskRequest {
                     key: key.into(),
@@ -329,28 +291,6 @@ impl RegionalStore {
 }
 
 impl Inner {
-    /// How long an ask may stay out (µs); 0 when there is no one to ask.
-    fn ask_timeout_us(&self) -> u64 {
-        if self.peers.is_empty() {
-            0
-        } else {
-            self.config.ask_timeout().as_micros() as u64
-        }
-    }
-
-    /// When a request denied while its region's ask is out should retry:
-    /// twice the latest ask's time (its answer is likely in by then), within
-    /// the ask timeout. Short, so a deny cache in front does not keep
-    /// denying past the answer.
-    pub(crate) fn ask_wait(&self) -> Duration {
-        let took = Duration::from_micros(self.ask_took_us.load(Ordering::Relaxed));
-        (took * 2).clamp(Duration::from_millis(1), self.config.ask_timeout())
-    }
-
-    pub(crate) fn regions(&self) -> usize {
-        self.peers.len() + 1
-    }
-
     /// The check script on `key` in this region's Redis; `dry`: a peek,
     /// which changes nothing.
     pub(crate) async fn check(
@@ -374,7 +314,7 @@ impl Inner {
             .arg(self.ask_timeout_us())
             .arg(u8::from(dry));
         if now.is_none() {
-            liveness::check_args(self, &mut call, rule.limit());
+            heartbeat::check_args(self, &mut call, rule.limit());
         } else {
             // A test's time: the heartbeats' records (real time) do not apply.
             call.arg("").arg("").arg("");

@@ -2,115 +2,34 @@
 //! that honours a policy's mode.
 
 use std::fmt;
-use std::hash::BuildHasher;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::clock::{Clock, ManualClock, SystemClock};
+use crate::clock::ManualClock;
 use crate::store::{Forget, Store};
 use crate::{Decision, Error, OnStoreError, Policy, Verdict};
 
 use super::HotKey;
 use super::lease::Leases;
 use super::sample::Samples;
-
-/// The most keys whose lease or sampling state an instance keeps: past it,
-/// keys idle for a lease's length are dropped, and a new key goes to the
-/// store directly (exact) while none is idle.
-pub(crate) const MAX_TRACKED_KEYS: usize = 65_536;
-
-/// How often a full table of keys may be swept for keys to forget: a flood
-/// of distinct keys that keeps it full costs one sweep per interval, not a
-/// sweep of every key per request.
-const SWEEP_INTERVAL_US: u64 = 100_000;
-
-/// When a full table of keys may next be swept.
-#[derive(Debug, Default)]
-pub(crate) struct SweepGate {
-    next: std::sync::atomic::AtomicU64,
-    #[cfg(test)]
-    pub(crate) sweeps: std::sync::atomic::AtomicU64,
-}
-
-impl SweepGate {
-    /// Whether a sweep may run at `now` (µs); if so, the next may run an
-    /// interval later.
-    pub(crate) fn due(&self, now: u64) -> bool {
-        use std::sync::atomic::Ordering::Relaxed;
-        let next = self.next.load(Relaxed);
-        let due = now >= next
-            && self
-                .next
-                .compare_exchange(next, now + SWEEP_INTERVAL_US, Relaxed, Relaxed)
-                .is_ok();
-        #[cfg(test)]
-        if due {
-            self.sweeps.fetch_add(1, Relaxed);
-        }
-        due
-    }
-}
+use super::state::{HotClock, Instance};
 
 /// The state one instance keeps for the hot-key modes of its policies
-/// ([`HotKey`]): its leases, its sampling counters, its turn among shards.
-/// Clones share it.
+/// ([`HotKey`]): its leases, its sampling counters, its turn among shards
+/// and its clock. Clones share it.
 #[derive(Clone)]
 pub(crate) struct HotState {
-    pub(crate) shared: Arc<Shared>,
-}
-
-pub(crate) struct Shared {
-    pub(crate) clock: HotClock,
-    /// The store decides at this instance's clock (tests only).
-    pub(crate) store_time: bool,
-    pub(crate) leases: Leases,
-    pub(crate) samples: Samples,
-    pub(crate) turn: AtomicU64,
-    /// Lease ids: unique per instance (random start), then counted up.
-    next_id: AtomicU64,
-}
-
-/// The clock of the leases: the system's, or a test's.
-#[derive(Clone)]
-pub(crate) enum HotClock {
-    System,
-    Manual(ManualClock),
-}
-
-impl HotClock {
-    pub(crate) fn now(&self) -> u64 {
-        match self {
-            Self::System => SystemClock.now_micros(),
-            Self::Manual(clock) => clock.now_micros(),
-        }
-    }
-
-    pub(crate) async fn sleep_until(&self, micros: u64) {
-        match self {
-            Self::System => SystemClock.sleep_until(micros).await,
-            Self::Manual(clock) => clock.sleep_until(micros).await,
-        }
-    }
+    pub(crate) instance: Arc<Instance>,
+    pub(crate) leases: Arc<Leases>,
+    pub(crate) samples: Arc<Samples>,
 }
 
 impl HotState {
     fn with(clock: HotClock, store_time: bool) -> Self {
-        // A random start: instances must not share lease ids.
-        let seed = foldhash::fast::RandomState::default().hash_one(SystemClock.now_micros());
         Self {
-            shared: Arc::new(Shared {
-                clock,
-                store_time,
-                leases: Leases::default(),
-                samples: Samples::default(),
-                turn: AtomicU64::new(0),
-                next_id: AtomicU64::new(seed >> 16),
-            }),
+            instance: Arc::new(Instance::new(clock, store_time)),
+            leases: Arc::default(),
+            samples: Arc::default(),
         }
-    }
-
-    pub(crate) fn next_id(&self) -> u64 {
-        self.shared.next_id.fetch_add(1, Ordering::Relaxed)
     }
 }
 
@@ -182,20 +101,20 @@ impl<S: Store> HotKeys<S> {
 
     fn with(store: S, state: HotState) -> Self {
         // A key reset by another instance loses its lease and sample here.
-        let shared = Arc::downgrade(&state.shared);
+        let (leases, samples) = (Arc::downgrade(&state.leases), Arc::downgrade(&state.samples));
         if let Some(announcer) = store.as_reset_announcer() {
             announcer.on_reset(Box::new(move |forget| {
-                let Some(shared) = shared.upgrade() else {
+                let (Some(leases), Some(samples)) = (leases.upgrade(), samples.upgrade()) else {
                     return false;
                 };
                 match forget {
                     Forget::Key(key) => {
-                        shared.leases.forget(key);
-                        shared.samples.forget(key);
+                        leases.forget(key);
+                        samples.forget(key);
                     }
                     Forget::Everything => {
-                        shared.leases.clear();
-                        shared.samples.clear();
+                        leases.clear();
+                        samples.clear();
                     }
                 }
                 true
@@ -228,13 +147,15 @@ impl<S: Store> HotKeys<S> {
             _ if store.honours_hot_keys() => store.verdict(key, policy, cost, on_error).await,
             None => store.verdict(key, policy, cost, on_error).await,
             Some(HotKey::Lease(lease)) if store.is_remote() && store.as_leases().is_some() => {
-                super::lease::check(hot, store, key, policy, lease, cost, on_error).await
+                let (instance, leases) = (&hot.instance, &hot.leases);
+                super::lease::check(instance, leases, store, key, policy, lease, cost, on_error).await
             }
             Some(HotKey::Shard { shards }) => {
-                super::shard::check(hot, store, key, policy, shards, cost, on_error).await
+                super::shard::check(&hot.instance, store, key, policy, shards, cost, on_error).await
             }
             Some(HotKey::Sample { every }) => {
-                super::sample::check(hot, store, key, policy, every, cost, on_error).await
+                let (instance, samples) = (&hot.instance, &hot.samples);
+                super::sample::check(instance, samples, store, key, policy, every, cost, on_error).await
             }
             // In process a lease would gain nothing: the store decides at
             // once; a store that leases nothing decides each check itself.
@@ -249,7 +170,7 @@ mod capabilities;
 impl<S> fmt::Debug for HotKeys<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HotKeys")
-            .field("leased_keys", &self.state.shared.leases.len())
+            .field("leased_keys", &self.state.leases.len())
             .finish_non_exhaustive()
     }
 }

@@ -138,7 +138,7 @@ impl<S: Store> HotKeys<S> {
         if let Some(HotKey::Shard { shards }) = policy.hot_key()
             && !self.store.honours_hot_keys()
         {
-            let (sub_key, share) = crate::hot::shard::next(&self.state, key, policy, shards);
+            let (sub_key, share) = crate::hot::shard::next(&self.state.instance, key, policy, shards);
             return peek.peek(&sub_key, &share, cost).await;
         }
         peek.peek(key, policy, cost).await
@@ -147,9 +147,9 @@ impl<S: Store> HotKeys<S> {
     /// Forgets `key`'s state in the store and in this instance (see
     /// [`Reset`]): its lease and its last sample, or every shard.
     async fn reset_by(&self, reset: &dyn Reset, key: &str, policy: &Policy) -> Result<(), Error> {
-        let shared = &self.state.shared;
-        shared.leases.forget(key);
-        shared.samples.forget(key);
+        let state = &self.state;
+        state.leases.forget(key);
+        state.samples.forget(key);
         let result = match policy.hot_key() {
             Some(HotKey::Shard { shards }) if !self.store.honours_hot_keys() => {
                 let (keys, share) = crate::hot::shard::shards_of(key, policy, shards);
@@ -161,8 +161,8 @@ impl<S: Store> HotKeys<S> {
             _ => reset.reset(key, policy).await,
         };
         // A lease or sample taken meanwhile came from the state being reset.
-        shared.leases.forget(key);
-        shared.samples.forget(key);
+        state.leases.forget(key);
+        state.samples.forget(key);
         result
     }
 }

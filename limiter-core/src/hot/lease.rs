@@ -22,7 +22,7 @@ use crate::store::Store;
 use crate::{Decision, Error, OnStoreError, Policy, Verdict};
 
 use super::Lease;
-use super::engine::{HotState, MAX_TRACKED_KEYS, SweepGate};
+use super::state::{Instance, MAX_TRACKED_KEYS, SweepGate};
 use super::grant::{LeaseGrant, LeaseRequest};
 
 /// Fetches a request waits for before it asks the store directly.
@@ -145,8 +145,10 @@ enum Step {
     Fetch(Arc<Notify>, LeaseRequest, u64),
 }
 
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn check<S: Store>(
-    hot: &HotState,
+    hot: &Arc<Instance>,
+    leases: &Leases,
     store: &Arc<S>,
     key: &str,
     policy: &Policy,
@@ -155,15 +157,14 @@ pub(super) async fn check<S: Store>(
     on_error: Option<OnStoreError>,
 ) -> Result<Verdict, Error> {
     policy.validate_cost(cost)?;
-    let shared = &hot.shared;
     let length = lease.ttl_us();
-    let Some(state) = shared.leases.state(key, shared.clock.now(), length) else {
+    let Some(state) = leases.state(key, hot.clock.now(), length) else {
         return direct(hot, store, key, policy, cost, on_error).await;
     };
     // Each fetch serves some waiters (or denies them all); one that lost
     // to the others this many times asks the store directly.
     for round in 0..MAX_ROUNDS {
-        let now = shared.clock.now();
+        let now = hot.clock.now();
         let (step, ended) = {
             let mut state = lock(&state);
             if round == 0 {
@@ -208,7 +209,7 @@ pub(super) async fn check<S: Store>(
 /// What to do with the key's state as it is; also the lease that ended,
 /// whose unused permits go back.
 fn next_step(
-    hot: &HotState,
+    hot: &Arc<Instance>,
     state: &mut KeyState,
     now: u64,
     lease: Lease,
@@ -250,7 +251,7 @@ fn next_step(
         want,
         length_us: lease.ttl_us(),
         id: hot.next_id(),
-        at: hot.shared.store_time.then_some(now),
+        at: hot.store_time.then_some(now),
     };
     (Step::Fetch(notify, request, now), ended)
 }
@@ -259,7 +260,7 @@ fn next_step(
 /// the key's state stays the lease script's; a guarded store applies its
 /// failure policy when the store fails.
 async fn direct<S: Store>(
-    hot: &HotState,
+    hot: &Arc<Instance>,
     store: &Arc<S>,
     key: &str,
     policy: &Policy,
@@ -271,7 +272,7 @@ async fn direct<S: Store>(
         want: cost,
         length_us: 0,
         id: hot.next_id(),
-        at: hot.shared.store_time.then(|| hot.shared.clock.now()),
+        at: hot.store_time.then(|| hot.clock.now()),
     };
     match take(&**store, key, policy, &request).await {
         Ok(grant) => Ok(Verdict::Store(grant.decision)),
@@ -283,7 +284,7 @@ async fn direct<S: Store>(
 
 #[allow(clippy::too_many_arguments)]
 fn spawn_fetch<S: Store>(
-    hot: &HotState,
+    hot: &Arc<Instance>,
     store: &Arc<S>,
     key: &str,
     policy: &Policy,
@@ -292,11 +293,11 @@ fn spawn_fetch<S: Store>(
     request: LeaseRequest,
     sent: u64,
 ) {
-    let (hot, store, state) = (hot.clone(), Arc::clone(store), Arc::clone(state));
+    let (hot, store, state) = (Arc::clone(hot), Arc::clone(store), Arc::clone(state));
     let (key, policy) = (key.to_owned(), policy.clone());
     tokio::spawn(async move {
         let outcome = take(&*store, &key, &policy, &request).await;
-        let clock = &hot.shared.clock;
+        let clock = &hot.clock;
         let end = {
             let mut state = lock(&state);
             state.fetching = None;

@@ -22,6 +22,7 @@ mod grant;
 mod lease;
 mod sample;
 mod shard;
+mod state;
 
 pub use engine::HotKeys;
 pub use grant::{LeaseGrant, LeaseRequest};

@@ -18,7 +18,7 @@ use tokio::sync::{Notify, oneshot};
 use crate::store::Store;
 use crate::{Decision, Error, OnStoreError, Policy, Verdict};
 
-use super::engine::{HotState, MAX_TRACKED_KEYS, SweepGate};
+use super::state::{Instance, MAX_TRACKED_KEYS, SweepGate};
 
 /// Samples a request waits for before it is checked on its own, unsampled.
 const MAX_ROUNDS: usize = 64;
@@ -46,8 +46,10 @@ enum Step {
     Unsampled,
 }
 
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn check<S: Store>(
-    hot: &HotState,
+    hot: &Instance,
+    samples: &Arc<Samples>,
     store: &Arc<S>,
     key: &str,
     policy: &Policy,
@@ -58,9 +60,8 @@ pub(super) async fn check<S: Store>(
     policy.validate_cost(cost)?;
     let weight = cost * u64::from(every);
     policy.validate_cost(weight)?;
-    let samples = &hot.shared.samples;
     for _ in 0..MAX_ROUNDS {
-        let now = hot.shared.clock.now();
+        let now = hot.clock.now();
         let (notify, sampler) = match samples.step(key, now) {
             Step::Decided(verdict) => {
                 metrics::counter!("limiter_sampled_skips_total").increment(1);
@@ -74,11 +75,10 @@ pub(super) async fn check<S: Store>(
             // In a task of its own, so that a caller who gives up leaves no
             // sample half-taken: the others wait for it.
             let (sent, answer) = oneshot::channel();
-            let (hot, store) = (hot.clone(), Arc::clone(store));
+            let (samples, store) = (Arc::clone(samples), Arc::clone(store));
             let (key, policy) = (key.to_owned(), policy.clone());
             tokio::spawn(async move {
                 let outcome = store.verdict(&key, &policy, weight, on_error).await;
-                let samples = &hot.shared.samples;
                 samples.record(&key, every - 1, outcome.as_ref().ok().copied(), now);
                 notify.notify_waiters();
                 let _ = sent.send(outcome);

@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use crate::store::Store;
 use crate::{Error, OnStoreError, Policy, Verdict};
 
-use super::engine::HotState;
+use super::state::Instance;
 
 /// Redis Cluster's slot count.
 const SLOTS: u32 = 16_384;
@@ -24,14 +24,14 @@ pub(super) fn shards_of(key: &str, policy: &Policy, shards: u32) -> (Vec<String>
 }
 
 /// The shard the next request of `key` goes to, without taking the turn.
-pub(super) fn next(hot: &HotState, key: &str, policy: &Policy, shards: u32) -> (String, Policy) {
-    let turn = hot.shared.turn.load(Ordering::Relaxed);
+pub(super) fn next(hot: &Instance, key: &str, policy: &Policy, shards: u32) -> (String, Policy) {
+    let turn = hot.turn.load(Ordering::Relaxed);
     let shard = (turn % u64::from(shards)) as u32;
     (shard_key(key, shard, shards), policy.divided(shards))
 }
 
 pub(super) async fn check<S: Store>(
-    hot: &HotState,
+    hot: &Instance,
     store: &Arc<S>,
     key: &str,
     policy: &Policy,
@@ -39,7 +39,7 @@ pub(super) async fn check<S: Store>(
     cost: u64,
     on_error: Option<OnStoreError>,
 ) -> Result<Verdict, Error> {
-    let turn = hot.shared.turn.fetch_add(1, Ordering::Relaxed);
+    let turn = hot.turn.fetch_add(1, Ordering::Relaxed);
     let shard = (turn % u64::from(shards)) as u32;
     metrics::counter!("limiter_shard_picks_total", "shard" => shard.to_string()).increment(1);
     let share = policy.divided(shards);
