@@ -23,8 +23,8 @@ use limiter_core::{
 };
 use limiter_redis::RedisStore;
 
-use super::stats::bump;
 use super::inner::{Inner, Peer};
+use super::stats::bump;
 use super::store::RegionalStore;
 
 /// A block or an unblock that some regions did not confirm: the regions

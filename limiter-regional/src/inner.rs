@@ -67,7 +67,7 @@ pub(crate) struct Relays {
 
 impl Inner {
     /// How long an ask may stay out (µs); 0 when there is no one to ask.
-    fn ask_timeout_us(&self) -> u64 {
+    pub(crate) fn ask_timeout_us(&self) -> u64 {
         if self.peers.is_empty() {
             0
         } else {
@@ -87,3 +87,4 @@ impl Inner {
     pub(crate) fn regions(&self) -> usize {
         self.peers.len() + 1
     }
+}

@@ -93,7 +93,9 @@ impl Liveness {
 
 /// `contacts.lua`'s reply: the contacts and the heard times, by name.
 #[allow(clippy::type_complexity)]
-pub(crate) fn split_records(reply: &[String]) -> Option<(Vec<(Box<str>, Contact)>, Vec<(Box<str>, u64)>)> {
+pub(crate) fn split_records(
+    reply: &[String],
+) -> Option<(Vec<(Box<str>, Contact)>, Vec<(Box<str>, u64)>)> {
     let (count, rest) = reply.split_first()?;
     let count: usize = count.parse().ok()?;
     let (contacts, heard) = rest.split_at_checked(count)?;

@@ -3,12 +3,10 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
-use tokio::sync::Notify;
-
-use super::stats::bump;
 use super::inner::Inner;
+use super::stats::bump;
 use super::store::RegionalStore;
 
 /// How many relays (a denial, or a block a penalty earned, on its way to

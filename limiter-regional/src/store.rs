@@ -3,16 +3,16 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::atomic::AtomicU64;
 
 use super::ask;
 use super::breaker::PeerBreaker;
 use super::check::{CheckReply, regional_rule};
 use super::config::RegionalConfig;
 use super::heartbeat;
-use super::inner::{Inner, Local, Peer};
+use super::inner::{Inner, Local, Peer, Relays};
 use super::link::{CHECK, Link};
+use super::liveness::Liveness;
 use super::region::{Region, RegionError};
 use super::registry::{AskRequest, Registry};
 use super::shares::{ranks, share};
@@ -22,7 +22,7 @@ use limiter_core::Error;
 use limiter_core::Store;
 use limiter_core::SystemClock;
 use limiter_core::{Policy, Rule};
-use limiter_redis::{RedisConfig, RedisStore};
+use limiter_redis::RedisConfig;
 
 /// One quota shared by several regions, each deciding locally: every
 /// region holds a lease of each window's quota, and a region short of its

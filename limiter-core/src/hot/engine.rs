@@ -101,7 +101,10 @@ impl<S: Store> HotKeys<S> {
 
     fn with(store: S, state: HotState) -> Self {
         // A key reset by another instance loses its lease and sample here.
-        let (leases, samples) = (Arc::downgrade(&state.leases), Arc::downgrade(&state.samples));
+        let (leases, samples) = (
+            Arc::downgrade(&state.leases),
+            Arc::downgrade(&state.samples),
+        );
         if let Some(announcer) = store.as_reset_announcer() {
             announcer.on_reset(Box::new(move |forget| {
                 let (Some(leases), Some(samples)) = (leases.upgrade(), samples.upgrade()) else {
@@ -148,14 +151,16 @@ impl<S: Store> HotKeys<S> {
             None => store.verdict(key, policy, cost, on_error).await,
             Some(HotKey::Lease(lease)) if store.is_remote() && store.as_leases().is_some() => {
                 let (instance, leases) = (&hot.instance, &hot.leases);
-                super::lease::check(instance, leases, store, key, policy, lease, cost, on_error).await
+                super::lease::check(instance, leases, store, key, policy, lease, cost, on_error)
+                    .await
             }
             Some(HotKey::Shard { shards }) => {
                 super::shard::check(&hot.instance, store, key, policy, shards, cost, on_error).await
             }
             Some(HotKey::Sample { every }) => {
                 let (instance, samples) = (&hot.instance, &hot.samples);
-                super::sample::check(instance, samples, store, key, policy, every, cost, on_error).await
+                super::sample::check(instance, samples, store, key, policy, every, cost, on_error)
+                    .await
             }
             // In process a lease would gain nothing: the store decides at
             // once; a store that leases nothing decides each check itself.

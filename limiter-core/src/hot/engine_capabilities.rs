@@ -138,7 +138,8 @@ impl<S: Store> HotKeys<S> {
         if let Some(HotKey::Shard { shards }) = policy.hot_key()
             && !self.store.honours_hot_keys()
         {
-            let (sub_key, share) = crate::hot::shard::next(&self.state.instance, key, policy, shards);
+            let (sub_key, share) =
+                crate::hot::shard::next(&self.state.instance, key, policy, shards);
             return peek.peek(&sub_key, &share, cost).await;
         }
         peek.peek(key, policy, cost).await

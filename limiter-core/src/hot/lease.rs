@@ -22,8 +22,8 @@ use crate::store::Store;
 use crate::{Decision, Error, OnStoreError, Policy, Verdict};
 
 use super::Lease;
-use super::state::{Instance, MAX_TRACKED_KEYS, SweepGate};
 use super::grant::{LeaseGrant, LeaseRequest};
+use super::state::{Instance, MAX_TRACKED_KEYS, SweepGate};
 
 /// Fetches a request waits for before it asks the store directly.
 const MAX_ROUNDS: usize = 16;
