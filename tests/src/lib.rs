@@ -620,3 +620,20 @@ pub fn metrics_snapshotter() -> &'static metrics_util::debugging::Snapshotter {
         snapshotter
     })
 }
+
+/// Runs `step` every `every` until it answers `true`, and answers how long
+/// that took since `since`; fails with `what` (read when it fails) once
+/// `bound` has passed since `since` without it.
+pub async fn until(
+    since: std::time::Instant,
+    bound: std::time::Duration,
+    every: std::time::Duration,
+    what: impl Fn() -> String,
+    mut step: impl AsyncFnMut() -> bool,
+) -> std::time::Duration {
+    while !step().await {
+        assert!(since.elapsed() < bound, "{}", what());
+        tokio::time::sleep(every).await;
+    }
+    since.elapsed()
+}

@@ -1,7 +1,8 @@
 //! Redis failing while checks of a hot key are coalesced: every waiting
 //! check gets the failure policy's decision exactly once, and a batch that
-//! may have run is not sent again. One test binary of its own: it reads
-//! the process's metrics.
+//! may have run is not sent again. It counts what the store recorded with
+//! a recorder of its own, on its own thread: the binary's other tests send
+//! Redis calls too.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,13 +10,9 @@ use std::time::Duration;
 use limiter_core::{GuardConfig, Guarded, OnStoreError, Policy, Rule, Verdict};
 use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::RedisServer;
-use metrics_util::debugging::{DebugValue, Snapshotter};
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 
 const CHECKS: usize = 200;
-
-fn snapshotter() -> &'static Snapshotter {
-    limiter_tests::metrics_snapshotter()
-}
 
 /// What was recorded since the last call (a snapshot drains the recorder).
 #[derive(Debug, Default)]
@@ -25,9 +22,9 @@ struct Recorded {
     batch_sizes: Vec<f64>,
 }
 
-fn take_recorded() -> Recorded {
+fn take_recorded(snapshotter: &Snapshotter) -> Recorded {
     let mut recorded = Recorded::default();
-    for (key, _, _, value) in snapshotter().snapshot().into_vec() {
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
         match (key.key().name(), value) {
             ("limiter_redis_calls_total", DebugValue::Counter(n)) => recorded.calls += n,
             ("limiter_fallback_decisions_total", DebugValue::Counter(n)) => {
@@ -86,9 +83,23 @@ async fn fallbacks(tasks: Vec<tokio::task::JoinHandle<Verdict>>) -> usize {
     fallbacks
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_failing_mid_batch_fails_each_waiting_check_once() {
-    snapshotter();
+/// On a runtime of this thread alone, whose every task records to the
+/// test's own recorder.
+#[test]
+fn redis_failing_mid_batch_fails_each_waiting_check_once() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    metrics::with_local_recorder(&recorder, || {
+        runtime.block_on(failing_mid_batch(&snapshotter));
+    });
+}
+
+async fn failing_mid_batch(snapshotter: &Snapshotter) {
+    let take_recorded = || take_recorded(snapshotter);
     let mut server = RedisServer::start();
 
     // Killed: the call in flight (one check) and the batch queued behind it

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use limiter_core::{GuardConfig, Guarded, OnStoreError, Policy, Rule, Store, Verdict};
 use limiter_redis::{RedisConfig, RedisStore};
-use limiter_tests::{RedisServer, UgcServer, http::send};
+use limiter_tests::{RedisServer, UgcServer, http::send, until};
 use redis::AsyncCommands;
 
 const DEADLINE: Duration = Duration::from_millis(50);
@@ -68,21 +68,18 @@ async fn run_for(store: &Guarded<RedisStore>, key: &str, period: Duration) -> Ta
 
 /// Checks until Redis decides again; returns how long that took.
 async fn until_redis_decides(store: &Guarded<RedisStore>, key: &str) -> Duration {
-    let started = Instant::now();
-    loop {
-        let verdict = store
-            .check_with(key, &roomy(), 1, OnStoreError::default())
-            .await
-            .unwrap();
-        if matches!(verdict, Verdict::Store(_)) {
-            return started.elapsed();
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "Redis never decided again"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    until(
+        Instant::now(),
+        Duration::from_secs(10),
+        Duration::from_millis(5),
+        || "Redis never decided again".into(),
+        async || {
+            let policy = roomy();
+            let checked = store.check_with(key, &policy, 1, OnStoreError::default());
+            matches!(checked.await.unwrap(), Verdict::Store(_))
+        },
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,7 +11,7 @@ use limiter_core::{
     BreakerState, GuardConfig, Guarded, OnStoreError, Policy, Rule, Store, Verdict,
 };
 use limiter_redis::{RedisConfig, RedisStore};
-use limiter_tests::{RedisSentinel, RedisServer};
+use limiter_tests::{RedisSentinel, RedisServer, until};
 
 const SERVICE: &str = RedisSentinel::SERVICE;
 /// Generous for a loaded test machine: these tests count decisions, not time.
@@ -48,23 +48,28 @@ async fn a_requested_failover_moves_every_decision_to_the_new_primary() {
     let started = Instant::now();
     // Both nodes hold the whole log: whichever decides, every request is
     // denied. Checks go on until the new primary has decided one.
+    // The old primary would go on taking writes until the Sentinel turns
+    // it into a replica, 10 s later: the store leaves it well before.
     let mut failed = 0;
-    while new.command_calls("evalsha").succeeded() == 0 {
-        match store.check("k", &hundred(), 1).await {
-            Ok(decision) => assert!(!decision.allowed()),
-            Err(_) => failed += 1,
-        }
-        // The old primary would go on taking writes until the Sentinel turns
-        // it into a replica, 10 s later: the store leaves it well before.
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "the new primary did not decide within 5 s"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let took = until(
+        started,
+        Duration::from_secs(5),
+        Duration::from_millis(10),
+        || "the new primary did not decide within 5 s".into(),
+        async || {
+            if new.command_calls("evalsha").succeeded() > 0 {
+                return true;
+            }
+            match store.check("k", &hundred(), 1).await {
+                Ok(decision) => assert!(!decision.allowed()),
+                Err(_) => failed += 1,
+            }
+            false
+        },
+    )
+    .await;
     println!(
-        "decided by the new primary {:?} after the failover began ({failed} calls failed meanwhile)",
-        started.elapsed()
+        "decided by the new primary {took:?} after the failover began ({failed} calls failed meanwhile)"
     );
 
     // From now on every decision is the new primary's, none the old one's.
@@ -92,15 +97,14 @@ async fn a_requested_failover_moves_every_decision_to_the_new_primary() {
     };
     assert_ne!(clients().as_deref(), Some("1"));
     drop(store);
-    let dropped = Instant::now();
-    while clients().as_deref() != Some("1") {
-        assert!(
-            dropped.elapsed() < Duration::from_secs(5),
-            "connections left: {:?}",
-            clients()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until(
+        Instant::now(),
+        Duration::from_secs(5),
+        Duration::from_millis(20),
+        || format!("connections left: {:?}", clients()),
+        async || clients().as_deref() == Some("1"),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -129,26 +133,22 @@ async fn a_killed_primary_is_replaced_and_its_empty_restart_never_decides() {
     deployment.nodes[0].kill();
     // The fallback decides until the Sentinel has promoted the replica and
     // the breaker's probe finds it.
-    let killed = Instant::now();
-    loop {
-        match check().await.unwrap() {
+    let took = until(
+        Instant::now(),
+        Duration::from_secs(15),
+        Duration::from_millis(10),
+        || "Redis did not decide again within 15 s of the kill".into(),
+        async || match check().await.unwrap() {
             Verdict::Store(decision) => {
                 admitted_by_redis += usize::from(decision.allowed());
-                break;
+                true
             }
-            Verdict::Fallback(_) => {}
+            Verdict::Fallback(_) => false,
             other => panic!("{other:?}"),
-        }
-        assert!(
-            killed.elapsed() < Duration::from_secs(15),
-            "Redis did not decide again within 15 s of the kill"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    println!(
-        "decided by Redis again {:?} after the kill",
-        killed.elapsed()
-    );
+        },
+    )
+    .await;
+    println!("decided by Redis again {took:?} after the kill");
     assert_eq!(guarded.breaker_state(), BreakerState::Closed);
     assert_eq!(deployment.named_primary(), Some(1));
 

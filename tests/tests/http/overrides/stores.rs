@@ -9,7 +9,7 @@ use limiter_core::{
     Store,
 };
 use limiter_redis::{RedisConfig, RedisStore};
-use limiter_tests::{RedisCluster, RedisSentinel};
+use limiter_tests::{RedisCluster, RedisSentinel, until};
 
 use super::common::{POSTS, T0};
 
@@ -191,17 +191,15 @@ async fn an_override_survives_a_sentinel_failover() {
     // still answers as a primary, and misses the notice sent through the
     // new one; it reads the change once the old primary replicates the new
     // one and the version poll sees it: about 10 s here.
-    while c.override_of(POSTS).is_some() {
-        assert!(
-            ended.elapsed() < Duration::from_secs(30),
-            "c kept the ended override"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    println!(
-        "ended on the other store {:?} after the call",
-        ended.elapsed()
-    );
+    let took = until(
+        ended,
+        Duration::from_secs(30),
+        Duration::from_millis(20),
+        || "c kept the ended override".into(),
+        async || c.override_of(POSTS).is_none(),
+    )
+    .await;
+    println!("ended on the other store {took:?} after the call");
     assert_eq!(
         new.command(&["HLEN", "{limiter:resets}:overrides"]).trim(),
         "0"
