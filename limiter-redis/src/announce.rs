@@ -17,72 +17,21 @@
 //! A change whose call failed may still run when Redis answers again, with
 //! no notice: the subscription also polls a version hash ([`VERSION`]) that
 //! such a change bumps (see `reconcile.rs`), so it ends up in effect on
-//! every instance or on none.
+//! every instance or on none. A reset cannot count itself there (its key
+//! is in another slot of a Cluster): the instance whose reset failed counts
+//! it, here.
 
-use std::collections::HashMap;
-use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use limiter_core::{AnnouncesResets, BlockOrigin, Clock, Error, Forget, Forgetter, SystemClock};
-use redis::{ConnectionAddr, Msg};
-use tokio::sync::Notify;
+use limiter_core::{AnnouncesResets, Error, Forgetter};
 
+use super::announcer::{Announcer, Pending};
 use super::link::lock;
-use super::reconcile::{Recounts, ResetInFlight, unconfirmed};
-use super::{RedisStore, scripts, subscription};
-
-/// The channel of the notices: `r {id} {key}` (reset), `b {id} {µs} {key}`
-/// (blocked by an operator), `e {id} {µs} {key}` (a block earned by a
-/// penalty), `u {id} {key}` (unblocked), `p {id} ={plan} {key}` (a plan,
-/// empty for the default), `o {id} {µs} {limit} {override}` (an override;
-/// `o {id} 0 {limit}` ends it), and `a {id}` (acknowledged).
-pub(crate) const CHANNEL: &str = "limiter:resets";
-/// The hash of keys and the plan each has, in the same slot.
-pub(crate) const PLANS: &str = "{limiter:resets}:plans";
-/// The hash counting changes that every instance polls (`changes`: blocks,
-/// unblocks, plans; `resets`: failed resets), in the same slot: see
-/// `reconcile.rs`.
-pub(crate) const VERSION: &str = "{limiter:resets}:version";
-
-/// What one store (and its clones) does for announced resets.
-pub(crate) struct Announcer {
-    forgetters: Mutex<Vec<Forgetter>>,
-    subscribed: AtomicBool,
-    /// The ids of this instance's notices: a random start, then counted up,
-    /// so no two notices in flight share one.
-    next_id: AtomicU64,
-    /// The resets this instance published, by id: the acknowledgements seen.
-    pending: Mutex<HashMap<u64, Arc<Pending>>>,
-    /// The failed resets waiting to be counted in [`VERSION`].
-    pub(crate) recounts: Recounts,
-    /// Whether a subscription has read the blocks, plans and overrides
-    /// whole once, and who waits for it ([`RedisStore::synced`]).
-    synced: AtomicBool,
-    synced_notify: Notify,
-}
-
-impl Default for Announcer {
-    fn default() -> Self {
-        let seed = foldhash::fast::RandomState::default().hash_one(SystemClock.now_micros());
-        Self {
-            forgetters: Mutex::default(),
-            subscribed: AtomicBool::new(false),
-            next_id: AtomicU64::new(seed),
-            pending: Mutex::default(),
-            recounts: Recounts::default(),
-            synced: AtomicBool::new(false),
-            synced_notify: Notify::new(),
-        }
-    }
-}
-
-#[derive(Default)]
-struct Pending {
-    acks: AtomicUsize,
-    notify: Notify,
-}
+use super::notice::{CHANNEL, PLANS, VERSION, unconfirmed};
+use super::store::Inner;
+use super::{RedisStore, scripts};
 
 impl AnnouncesResets for RedisStore {
     fn on_reset(&self, forget: Forgetter) {
@@ -91,53 +40,7 @@ impl AnnouncesResets for RedisStore {
     }
 }
 
-impl Announcer {
-    /// A subscription has read the shared state whole.
-    pub(crate) fn mark_synced(&self) {
-        self.synced.store(true, Ordering::Release);
-        self.synced_notify.notify_waiters();
-    }
-}
-
 impl RedisStore {
-    /// Waits, at most `within`, until this store's subscription has read
-    /// the blocks, plans and live overrides that Redis holds, so that a
-    /// starting instance decides its first requests by them; answers
-    /// whether it has. An application calls it once when it starts (the UGC
-    /// server does); an instance that does not know them yet (Redis is
-    /// down) answers by the compiled limits until its subscription reads
-    /// them.
-    pub async fn synced(&self, within: Duration) -> bool {
-        self.subscribe();
-        let announcer = &self.inner.announcer;
-        let read = async {
-            loop {
-                let notified = announcer.synced_notify.notified();
-                if announcer.synced.load(Ordering::Acquire) {
-                    return;
-                }
-                notified.await;
-            }
-        };
-        tokio::time::timeout(within, read).await.is_ok()
-    }
-
-    /// Starts the subscription, unless it runs (or there is no runtime to
-    /// run it on yet: the next reset or registration starts it).
-    pub(crate) fn subscribe(&self) {
-        let announcer = &self.inner.announcer;
-        if announcer.subscribed.load(Ordering::Acquire) {
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        if announcer.subscribed.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        runtime.spawn(subscription::listen(Arc::downgrade(&self.inner)));
-    }
-
     /// Deletes `key`, then announces it and waits for every subscribed
     /// instance to acknowledge, within the response timeout. A reset that
     /// fails (or is dropped) before it is announced is counted in
@@ -241,81 +144,105 @@ impl Drop for Unregister<'_> {
     }
 }
 
-/// A notice: a reset is forgotten here, then acknowledged; an
-/// acknowledgement of a reset of this instance is counted.
-pub(crate) async fn on_message(store: &RedisStore, message: &Msg) {
-    let Ok(payload) = message.get_payload::<String>() else {
-        return;
-    };
-    let mut parts = payload.splitn(3, ' ');
-    let blocks = &store.inner.blocks;
-    let applied = match (parts.next(), parts.next(), parts.next()) {
-        (Some("r"), Some(id), Some(key)) => {
-            forget(store, &Forget::Key(key.into()));
-            id
+/// The longest pause between two attempts to count a failed reset.
+pub(crate) const MAX_RECOUNT_BACKOFF: Duration = Duration::from_millis(500);
+/// When a failed reset is counted once more after Redis first answered.
+pub(crate) const RECOUNT_AFTER: Duration = Duration::from_secs(1);
+
+/// A reset in flight: unless [confirmed](Self::confirm), counted as failed
+/// when dropped, whether it failed or its caller gave up on it.
+pub(crate) struct ResetInFlight<'a> {
+    store: &'a RedisStore,
+    confirmed: bool,
+}
+
+impl<'a> ResetInFlight<'a> {
+    /// A reset starting on `store`.
+    pub(crate) fn new(store: &'a RedisStore) -> Self {
+        Self {
+            store,
+            confirmed: false,
         }
-        (Some(kind @ ("b" | "e")), Some(id), Some(rest)) => {
-            let Some((left, key)) = rest.split_once(' ') else {
-                return;
-            };
-            let Ok(left) = left.parse::<u64>() else {
-                return;
-            };
-            let origin = match kind {
-                "b" => BlockOrigin::Operator,
-                _ => BlockOrigin::Penalty,
-            };
-            let left = Duration::from_micros(left);
-            let blocked = blocks.block(key, left, origin, SystemClock.now_micros());
-            if let Err(error) = blocked {
-                tracing::warn!(%error, "a block could not be kept here");
-            }
-            id
-        }
-        (Some("u"), Some(id), Some(key)) => {
-            blocks.unblock(key);
-            id
-        }
-        (Some("p"), Some(id), Some(rest)) => {
-            let Some((plan, key)) = rest.split_once(' ') else {
-                return;
-            };
-            let plan = plan.strip_prefix('=').filter(|p| !p.is_empty());
-            if let Err(error) = store.inner.plans.assign(key, plan) {
-                tracing::warn!(%error, "a plan could not be kept here");
-            }
-            id
-        }
-        (Some("o"), Some(id), Some(rest)) => {
-            crate::overrides::apply_notice(&store.inner.overrides, rest);
-            id
-        }
-        (Some("a"), Some(id), None) => {
-            let Ok(id) = id.parse::<u64>() else { return };
-            let pending = lock(&store.inner.announcer.pending).get(&id).cloned();
-            if let Some(pending) = pending {
-                pending.acks.fetch_add(1, Ordering::AcqRel);
-                pending.notify.notify_waiters();
-            }
-            return;
-        }
-        _ => return,
-    };
-    let publish = scripts::publish();
-    let mut call = publish.call(CHANNEL);
-    call.arg(format!("a {applied}"));
-    if let Err(error) = store.bounded_call(publish, &call).await {
-        tracing::warn!(%error, "a notice could not be acknowledged");
+    }
+
+    /// The reset ran and every instance was told.
+    pub(crate) fn confirm(mut self) {
+        self.confirmed = true;
     }
 }
 
-/// Tells every registered owner to forget; drops those that are gone.
-pub(crate) fn forget(store: &RedisStore, what: &Forget) {
-    lock(&store.inner.announcer.forgetters).retain(|forget| forget(what));
+impl Drop for ResetInFlight<'_> {
+    fn drop(&mut self) {
+        if !self.confirmed {
+            count_failed_reset(self.store);
+        }
+    }
 }
 
-/// `host:port` as a connection address.
-pub(crate) fn tcp(address: &str) -> Option<ConnectionAddr> {
-    let (host, port) = address.rsplit_once(':')?;
-    Some(ConnectionAddr::Tcp(host.to_owned(), port.parse().ok()?))
+/// Counts a failed reset in the version hash, in a task (one per store at
+/// a time, which counts every failure it finds).
+fn count_failed_reset(store: &RedisStore) {
+    let recounts = &store.inner.announcer.recounts;
+    recounts.failed.fetch_add(1, Ordering::AcqRel);
+    if recounts.running.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        recounts.running.store(false, Ordering::Release);
+        return;
+    };
+    runtime.spawn(recount(Arc::downgrade(&store.inner)));
+}
+
+/// The counting task: counts until Redis answers, once more a moment
+/// later, and again while failures came meanwhile; ends with the store.
+async fn recount(inner: Weak<Inner>) {
+    loop {
+        let Some(counted) = inner
+            .upgrade()
+            .map(|inner| inner.announcer.recounts.failed.load(Ordering::Acquire))
+        else {
+            return;
+        };
+        if !count_until_answered(&inner).await {
+            return;
+        }
+        tokio::time::sleep(RECOUNT_AFTER).await;
+        if !count_until_answered(&inner).await {
+            return;
+        }
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        let recounts = &inner.announcer.recounts;
+        recounts.running.store(false, Ordering::Release);
+        // A failure that came after `counted` was read, and saw this task
+        // running, is this task's to count.
+        if recounts.failed.load(Ordering::Acquire) == counted
+            || recounts.running.swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+    }
+}
+
+/// Counts one failed reset, trying again until Redis answers; `false` once
+/// the store is gone.
+async fn count_until_answered(inner: &Weak<Inner>) -> bool {
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        let Some(store) = inner.upgrade().map(|inner| RedisStore { inner }) else {
+            return false;
+        };
+        let bump = scripts::bump();
+        let mut call = bump.call(VERSION);
+        call.arg("resets");
+        match store.bounded_call(bump, &call).await {
+            Ok(_) => return true,
+            Err(error) => tracing::debug!(%error, "a failed reset is not counted yet"),
+        }
+        drop(store);
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_RECOUNT_BACKOFF);
+    }
 }

@@ -1,25 +1,17 @@
-//! Blocks in Redis: an operator's in the hash [`BLOCKS`], penalties' in the
-//! sorted set [`PENALTY_BLOCKS`] (by end time), both in the channel's slot,
+//! Blocks in Redis: an operator's in the hash `BLOCKS`, penalties' in the
+//! sorted set `PENALTY_BLOCKS` (by end time), both in the channel's slot,
 //! each kind bounded by the script that writes it (`block.lua`) and when an
-//! instance reads them at its subscription (`blocks.lua`). A block or an
-//! unblock travels to every instance's list as a notice (see `announce.rs`):
-//! `b` an operator's, `e` a penalty's.
+//! instance reads them at its subscription (`blocks.lua`, `replica.rs`). A
+//! block or an unblock travels to every instance's list as a notice (see
+//! `announce.rs`): `b` an operator's, `e` a penalty's.
 
 use std::time::Duration;
 
 use limiter_core::{BlockOrigin, Clock, Error, SystemClock};
 
-use super::announce::VERSION;
-use super::reconcile::unconfirmed;
+use super::notice::{BLOCKS, PENALTY_BLOCKS, VERSION, unconfirmed};
 use super::{RedisStore, scripts};
 
-/// The hash of keys blocked by an operator and when each block ends (µs,
-/// Redis's clock), in the channel's slot (its hash tag), so the subscriber
-/// reads it where it subscribes.
-pub(crate) const BLOCKS: &str = "{limiter:resets}:blocks";
-/// The sorted set of keys blocked by a penalty, scored by when each block
-/// ends (µs, Redis's clock), in the same slot.
-pub(crate) const PENALTY_BLOCKS: &str = "{limiter:resets}:penalty_blocks";
 /// The longest block kept (µs, about 142 years): an end time stays an exact
 /// integer in Lua and in a sorted set's score (a double).
 const MAX_BLOCK_US: u64 = 1 << 52;
@@ -76,34 +68,4 @@ impl RedisStore {
         self.inner.blocks.unblock(key);
         self.announce("u", key).await.map_err(unconfirmed)
     }
-}
-
-/// The live blocks (key, time left, origin) of the node `connection`
-/// reaches, at most the store's penalty bound of penalty blocks (the
-/// ended ones and those past the bound deleted there).
-pub(crate) async fn load(
-    store: &RedisStore,
-    connection: &mut redis::aio::MultiplexedConnection,
-) -> Result<Vec<(String, Duration, BlockOrigin)>, Error> {
-    let load = scripts::blocks();
-    let flat: Vec<String> = redis::Script::new(load.source())
-        .key(BLOCKS)
-        .key(PENALTY_BLOCKS)
-        .arg(store.inner.blocks.max_penalty_blocks())
-        .invoke_async(connection)
-        .await
-        .map_err(crate::redis_error)?;
-    let blocks: Vec<_> = flat
-        .chunks_exact(3)
-        .filter_map(|block| {
-            let left = block[1].parse::<u64>().ok()?;
-            let origin = match block[2].as_str() {
-                "o" => BlockOrigin::Operator,
-                "p" => BlockOrigin::Penalty,
-                _ => return None,
-            };
-            Some((block[0].clone(), Duration::from_micros(left), origin))
-        })
-        .collect();
-    Ok(blocks)
 }

@@ -32,6 +32,7 @@
 //!   tests can compare it with the memory store on the same times.
 
 mod announce;
+mod announcer;
 mod batch;
 mod blocks;
 mod capabilities;
@@ -43,11 +44,13 @@ mod lease;
 mod link;
 pub mod lua;
 mod multiplexed;
+mod notice;
 mod overrides;
 mod permits;
 mod primary;
 mod reconcile;
 mod refund;
+mod replica;
 mod scripts;
 mod sentinel;
 mod slots;

@@ -1,7 +1,7 @@
-//! Live overrides in Redis: the hash [`OVERRIDES`] (limit -> `end_µs
+//! Live overrides in Redis: the hash `OVERRIDES` (limit -> `end_µs
 //! text`, by the Redis server's clock) in the notices' slot, bounded by
 //! the script that writes it (`override.lua`) and read whole at every
-//! subscription (`overrides.lua`). A change travels to every instance's
+//! subscription (`overrides.lua`, `replica.rs`). A change travels to every instance's
 //! table as a notice (`o {id} {µs left} {limit} {text}`; 0 µs ends it),
 //! and is counted in the version hash, so one that runs late still
 //! reaches every instance (see `announce.rs`).
@@ -14,13 +14,8 @@ use limiter_core::{
     async_trait, validate_limit_name, validate_override_duration,
 };
 
-use super::announce::VERSION;
-use super::reconcile::unconfirmed;
+use super::notice::{OVERRIDES, VERSION, unconfirmed};
 use super::{RedisStore, scripts};
-
-/// The hash of the overrides, in the channel's slot (its hash tag), so the
-/// subscriber reads it where it subscribes.
-pub(crate) const OVERRIDES: &str = "{limiter:resets}:overrides";
 
 #[async_trait]
 impl Overrides for RedisStore {
@@ -83,55 +78,4 @@ impl RedisStore {
         }
         Ok(())
     }
-}
-
-/// Applies a notice's `{µs left} {limit} {text}` (`0 {limit}`: ended) to
-/// this instance's table.
-pub(crate) fn apply_notice(table: &OverrideTable, rest: &str) {
-    let mut parts = rest.splitn(3, ' ');
-    let (Some(left), Some(limit)) = (parts.next(), parts.next()) else {
-        return;
-    };
-    let Ok(left) = left.parse::<u64>() else {
-        return;
-    };
-    if left == 0 {
-        table.clear(limit);
-        return;
-    }
-    let kept = Override::from_text(parts.next().unwrap_or_default()).and_then(|value| {
-        let now = SystemClock.now_micros();
-        table.set(limit, value, Duration::from_micros(left), now)
-    });
-    if let Err(error) = kept {
-        tracing::warn!(%error, limit, "an override could not be kept here");
-    }
-}
-
-/// The live overrides (limit, override, time left) of the node
-/// `connection` reaches; one whose text does not read is left out, and
-/// logged.
-pub(crate) async fn load(
-    connection: &mut redis::aio::MultiplexedConnection,
-) -> Result<Vec<(String, Override, Duration)>, Error> {
-    let load = scripts::overrides();
-    let flat: Vec<String> = redis::Script::new(load.source())
-        .key(OVERRIDES)
-        .invoke_async(connection)
-        .await
-        .map_err(crate::redis_error)?;
-    let overrides = flat
-        .chunks_exact(3)
-        .filter_map(|entry| {
-            let left = entry[1].parse::<u64>().ok()?;
-            match Override::from_text(&entry[2]) {
-                Ok(value) => Some((entry[0].clone(), value, Duration::from_micros(left))),
-                Err(error) => {
-                    tracing::warn!(%error, limit = entry[0], "an override in Redis does not read");
-                    None
-                }
-            }
-        })
-        .collect();
-    Ok(overrides)
 }

@@ -16,17 +16,17 @@
 //!   Its field `resets` counts resets that failed: a reset's key lives in
 //!   another slot of a Cluster, so its script cannot count itself
 //!   atomically. The instance whose reset failed (or was cancelled) counts
-//!   it instead, retrying every [`MAX_RECOUNT_BACKOFF`] at most until Redis
-//!   answers, then once more [`RECOUNT_AFTER`] later, so a reset that ran
+//!   it instead, retrying every `MAX_RECOUNT_BACKOFF` at most until Redis
+//!   answers, then once more `RECOUNT_AFTER` later (`announce.rs`), so a reset that ran
 //!   after the first count is forgotten too.
 //! - Each instance's subscription task reads the hash every
 //!   [`POLL_INTERVAL`] (one `HMGET`, bounded by the interval; not a script,
 //!   so it adds no `EVALSHA`). When `changes` moved, the instance reads the
 //!   blocks and plans again, as it does when it subscribes (one function,
-//!   `read_blocks_and_plans`); when `resets` moved, it forgets everything
+//!   `SharedState::read`); when `resets` moved, it forgets everything
 //!   it remembers (its deny cache, leases, samples), as after a lost
 //!   subscription.
-//! - The failing call answers [`Error::Unconfirmed`] when the change may
+//! - The failing call answers [`Error::Unconfirmed`] (`notice.rs`) when the change may
 //!   have been made (no answer in time, or a connection that failed after
 //!   the call was written).
 //!
@@ -34,37 +34,29 @@
 //! queued before anything sent later on its connection), and every
 //! instance sees its count at its next poll, within [`POLL_INTERVAL`], then
 //! reads the state in one round trip; a failed reset's count lands within
-//! [`MAX_RECOUNT_BACKOFF`] more. So an unconfirmed change is in effect on
+//! `MAX_RECOUNT_BACKOFF` more. So an unconfirmed change is in effect on
 //! every instance, or on none, within 2 s of Redis answering again, and an
 //! instance started later reads the same state. Repeating the call makes
 //! sure of it: every admin change is idempotent.
 //!
 //! Left out: on a Cluster whose node holding a reset key hangs longer than
 //! the node of the version hash, a reset that runs more than
-//! [`RECOUNT_AFTER`] after the version's node answered again is not
+//! `RECOUNT_AFTER` after the version's node answered again is not
 //! counted again: the instances' deny caches may keep a denial of that key
 //! until its retry time. Repeating the reset settles it.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use limiter_core::{Error, Forget};
 use redis::aio::MultiplexedConnection;
 
-use super::announce::{VERSION, forget};
-use super::store::Inner;
-use super::subscription::read_blocks_and_plans;
-use super::{RedisStore, scripts};
+use super::RedisStore;
+use super::notice::VERSION;
+use super::replica::SharedState;
 
 /// How often an instance reads the version hash; also the bound of one
 /// reading (the version, and the blocks and plans when they changed).
 pub(crate) const POLL_INTERVAL: Duration = Duration::from_secs(1);
-/// The longest pause between two attempts to count a failed reset.
-pub(crate) const MAX_RECOUNT_BACKOFF: Duration = Duration::from_millis(500);
-/// When a failed reset is counted once more after Redis first answered.
-pub(crate) const RECOUNT_AFTER: Duration = Duration::from_secs(1);
-
 /// The counts of the version hash, as an instance last read them (a field
 /// not there reads 0: a Redis restarted empty reads as a change).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -102,7 +94,7 @@ pub(crate) async fn poll(
         let now = read_version(connection).await?;
         let state = match now.changes == seen.changes {
             true => None,
-            false => Some(read_blocks_and_plans(store, connection).await?),
+            false => Some(SharedState::read(store, connection).await?),
         };
         Ok::<_, Error>((now, state))
     };
@@ -126,125 +118,8 @@ pub(crate) async fn poll(
     }
     if now.resets != seen.resets {
         tracing::debug!("a reset failed somewhere: forgetting everything");
-        forget(store, &Forget::Everything);
+        store.inner.announcer.forget(&Forget::Everything);
     }
     *seen = now;
     Ok(())
-}
-
-/// The error a failed admin change answers: [`Error::Unconfirmed`] when
-/// the call may have run (no answer in time, a connection that failed),
-/// else `error` itself (an `oom` answer: Redis ran nothing).
-pub(crate) fn unconfirmed(error: Error) -> Error {
-    match &error {
-        Error::Timeout(_) => Error::Unconfirmed(Box::new(error)),
-        Error::Backend(backend) if backend.kind() == "redis" => Error::Unconfirmed(Box::new(error)),
-        _ => error,
-    }
-}
-
-/// The failed resets of one store (and its clones) waiting to be counted,
-/// and whether a task is counting them.
-#[derive(Debug, Default)]
-pub(crate) struct Recounts {
-    failed: AtomicU64,
-    running: AtomicBool,
-}
-
-/// A reset in flight: unless [confirmed](Self::confirm), counted as failed
-/// when dropped, whether it failed or its caller gave up on it.
-pub(crate) struct ResetInFlight<'a> {
-    store: &'a RedisStore,
-    confirmed: bool,
-}
-
-impl<'a> ResetInFlight<'a> {
-    /// A reset starting on `store`.
-    pub(crate) fn new(store: &'a RedisStore) -> Self {
-        Self {
-            store,
-            confirmed: false,
-        }
-    }
-
-    /// The reset ran and every instance was told.
-    pub(crate) fn confirm(mut self) {
-        self.confirmed = true;
-    }
-}
-
-impl Drop for ResetInFlight<'_> {
-    fn drop(&mut self) {
-        if !self.confirmed {
-            count_failed_reset(self.store);
-        }
-    }
-}
-
-/// Counts a failed reset in the version hash, in a task (one per store at
-/// a time, which counts every failure it finds).
-fn count_failed_reset(store: &RedisStore) {
-    let recounts = &store.inner.announcer.recounts;
-    recounts.failed.fetch_add(1, Ordering::AcqRel);
-    if recounts.running.swap(true, Ordering::AcqRel) {
-        return;
-    }
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        recounts.running.store(false, Ordering::Release);
-        return;
-    };
-    runtime.spawn(recount(Arc::downgrade(&store.inner)));
-}
-
-/// The counting task: counts until Redis answers, once more a moment
-/// later, and again while failures came meanwhile; ends with the store.
-async fn recount(inner: Weak<Inner>) {
-    loop {
-        let Some(counted) = inner
-            .upgrade()
-            .map(|inner| inner.announcer.recounts.failed.load(Ordering::Acquire))
-        else {
-            return;
-        };
-        if !count_until_answered(&inner).await {
-            return;
-        }
-        tokio::time::sleep(RECOUNT_AFTER).await;
-        if !count_until_answered(&inner).await {
-            return;
-        }
-        let Some(inner) = inner.upgrade() else {
-            return;
-        };
-        let recounts = &inner.announcer.recounts;
-        recounts.running.store(false, Ordering::Release);
-        // A failure that came after `counted` was read, and saw this task
-        // running, is this task's to count.
-        if recounts.failed.load(Ordering::Acquire) == counted
-            || recounts.running.swap(true, Ordering::AcqRel)
-        {
-            return;
-        }
-    }
-}
-
-/// Counts one failed reset, trying again until Redis answers; `false` once
-/// the store is gone.
-async fn count_until_answered(inner: &Weak<Inner>) -> bool {
-    let mut backoff = Duration::from_millis(50);
-    loop {
-        let Some(store) = inner.upgrade().map(|inner| RedisStore { inner }) else {
-            return false;
-        };
-        let bump = scripts::bump();
-        let mut call = bump.call(VERSION);
-        call.arg("resets");
-        match store.bounded_call(bump, &call).await {
-            Ok(_) => return true,
-            Err(error) => tracing::debug!(%error, "a failed reset is not counted yet"),
-        }
-        drop(store);
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(MAX_RECOUNT_BACKOFF);
-    }
 }

@@ -8,7 +8,7 @@ use redis::Client;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 
-use crate::announce::Announcer;
+use crate::announcer::Announcer;
 use crate::coalesce;
 use crate::config::RedisConfig;
 use crate::link::Link;
@@ -61,7 +61,7 @@ pub(crate) struct Inner {
     pub(crate) pending: coalesce::Pending,
     /// Resets announced to every instance, and this one's subscription.
     pub(crate) announcer: Announcer,
-    /// The blocks, as this instance knows them (see `announce.rs`).
+    /// The blocks, as this instance knows them (see `replica.rs`).
     pub(crate) blocks: Arc<limiter_core::BlockList>,
     /// The plan assignments, as this instance knows them.
     pub(crate) plans: limiter_core::AssignedPlans,
@@ -94,7 +94,7 @@ impl Cluster {
         let node = self
             .slots
             .name(self.slots.domain(name))
-            .and_then(|address| crate::announce::tcp(&address));
+            .and_then(|address| tcp(&address));
         let info = match node {
             Some(address) => seed.set_addr(address),
             None => seed,
@@ -370,4 +370,13 @@ impl fmt::Debug for RedisStore {
             .field("config", &self.inner.config)
             .finish_non_exhaustive()
     }
+}
+
+/// `host:port` as a connection address.
+fn tcp(address: &str) -> Option<redis::ConnectionAddr> {
+    let (host, port) = address.rsplit_once(':')?;
+    Some(redis::ConnectionAddr::Tcp(
+        host.to_owned(),
+        port.parse().ok()?,
+    ))
 }

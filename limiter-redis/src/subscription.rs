@@ -1,19 +1,62 @@
-//! Each instance's subscription to the notices (`announce.rs`): made
-//! again whenever it breaks, with the blocks, plans and overrides read whole each
-//! time, and the version hash polled between notices (`reconcile.rs`).
+//! Each instance's subscription to the notices (`notice.rs`, sent by
+//! `announce.rs`): made again whenever it breaks, with the blocks, plans
+//! and overrides read whole each time (`replica.rs`), each notice applied
+//! and acknowledged, and the version hash polled between notices
+//! (`reconcile.rs`).
 
-use std::collections::HashMap;
-use std::sync::Weak;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use limiter_core::{Clock, Error, Forget, SystemClock};
-use redis::Client;
+use limiter_core::{Error, Forget};
+use redis::{Client, Msg};
 
-use super::RedisStore;
-use super::announce::{CHANNEL, PLANS, forget, on_message};
+use super::notice::{CHANNEL, Notice};
 use super::reconcile::{self, POLL_INTERVAL, Version};
+use super::replica::{self, SharedState};
 use super::store::{Backend, Inner};
+use super::{RedisStore, scripts};
+
+impl RedisStore {
+    /// Waits, at most `within`, until this store's subscription has read
+    /// the blocks, plans and live overrides that Redis holds, so that a
+    /// starting instance decides its first requests by them; answers
+    /// whether it has. An application calls it once when it starts (the UGC
+    /// server does); an instance that does not know them yet (Redis is
+    /// down) answers by the compiled limits until its subscription reads
+    /// them.
+    pub async fn synced(&self, within: Duration) -> bool {
+        self.subscribe();
+        let announcer = &self.inner.announcer;
+        let read = async {
+            loop {
+                let notified = announcer.synced_notify.notified();
+                if announcer.synced.load(Ordering::Acquire) {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        tokio::time::timeout(within, read).await.is_ok()
+    }
+
+    /// Starts the subscription, unless it runs (or there is no runtime to
+    /// run it on yet: the next reset or registration starts it).
+    pub(crate) fn subscribe(&self) {
+        let announcer = &self.inner.announcer;
+        if announcer.subscribed.load(Ordering::Acquire) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if announcer.subscribed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        runtime.spawn(listen(Arc::downgrade(&self.inner)));
+    }
+}
 
 /// The longest pause between two attempts to subscribe again.
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
@@ -41,7 +84,7 @@ pub(crate) async fn listen(inner: Weak<Inner>) {
                 state.apply(&store);
                 store.inner.announcer.mark_synced();
                 if !first {
-                    forget(&store, &Forget::Everything);
+                    store.inner.announcer.forget(&Forget::Everything);
                 }
                 first = false;
                 drop(store);
@@ -109,46 +152,7 @@ pub(crate) struct Subscribed {
     pubsub: redis::aio::PubSub,
     connection: redis::aio::MultiplexedConnection,
     version: Version,
-    state: BlocksAndPlans,
-}
-
-/// The blocks (key, time left, origin), plans (key, plan) and overrides
-/// (limit, override, time left) that Redis holds.
-pub(crate) struct BlocksAndPlans {
-    blocks: Vec<(String, Duration, limiter_core::BlockOrigin)>,
-    plans: Vec<(String, String)>,
-    overrides: Vec<(String, limiter_core::Override, Duration)>,
-}
-
-impl BlocksAndPlans {
-    /// Makes them this instance's blocks and plans, replacing what it had.
-    pub(crate) fn apply(self, store: &RedisStore) {
-        let inner = &store.inner;
-        let now = SystemClock.now_micros();
-        inner.blocks.replace(self.blocks, now);
-        inner.plans.replace(self.plans);
-        inner.overrides.replace(self.overrides, now);
-    }
-}
-
-/// Reads the blocks and plans from `connection`: at each subscription, and
-/// whenever the version hash says they changed unannounced.
-pub(crate) async fn read_blocks_and_plans(
-    store: &RedisStore,
-    connection: &mut redis::aio::MultiplexedConnection,
-) -> Result<BlocksAndPlans, Error> {
-    let blocks = crate::blocks::load(store, connection).await?;
-    let plans: HashMap<String, String> = redis::cmd("HGETALL")
-        .arg(PLANS)
-        .query_async(connection)
-        .await
-        .map_err(crate::redis_error)?;
-    let overrides = crate::overrides::load(connection).await?;
-    Ok(BlocksAndPlans {
-        blocks,
-        plans: plans.into_iter().collect(),
-        overrides,
-    })
+    state: SharedState,
 }
 
 /// Subscribes to [`CHANNEL`], then reads the version hash, then the
@@ -169,7 +173,7 @@ async fn subscribe_at(store: &RedisStore) -> Result<Subscribed, Error> {
         .await
         .map_err(crate::redis_error)?;
     let version = reconcile::read_version(&mut connection).await?;
-    let state = read_blocks_and_plans(store, &mut connection).await?;
+    let state = SharedState::read(store, &mut connection).await?;
     Ok(Subscribed {
         pubsub,
         connection,
@@ -188,5 +192,28 @@ async fn subscriber(store: &RedisStore) -> Result<Client, Error> {
             drop(store.cluster(cluster).await?);
             cluster.channel_node(CHANNEL)
         }
+    }
+}
+
+/// A notice: applied to this instance's copy (a reset forgotten), then
+/// acknowledged; an acknowledgement of a notice of this instance counted.
+async fn on_message(store: &RedisStore, message: &Msg) {
+    let Ok(payload) = message.get_payload::<String>() else {
+        return;
+    };
+    let Some(notice) = Notice::parse(&payload) else {
+        return;
+    };
+    match notice {
+        Notice::Ack { id } => return store.inner.announcer.acknowledged(id),
+        Notice::Reset { key, .. } => store.inner.announcer.forget(&Forget::Key(key.into())),
+        _ => replica::apply(store, &notice),
+    }
+    let Some(id) = notice.id() else { return };
+    let publish = scripts::publish();
+    let mut call = publish.call(CHANNEL);
+    call.arg(format!("a {id}"));
+    if let Err(error) = store.bounded_call(publish, &call).await {
+        tracing::warn!(%error, "a notice could not be acknowledged");
     }
 }
