@@ -2,12 +2,8 @@
 
 use std::time::Duration;
 
+use crate::policy::MAX_RULES;
 use crate::rule::Rule;
-
-/// The most rules one policy may hold (a sliding log's rules plus its
-/// prevent-duplicate rule). Kept small so a [`Decision`] needs no allocation
-/// and fits in 128 bytes, which the compiler moves without a `memcpy` call.
-pub const MAX_RULES: usize = 6;
 
 /// Where one rule of the policy stands after a check: the `RateLimit` header
 /// item of that rule. Which rule it is follows from its place: statuses come

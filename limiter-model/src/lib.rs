@@ -27,13 +27,13 @@ mod span;
 mod verdict;
 
 pub use concurrency::ConcurrencyLimit;
-pub use decision::{Decision, MAX_RULES, RuleStatus};
+pub use decision::{Decision, RuleStatus};
 pub use duration::{DURATION_UNITS, duration_unit, parse_duration};
 pub use error::{BackendError, ConfigError, Error};
 pub use hot::{DEFAULT_LEASE_TTL, HotKey, Lease};
 pub use max_wait::MaxWait;
 pub use penalty::{MAX_PENALTY_DENIALS, MAX_PENALTY_STEPS, Penalty, PenaltyState};
-pub use policy::{Algorithm, DEFAULT_DUPLICATE_WINDOW, Policy};
+pub use policy::{Algorithm, DEFAULT_DUPLICATE_WINDOW, MAX_RULES, Policy};
 pub use refund::Receipt;
 pub use rule::{MAX_WINDOW, Rate, Rule};
 pub use span::Span;

@@ -3,10 +3,15 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::decision::MAX_RULES;
 use crate::error::ConfigError;
-use crate::hot::HotKey;
+use crate::hot::{HotKey, Lease, MAX_SAMPLING, MAX_SHARDS, invalid};
 use crate::rule::{EXACT_LIMIT, Rate, Rule};
+
+/// The most rules one policy may hold (a sliding log's rules plus its
+/// prevent-duplicate rule). Kept small so a [`Decision`](crate::Decision)
+/// needs no allocation and fits in 128 bytes, which the compiler moves
+/// without a `memcpy` call.
+pub const MAX_RULES: usize = 6;
 
 /// The window `prevent_duplicate` uses unless told otherwise: one request per 5 s.
 pub const DEFAULT_DUPLICATE_WINDOW: Duration = Duration::from_secs(5);
@@ -478,6 +483,154 @@ impl Policy {
 
 fn bucket_quota(params: BucketParams) -> Rule {
     Rule::from_parts(params.capacity, params.full().div_ceil(params.drain))
+}
+
+/// The hot-key modes ([`HotKey`]).
+impl Policy {
+    /// The same policy, leased: each instance takes up to `lease.max()`
+    /// permits of a hot key in one call and hands them out locally until
+    /// they are spent or the lease ends, then gives back the rest. A key
+    /// with fewer than two requests per lease length goes to the store
+    /// directly. Exact: across all instances, never more admitted than the
+    /// policy allows, in any window.
+    ///
+    /// For the sliding log and the fixed window only: a leased entry of
+    /// the log counts as made at the lease's end, so it never leaves a
+    /// window before the request it stands for; a fixed window's lease
+    /// ends with its window. (A bucket's tokens taken early would refill
+    /// the bucket early: up to `rate × ttl` more than it allows.)
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_core::{Lease, Policy, Rate, Rule};
+    ///
+    /// let trending = Policy::sliding_log([Rule::new(1000, Duration::from_secs(1))?])?
+    ///     .with_lease(Lease::new(50, Duration::from_millis(100))?)?;
+    /// assert_eq!(trending.hot_key().unwrap().name(), "lease");
+    ///
+    /// let bucket = Policy::token_bucket(Rate::per_second(10)?, 10)?;
+    /// assert_eq!(
+    ///     bucket.with_lease(Lease::up_to(5)?).unwrap_err().to_string(),
+    ///     "invalid lease: leases work with sliding_log and fixed_window, not token_bucket"
+    /// );
+    /// # Ok::<(), limiter_core::ConfigError>(())
+    /// ```
+    pub fn with_lease(self, lease: Lease) -> Result<Self, ConfigError> {
+        use crate::Algorithm::{FixedWindow, SlidingLog};
+        if !matches!(self.algorithm(), SlidingLog | FixedWindow) {
+            return Err(invalid(
+                "lease",
+                format!(
+                    "leases work with sliding_log and fixed_window, not {}",
+                    self.algorithm()
+                ),
+            ));
+        }
+        self.with_hot(HotKey::Lease(lease))
+    }
+
+    /// The same policy over `shards` sub-keys of each key, each holding
+    /// `1/shards` of every limit (rounded down: never more than the limit in
+    /// total), which requests take in turn. On a Redis Cluster whose slots
+    /// are split evenly (as `redis-cli --cluster create` splits them) with
+    /// at least `shards` primaries, the sub-keys sit on different
+    /// primaries. Refused when a limit, capacity or burst is below
+    /// `shards`, or the cost above a shard's share.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_core::{Policy, Rule};
+    ///
+    /// let policy = Policy::fixed_window(Rule::new(1000, Duration::from_secs(1))?);
+    /// assert!(policy.clone().with_shards(3).is_ok());
+    /// let small = Policy::fixed_window(Rule::new(2, Duration::from_secs(1))?);
+    /// assert_eq!(
+    ///     small.with_shards(3).unwrap_err().to_string(),
+    ///     "invalid shard: a limit of 2 cannot be split into 3 shards"
+    /// );
+    /// # Ok::<(), limiter_core::ConfigError>(())
+    /// ```
+    pub fn with_shards(self, shards: u32) -> Result<Self, ConfigError> {
+        if !(2..=MAX_SHARDS).contains(&shards) {
+            return Err(invalid(
+                "shard",
+                format!("a key splits into 2 to {MAX_SHARDS} shards, got {shards}"),
+            ));
+        }
+        let smallest = self.smallest_limit();
+        if smallest < u64::from(shards) {
+            return Err(invalid(
+                "shard",
+                format!("a limit of {smallest} cannot be split into {shards} shards"),
+            ));
+        }
+        let share = self.divided(shards);
+        if self.cost() > share.largest_cost() {
+            return Err(invalid(
+                "shard",
+                format!(
+                    "a cost of {} exceeds a shard's share of {}",
+                    self.cost(),
+                    share.largest_cost()
+                ),
+            ));
+        }
+        self.with_hot(HotKey::Shard { shards })
+    }
+
+    /// The same policy, sampled: an instance checks one request of a key in
+    /// `every` with `every` times its cost, and decides the next `every - 1`
+    /// as that one was decided (a denial only until its retry time). An
+    /// instance admits at most `every - 1` requests more per window than
+    /// the policy allows. Refused when `every` times the cost could never
+    /// pass.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_core::{Policy, Rule};
+    ///
+    /// let views = Policy::sliding_window(Rule::new(10_000, Duration::from_secs(1))?)
+    ///     .with_sampling(10)?;
+    /// assert_eq!(views.hot_key().unwrap().name(), "sample");
+    /// # Ok::<(), limiter_core::ConfigError>(())
+    /// ```
+    pub fn with_sampling(self, every: u32) -> Result<Self, ConfigError> {
+        if !(2..=MAX_SAMPLING).contains(&every) {
+            return Err(invalid(
+                "sample",
+                format!("one request in 2 to {MAX_SAMPLING} is sampled, got {every}"),
+            ));
+        }
+        let weight = self.cost().saturating_mul(u64::from(every));
+        if weight > self.largest_cost() {
+            return Err(invalid(
+                "sample",
+                format!(
+                    "a sampled request weighs {weight}, more than the policy's {} can pass",
+                    self.largest_cost()
+                ),
+            ));
+        }
+        self.with_hot(HotKey::Sample { every })
+    }
+
+    fn with_hot(mut self, mode: HotKey) -> Result<Self, ConfigError> {
+        if let Some(set) = self.hot.filter(|set| set.name() != mode.name()) {
+            return Err(invalid(
+                mode.name(),
+                format!(
+                    "the policy is already in {} mode: one mode per policy",
+                    set.name()
+                ),
+            ));
+        }
+        self.hot = Some(mode);
+        Ok(self)
+    }
+
+    fn smallest_limit(&self) -> u64 {
+        self.rules().iter().map(|r| r.limit()).min().unwrap_or(1)
+    }
 }
 
 const fn gcd(mut a: u64, mut b: u64) -> u64 {

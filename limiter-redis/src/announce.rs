@@ -25,115 +25,14 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use limiter_core::{AnnouncesResets, Error, Forgetter};
+use limiter_core::Error;
 
 use super::announcer::{Announcer, Pending};
 use super::link::lock;
 use super::notice::{CHANNEL, PLANS, VERSION, unconfirmed};
 use super::store::Inner;
+use super::subscription;
 use super::{RedisStore, scripts};
-
-impl AnnouncesResets for RedisStore {
-    fn on_reset(&self, forget: Forgetter) {
-        lock(&self.inner.announcer.forgetters).push(forget);
-        self.subscribe();
-    }
-}
-
-impl RedisStore {
-    /// Deletes `key`, then announces it and waits for every subscribed
-    /// instance to acknowledge, within the response timeout. A reset that
-    /// fails (or is dropped) before it is announced is counted in
-    /// [`VERSION`], so every instance forgets everything (`reconcile.rs`).
-    pub(super) async fn reset_and_announce(&self, key: &str) -> Result<(), Error> {
-        self.subscribe();
-        let in_flight = ResetInFlight::new(self);
-        let reset = scripts::reset();
-        (self.bounded_call(reset, &reset.call(key)).await).map_err(unconfirmed)?;
-        self.announce("r", key).await.map_err(unconfirmed)?;
-        in_flight.confirm();
-        Ok(())
-    }
-
-    /// Tells every instance using this Redis that `key` was reset, without
-    /// touching the key: for a store built on this crate whose state of the
-    /// key this store does not hold (the regional store resets its own
-    /// hash, then tells each region's instances, so that what they remember
-    /// of the key, a denial in a deny cache, goes too). Answered once every
-    /// subscribed instance has forgotten it; [`Error::Unconfirmed`] as for a
-    /// reset.
-    pub async fn announce_reset(&self, key: &str) -> Result<(), Error> {
-        self.subscribe();
-        let in_flight = ResetInFlight::new(self);
-        self.announce("r", key).await.map_err(unconfirmed)?;
-        in_flight.confirm();
-        Ok(())
-    }
-
-    /// Gives `key` the plan `plan` (`None`: the default) in the plans'
-    /// hash, here, then on every instance; counted in [`VERSION`] by the
-    /// same script.
-    pub(super) async fn assign_and_announce(
-        &self,
-        key: &str,
-        plan: Option<&str>,
-    ) -> Result<(), Error> {
-        let plans = &self.inner.plans;
-        if plan.is_some()
-            && plans.get(key).is_none()
-            && plans.len() >= limiter_core::MAX_ASSIGNED_PLANS
-        {
-            return plans.assign(key, plan);
-        }
-        self.subscribe();
-        let assign = scripts::assign();
-        let mut call = scripts::versioned(assign, PLANS, VERSION);
-        call.arg(key).arg(plan.unwrap_or(""));
-        (self.bounded_call(assign, &call).await).map_err(unconfirmed)?;
-        plans.assign(key, plan)?;
-        (self
-            .announce("p", &format!("={} {key}", plan.unwrap_or("")))
-            .await)
-            .map_err(unconfirmed)
-    }
-
-    /// Publishes `{kind} {id} {rest}` and waits for every instance
-    /// subscribed when it was published to acknowledge it, within the
-    /// response timeout.
-    pub(crate) async fn announce(&self, kind: &str, rest: &str) -> Result<(), Error> {
-        self.subscribe();
-        let id = self.inner.announcer.next_id.fetch_add(1, Ordering::Relaxed);
-        let pending = Arc::new(Pending::default());
-        let announcer = &self.inner.announcer;
-        lock(&announcer.pending).insert(id, Arc::clone(&pending));
-        let _unregister = Unregister(announcer, id);
-        let publish = scripts::publish();
-        let mut call = publish.call(CHANNEL);
-        call.arg(format!("{kind} {id} {rest}"));
-        let receivers = self.bounded_call(publish, &call).await?;
-        let receivers = usize::try_from(receivers.first().copied().unwrap_or(0)).unwrap_or(0);
-        let acknowledged = async {
-            loop {
-                let notified = pending.notify.notified();
-                if pending.acks.load(Ordering::Acquire) >= receivers {
-                    return;
-                }
-                notified.await;
-            }
-        };
-        let deadline = self.inner.config.response_timeout;
-        if tokio::time::timeout(deadline, acknowledged).await.is_err() {
-            tracing::warn!(
-                notice = rest,
-                receivers,
-                acknowledged = pending.acks.load(Ordering::Relaxed),
-                "not every instance acknowledged a notice within the deadline: \
-                 those apply it when it reaches them"
-            );
-        }
-        Ok(())
-    }
-}
 
 /// Takes a reset's id out of the pending ones, however its wait ends.
 struct Unregister<'a>(&'a Announcer, u64);
@@ -245,4 +144,81 @@ async fn count_until_answered(inner: &Weak<Inner>) -> bool {
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(MAX_RECOUNT_BACKOFF);
     }
+}
+
+/// Deletes `key`, then announces it and waits for every subscribed
+/// instance to acknowledge, within the response timeout. A reset that
+/// fails (or is dropped) before it is announced is counted in
+/// [`VERSION`], so every instance forgets everything (`reconcile.rs`).
+pub(crate) async fn reset_and_announce(store: &RedisStore, key: &str) -> Result<(), Error> {
+    subscription::subscribe(store);
+    let in_flight = ResetInFlight::new(store);
+    let reset = scripts::reset();
+    (store.bounded_call(reset, &reset.call(key)).await).map_err(unconfirmed)?;
+    announce(store, "r", key).await.map_err(unconfirmed)?;
+    in_flight.confirm();
+    Ok(())
+}
+
+/// Gives `key` the plan `plan` (`None`: the default) in the plans'
+/// hash, here, then on every instance; counted in [`VERSION`] by the
+/// same script.
+pub(crate) async fn assign_and_announce(
+    store: &RedisStore,
+    key: &str,
+    plan: Option<&str>,
+) -> Result<(), Error> {
+    let plans = &store.inner.plans;
+    if plan.is_some() && plans.get(key).is_none() && plans.len() >= limiter_core::MAX_ASSIGNED_PLANS
+    {
+        return plans.assign(key, plan);
+    }
+    subscription::subscribe(store);
+    let assign = scripts::assign();
+    let mut call = scripts::versioned(assign, PLANS, VERSION);
+    call.arg(key).arg(plan.unwrap_or(""));
+    (store.bounded_call(assign, &call).await).map_err(unconfirmed)?;
+    plans.assign(key, plan)?;
+    (announce(store, "p", &format!("={} {key}", plan.unwrap_or(""))).await).map_err(unconfirmed)
+}
+
+/// Publishes `{kind} {id} {rest}` and waits for every instance
+/// subscribed when it was published to acknowledge it, within the
+/// response timeout.
+pub(crate) async fn announce(store: &RedisStore, kind: &str, rest: &str) -> Result<(), Error> {
+    subscription::subscribe(store);
+    let id = store
+        .inner
+        .announcer
+        .next_id
+        .fetch_add(1, Ordering::Relaxed);
+    let pending = Arc::new(Pending::default());
+    let announcer = &store.inner.announcer;
+    lock(&announcer.pending).insert(id, Arc::clone(&pending));
+    let _unregister = Unregister(announcer, id);
+    let publish = scripts::publish();
+    let mut call = publish.call(CHANNEL);
+    call.arg(format!("{kind} {id} {rest}"));
+    let receivers = store.bounded_call(publish, &call).await?;
+    let receivers = usize::try_from(receivers.first().copied().unwrap_or(0)).unwrap_or(0);
+    let acknowledged = async {
+        loop {
+            let notified = pending.notify.notified();
+            if pending.acks.load(Ordering::Acquire) >= receivers {
+                return;
+            }
+            notified.await;
+        }
+    };
+    let deadline = store.inner.config.response_timeout;
+    if tokio::time::timeout(deadline, acknowledged).await.is_err() {
+        tracing::warn!(
+            notice = rest,
+            receivers,
+            acknowledged = pending.acks.load(Ordering::Relaxed),
+            "not every instance acknowledged a notice within the deadline: \
+             those apply it when it reaches them"
+        );
+    }
+    Ok(())
 }

@@ -1,16 +1,26 @@
-//! What the Redis store does besides rate checks: its capabilities, each
-//! kept in Redis, and the calls of them at a time a test gives.
+//! What the Redis store does: its rate checks, its capabilities, each kept
+//! in Redis, and the calls of them at a time a test gives. With `store.rs`
+//! (how it is made and reaches Redis), the whole of its interface; the
+//! modules each call goes through hold the work.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use limiter_core::{
-    Acquired, AnnouncesResets, Blocks, Capabilities, ConcurrencyLimit, Decision, Error, Leases,
-    Peek, Penalties, Permits, PlanAssignments, Policy, Refunds, Reset, async_trait,
+    Acquired, ActiveOverride, AnnouncesResets, Blocks, Capabilities, Clock, ConcurrencyLimit,
+    Decision, Error, Forgetter, Leases, Override, OverrideTable, Overrides, Peek, Penalties,
+    Permits, PlanAssignments, Policy, Receipt, Refunds, Reset, Store, SystemClock, async_trait,
+    validate_limit_name, validate_override_duration,
 };
 
+use super::announce::{self, ResetInFlight};
+use super::link::lock;
+use super::notice::unconfirmed;
 use super::store::Backend;
-use super::{RedisStore, scripts};
+use super::{
+    RedisStore, blocks, check, coalesce, lease, overrides, permits, refund, scripts, subscription,
+};
 
 /// Across a network, each call bounded by its response timeout, a
 /// Cluster's nodes failing one by one; every capability kept in Redis.
@@ -103,7 +113,7 @@ impl Peek for RedisStore {
 #[async_trait]
 impl Reset for RedisStore {
     async fn reset(&self, key: &str, _policy: &Policy) -> Result<(), Error> {
-        self.reset_and_announce(key).await
+        announce::reset_and_announce(self, key).await
     }
 }
 
@@ -127,11 +137,11 @@ impl Blocks for RedisStore {
         duration: Duration,
         origin: limiter_core::BlockOrigin,
     ) -> Result<(), Error> {
-        self.block_and_announce(key, duration, origin).await
+        blocks::block_and_announce(self, key, duration, origin).await
     }
 
     async fn unblock(&self, key: &str) -> Result<(), Error> {
-        self.unblock_and_announce(key).await
+        blocks::unblock_and_announce(self, key).await
     }
 
     #[inline]
@@ -159,7 +169,7 @@ impl Blocks for RedisStore {
 #[async_trait]
 impl PlanAssignments for RedisStore {
     async fn assign_plan(&self, key: &str, plan: Option<&str>) -> Result<(), Error> {
-        self.assign_and_announce(key, plan).await
+        announce::assign_and_announce(self, key, plan).await
     }
 
     fn assigned_plan(&self, key: &str) -> Option<Arc<str>> {
@@ -190,7 +200,7 @@ impl Permits for RedisStore {
     /// in a task when it is dropped. A call cancelled or failed before its
     /// answer gives back the permit it may have taken.
     async fn acquire_permit(&self, key: &str, limit: &ConcurrencyLimit) -> Result<Acquired, Error> {
-        self.acquire_permit_at_time(key, limit, None).await
+        permits::acquire_permit_at_time(self, key, limit, None).await
     }
 }
 
@@ -205,7 +215,7 @@ impl Leases for RedisStore {
         policy: &Policy,
         request: &limiter_core::hot::LeaseRequest,
     ) -> Result<limiter_core::hot::LeaseGrant, Error> {
-        self.take_lease(key, policy, request).await
+        lease::take_lease(self, key, policy, request).await
     }
 
     async fn end_lease(
@@ -215,7 +225,7 @@ impl Leases for RedisStore {
         grant: &limiter_core::hot::LeaseGrant,
         unused: u64,
     ) -> Result<u64, Error> {
-        self.give_back(key, policy, grant, unused).await
+        lease::give_back(self, key, policy, grant, unused).await
     }
 }
 
@@ -287,5 +297,187 @@ impl RedisStore {
             Some(&block) if block > 0 => Some(std::time::Duration::from_micros(block as u64)),
             _ => None,
         })
+    }
+}
+
+impl RedisStore {
+    /// Checks a request at `now` (microseconds since the Unix epoch) given by
+    /// the caller instead of the Redis server's clock. For tests that compare
+    /// the stores on the same timestamps only: in production instances with
+    /// skewed clocks would disagree.
+    #[cfg(feature = "test-util")]
+    pub async fn check_at(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        now: u64,
+    ) -> Result<Decision, Error> {
+        coalesce::run(self, key, policy, cost, Some(now)).await
+    }
+
+    /// Checks a request counted by outcome at `now` (microseconds since the
+    /// Unix epoch) given by the caller (see
+    /// [`Refunds`](limiter_core::Refunds)). For tests that compare the
+    /// stores on the same timestamps only.
+    #[cfg(feature = "test-util")]
+    pub async fn check_refundable_at(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        now: u64,
+    ) -> Result<(Decision, Option<limiter_core::Receipt>), Error> {
+        refund::check_refundable_at_time(self, key, policy, cost, Some(now)).await
+    }
+
+    /// Takes a permit at `now` (microseconds since the Unix epoch) given by
+    /// the caller instead of the Redis server's clock, and does not renew
+    /// it. For tests that check when leases end, only.
+    #[cfg(feature = "test-util")]
+    pub async fn acquire_permit_at(
+        &self,
+        key: &str,
+        limit: &limiter_core::ConcurrencyLimit,
+        now: u64,
+    ) -> Result<limiter_core::Acquired, Error> {
+        permits::acquire_permit_at_time(self, key, limit, Some(now)).await
+    }
+
+    /// Decides the requests of `costs` (one each, in this order) at `now`
+    /// in one call of the batch script, as coalesced checks are: for tests
+    /// that compare a batch with as many checks one after another.
+    #[cfg(feature = "test-util")]
+    pub async fn check_batch_at(
+        &self,
+        key: &str,
+        policy: &Policy,
+        costs: &[u64],
+        now: u64,
+    ) -> Result<Vec<Decision>, Error> {
+        for &cost in costs {
+            policy.validate_cost(cost)?;
+        }
+        check::decide_batch(self, key, policy, costs, Some(now), self.deadline()).await
+    }
+}
+
+impl AnnouncesResets for RedisStore {
+    fn on_reset(&self, forget: Forgetter) {
+        lock(&self.inner.announcer.forgetters).push(forget);
+        subscription::subscribe(self);
+    }
+}
+
+impl RedisStore {
+    /// Tells every instance using this Redis that `key` was reset, without
+    /// touching the key: for a store built on this crate whose state of the
+    /// key this store does not hold (the regional store resets its own
+    /// hash, then tells each region's instances, so that what they remember
+    /// of the key, a denial in a deny cache, goes too). Answered once every
+    /// subscribed instance has forgotten it; [`Error::Unconfirmed`] as for a
+    /// reset.
+    pub async fn announce_reset(&self, key: &str) -> Result<(), Error> {
+        subscription::subscribe(self);
+        let in_flight = ResetInFlight::new(self);
+        announce::announce(self, "r", key)
+            .await
+            .map_err(unconfirmed)?;
+        in_flight.confirm();
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Overrides for RedisStore {
+    async fn set_override(
+        &self,
+        limit: &str,
+        value: &Override,
+        duration: Duration,
+    ) -> Result<(), Error> {
+        validate_override_duration(duration)?;
+        validate_limit_name(limit)?;
+        let left = u64::try_from(duration.as_micros()).unwrap_or(u64::MAX);
+        let text = value.to_text();
+        overrides::change_override(self, limit, left, &text).await?;
+        let now = SystemClock.now_micros();
+        self.inner
+            .overrides
+            .set(limit, value.clone(), duration, now)?;
+        let notice = format!("{left} {limit} {text}");
+        (announce::announce(self, "o", &notice).await).map_err(unconfirmed)
+    }
+
+    async fn clear_override(&self, limit: &str) -> Result<(), Error> {
+        validate_limit_name(limit)?;
+        overrides::change_override(self, limit, 0, "").await?;
+        self.inner.overrides.clear(limit);
+        (announce::announce(self, "o", &format!("0 {limit}")).await).map_err(unconfirmed)
+    }
+
+    fn override_of(&self, limit: &str) -> Option<(Arc<Override>, Duration)> {
+        self.inner.overrides.get(limit, SystemClock.now_micros())
+    }
+
+    fn overrides(&self) -> Vec<ActiveOverride> {
+        self.inner.overrides.list(SystemClock.now_micros())
+    }
+
+    /// Starts the subscription that fills the table, when a runtime runs
+    /// (a layer asks for the table when it is made): see
+    /// [`synced`](RedisStore::synced) for waiting until it is read.
+    fn override_table(&self) -> Option<Arc<OverrideTable>> {
+        subscription::subscribe(self);
+        Some(Arc::clone(&self.inner.overrides))
+    }
+}
+
+#[async_trait]
+impl Refunds for RedisStore {
+    async fn check_refundable(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+    ) -> Result<(Decision, Option<Receipt>), Error> {
+        refund::check_refundable_at_time(self, key, policy, cost, None).await
+    }
+
+    async fn refund(&self, key: &str, policy: &Policy, receipt: &Receipt) -> Result<(), Error> {
+        policy.counts_by_outcome()?;
+        let call = refund::refund_call(key, policy, receipt);
+        self.bounded_call(scripts::refund(), &call).await?;
+        Ok(())
+    }
+}
+
+impl RedisStore {
+    /// Waits, at most `within`, until this store's subscription has read
+    /// the blocks, plans and live overrides that Redis holds, so that a
+    /// starting instance decides its first requests by them; answers
+    /// whether it has. An application calls it once when it starts (the UGC
+    /// server does); an instance that does not know them yet (Redis is
+    /// down) answers by the compiled limits until its subscription reads
+    /// them.
+    pub async fn synced(&self, within: Duration) -> bool {
+        subscription::subscribe(self);
+        let announcer = &self.inner.announcer;
+        let read = async {
+            loop {
+                let notified = announcer.synced_notify.notified();
+                if announcer.synced.load(Ordering::Acquire) {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        tokio::time::timeout(within, read).await.is_ok()
+    }
+}
+
+impl Store for RedisStore {
+    async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        coalesce::run(self, key, policy, cost, None).await
     }
 }

@@ -20,15 +20,15 @@
 //! the callers queued behind a first check's own call, which its caller
 //! might stop polling, keep timers of their own.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::RedisStore;
 use super::link::lock;
+use super::queue::{Queue, Waiter};
+use super::subscription;
+use super::{RedisStore, check};
 use limiter_core::Decision;
 use limiter_core::Error;
 use limiter_core::Policy;
@@ -36,34 +36,6 @@ use limiter_core::Policy;
 /// The most requests one call decides: a batch script holds Redis while it
 /// runs (a few microseconds a request).
 const MAX_BATCH: usize = 512;
-
-/// The checks waiting for each key's call in flight.
-#[derive(Default)]
-pub(crate) struct Pending {
-    queues: Mutex<HashMap<Box<str>, Vec<Queue>, foldhash::fast::RandomState>>,
-    next_id: AtomicU64,
-}
-
-/// A call in flight for a key, under one policy (and, in tests, at one
-/// caller's time), and the checks that will go in the next one.
-struct Queue {
-    id: u64,
-    policy: Policy,
-    now: Option<u64>,
-    waiting: Vec<Waiter>,
-    /// The call in flight is the batches' task's, which answers every
-    /// caller by its deadline; while it is the first caller's own, whose
-    /// future its caller may stop polling without dropping it, the callers
-    /// queued behind it keep a timer of their own.
-    in_task: bool,
-}
-
-struct Waiter {
-    cost: u64,
-    /// When its caller must have its answer.
-    deadline: Instant,
-    answer: oneshot::Sender<Result<Decision, Error>>,
-}
 
 /// A check: it joins the call in flight for its key and policy, or makes
 /// one.
@@ -114,7 +86,7 @@ pub(super) async fn check(
                 now,
                 id,
             };
-            store.decide_one(key, policy, cost, now).await
+            check::decide_one(store, key, policy, cost, now).await
         }
         // Answered by its deadline by the batches' task (`Batches::send`).
         Err((receiver, false)) => receiver.await.unwrap_or_else(|_| Err(abandoned())),
@@ -209,9 +181,8 @@ impl Batches {
             .into_iter()
             .map(|waiter| Some((waiter.deadline, waiter.answer)))
             .collect();
-        let call = self
-            .store
-            .decide_batch(&self.key, &self.policy, &costs, self.now, last);
+        let call =
+            check::decide_batch(&self.store, &self.key, &self.policy, &costs, self.now, last);
         tokio::pin!(call);
         let decided = loop {
             // Every caller timed out: the call is abandoned in flight.
@@ -292,4 +263,21 @@ fn abandoned() -> Error {
         std::io::ErrorKind::ConnectionAborted,
         "the coalesced call was abandoned",
     )))
+}
+
+/// One check: coalesced with the checks of the same key and policy in
+/// flight (unless turned off), else a call of its own.
+pub(crate) async fn run(
+    store: &RedisStore,
+    key: &str,
+    policy: &Policy,
+    cost: u64,
+    now: Option<u64>,
+) -> Result<Decision, Error> {
+    policy.validate_cost(cost)?;
+    subscription::subscribe(store);
+    if store.inner.config.coalesce {
+        return check(store, key, policy, cost, now).await;
+    }
+    check::decide_one(store, key, policy, cost, now).await
 }

@@ -11,81 +11,6 @@ use limiter_core::{ConfigError, Error};
 use limiter_core::{Decision, MAX_RULES, RuleStatus};
 use limiter_core::{Policy, backend::Kind};
 
-impl RedisStore {
-    pub(crate) async fn take_lease(
-        &self,
-        key: &str,
-        policy: &Policy,
-        request: &LeaseRequest,
-    ) -> Result<LeaseGrant, Error> {
-        policy.validate_cost(request.need())?;
-        let mut cmd = start(key, request.at(), request.need());
-        match policy.kind() {
-            Kind::SlidingLog => {
-                let longest = sliding_log::longest_window_us(policy.rules());
-                cmd.arg("L")
-                    .arg(request.want())
-                    .arg(request.length_us())
-                    .arg(request.id())
-                    .arg(longest)
-                    .arg(policy.rules().len());
-                for rule in policy.rules() {
-                    cmd.arg(rule.limit()).arg(rule.window_us());
-                }
-            }
-            Kind::FixedWindow => {
-                let rule = policy.rules()[0];
-                cmd.arg("F")
-                    .arg(request.want())
-                    .arg(request.length_us())
-                    .arg(rule.limit())
-                    .arg(rule.window_us());
-            }
-            _ => return Err(not_leasable(policy)),
-        }
-        let reply = self.run_lua(&cmd).await?;
-        parse_grant(&reply, policy, request)
-    }
-
-    pub(crate) async fn give_back(
-        &self,
-        key: &str,
-        policy: &Policy,
-        grant: &LeaseGrant,
-        unused: u64,
-    ) -> Result<u64, Error> {
-        let used = grant.granted() - unused;
-        let mut cmd = start(key, None, 1);
-        match policy.kind() {
-            Kind::SlidingLog => {
-                cmd.arg("l")
-                    .arg(grant.ticket())
-                    .arg(grant.id())
-                    .arg(used)
-                    .arg(grant.granted());
-            }
-            Kind::FixedWindow => {
-                cmd.arg("f").arg(grant.ticket()).arg(unused);
-            }
-            _ => return Err(not_leasable(policy)),
-        }
-        let reply = self.run_lua(&cmd).await?;
-        match reply[..] {
-            [returned] => u64::try_from(returned).map_err(|_| malformed(&reply)),
-            _ => Err(malformed(&reply)),
-        }
-    }
-
-    /// One call of the lease script, within the response timeout (never
-    /// replayed past it).
-    async fn run_lua(&self, cmd: &Cmd) -> Result<Vec<i64>, Error> {
-        let deadline = self.inner.config.response_timeout;
-        tokio::time::timeout(deadline, self.call(scripts::lease(), cmd))
-            .await
-            .unwrap_or(Err(Error::Timeout(deadline)))
-    }
-}
-
 /// `EVALSHA {sha} 1 {key} {now} {need}`; `now` is empty unless a test gives it.
 fn start(key: &str, at: Option<u64>, need: u64) -> Cmd {
     let mut cmd = scripts::lease().call(key);
@@ -173,4 +98,77 @@ fn parse_grant(
         ticket,
         request.id(),
     ))
+}
+
+pub(crate) async fn take_lease(
+    store: &RedisStore,
+    key: &str,
+    policy: &Policy,
+    request: &LeaseRequest,
+) -> Result<LeaseGrant, Error> {
+    policy.validate_cost(request.need())?;
+    let mut cmd = start(key, request.at(), request.need());
+    match policy.kind() {
+        Kind::SlidingLog => {
+            let longest = sliding_log::longest_window_us(policy.rules());
+            cmd.arg("L")
+                .arg(request.want())
+                .arg(request.length_us())
+                .arg(request.id())
+                .arg(longest)
+                .arg(policy.rules().len());
+            for rule in policy.rules() {
+                cmd.arg(rule.limit()).arg(rule.window_us());
+            }
+        }
+        Kind::FixedWindow => {
+            let rule = policy.rules()[0];
+            cmd.arg("F")
+                .arg(request.want())
+                .arg(request.length_us())
+                .arg(rule.limit())
+                .arg(rule.window_us());
+        }
+        _ => return Err(not_leasable(policy)),
+    }
+    let reply = run_lua(store, &cmd).await?;
+    parse_grant(&reply, policy, request)
+}
+
+pub(crate) async fn give_back(
+    store: &RedisStore,
+    key: &str,
+    policy: &Policy,
+    grant: &LeaseGrant,
+    unused: u64,
+) -> Result<u64, Error> {
+    let used = grant.granted() - unused;
+    let mut cmd = start(key, None, 1);
+    match policy.kind() {
+        Kind::SlidingLog => {
+            cmd.arg("l")
+                .arg(grant.ticket())
+                .arg(grant.id())
+                .arg(used)
+                .arg(grant.granted());
+        }
+        Kind::FixedWindow => {
+            cmd.arg("f").arg(grant.ticket()).arg(unused);
+        }
+        _ => return Err(not_leasable(policy)),
+    }
+    let reply = run_lua(store, &cmd).await?;
+    match reply[..] {
+        [returned] => u64::try_from(returned).map_err(|_| malformed(&reply)),
+        _ => Err(malformed(&reply)),
+    }
+}
+
+/// One call of the lease script, within the response timeout (never
+/// replayed past it).
+pub(crate) async fn run_lua(store: &RedisStore, cmd: &Cmd) -> Result<Vec<i64>, Error> {
+    let deadline = store.inner.config.response_timeout;
+    tokio::time::timeout(deadline, store.call(scripts::lease(), cmd))
+        .await
+        .unwrap_or(Err(Error::Timeout(deadline)))
 }

@@ -48,6 +48,7 @@ mod notice;
 mod overrides;
 mod permits;
 mod primary;
+mod queue;
 mod reconcile;
 mod refund;
 mod replica;
@@ -66,7 +67,6 @@ pub mod connection {
 }
 
 pub use config::{DEFAULT_CONNECTION_TIMEOUT, RedisConfig};
-use store::Backend;
 pub use store::RedisStore;
 
 use limiter_core::Error;

@@ -26,80 +26,13 @@ fn next_id() -> String {
     format!("{:016x}-{}", *NONCE, NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
-impl RedisStore {
-    /// Takes a permit; with `now`, at that time (a test's) and without
-    /// renewing it (Redis's clock does not follow a test's time).
-    pub(super) async fn acquire_permit_at_time(
-        &self,
-        key: &str,
-        limit: &ConcurrencyLimit,
-        now: Option<u64>,
-    ) -> Result<Acquired, Error> {
-        let id = next_id();
-        // Until an answer says what happened, the call may have taken the
-        // permit: a future dropped (the request cancelled) or a call that
-        // failed gives it back.
-        let mut undo = Undo {
-            store: self.clone(),
-            key: key.into(),
-            id,
-            limit: *limit,
-            armed: true,
-        };
-        let reply = self
-            .permit_script(key, PermitOp::Acquire, &undo.id, limit, now)
-            .await?;
-        let held = match *reply.as_slice() {
-            [granted @ (0 | 1), held] if held >= 0 => (granted == 1, held as u64),
-            _ => return Err(Error::Protocol(format!("permit reply {reply:?}"))),
-        };
-        undo.armed = false;
-        let (granted, held) = held;
-        if !granted {
-            return Ok(Acquired::Denied(permit_decision(limit, 0, true)));
-        }
-        let granted = permit_decision(limit, limit.max().saturating_sub(held), false);
-        let (key, id) = (std::mem::take(&mut undo.key), std::mem::take(&mut undo.id));
-        let release = {
-            let (store, key, id, limit) = (self.clone(), key.clone(), id.clone(), *limit);
-            move || give_back(store, key, id, limit)
-        };
-        let permit = Permit::new(granted, release);
-        if now.is_some() {
-            return Ok(Acquired::Permit(permit));
-        }
-        let renewal = tokio::spawn(renew(self.clone(), key, id, *limit));
-        Ok(Acquired::Permit(permit.renewed_by(renewal.abort_handle())))
-    }
-
-    /// One call of the concurrency script, within the response timeout.
-    async fn permit_script(
-        &self,
-        key: &str,
-        op: PermitOp,
-        id: &str,
-        limit: &ConcurrencyLimit,
-        now: Option<u64>,
-    ) -> Result<Vec<i64>, Error> {
-        let lua = scripts::concurrency();
-        let call = scripts::permit_call(key, op, id, limit, now);
-        let config = &self.inner.config;
-        let run = self.call(lua, &call);
-        tokio::time::timeout(config.response_timeout, run)
-            .await
-            .unwrap_or(Err(Error::Timeout(config.response_timeout)))
-    }
-}
-
 /// Renews a permit's lease every third of it while the permit is held (the
 /// task is aborted when the permit is dropped).
 async fn renew(store: RedisStore, key: Box<str>, id: String, limit: ConcurrencyLimit) {
     let every = limit.lease() / 3;
     loop {
         tokio::time::sleep(every).await;
-        let reply = store
-            .permit_script(&key, PermitOp::Renew, &id, &limit, None)
-            .await;
+        let reply = permit_script(&store, &key, PermitOp::Renew, &id, &limit, None).await;
         match reply.as_deref() {
             Ok([1]) => {}
             Ok(_) => {
@@ -124,9 +57,7 @@ fn give_back(store: RedisStore, key: Box<str>, id: String, limit: ConcurrencyLim
         return;
     };
     runtime.spawn(async move {
-        let reply = store
-            .permit_script(&key, PermitOp::Release, &id, &limit, None)
-            .await;
+        let reply = permit_script(&store, &key, PermitOp::Release, &id, &limit, None).await;
         if let Err(error) = reply {
             tracing::warn!(%error, "giving a permit back failed: its lease will expire");
         }
@@ -153,4 +84,65 @@ impl Drop for Undo {
             );
         }
     }
+}
+
+/// Takes a permit; with `now`, at that time (a test's) and without
+/// renewing it (Redis's clock does not follow a test's time).
+pub(crate) async fn acquire_permit_at_time(
+    store: &RedisStore,
+    key: &str,
+    limit: &ConcurrencyLimit,
+    now: Option<u64>,
+) -> Result<Acquired, Error> {
+    let id = next_id();
+    // Until an answer says what happened, the call may have taken the
+    // permit: a future dropped (the request cancelled) or a call that
+    // failed gives it back.
+    let mut undo = Undo {
+        store: store.clone(),
+        key: key.into(),
+        id,
+        limit: *limit,
+        armed: true,
+    };
+    let reply = permit_script(store, key, PermitOp::Acquire, &undo.id, limit, now).await?;
+    let held = match *reply.as_slice() {
+        [granted @ (0 | 1), held] if held >= 0 => (granted == 1, held as u64),
+        _ => return Err(Error::Protocol(format!("permit reply {reply:?}"))),
+    };
+    undo.armed = false;
+    let (granted, held) = held;
+    if !granted {
+        return Ok(Acquired::Denied(permit_decision(limit, 0, true)));
+    }
+    let granted = permit_decision(limit, limit.max().saturating_sub(held), false);
+    let (key, id) = (std::mem::take(&mut undo.key), std::mem::take(&mut undo.id));
+    let release = {
+        let (store, key, id, limit) = (store.clone(), key.clone(), id.clone(), *limit);
+        move || give_back(store, key, id, limit)
+    };
+    let permit = Permit::new(granted, release);
+    if now.is_some() {
+        return Ok(Acquired::Permit(permit));
+    }
+    let renewal = tokio::spawn(renew(store.clone(), key, id, *limit));
+    Ok(Acquired::Permit(permit.renewed_by(renewal.abort_handle())))
+}
+
+/// One call of the concurrency script, within the response timeout.
+pub(crate) async fn permit_script(
+    store: &RedisStore,
+    key: &str,
+    op: PermitOp,
+    id: &str,
+    limit: &ConcurrencyLimit,
+    now: Option<u64>,
+) -> Result<Vec<i64>, Error> {
+    let lua = scripts::concurrency();
+    let call = scripts::permit_call(key, op, id, limit, now);
+    let config = &store.inner.config;
+    let run = store.call(lua, &call);
+    tokio::time::timeout(config.response_timeout, run)
+        .await
+        .unwrap_or(Err(Error::Timeout(config.response_timeout)))
 }

@@ -1,23 +1,28 @@
 //! The store: its connections (a primary, found at a URL or through
-//! Sentinel, or a Cluster), its configuration, and the `Store` contract.
+//! Sentinel, or a Cluster), its configuration, and its one way to run a
+//! script there within the response timeout. Its interface is
+//! `capabilities.rs`'s.
 
 use std::fmt;
 use std::sync::Arc;
 
-use redis::Client;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
+use redis::{Client, Cmd};
+use tokio::time::Instant;
 
 use crate::announcer::Announcer;
-use crate::coalesce;
+use crate::cluster;
 use crate::config::RedisConfig;
 use crate::link::Link;
 use crate::primary::{Locator, Primary};
+use crate::queue;
 use crate::redis_error;
+use crate::scripts::Lua;
 use crate::sentinel::Sentinels;
 use crate::slots::SlotTable;
 
-use limiter_core::{Decision, Error, Policy, Store};
+use limiter_core::Error;
 
 /// The Redis store: exact and shared across every instance of a service.
 ///
@@ -58,7 +63,7 @@ pub(crate) struct Inner {
     pub(crate) backend: Backend,
     pub(crate) config: RedisConfig,
     /// The checks waiting for a call in flight (coalescing).
-    pub(crate) pending: coalesce::Pending,
+    pub(crate) pending: queue::Pending,
     /// Resets announced to every instance, and this one's subscription.
     pub(crate) announcer: Announcer,
     /// The blocks, as this instance knows them (see `replica.rs`).
@@ -224,7 +229,7 @@ impl RedisStore {
             inner: Arc::new(Inner {
                 backend,
                 config,
-                pending: coalesce::Pending::default(),
+                pending: queue::Pending::default(),
                 announcer: Announcer::default(),
                 blocks: Arc::new(blocks),
                 plans: limiter_core::AssignedPlans::new(),
@@ -282,68 +287,6 @@ impl RedisStore {
         Ok(connection)
     }
 
-    /// Checks a request at `now` (microseconds since the Unix epoch) given by
-    /// the caller instead of the Redis server's clock. For tests that compare
-    /// the stores on the same timestamps only: in production instances with
-    /// skewed clocks would disagree.
-    #[cfg(feature = "test-util")]
-    pub async fn check_at(
-        &self,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        now: u64,
-    ) -> Result<Decision, Error> {
-        self.run(key, policy, cost, Some(now)).await
-    }
-
-    /// Checks a request counted by outcome at `now` (microseconds since the
-    /// Unix epoch) given by the caller (see
-    /// [`Refunds`](limiter_core::Refunds)). For tests that compare the
-    /// stores on the same timestamps only.
-    #[cfg(feature = "test-util")]
-    pub async fn check_refundable_at(
-        &self,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        now: u64,
-    ) -> Result<(Decision, Option<limiter_core::Receipt>), Error> {
-        self.check_refundable_at_time(key, policy, cost, Some(now))
-            .await
-    }
-
-    /// Takes a permit at `now` (microseconds since the Unix epoch) given by
-    /// the caller instead of the Redis server's clock, and does not renew
-    /// it. For tests that check when leases end, only.
-    #[cfg(feature = "test-util")]
-    pub async fn acquire_permit_at(
-        &self,
-        key: &str,
-        limit: &limiter_core::ConcurrencyLimit,
-        now: u64,
-    ) -> Result<limiter_core::Acquired, Error> {
-        self.acquire_permit_at_time(key, limit, Some(now)).await
-    }
-
-    /// Decides the requests of `costs` (one each, in this order) at `now`
-    /// in one call of the batch script, as coalesced checks are: for tests
-    /// that compare a batch with as many checks one after another.
-    #[cfg(feature = "test-util")]
-    pub async fn check_batch_at(
-        &self,
-        key: &str,
-        policy: &Policy,
-        costs: &[u64],
-        now: u64,
-    ) -> Result<Vec<Decision>, Error> {
-        for &cost in costs {
-            policy.validate_cost(cost)?;
-        }
-        self.decide_batch(key, policy, costs, Some(now), self.deadline())
-            .await
-    }
-
     /// The Lua source of the script that runs `algorithm`, for benchmarks
     /// that compare the store with a bare EVALSHA of the same script.
     #[cfg(feature = "test-util")]
@@ -352,9 +295,68 @@ impl RedisStore {
     }
 }
 
-impl Store for RedisStore {
-    async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
-        self.run(key, policy, cost, None).await
+impl RedisStore {
+    /// When a call made now must have been answered: the response timeout
+    /// from now.
+    pub(super) fn deadline(&self) -> Instant {
+        Instant::now() + self.inner.config.response_timeout
+    }
+
+    /// `call` within the response timeout as a whole (see [`script`](Self::script)),
+    /// counted in no check's metrics.
+    pub(super) async fn bounded_call(&self, lua: &Lua, call: &Cmd) -> Result<Vec<i64>, Error> {
+        self.bounded_call_until(lua, call, self.deadline()).await
+    }
+
+    pub(crate) async fn bounded_call_until(
+        &self,
+        lua: &Lua,
+        call: &Cmd,
+        until: Instant,
+    ) -> Result<Vec<i64>, Error> {
+        let timeout = self.inner.config.response_timeout;
+        let reply = match tokio::time::timeout_at(until, self.call(lua, call)).await {
+            // The connection's own timer (its health check, as long as the
+            // store's deadline and started later) can fire in the same tick
+            // as the deadline, before it: the call timed out all the same.
+            // Any other error keeps its kind (an `oom` stays one).
+            Ok(Err(Error::Backend(error)))
+                if error
+                    .downcast_ref::<redis::RedisError>()
+                    .is_some_and(redis::RedisError::is_timeout) =>
+            {
+                Err(Error::Timeout(timeout))
+            }
+            Ok(reply) => reply,
+            Err(_) => Err(Error::Timeout(timeout)),
+        };
+        if let (Err(_), Backend::Cluster(cluster)) = (&reply, &self.inner.backend) {
+            // A failing node may have handed its slots over (a failover).
+            if let Some(connection) = cluster.link.current() {
+                cluster
+                    .slots
+                    .refresh(&connection, self.inner.config.connection_timeout);
+            }
+        }
+        reply
+    }
+
+    /// `call`, an EVALSHA of `lua`, on the primary or the key's node.
+    pub(super) async fn call(&self, lua: &Lua, call: &Cmd) -> Result<Vec<i64>, Error> {
+        match &self.inner.backend {
+            Backend::Primary(primary) => primary.run(lua, call, &self.inner.config).await,
+            Backend::Cluster(cluster) => {
+                let connection = self.cluster(cluster).await?;
+                let refresh = || {
+                    cluster
+                        .slots
+                        .refresh(&connection, self.inner.config.connection_timeout)
+                };
+                cluster::run(&mut connection.clone(), lua, call, refresh)
+                    .await
+                    .map_err(crate::redis_error)
+            }
+        }
     }
 }
 

@@ -18,46 +18,6 @@ use super::replica::{self, SharedState};
 use super::store::{Backend, Inner};
 use super::{RedisStore, scripts};
 
-impl RedisStore {
-    /// Waits, at most `within`, until this store's subscription has read
-    /// the blocks, plans and live overrides that Redis holds, so that a
-    /// starting instance decides its first requests by them; answers
-    /// whether it has. An application calls it once when it starts (the UGC
-    /// server does); an instance that does not know them yet (Redis is
-    /// down) answers by the compiled limits until its subscription reads
-    /// them.
-    pub async fn synced(&self, within: Duration) -> bool {
-        self.subscribe();
-        let announcer = &self.inner.announcer;
-        let read = async {
-            loop {
-                let notified = announcer.synced_notify.notified();
-                if announcer.synced.load(Ordering::Acquire) {
-                    return;
-                }
-                notified.await;
-            }
-        };
-        tokio::time::timeout(within, read).await.is_ok()
-    }
-
-    /// Starts the subscription, unless it runs (or there is no runtime to
-    /// run it on yet: the next reset or registration starts it).
-    pub(crate) fn subscribe(&self) {
-        let announcer = &self.inner.announcer;
-        if announcer.subscribed.load(Ordering::Acquire) {
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        if announcer.subscribed.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        runtime.spawn(listen(Arc::downgrade(&self.inner)));
-    }
-}
-
 /// The longest pause between two attempts to subscribe again.
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
@@ -216,4 +176,20 @@ async fn on_message(store: &RedisStore, message: &Msg) {
     if let Err(error) = store.bounded_call(publish, &call).await {
         tracing::warn!(%error, "a notice could not be acknowledged");
     }
+}
+
+/// Starts the subscription, unless it runs (or there is no runtime to
+/// run it on yet: the next reset or registration starts it).
+pub(crate) fn subscribe(store: &RedisStore) {
+    let announcer = &store.inner.announcer;
+    if announcer.subscribed.load(Ordering::Acquire) {
+        return;
+    }
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    if announcer.subscribed.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    runtime.spawn(listen(Arc::downgrade(&store.inner)));
 }

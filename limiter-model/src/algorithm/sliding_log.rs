@@ -11,7 +11,8 @@
 use std::collections::VecDeque;
 
 use super::Micros;
-use crate::decision::{Decision, MAX_RULES, RuleStatus};
+use crate::decision::{Decision, RuleStatus};
+use crate::policy::MAX_RULES;
 use crate::rule::Rule;
 
 /// The log: timestamps of allowed requests, oldest first.
