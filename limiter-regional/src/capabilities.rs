@@ -1,14 +1,24 @@
-//! What the regional store does besides rate checks.
+//! What the regional store does: its rate checks, its capabilities and
+//! the calls of them at a time a test gives. With `store.rs` (how it is
+//! made), the whole of its interface; the work is in the modules each call
+//! goes through: `store.rs` for a check, `counts.rs` for peeks, resets and
+//! refunds, `control.rs` for blocks and penalties, `relay.rs` for what
+//! goes to the other regions in the background.
 
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use limiter_core::{AnnouncesResets, Blocks, Capabilities, Peek, Penalties, Refunds, Reset};
+use limiter_core::{
+    AnnouncesResets, BlockList, BlockOrigin, Blocks, Capabilities, Decision, Error, Peek,
+    Penalties, Penalty, Policy, Receipt, Refunds, Reset, Store, async_trait,
+};
 
-use super::store::RegionalStore;
+use super::counts::KnownCounts;
+use super::store::{self, RegionalStore};
+use super::{control, counts, relay};
 
-/// Across a network. Peeks, resets (in every region) and refunds (where
-/// counted) are in `counts.rs`; blocks and penalties, kept in every region,
-/// in `control.rs`.
+/// Across a network.
 impl Capabilities for RegionalStore {
     /// A check's bound: one call to this region's Redis, within
     /// [`RegionalConfig::local_deadline`](crate::RegionalConfig::local_deadline).
@@ -43,5 +53,256 @@ impl Capabilities for RegionalStore {
     /// any region (see [`Reset`]).
     fn as_reset_announcer(&self) -> Option<&dyn AnnouncesResets> {
         Some(&self.inner.local.store)
+    }
+}
+
+impl RegionalStore {
+    /// Checks a request at `now` (µs since the Unix epoch) given by the
+    /// caller instead of the local Redis server's clock; its asks use that
+    /// time too. For tests that drive windows by hand only.
+    #[cfg(feature = "test-util")]
+    pub async fn check_at(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        now: u64,
+    ) -> Result<Decision, Error> {
+        store::run(self, key, policy, cost, Some(now)).await
+    }
+}
+
+/// Kept in each region's Redis by the Redis store, as one region's blocks
+/// are: this region's list is the one read, without a call, by every
+/// request.
+///
+/// An operator's block or unblock is made here first (a failure here is
+/// answered as is, and no other region is called), then in every other
+/// region at once, each through that region's breaker, each call within
+/// [`RegionalConfig::peer_deadline`](crate::RegionalConfig::peer_deadline)
+/// (the Redis store's: the write, then the notice to that region's
+/// instances and their acknowledgements). It is answered `Ok` once every
+/// region has confirmed it, so every instance of every region answers it
+/// then. When some region did not, the call answers [`Error::Backend`] of
+/// kind `region` holding [`RegionsNotConfirmed`](crate::RegionsNotConfirmed), which names them: the
+/// regions that confirmed keep the change, and repeating the call
+/// completes it.
+///
+/// A block a penalty earned ([`BlockOrigin::Penalty`]) is answered once
+/// this region has it, and relayed to the others in the background (see
+/// [`Penalties`]): the denial that earned it is not held for a
+/// cross-region round trip.
+#[async_trait]
+impl Blocks for RegionalStore {
+    async fn block(&self, key: &str, duration: Duration, origin: BlockOrigin) -> Result<(), Error> {
+        self.inner.follow_blocks();
+        match origin {
+            BlockOrigin::Operator => self.inner.block_everywhere(key, duration, origin).await,
+            BlockOrigin::Penalty => {
+                self.inner.local.store.block(key, duration, origin).await?;
+                let key = key.to_owned();
+                relay::relay(self, move |inner| async move {
+                    let blocked =
+                        inner.to_peers("block", |store| store.block(&key, duration, origin));
+                    inner.log_missed(blocked.await);
+                });
+                Ok(())
+            }
+        }
+    }
+
+    async fn unblock(&self, key: &str) -> Result<(), Error> {
+        self.inner.follow_blocks();
+        self.inner.local.store.unblock(key).await?;
+        self.inner
+            .to_peers("unblock", |store| store.unblock(key))
+            .await
+    }
+
+    fn blocked(&self, key: &str) -> Option<Duration> {
+        self.inner.follow_blocks();
+        self.inner.local.store.blocked(key)
+    }
+
+    fn block_list(&self) -> Option<Arc<BlockList>> {
+        self.inner.follow_blocks();
+        self.inner.local.store.block_list()
+    }
+}
+
+/// Denials count in every region: each is counted in this region's Redis
+/// (that answer is returned at once) and then relayed to every other
+/// region's, in the background. So while the regions are reachable, a
+/// denial counts everywhere within a peer round trip (each call within
+/// the peer deadline), and a penalty of `n` denials earns its block on
+/// the `n`th denial of the identity in all regions together, give or
+/// take the denials still on their way. When another region's count earns
+/// the block (the `n`th denial reached it as a relay), the relay blocks
+/// the identity (the `block_key` of
+/// [`penalize_for`](Penalties::penalize_for), `key` itself for
+/// [`penalize`](Penalties::penalize)) in every region; when this region's
+/// answer earns it, the caller blocks it, as for any store.
+///
+/// A region unreachable misses the denials relayed meanwhile (nothing is
+/// sent again), and at most
+/// [`MAX_RELAYS_IN_FLIGHT`](crate::MAX_RELAYS_IN_FLIGHT) relays are under
+/// way: past that, a denial counts only here.
+#[async_trait]
+impl Penalties for RegionalStore {
+    async fn penalize(&self, key: &str, penalty: &Penalty) -> Result<Option<Duration>, Error> {
+        control::count_denial(self, key, penalty, key, None).await
+    }
+
+    async fn penalize_for(
+        &self,
+        key: &str,
+        penalty: &Penalty,
+        block_key: &str,
+    ) -> Result<Option<Duration>, Error> {
+        control::count_denial(self, key, penalty, block_key, None).await
+    }
+}
+
+impl RegionalStore {
+    /// Counts a denial of `key` by `penalty` at `now` (µs since the Unix
+    /// epoch) given by the caller, here and, relayed, in every other
+    /// region. For tests that drive time by hand only.
+    #[cfg(feature = "test-util")]
+    pub async fn penalize_at(
+        &self,
+        key: &str,
+        penalty: &Penalty,
+        now: u64,
+    ) -> Result<Option<Duration>, Error> {
+        control::count_denial(self, key, penalty, key, Some(now)).await
+    }
+}
+
+/// What a check here would answer now, recording nothing: this region's
+/// count against its lease. Other regions' counts do not enter it: they
+/// hold their own leases.
+#[async_trait]
+impl Peek for RegionalStore {
+    async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        counts::peek_when(self, key, policy, cost, None).await
+    }
+}
+
+impl RegionalStore {
+    /// What this region knows of `key`'s counts under `policy` in the
+    /// current window, from its own Redis, without a call to another
+    /// region: its count and lease, and each other region's count as that
+    /// region last told it this window (asks carry the asker's count, gives
+    /// the giver's). A peek ([`Peek`]) answers what a check here would; this
+    /// answers the count across regions, as far as this region knows it.
+    pub async fn known_counts(&self, key: &str, policy: &Policy) -> Result<KnownCounts, Error> {
+        counts::known_counts_when(self, key, policy, None).await
+    }
+
+    /// [`known_counts`](Self::known_counts) at `now` (µs since the Unix
+    /// epoch) given by the caller. For tests that drive windows by hand only.
+    #[cfg(feature = "test-util")]
+    pub async fn known_counts_at(
+        &self,
+        key: &str,
+        policy: &Policy,
+        now: u64,
+    ) -> Result<KnownCounts, Error> {
+        counts::known_counts_when(self, key, policy, Some(now)).await
+    }
+
+    /// Peeks at `now` (µs since the Unix epoch) given by the caller. For
+    /// tests that drive windows by hand only.
+    #[cfg(feature = "test-util")]
+    pub async fn peek_at(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        now: u64,
+    ) -> Result<Decision, Error> {
+        counts::peek_when(self, key, policy, cost, Some(now)).await
+    }
+
+    /// Checks counted by outcome at `now` (µs since the Unix epoch) given
+    /// by the caller. For tests that drive windows by hand only.
+    #[cfg(feature = "test-util")]
+    pub async fn check_refundable_at(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        now: u64,
+    ) -> Result<(Decision, Option<Receipt>), Error> {
+        counts::check_refundable_when(self, key, policy, cost, Some(now)).await
+    }
+}
+
+/// Forgets the key's counts in every region (its leases stay): its next
+/// check finds the whole quota, in any region, on every instance (each
+/// region's instances are told, as instances sharing one Redis are, and
+/// forget what they remember of the key: a denial in a deny cache). Made
+/// here first (a failure
+/// here is answered as is, and no other region is called), then in every
+/// other region at once, each call within the peer deadline and through
+/// that region's breaker. Answers `Ok` once every region confirmed; when
+/// some region did not, [`Error::Backend`] of kind `region` holding
+/// [`RegionsNotConfirmed`](crate::RegionsNotConfirmed), which names it: the
+/// others hold the reset, and repeating the call completes it.
+#[async_trait]
+impl Reset for RegionalStore {
+    async fn reset(&self, key: &str, policy: &Policy) -> Result<(), Error> {
+        counts::reset_everywhere(self, key, policy).await
+    }
+}
+
+/// Refunds give back in this region what a check here counted, exactly:
+/// the request's cost comes off this region's count in the window it was
+/// counted in (the current one, or for the sliding window counter the one
+/// before), so this region may admit it again; its lease is unchanged, so
+/// the quota still holds across regions.
+#[async_trait]
+impl Refunds for RegionalStore {
+    async fn check_refundable(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+    ) -> Result<(Decision, Option<Receipt>), Error> {
+        counts::check_refundable_when(self, key, policy, cost, None).await
+    }
+
+    async fn refund(&self, key: &str, policy: &Policy, receipt: &Receipt) -> Result<(), Error> {
+        counts::refund_here(self, key, policy, receipt).await
+    }
+}
+
+impl RegionalStore {
+    /// Waits until no relay is under way: every denial and penalty block
+    /// relayed so far has reached the other regions (or failed to). For
+    /// tests and graceful shutdowns.
+    pub async fn relays_idle(&self) {
+        let relays = &self.inner.relays;
+        loop {
+            // Made before the count is read: a relay ending in between
+            // still wakes it.
+            let ended = relays.idle.notified();
+            if relays.in_flight.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            ended.await;
+        }
+    }
+
+    /// How many relays are under way now (at most
+    /// [`MAX_RELAYS_IN_FLIGHT`](crate::MAX_RELAYS_IN_FLIGHT)).
+    pub fn relays_in_flight(&self) -> usize {
+        self.inner.relays.in_flight.load(Ordering::Acquire)
+    }
+}
+
+impl Store for RegionalStore {
+    async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        store::run(self, key, policy, cost, None).await
     }
 }

@@ -12,18 +12,15 @@
 
 use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use limiter_core::{
-    AnnouncesResets, BackendError, BlockList, BlockOrigin, Blocks, Error, Penalties, Penalty,
-    async_trait,
-};
+use limiter_core::{AnnouncesResets, BackendError, BlockOrigin, Blocks, Error, Penalties, Penalty};
 use limiter_redis::RedisStore;
 
 use super::inner::{Inner, Peer};
+use super::relay;
 use super::stats::bump;
 use super::store::RegionalStore;
 
@@ -84,139 +81,6 @@ pub(crate) fn not_confirmed_error(
     Error::Backend(BackendError::new("region", missed))
 }
 
-/// Kept in each region's Redis by the Redis store, as one region's blocks
-/// are: this region's list is the one read, without a call, by every
-/// request.
-///
-/// An operator's block or unblock is made here first (a failure here is
-/// answered as is, and no other region is called), then in every other
-/// region at once, each through that region's breaker, each call within
-/// [`RegionalConfig::peer_deadline`](crate::RegionalConfig::peer_deadline)
-/// (the Redis store's: the write, then the notice to that region's
-/// instances and their acknowledgements). It is answered `Ok` once every
-/// region has confirmed it, so every instance of every region answers it
-/// then. When some region did not, the call answers [`Error::Backend`] of
-/// kind `region` holding [`RegionsNotConfirmed`], which names them: the
-/// regions that confirmed keep the change, and repeating the call
-/// completes it.
-///
-/// A block a penalty earned ([`BlockOrigin::Penalty`]) is answered once
-/// this region has it, and relayed to the others in the background (see
-/// [`Penalties`]): the denial that earned it is not held for a
-/// cross-region round trip.
-#[async_trait]
-impl Blocks for RegionalStore {
-    async fn block(&self, key: &str, duration: Duration, origin: BlockOrigin) -> Result<(), Error> {
-        self.inner.follow_blocks();
-        match origin {
-            BlockOrigin::Operator => self.inner.block_everywhere(key, duration, origin).await,
-            BlockOrigin::Penalty => {
-                self.inner.local.store.block(key, duration, origin).await?;
-                let key = key.to_owned();
-                self.relay(move |inner| async move {
-                    let blocked =
-                        inner.to_peers("block", |store| store.block(&key, duration, origin));
-                    inner.log_missed(blocked.await);
-                });
-                Ok(())
-            }
-        }
-    }
-
-    async fn unblock(&self, key: &str) -> Result<(), Error> {
-        self.inner.follow_blocks();
-        self.inner.local.store.unblock(key).await?;
-        self.inner
-            .to_peers("unblock", |store| store.unblock(key))
-            .await
-    }
-
-    fn blocked(&self, key: &str) -> Option<Duration> {
-        self.inner.follow_blocks();
-        self.inner.local.store.blocked(key)
-    }
-
-    fn block_list(&self) -> Option<Arc<BlockList>> {
-        self.inner.follow_blocks();
-        self.inner.local.store.block_list()
-    }
-}
-
-/// Denials count in every region: each is counted in this region's Redis
-/// (that answer is returned at once) and then relayed to every other
-/// region's, in the background. So while the regions are reachable, a
-/// denial counts everywhere within a peer round trip (each call within
-/// the peer deadline), and a penalty of `n` denials earns its block on
-/// the `n`th denial of the identity in all regions together, give or
-/// take the denials still on their way. When another region's count earns
-/// the block (the `n`th denial reached it as a relay), the relay blocks
-/// the identity (the `block_key` of
-/// [`penalize_for`](Penalties::penalize_for), `key` itself for
-/// [`penalize`](Penalties::penalize)) in every region; when this region's
-/// answer earns it, the caller blocks it, as for any store.
-///
-/// A region unreachable misses the denials relayed meanwhile (nothing is
-/// sent again), and at most
-/// [`MAX_RELAYS_IN_FLIGHT`](crate::MAX_RELAYS_IN_FLIGHT) relays are under
-/// way: past that, a denial counts only here.
-#[async_trait]
-impl Penalties for RegionalStore {
-    async fn penalize(&self, key: &str, penalty: &Penalty) -> Result<Option<Duration>, Error> {
-        self.count_denial(key, penalty, key, None).await
-    }
-
-    async fn penalize_for(
-        &self,
-        key: &str,
-        penalty: &Penalty,
-        block_key: &str,
-    ) -> Result<Option<Duration>, Error> {
-        self.count_denial(key, penalty, block_key, None).await
-    }
-}
-
-impl RegionalStore {
-    /// Counts a denial of `key` by `penalty` at `now` (µs since the Unix
-    /// epoch) given by the caller, here and, relayed, in every other
-    /// region. For tests that drive time by hand only.
-    #[cfg(feature = "test-util")]
-    pub async fn penalize_at(
-        &self,
-        key: &str,
-        penalty: &Penalty,
-        now: u64,
-    ) -> Result<Option<Duration>, Error> {
-        self.count_denial(key, penalty, key, Some(now)).await
-    }
-
-    /// A denial counted here, answered, and relayed to the other regions.
-    async fn count_denial(
-        &self,
-        key: &str,
-        penalty: &Penalty,
-        block_key: &str,
-        now: Option<u64>,
-    ) -> Result<Option<Duration>, Error> {
-        self.inner.follow_blocks();
-        let here = denial(&self.inner.local.store, key, penalty, now).await;
-        if !self.inner.peers.is_empty() {
-            let earned_here = matches!(here, Ok(Some(_)));
-            let (key, penalty, block_key) = (key.to_owned(), penalty.clone(), block_key.to_owned());
-            self.relay(move |inner| async move {
-                let counted = inner.on_every_peer(|store| denial(store, &key, &penalty, now));
-                let earned = counted.await;
-                let earned = earned.into_iter().filter_map(|(_, a)| a.ok().flatten());
-                // This region's answer made its caller block already.
-                if let (false, Some(block)) = (earned_here, earned.max()) {
-                    let blocked = inner.block_everywhere(&block_key, block, BlockOrigin::Penalty);
-                    inner.log_missed(blocked.await);
-                }
-            });
-        }
-        here
-    }
-}
-
 /// A denial of `key` counted by `store`, at `now` when given (tests), else
 /// on its server's clock.
 async fn denial(
@@ -237,7 +101,7 @@ impl Inner {
     /// Makes this region's Redis store follow its blocks' notices (it
     /// does so from its first block otherwise), so that this instance
     /// learns every block made in this region, once there is a runtime.
-    fn follow_blocks(&self) {
+    pub(crate) fn follow_blocks(&self) {
         let relays = &self.relays;
         if relays.following.load(Ordering::Acquire)
             || tokio::runtime::Handle::try_current().is_err()
@@ -252,7 +116,7 @@ impl Inner {
     }
 
     /// `key` blocked here, then in every other region.
-    async fn block_everywhere(
+    pub(crate) async fn block_everywhere(
         &self,
         key: &str,
         duration: Duration,
@@ -265,7 +129,7 @@ impl Inner {
 
     /// `change` made by `call` in every other region at once: `Ok` once
     /// each has confirmed, else the regions that did not.
-    async fn to_peers<'a, F>(
+    pub(crate) async fn to_peers<'a, F>(
         &'a self,
         change: &'static str,
         call: impl Fn(&'a RedisStore) -> F,
@@ -336,10 +200,37 @@ impl Inner {
     }
 
     /// Logs a relayed block that some region missed: nobody waits for it.
-    fn log_missed(&self, blocked: Result<(), Error>) {
+    pub(crate) fn log_missed(&self, blocked: Result<(), Error>) {
         if let Err(error) = blocked {
             let region = &*self.local.name;
             tracing::warn!(region, %error, "a penalty's block is not in every region");
         }
     }
+}
+
+/// A denial counted here, answered, and relayed to the other regions.
+pub(crate) async fn count_denial(
+    store: &RegionalStore,
+    key: &str,
+    penalty: &Penalty,
+    block_key: &str,
+    now: Option<u64>,
+) -> Result<Option<Duration>, Error> {
+    store.inner.follow_blocks();
+    let here = denial(&store.inner.local.store, key, penalty, now).await;
+    if !store.inner.peers.is_empty() {
+        let earned_here = matches!(here, Ok(Some(_)));
+        let (key, penalty, block_key) = (key.to_owned(), penalty.clone(), block_key.to_owned());
+        relay::relay(store, move |inner| async move {
+            let counted = inner.on_every_peer(|store| denial(store, &key, &penalty, now));
+            let earned = counted.await;
+            let earned = earned.into_iter().filter_map(|(_, a)| a.ok().flatten());
+            // This region's answer made its caller block already.
+            if let (false, Some(block)) = (earned_here, earned.max()) {
+                let blocked = inner.block_everywhere(&block_key, block, BlockOrigin::Penalty);
+                inner.log_missed(blocked.await);
+            }
+        });
+    }
+    here
 }

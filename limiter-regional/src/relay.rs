@@ -18,54 +18,6 @@ use super::store::RegionalStore;
 /// bounded memory and tasks.
 pub const MAX_RELAYS_IN_FLIGHT: usize = 1_024;
 
-impl RegionalStore {
-    /// Waits until no relay is under way: every denial and penalty block
-    /// relayed so far has reached the other regions (or failed to). For
-    /// tests and graceful shutdowns.
-    pub async fn relays_idle(&self) {
-        let relays = &self.inner.relays;
-        loop {
-            // Made before the count is read: a relay ending in between
-            // still wakes it.
-            let ended = relays.idle.notified();
-            if relays.in_flight.load(Ordering::Acquire) == 0 {
-                return;
-            }
-            ended.await;
-        }
-    }
-
-    /// How many relays are under way now (at most
-    /// [`MAX_RELAYS_IN_FLIGHT`]).
-    pub fn relays_in_flight(&self) -> usize {
-        self.inner.relays.in_flight.load(Ordering::Acquire)
-    }
-
-    /// Runs `work` in the background, unless [`MAX_RELAYS_IN_FLIGHT`]
-    /// relays are under way (or there is no runtime): then it is dropped,
-    /// and counted.
-    pub(crate) fn relay<F>(&self, work: impl FnOnce(Arc<Inner>) -> F)
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
-        let inner = &self.inner;
-        let runtime = tokio::runtime::Handle::try_current();
-        let taken = inner.relays.in_flight.fetch_add(1, Ordering::AcqRel);
-        let under_way = UnderWay(Arc::clone(inner));
-        let Some(runtime) = runtime.ok().filter(|_| taken < MAX_RELAYS_IN_FLIGHT) else {
-            bump(&inner.stats.relays_dropped);
-            metrics::counter!("limiter_region_relays_dropped_total").increment(1);
-            return;
-        };
-        let work = work(Arc::clone(inner));
-        runtime.spawn(async move {
-            work.await;
-            bump(&under_way.0.stats.relays);
-            drop(under_way);
-        });
-    }
-}
-
 /// A relay under way, counted until it is dropped (its task ended, or it
 /// was never spawned).
 struct UnderWay(Arc<Inner>);
@@ -77,4 +29,28 @@ impl Drop for UnderWay {
             relays.idle.notify_waiters();
         }
     }
+}
+
+/// Runs `work` in the background, unless [`MAX_RELAYS_IN_FLIGHT`]
+/// relays are under way (or there is no runtime): then it is dropped,
+/// and counted.
+pub(crate) fn relay<F>(store: &RegionalStore, work: impl FnOnce(Arc<Inner>) -> F)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let inner = &store.inner;
+    let runtime = tokio::runtime::Handle::try_current();
+    let taken = inner.relays.in_flight.fetch_add(1, Ordering::AcqRel);
+    let under_way = UnderWay(Arc::clone(inner));
+    let Some(runtime) = runtime.ok().filter(|_| taken < MAX_RELAYS_IN_FLIGHT) else {
+        bump(&inner.stats.relays_dropped);
+        metrics::counter!("limiter_region_relays_dropped_total").increment(1);
+        return;
+    };
+    let work = work(Arc::clone(inner));
+    runtime.spawn(async move {
+        work.await;
+        bump(&under_way.0.stats.relays);
+        drop(under_way);
+    });
 }

@@ -19,7 +19,6 @@ use super::shares::{ranks, share};
 use super::stats::{Counters, RegionStats, bump};
 use limiter_core::Decision;
 use limiter_core::Error;
-use limiter_core::Store;
 use limiter_core::SystemClock;
 use limiter_core::{Policy, Rule};
 use limiter_redis::RedisConfig;
@@ -227,67 +226,6 @@ impl RegionalStore {
     pub async fn idle(&self) {
         self.inner.registry.idle().await;
     }
-
-    /// Checks a request at `now` (µs since the Unix epoch) given by the
-    /// caller instead of the local Redis server's clock; its asks use that
-    /// time too. For tests that drive windows by hand only.
-    #[cfg(feature = "test-util")]
-    pub async fn check_at(
-        &self,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        now: u64,
-    ) -> Result<Decision, Error> {
-        self.run(key, policy, cost, Some(now)).await
-    }
-
-    async fn run(
-        &self,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        now: Option<u64>,
-    ) -> Result<Decision, Error> {
-        Ok(self.run_recorded(key, policy, cost, now).await?.0)
-    }
-
-    /// A check, and the time it was decided at (µs, the script's clock).
-    pub(crate) async fn run_recorded(
-        &self,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        now: Option<u64>,
-    ) -> Result<(Decision, u64), Error> {
-        let (rule, sliding) = regional_rule(policy, cost)?;
-        heartbeat::ensure_started(&self.inner).await;
-        let inner = &self.inner;
-        let reply = inner.check(key, rule, sliding, cost, now, false).await?;
-        bump(&inner.stats.checks);
-        if reply.ask > 0 {
-            ask::request(
-                &self.inner,
-                AskRequest {
-                    key: key.into(),
-                    rule,
-                    sliding,
-                    start: reply.start,
-                    now: reply.now,
-                    want: reply.ask,
-                    count: reply.count + if reply.allowed { cost } else { 0 },
-                    injected_time: now.is_some(),
-                    asked: std::time::Instant::now(),
-                },
-            );
-        }
-        if !reply.allowed && reply.asking {
-            bump(&inner.stats.denied_while_asking);
-            metrics::counter!("limiter_region_denied_while_asking_total").increment(1);
-        }
-        let decision = reply.decide(rule, sliding, cost, inner.ask_wait())?;
-        Ok((decision, reply.now))
-    }
 }
 
 impl Inner {
@@ -323,12 +261,6 @@ impl Inner {
     }
 }
 
-impl Store for RegionalStore {
-    async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
-        self.run(key, policy, cost, None).await
-    }
-}
-
 impl fmt::Debug for RegionalStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RegionalStore")
@@ -337,4 +269,51 @@ impl fmt::Debug for RegionalStore {
             .field("config", &self.inner.config)
             .finish_non_exhaustive()
     }
+}
+
+pub(crate) async fn run(
+    store: &RegionalStore,
+    key: &str,
+    policy: &Policy,
+    cost: u64,
+    now: Option<u64>,
+) -> Result<Decision, Error> {
+    Ok(run_recorded(store, key, policy, cost, now).await?.0)
+}
+
+/// A check, and the time it was decided at (µs, the script's clock).
+pub(crate) async fn run_recorded(
+    store: &RegionalStore,
+    key: &str,
+    policy: &Policy,
+    cost: u64,
+    now: Option<u64>,
+) -> Result<(Decision, u64), Error> {
+    let (rule, sliding) = regional_rule(policy, cost)?;
+    heartbeat::ensure_started(&store.inner).await;
+    let inner = &store.inner;
+    let reply = inner.check(key, rule, sliding, cost, now, false).await?;
+    bump(&inner.stats.checks);
+    if reply.ask > 0 {
+        ask::request(
+            &store.inner,
+            AskRequest {
+                key: key.into(),
+                rule,
+                sliding,
+                start: reply.start,
+                now: reply.now,
+                want: reply.ask,
+                count: reply.count + if reply.allowed { cost } else { 0 },
+                injected_time: now.is_some(),
+                asked: std::time::Instant::now(),
+            },
+        );
+    }
+    if !reply.allowed && reply.asking {
+        bump(&inner.stats.denied_while_asking);
+        metrics::counter!("limiter_region_denied_while_asking_total").increment(1);
+    }
+    let decision = reply.decide(rule, sliding, cost, inner.ask_wait())?;
+    Ok((decision, reply.now))
 }
