@@ -449,6 +449,13 @@ pub struct UgcServer {
 }
 
 impl UgcServer {
+    /// Starts `ugc` on the Redis at `url`, with a store deadline generous
+    /// for a loaded test machine (shared counting must not turn into local
+    /// fallback decisions there).
+    pub fn on_redis(url: &str) -> Self {
+        Self::start(&[("REDIS_URL", url), ("LIMITER_STORE_DEADLINE_MS", "5000")])
+    }
+
     /// Starts `ugc` with the given extra environment, on a port the kernel
     /// picks: the address comes from the server's own "listening on" log
     /// line, so a port taken meanwhile by another test's server cannot be

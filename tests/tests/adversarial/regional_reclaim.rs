@@ -24,24 +24,24 @@
 use std::time::Duration;
 
 use crate::regional_share::LOCAL_P99;
-use crate::regional_traffic::{Event, Plan, TICKS_PER_WINDOW, run};
+use crate::regional_traffic::{Event, Plan, Run, TICKS_PER_WINDOW, run};
 use crate::regional_world::{ONE_AT_A_TIME, QUOTA, World, config};
 
 const NORTH: usize = 0;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_share_of_a_region_cut_off_goes_to_the_others_and_comes_back() {
-    let what = "north cut off in windows 1 to 5, middle and south busy";
-    let _turn = ONE_AT_A_TIME.lock().await;
+/// 8 windows of traffic routed by `route`, north cut off half way through
+/// window 1 and back half way through window 5, `reclaim_after` 2 s: the
+/// run, checked clean, local and within the quota.
+async fn north_cut_off(what: &str, key: &'static str, route: fn(u64) -> usize) -> Run {
     let config = config()
         .peer_deadline(Duration::from_millis(300))
         .reclaim_after(Duration::from_secs(2));
     let world = World::start(Duration::from_millis(40), config).await;
     let half = TICKS_PER_WINDOW / 2;
     let plan = Plan {
-        key: "reclaim",
+        key,
         windows: 8,
-        route: |tick| 1 + tick as usize % 2,
+        route,
         junk: false,
         events: vec![
             (TICKS_PER_WINDOW + half, Event::Partition(NORTH)),
@@ -54,6 +54,14 @@ async fn the_share_of_a_region_cut_off_goes_to_the_others_and_comes_back() {
     run.assert_clean(what);
     run.assert_p99_below(what, LOCAL_P99);
     run.assert_at_most_the_quota(what);
+    run
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_share_of_a_region_cut_off_goes_to_the_others_and_comes_back() {
+    let what = "north cut off in windows 1 to 5, middle and south busy";
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let run = north_cut_off(what, "reclaim", |tick| 1 + tick as usize % 2).await;
     let admitted = run.per_window();
     let cut_off = QUOTA - QUOTA / 3;
     assert_eq!(
@@ -69,27 +77,7 @@ async fn the_share_of_a_region_cut_off_goes_to_the_others_and_comes_back() {
 async fn a_busy_region_cut_off_stops_spending_its_share_before_the_others_take_it() {
     let what = "north cut off in windows 1 to 5, every region busy";
     let _turn = ONE_AT_A_TIME.lock().await;
-    let config = config()
-        .peer_deadline(Duration::from_millis(300))
-        .reclaim_after(Duration::from_secs(2));
-    let world = World::start(Duration::from_millis(40), config).await;
-    let half = TICKS_PER_WINDOW / 2;
-    let plan = Plan {
-        key: "reclaim-busy",
-        windows: 8,
-        route: |tick| tick as usize % 3,
-        junk: false,
-        events: vec![
-            (TICKS_PER_WINDOW + half, Event::Partition(NORTH)),
-            (5 * TICKS_PER_WINDOW + half, Event::Heal),
-        ],
-        drain: Duration::from_secs(3),
-    };
-    let run = run(&world, &plan).await;
-    run.print(what);
-    run.assert_clean(what);
-    run.assert_p99_below(what, LOCAL_P99);
-    run.assert_at_most_the_quota(what);
+    let run = north_cut_off(what, "reclaim-busy", |tick| tick as usize % 3).await;
     let by_region = |window: u64| run.admitted.get(&window).copied().unwrap_or_default();
     // Every region needs its share at 33 a second: nobody gives.
     assert_eq!(by_region(0), [10, 10, 10], "{what}");

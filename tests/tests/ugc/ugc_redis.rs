@@ -138,16 +138,8 @@ async fn after_waiting_retry_after_the_next_request_passes_on_redis() {
 async fn two_server_processes_sharing_redis_allow_exactly_five_replies() {
     let redis = limiter_tests::redis();
     let servers = [
-        // A generous deadline: this test is about shared counting, which a
-        // loaded test machine must not turn into local fallback decisions.
-        UgcServer::start(&[
-            ("REDIS_URL", redis.url()),
-            ("LIMITER_STORE_DEADLINE_MS", "5000"),
-        ]),
-        UgcServer::start(&[
-            ("REDIS_URL", redis.url()),
-            ("LIMITER_STORE_DEADLINE_MS", "5000"),
-        ]),
+        UgcServer::on_redis(redis.url()),
+        UgcServer::on_redis(redis.url()),
     ];
     let user = format!("{}-laoqian", redis.prefix());
     let mut requests = tokio::task::JoinSet::new();

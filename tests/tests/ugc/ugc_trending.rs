@@ -9,14 +9,8 @@ use limiter_tests::http::send;
 async fn two_servers_serve_trending_through_leases() {
     let redis = limiter_tests::redis();
     let servers = [
-        UgcServer::start(&[
-            ("REDIS_URL", redis.url()),
-            ("LIMITER_STORE_DEADLINE_MS", "5000"),
-        ]),
-        UgcServer::start(&[
-            ("REDIS_URL", redis.url()),
-            ("LIMITER_STORE_DEADLINE_MS", "5000"),
-        ]),
+        UgcServer::on_redis(redis.url()),
+        UgcServer::on_redis(redis.url()),
     ];
     let server = redis.server().expect("the test's own Redis");
     let calls = || -> u64 {
