@@ -229,6 +229,85 @@ impl Leases for RedisStore {
     }
 }
 
+impl AnnouncesResets for RedisStore {
+    fn on_reset(&self, forget: Forgetter) {
+        lock(&self.inner.announcer.forgetters).push(forget);
+        subscription::subscribe(self);
+    }
+}
+
+#[async_trait]
+impl Overrides for RedisStore {
+    async fn set_override(
+        &self,
+        limit: &str,
+        value: &Override,
+        duration: Duration,
+    ) -> Result<(), Error> {
+        validate_override_duration(duration)?;
+        validate_limit_name(limit)?;
+        let left = u64::try_from(duration.as_micros()).unwrap_or(u64::MAX);
+        let text = value.to_text();
+        overrides::change_override(self, limit, left, &text).await?;
+        let now = SystemClock.now_micros();
+        self.inner
+            .overrides
+            .set(limit, value.clone(), duration, now)?;
+        let notice = format!("{left} {limit} {text}");
+        (announce::announce(self, "o", &notice).await).map_err(unconfirmed)
+    }
+
+    async fn clear_override(&self, limit: &str) -> Result<(), Error> {
+        validate_limit_name(limit)?;
+        overrides::change_override(self, limit, 0, "").await?;
+        self.inner.overrides.clear(limit);
+        (announce::announce(self, "o", &format!("0 {limit}")).await).map_err(unconfirmed)
+    }
+
+    fn override_of(&self, limit: &str) -> Option<(Arc<Override>, Duration)> {
+        self.inner.overrides.get(limit, SystemClock.now_micros())
+    }
+
+    fn overrides(&self) -> Vec<ActiveOverride> {
+        self.inner.overrides.list(SystemClock.now_micros())
+    }
+
+    /// Starts the subscription that fills the table, when a runtime runs
+    /// (a layer asks for the table when it is made): see
+    /// [`synced`](RedisStore::synced) for waiting until it is read.
+    fn override_table(&self) -> Option<Arc<OverrideTable>> {
+        subscription::subscribe(self);
+        Some(Arc::clone(&self.inner.overrides))
+    }
+}
+
+#[async_trait]
+impl Refunds for RedisStore {
+    async fn check_refundable(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+    ) -> Result<(Decision, Option<Receipt>), Error> {
+        refund::check_refundable_at_time(self, key, policy, cost, None).await
+    }
+
+    async fn refund(&self, key: &str, policy: &Policy, receipt: &Receipt) -> Result<(), Error> {
+        policy.counts_by_outcome()?;
+        let call = refund::refund_call(key, policy, receipt);
+        self.bounded_call(scripts::refund(), &call).await?;
+        Ok(())
+    }
+}
+
+impl Store for RedisStore {
+    async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        coalesce::run(self, key, policy, cost, None).await
+    }
+}
+
+/// Its own calls: at a time a test gives, a reset told to every instance
+/// without touching the key, and the wait for the shared state.
 impl RedisStore {
     /// What a check would answer at `now` (microseconds since the Unix
     /// epoch) given by the caller, recording nothing. For tests that
@@ -298,9 +377,7 @@ impl RedisStore {
             _ => None,
         })
     }
-}
 
-impl RedisStore {
     /// Checks a request at `now` (microseconds since the Unix epoch) given by
     /// the caller instead of the Redis server's clock. For tests that compare
     /// the stores on the same timestamps only: in production instances with
@@ -360,16 +437,7 @@ impl RedisStore {
         }
         check::decide_batch(self, key, policy, costs, Some(now), self.deadline()).await
     }
-}
 
-impl AnnouncesResets for RedisStore {
-    fn on_reset(&self, forget: Forgetter) {
-        lock(&self.inner.announcer.forgetters).push(forget);
-        subscription::subscribe(self);
-    }
-}
-
-impl RedisStore {
     /// Tells every instance using this Redis that `key` was reset, without
     /// touching the key: for a store built on this crate whose state of the
     /// key this store does not hold (the regional store resets its own
@@ -386,73 +454,7 @@ impl RedisStore {
         in_flight.confirm();
         Ok(())
     }
-}
 
-#[async_trait]
-impl Overrides for RedisStore {
-    async fn set_override(
-        &self,
-        limit: &str,
-        value: &Override,
-        duration: Duration,
-    ) -> Result<(), Error> {
-        validate_override_duration(duration)?;
-        validate_limit_name(limit)?;
-        let left = u64::try_from(duration.as_micros()).unwrap_or(u64::MAX);
-        let text = value.to_text();
-        overrides::change_override(self, limit, left, &text).await?;
-        let now = SystemClock.now_micros();
-        self.inner
-            .overrides
-            .set(limit, value.clone(), duration, now)?;
-        let notice = format!("{left} {limit} {text}");
-        (announce::announce(self, "o", &notice).await).map_err(unconfirmed)
-    }
-
-    async fn clear_override(&self, limit: &str) -> Result<(), Error> {
-        validate_limit_name(limit)?;
-        overrides::change_override(self, limit, 0, "").await?;
-        self.inner.overrides.clear(limit);
-        (announce::announce(self, "o", &format!("0 {limit}")).await).map_err(unconfirmed)
-    }
-
-    fn override_of(&self, limit: &str) -> Option<(Arc<Override>, Duration)> {
-        self.inner.overrides.get(limit, SystemClock.now_micros())
-    }
-
-    fn overrides(&self) -> Vec<ActiveOverride> {
-        self.inner.overrides.list(SystemClock.now_micros())
-    }
-
-    /// Starts the subscription that fills the table, when a runtime runs
-    /// (a layer asks for the table when it is made): see
-    /// [`synced`](RedisStore::synced) for waiting until it is read.
-    fn override_table(&self) -> Option<Arc<OverrideTable>> {
-        subscription::subscribe(self);
-        Some(Arc::clone(&self.inner.overrides))
-    }
-}
-
-#[async_trait]
-impl Refunds for RedisStore {
-    async fn check_refundable(
-        &self,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-    ) -> Result<(Decision, Option<Receipt>), Error> {
-        refund::check_refundable_at_time(self, key, policy, cost, None).await
-    }
-
-    async fn refund(&self, key: &str, policy: &Policy, receipt: &Receipt) -> Result<(), Error> {
-        policy.counts_by_outcome()?;
-        let call = refund::refund_call(key, policy, receipt);
-        self.bounded_call(scripts::refund(), &call).await?;
-        Ok(())
-    }
-}
-
-impl RedisStore {
     /// Waits, at most `within`, until this store's subscription has read
     /// the blocks, plans and live overrides that Redis holds, so that a
     /// starting instance decides its first requests by them; answers
@@ -473,11 +475,5 @@ impl RedisStore {
             }
         };
         tokio::time::timeout(within, read).await.is_ok()
-    }
-}
-
-impl Store for RedisStore {
-    async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
-        coalesce::run(self, key, policy, cost, None).await
     }
 }

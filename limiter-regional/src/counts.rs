@@ -122,7 +122,7 @@ pub(crate) async fn peek_when(
 ) -> Result<Decision, Error> {
     let (rule, sliding) = regional_rule(policy, cost)?;
     let inner = &store.inner;
-    let reply = inner.check(key, rule, sliding, cost, now, true).await?;
+    let reply = store::check_script(inner, key, rule, sliding, cost, now, true).await?;
     reply.decide(rule, sliding, cost, inner.ask_wait())
 }
 

@@ -228,37 +228,35 @@ impl RegionalStore {
     }
 }
 
-impl Inner {
-    /// The check script on `key` in this region's Redis; `dry`: a peek,
-    /// which changes nothing.
-    pub(crate) async fn check(
-        &self,
-        key: &str,
-        rule: Rule,
-        sliding: bool,
-        cost: u64,
-        now: Option<u64>,
-        dry: bool,
-    ) -> Result<CheckReply, Error> {
-        let mut call = CHECK.call(key);
-        match now {
-            Some(now) => call.arg(now),
-            None => call.arg(""),
-        };
-        call.arg(cost)
-            .arg(rule.window_us())
-            .arg(u8::from(sliding))
-            .arg(share(rule.limit(), self.regions(), self.local.rank))
-            .arg(self.ask_timeout_us())
-            .arg(u8::from(dry));
-        if now.is_none() {
-            heartbeat::check_args(self, &mut call, rule.limit());
-        } else {
-            // A test's time: the heartbeats' records (real time) do not apply.
-            call.arg("").arg("").arg("");
-        }
-        CheckReply::parse(&self.local.link.eval(&CHECK, &call).await?)
+/// The check script on `key` in this region's Redis; `dry`: a peek,
+/// which changes nothing.
+pub(crate) async fn check_script(
+    inner: &Inner,
+    key: &str,
+    rule: Rule,
+    sliding: bool,
+    cost: u64,
+    now: Option<u64>,
+    dry: bool,
+) -> Result<CheckReply, Error> {
+    let mut call = CHECK.call(key);
+    match now {
+        Some(now) => call.arg(now),
+        None => call.arg(""),
+    };
+    call.arg(cost)
+        .arg(rule.window_us())
+        .arg(u8::from(sliding))
+        .arg(share(rule.limit(), inner.regions(), inner.local.rank))
+        .arg(inner.ask_timeout_us())
+        .arg(u8::from(dry));
+    if now.is_none() {
+        heartbeat::check_args(inner, &mut call, rule.limit());
+    } else {
+        // A test's time: the heartbeats' records (real time) do not apply.
+        call.arg("").arg("").arg("");
     }
+    CheckReply::parse(&inner.local.link.eval(&CHECK, &call).await?)
 }
 
 impl fmt::Debug for RegionalStore {
@@ -292,7 +290,7 @@ pub(crate) async fn run_recorded(
     let (rule, sliding) = regional_rule(policy, cost)?;
     heartbeat::ensure_started(&store.inner).await;
     let inner = &store.inner;
-    let reply = inner.check(key, rule, sliding, cost, now, false).await?;
+    let reply = check_script(inner, key, rule, sliding, cost, now, false).await?;
     bump(&inner.stats.checks);
     if reply.ask > 0 {
         ask::request(
