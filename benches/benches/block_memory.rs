@@ -16,9 +16,12 @@ use std::alloc::System;
 use std::time::Duration;
 
 use cap::Cap;
-use limiter_core::{BlockOrigin, Blocks, DEFAULT_MAX_PENALTY_BLOCKS, ManualClock, MemoryStore};
+use limiter_core::{
+    BlockOrigin, DEFAULT_MAX_PENALTY_BLOCKS, ManualClock, MemoryStore, SharedControl,
+};
 use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::RedisServer;
+use limiter_tests::control::ControlCalls;
 
 #[global_allocator]
 static HEAP: Cap<System> = Cap::new(System, usize::MAX);
@@ -46,10 +49,7 @@ async fn memory_heap(count: usize) -> (usize, usize) {
             .expect("a penalty block is kept");
     }
     let grown = HEAP.allocated() - before;
-    let held = store
-        .block_list()
-        .expect("the memory store keeps a list")
-        .held(BlockOrigin::Penalty);
+    let held = store.tables().blocks().held(BlockOrigin::Penalty);
     (grown, held)
 }
 

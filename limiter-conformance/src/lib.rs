@@ -20,7 +20,7 @@
 //! | [`peek`] | when the harness peeks ([`Harness::peek_at`]): before each check of pseudo-random traces, a peek answers every field the model's check would, and the check after it answers as if no peek had been made |
 //! | [`penalties`] | when the harness counts penalties ([`Harness::penalize_at`]): every denial of pseudo-random sequences earns the block the model ([`PenaltyState`](limiter_core::PenaltyState)) does |
 //! | [`refunds`] | when the harness counts by outcome ([`Harness::check_refundable_at`]): on pseudo-random traces of the algorithms that refund exactly, with requests given back at random later steps, every decision equals the model's ([`KeyModel::refund`]); the others refuse with [`Error::Config`] |
-//! | [`reset`] | when the store forgets keys ([`Reset`](limiter_core::Reset)): a key used up and reset answers as a fresh key; the key beside it keeps its state |
+//! | [`reset`] | when the store forgets keys ([`KeyState::reset`](limiter_core::KeyState::reset)): a key used up and reset answers as a fresh key; the key beside it keeps its state |
 //! | [`permits`] | when the store keeps [concurrency permits](limiter_core::Permits) ([`Capabilities::as_permits`](limiter_core::Capabilities::as_permits)): at most the maximum held, racing or not; a dropped permit given back |
 //!
 //! A check that fails panics with a message naming the check, the
@@ -160,7 +160,7 @@ pub trait Harness: Send + Sync {
     }
 
     /// What a check of `cost` on `key` would answer at `now_us`, recording
-    /// nothing (see [`Peek`](limiter_core::Peek)), for the [`peek`] check; `None`
+    /// nothing (see [`KeyState::peek`](limiter_core::KeyState::peek)), for the [`peek`] check; `None`
     /// (the default) for a store that does not peek, and the check is
     /// skipped.
     fn peek_at(
@@ -176,7 +176,7 @@ pub trait Harness: Send + Sync {
     }
 
     /// Counts a denial of `key` by `penalty` at `now_us`, as
-    /// [`Penalties::penalize`](limiter_core::Penalties::penalize) would at that
+    /// [`SharedControl::penalize`](limiter_core::SharedControl::penalize) would at that
     /// time, for the [`penalties`] check; `None` (the default) for a store
     /// that counts none, and the check is skipped.
     fn penalize_at(
@@ -191,7 +191,7 @@ pub trait Harness: Send + Sync {
     }
 
     /// Checks a request counted by outcome at `now_us`, as
-    /// [`Refunds::check_refundable`](limiter_core::Refunds::check_refundable)
+    /// [`KeyState::check_refundable`](limiter_core::KeyState::check_refundable)
     /// would at that time, for the [`refunds`] check; `None` (the default)
     /// for a store that gives nothing back, and the check is skipped.
     #[allow(clippy::type_complexity)]

@@ -217,7 +217,7 @@ impl KeyModel {
     }
 
     /// Gives back a request of `cost` recorded at `at` (see
-    /// [`Refunds`](limiter_core::Refunds)), as the definition of counting by
+    /// [`KeyState::refund`](limiter_core::KeyState::refund)), as the definition of counting by
     /// outcome says: the log loses `cost` of its entries at `at`; a window
     /// counter loses `cost` from the window that counted the request, if
     /// that window is still the current one (fixed) or one of the two it

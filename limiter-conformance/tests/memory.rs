@@ -116,19 +116,23 @@ impl Harness for Hiding {
 }
 
 #[tokio::test]
-#[should_panic(expected = "the store has Peek, which the harness does not exercise")]
+#[should_panic(expected = "the store has KeyState::peek, which the harness does not exercise")]
 async fn a_peek_the_harness_hides_fails_the_check() {
     conformance::peek(&Hiding).await;
 }
 
 #[tokio::test]
-#[should_panic(expected = "the store has Penalties, which the harness does not exercise")]
+#[should_panic(
+    expected = "the store has SharedControl::penalize, which the harness does not exercise"
+)]
 async fn penalties_the_harness_hides_fail_the_check() {
     conformance::penalties(&Hiding).await;
 }
 
 #[tokio::test]
-#[should_panic(expected = "the store has Refunds, which the harness does not exercise")]
+#[should_panic(
+    expected = "the store has KeyState::check_refundable, which the harness does not exercise"
+)]
 async fn refunds_the_harness_hides_fail_the_check() {
     conformance::refunds(&Hiding).await;
 }

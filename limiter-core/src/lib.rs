@@ -64,7 +64,7 @@ mod plans;
 mod store;
 mod wait;
 
-/// Implements a capability trait ([`Peek`], [`Permits`], …): they are
+/// Implements a capability trait ([`KeyState`], [`Permits`], …): they are
 /// usable as trait objects, so their methods answer boxed futures.
 pub use async_trait::async_trait;
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -94,13 +94,10 @@ pub use overrides::{
 };
 pub use plans::{Plan, Plans};
 pub use store::memory::{DEFAULT_CAPACITY, MemoryStore};
-pub use store::traits::{
-    AnnouncesResets, Blocks, Leases, Overrides, Peek, Penalties, Permits, PlanAssignments, Refunds,
-    Reset,
-};
 pub use store::{
-    AssignedPlans, BlockList, BlockOrigin, Capabilities, DEFAULT_MAX_PENALTY_BLOCKS, Forget,
-    Forgetter, ListedBlock, MAX_ASSIGNED_PLANS, MAX_BLOCKS, MAX_BLOCKS_PAGE, Store, forwarded,
+    AssignedPlans, BlockList, BlockOrigin, Capabilities, Change, ControlTables,
+    DEFAULT_MAX_PENALTY_BLOCKS, Forget, Forgetter, KeyState, Leases, ListedBlock,
+    MAX_ASSIGNED_PLANS, MAX_BLOCKS, MAX_BLOCKS_PAGE, Permits, SharedControl, Store, forwarded,
     required,
 };
 pub use wait::{DEFAULT_MAX_WAITERS, Waitable, Waiters};

@@ -8,7 +8,7 @@ use crate::identity::Identity;
 use crate::key::push_identity;
 use crate::store::{Capabilities, Store};
 use crate::wait::Waiters;
-use crate::{Blocks, Peek, Permits, Refunds, Reset};
+use crate::{Change, KeyState, Permits, SharedControl};
 use crate::{Decision, Error, Policy, Receipt, Rule};
 
 /// The key prefix unless another is set: keys look like `rate_limit:user={user}:{action}`.
@@ -199,7 +199,7 @@ impl<S: Store> Limiter<S> {
     /// ```
     pub async fn peek(&self, key: &str, policy: &Policy) -> Result<Decision, Error>
     where
-        S: Peek,
+        S: KeyState,
     {
         let mut full = self.key_with_prefix();
         full.push_str(key);
@@ -225,7 +225,7 @@ impl<S: Store> Limiter<S> {
     /// ```
     pub async fn reset(&self, key: &str, policy: &Policy) -> Result<(), Error>
     where
-        S: Reset,
+        S: KeyState,
     {
         let mut full = self.key_with_prefix();
         full.push_str(key);
@@ -262,7 +262,7 @@ impl<S: Store> Limiter<S> {
     /// ```
     pub async fn attempt(&self, key: &str, policy: &Policy) -> Result<Attempt<'_, S>, Error>
     where
-        S: Refunds,
+        S: KeyState,
     {
         let mut full = self.key_with_prefix();
         full.push_str(key);
@@ -314,35 +314,35 @@ impl<S: Store> Limiter<S> {
     /// ```
     pub async fn block(&self, identity: &Identity, duration: Duration) -> Result<(), Error>
     where
-        S: Blocks,
+        S: SharedControl,
     {
-        self.store
-            .store()
-            .block(
-                &self.identity_key(identity),
-                duration,
-                crate::BlockOrigin::Operator,
-            )
-            .await
+        let key = self.identity_key(identity);
+        let block = Change::Block {
+            key: &key,
+            duration,
+            origin: crate::BlockOrigin::Operator,
+        };
+        self.store.store().change(block).await
     }
 
     /// Lifts `identity`'s block, on every instance sharing the store.
     pub async fn unblock(&self, identity: &Identity) -> Result<(), Error>
     where
-        S: Blocks,
+        S: SharedControl,
     {
+        let key = self.identity_key(identity);
         self.store
             .store()
-            .unblock(&self.identity_key(identity))
+            .change(Change::Unblock { key: &key })
             .await
     }
 
     /// How long `identity` stays blocked, as this instance knows it now.
     pub fn blocked(&self, identity: &Identity) -> Option<Duration>
     where
-        S: Blocks,
+        S: SharedControl,
     {
-        self.store.store().blocked(&self.identity_key(identity))
+        (self.store.store().tables()).blocked(&self.identity_key(identity))
     }
 
     /// `{prefix}:{identity}`: the key of `identity`'s block, and how its
@@ -357,10 +357,13 @@ impl<S: Store> Limiter<S> {
     /// with, when the store holds any: `{prefix}:{identity}` is the key up
     /// to the first `:` after the prefix (an identity escapes its own).
     fn block_of_key(&self, full: &str) -> Option<Duration> {
-        let blocks = self.store.as_blocks()?;
-        // A store's `blocked` costs one atomic load while it holds no block.
+        let tables = self.store.as_shared_control()?.tables();
+        // An empty list costs one atomic load.
+        if tables.blocks().is_empty() {
+            return None;
+        }
         let identity = crate::identity_key_of(full, self.prefix.len() + 1)?;
-        blocks.blocked(identity)
+        tables.blocked(identity)
     }
 
     /// The store.
@@ -393,7 +396,7 @@ pub struct Attempt<'a, S> {
     receipt: Option<Receipt>,
 }
 
-impl<S: Store + Refunds> Attempt<'_, S> {
+impl<S: Store + KeyState> Attempt<'_, S> {
     /// The check's decision.
     pub fn decision(&self) -> &Decision {
         &self.decision

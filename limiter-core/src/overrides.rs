@@ -1,6 +1,6 @@
 //! Live overrides: an operator replaces a limit's rules, puts it in shadow
 //! mode or switches it off, for a while, on every instance sharing a store
-//! ([`Overrides`](crate::Overrides)), without a deploy.
+//! ([`SharedControl`](crate::SharedControl)), without a deploy.
 //!
 //! An override names a limit by the name its keys end with
 //! (`posts-create_post`), and always ends: at most [`MAX_OVERRIDE`] after
@@ -283,7 +283,7 @@ pub struct ActiveOverride {
 }
 
 /// The overrides in force and when each ends (µs, on the caller's clock):
-/// what a store answers [`Overrides::override_of`](crate::Overrides::override_of)
+/// what a store answers [`ControlTables::override_of`](crate::ControlTables::override_of)
 /// from, without a call. A request asks it first, so an empty table costs
 /// one atomic load; an ended override is never answered, and is swept by
 /// the next change.

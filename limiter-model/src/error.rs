@@ -96,7 +96,7 @@ pub enum ConfigError {
         algorithm: &'static str,
     },
     /// Counting by outcome asks for refunds the algorithm cannot make
-    /// exactly (see `limiter_core::Refunds`).
+    /// exactly (see `limiter_core::KeyState`).
     #[error(
         "requests counted by outcome need an algorithm that gives a request back exactly \
          (sliding_log, fixed_window or sliding_window), not {algorithm}"

@@ -24,7 +24,7 @@ use crate::error::ConfigError;
 use crate::policy::{Algorithm, Policy};
 
 /// What a store recorded for an admitted request, which
-/// `limiter_core::Refunds::refund` gives back.
+/// `limiter_core::KeyState::refund` gives back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Receipt {
     at_us: Micros,
@@ -52,7 +52,7 @@ impl Receipt {
 
 impl Algorithm {
     /// Whether a request it recorded can be given back exactly (see
-    /// `limiter_core::Refunds`): the sliding log and both window
+    /// `limiter_core::KeyState`): the sliding log and both window
     /// counters can; the buckets and GCRA cannot.
     pub const fn refunds_exactly(self) -> bool {
         matches!(

@@ -168,7 +168,7 @@ pub(crate) async fn assign_and_announce(
     key: &str,
     plan: Option<&str>,
 ) -> Result<(), Error> {
-    let plans = &store.inner.plans;
+    let plans = &store.inner.tables.plans();
     if plan.is_some() && plans.get(key).is_none() && plans.len() >= limiter_core::MAX_ASSIGNED_PLANS
     {
         return plans.assign(key, plan);

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use limiter_core::{BlockOrigin, Clock, Error, SystemClock};
+use limiter_core::{BlockOrigin, Error};
 
 use super::announce;
 use super::notice::{BLOCKS, PENALTY_BLOCKS, VERSION, unconfirmed};
@@ -36,7 +36,7 @@ pub(crate) async fn block_and_announce(
         .min(MAX_BLOCK_US);
     let (mark, bound, notice) = match origin {
         BlockOrigin::Operator => ("o", limiter_core::MAX_BLOCKS, "b"),
-        BlockOrigin::Penalty => ("p", store.inner.blocks.max_penalty_blocks(), "e"),
+        BlockOrigin::Penalty => ("p", store.inner.tables.blocks().max_penalty_blocks(), "e"),
     };
     let block = scripts::block();
     let mut call = match origin {
@@ -52,10 +52,8 @@ pub(crate) async fn block_and_announce(
         )));
     }
     let duration = Duration::from_micros(left);
-    store
-        .inner
-        .blocks
-        .block(key, duration, origin, SystemClock.now_micros())?;
+    let tables = &store.inner.tables;
+    (tables.blocks()).block(key, duration, origin, tables.now())?;
     (announce::announce(store, notice, &format!("{left} {key}")).await).map_err(unconfirmed)
 }
 
@@ -67,7 +65,7 @@ pub(crate) async fn unblock_and_announce(store: &RedisStore, key: &str) -> Resul
     let mut call = unblock.call_keys(&[BLOCKS, PENALTY_BLOCKS, VERSION]);
     call.arg(key);
     (store.bounded_call(unblock, &call).await).map_err(unconfirmed)?;
-    store.inner.blocks.unblock(key);
+    store.inner.tables.blocks().unblock(key);
     announce::announce(store, "u", key)
         .await
         .map_err(unconfirmed)

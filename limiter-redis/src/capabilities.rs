@@ -3,14 +3,12 @@
 //! (how it is made and reaches Redis), the whole of its interface; the
 //! modules each call goes through hold the work.
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use limiter_core::{
-    Acquired, ActiveOverride, AnnouncesResets, Blocks, Capabilities, Clock, ConcurrencyLimit,
-    Decision, Error, Forgetter, Leases, Override, OverrideTable, Overrides, Peek, Penalties,
-    Permits, PlanAssignments, Policy, Receipt, Refunds, Reset, Store, SystemClock, async_trait,
+    Acquired, Capabilities, Change, ConcurrencyLimit, ControlTables, Decision, Error, Forgetter,
+    KeyState, Leases, Override, Permits, Policy, Receipt, SharedControl, Store, async_trait,
     validate_limit_name, validate_override_duration,
 };
 
@@ -19,7 +17,7 @@ use super::link::lock;
 use super::notice::unconfirmed;
 use super::store::Backend;
 use super::{
-    RedisStore, blocks, check, coalesce, lease, overrides, permits, refund, scripts, subscription,
+    RedisStore, blocks, coalesce, lease, overrides, permits, refund, scripts, subscription,
 };
 
 /// Across a network, each call bounded by its response timeout, a
@@ -49,6 +47,10 @@ impl Capabilities for RedisStore {
         .unwrap_or_else(|| domain.to_string())
     }
 
+    fn as_key_state(&self) -> Option<&dyn KeyState> {
+        Some(self)
+    }
+
     fn as_permits(&self) -> Option<&dyn Permits> {
         Some(self)
     }
@@ -57,140 +59,130 @@ impl Capabilities for RedisStore {
         Some(self)
     }
 
-    fn as_peek(&self) -> Option<&dyn Peek> {
-        Some(self)
-    }
-
-    fn as_reset(&self) -> Option<&dyn Reset> {
-        Some(self)
-    }
-
-    fn as_refunds(&self) -> Option<&dyn Refunds> {
-        Some(self)
-    }
-
-    fn as_blocks(&self) -> Option<&dyn Blocks> {
-        Some(self)
-    }
-
-    fn as_penalties(&self) -> Option<&dyn Penalties> {
-        Some(self)
-    }
-
-    fn as_plan_assignments(&self) -> Option<&dyn PlanAssignments> {
-        Some(self)
-    }
-
-    fn as_overrides(&self) -> Option<&dyn limiter_core::Overrides> {
-        Some(self)
-    }
-
-    fn as_reset_announcer(&self) -> Option<&dyn AnnouncesResets> {
+    fn as_shared_control(&self) -> Option<&dyn SharedControl> {
         Some(self)
     }
 }
 
-/// The algorithm's own script with its writes shadowed (`peek.lua`), on
-/// the Redis server's clock.
+/// A peek: the algorithm's own script with its writes shadowed
+/// (`peek.lua`), on the Redis server's clock. A reset: `DEL` of the key
+/// (each algorithm keeps a key's state in that one key, a leased sliding
+/// log's entries included), then announced to every instance, which
+/// forgets what it remembers of the key (see [`SharedControl::on_reset`]);
+/// answered once they have acknowledged, or after the response timeout.
+///
+/// A reset is answered [`Error::Unconfirmed`] when the call may have run
+/// (no answer within the deadline, a connection failed after it was
+/// written): the change is then in effect on every instance or on none
+/// within 2 s of Redis answering again (`reconcile.rs`); repeat the call,
+/// it is idempotent.
 #[async_trait]
-impl Peek for RedisStore {
+impl KeyState for RedisStore {
     async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.peek_at_time(key, policy, cost, None).await
     }
-}
 
-/// `DEL` of the key (each algorithm keeps a key's state in that one key, a
-/// leased sliding log's entries included), then announced to every
-/// instance, which forgets what it remembers of the key (see
-/// [`AnnouncesResets`](limiter_core::AnnouncesResets)); answered once they have acknowledged, or after
-/// the response timeout.
-///
-/// Answered [`Error::Unconfirmed`] when the call may have run (no answer
-/// within the deadline, a connection failed after it was written): the
-/// change is then in effect on every instance or on none within 2 s of
-/// Redis answering again (`reconcile.rs`); repeat the call, it is
-/// idempotent.
-#[async_trait]
-impl Reset for RedisStore {
     async fn reset(&self, key: &str, _policy: &Policy) -> Result<(), Error> {
         announce::reset_and_announce(self, key).await
     }
-}
 
-/// Kept in Redis (operator blocks in a hash, penalty blocks in a sorted
-/// set by end time, each kind within its bound: see
-/// [`RedisConfig::max_penalty_blocks`](crate::RedisConfig::max_penalty_blocks))
-/// and in each instance's list, which every request reads without a call;
-/// a block or an unblock is answered once
-/// every subscribed instance has applied it (see `announce.rs`).
-///
-/// Answered [`Error::Unconfirmed`] when the call may have run (no answer
-/// within the deadline, a connection failed after it was written): the
-/// change is then in effect on every instance or on none within 2 s of
-/// Redis answering again (`reconcile.rs`); repeat the call, it is
-/// idempotent.
-#[async_trait]
-impl Blocks for RedisStore {
-    async fn block(
+    async fn check_refundable(
         &self,
         key: &str,
-        duration: Duration,
-        origin: limiter_core::BlockOrigin,
-    ) -> Result<(), Error> {
-        blocks::block_and_announce(self, key, duration, origin).await
+        policy: &Policy,
+        cost: u64,
+    ) -> Result<(Decision, Option<Receipt>), Error> {
+        refund::check_refundable_at_time(self, key, policy, cost, None).await
     }
 
-    async fn unblock(&self, key: &str) -> Result<(), Error> {
-        blocks::unblock_and_announce(self, key).await
-    }
-
-    #[inline]
-    fn blocked(&self, key: &str) -> Option<Duration> {
-        use limiter_core::Clock;
-        self.inner
-            .blocks
-            .blocked(key, || limiter_core::SystemClock.now_micros())
-    }
-
-    fn block_list(&self) -> Option<Arc<limiter_core::BlockList>> {
-        Some(Arc::clone(&self.inner.blocks))
+    async fn refund(&self, key: &str, policy: &Policy, receipt: &Receipt) -> Result<(), Error> {
+        policy.counts_by_outcome()?;
+        let call = refund::refund_call(key, policy, receipt);
+        self.bounded_call(scripts::refund(), &call).await?;
+        Ok(())
     }
 }
 
-/// Kept in a hash of Redis and in each instance's table, which a request
-/// reads without a call; an assignment is answered once every subscribed
-/// instance has applied it (see `announce.rs`).
+/// Kept in Redis and in each instance's tables, which every request
+/// reads without a call: operator blocks in a hash, penalty blocks in a
+/// sorted set by end time, each kind within its bound (see
+/// [`RedisConfig::max_penalty_blocks`](crate::RedisConfig::max_penalty_blocks)),
+/// plan assignments and overrides in hashes. A change is answered once
+/// every subscribed instance has applied it (see `announce.rs`).
 ///
-/// Answered [`Error::Unconfirmed`] when the call may have run (no answer
-/// within the deadline, a connection failed after it was written): the
-/// change is then in effect on every instance or on none within 2 s of
-/// Redis answering again (`reconcile.rs`); repeat the call, it is
-/// idempotent.
+/// A change is answered [`Error::Unconfirmed`] when the call may have run
+/// (no answer within the deadline, a connection failed after it was
+/// written): the change is then in effect on every instance or on none
+/// within 2 s of Redis answering again (`reconcile.rs`); repeat the call,
+/// it is idempotent. A penalty is one call of `penalty.lua` on the key,
+/// by the Redis server's clock.
 #[async_trait]
-impl PlanAssignments for RedisStore {
-    async fn assign_plan(&self, key: &str, plan: Option<&str>) -> Result<(), Error> {
-        announce::assign_and_announce(self, key, plan).await
+impl SharedControl for RedisStore {
+    async fn change(&self, change: Change<'_>) -> Result<(), Error> {
+        match change {
+            Change::Block {
+                key,
+                duration,
+                origin,
+            } => blocks::block_and_announce(self, key, duration, origin).await,
+            Change::Unblock { key } => blocks::unblock_and_announce(self, key).await,
+            Change::AssignPlan { key, plan } => {
+                announce::assign_and_announce(self, key, plan).await
+            }
+            Change::SetOverride {
+                limit,
+                value,
+                duration,
+            } => set_override(self, limit, value, duration).await,
+            Change::ClearOverride { limit } => {
+                validate_limit_name(limit)?;
+                overrides::change_override(self, limit, 0, "").await?;
+                self.inner.tables.overrides().clear(limit);
+                (announce::announce(self, "o", &format!("0 {limit}")).await).map_err(unconfirmed)
+            }
+            other => Err(Error::Unsupported(other.kind())),
+        }
     }
 
-    fn assigned_plan(&self, key: &str) -> Option<Arc<str>> {
-        self.inner.plans.get(key)
+    /// Starts the subscription that fills the tables, when a runtime runs
+    /// (a layer asks for them when it is made): see
+    /// [`synced`](RedisStore::synced) for waiting until they are read.
+    fn tables(&self) -> &ControlTables {
+        subscription::subscribe(self);
+        &self.inner.tables
     }
 
-    fn assigned_plans(&self) -> usize {
-        self.inner.plans.len()
-    }
-}
-
-/// One call of `penalty.lua` on the key, by the Redis server's clock.
-#[async_trait]
-impl Penalties for RedisStore {
     async fn penalize(
         &self,
         key: &str,
         penalty: &limiter_core::Penalty,
+        _block_key: &str,
     ) -> Result<Option<Duration>, Error> {
         self.penalize_at_time(key, penalty, None).await
     }
+
+    fn on_reset(&self, forget: Forgetter) {
+        lock(&self.inner.announcer.forgetters).push(forget);
+        subscription::subscribe(self);
+    }
+}
+
+/// Writes `limit`'s override in Redis and here, then tells every instance.
+async fn set_override(
+    store: &RedisStore,
+    limit: &str,
+    value: &Override,
+    duration: Duration,
+) -> Result<(), Error> {
+    validate_override_duration(duration)?;
+    validate_limit_name(limit)?;
+    let left = u64::try_from(duration.as_micros()).unwrap_or(u64::MAX);
+    let text = value.to_text();
+    overrides::change_override(store, limit, left, &text).await?;
+    let tables = &store.inner.tables;
+    (tables.overrides()).set(limit, value.clone(), duration, tables.now())?;
+    let notice = format!("{left} {limit} {text}");
+    (announce::announce(store, "o", &notice).await).map_err(unconfirmed)
 }
 
 #[async_trait]
@@ -226,77 +218,6 @@ impl Leases for RedisStore {
         unused: u64,
     ) -> Result<u64, Error> {
         lease::give_back(self, key, policy, grant, unused).await
-    }
-}
-
-impl AnnouncesResets for RedisStore {
-    fn on_reset(&self, forget: Forgetter) {
-        lock(&self.inner.announcer.forgetters).push(forget);
-        subscription::subscribe(self);
-    }
-}
-
-#[async_trait]
-impl Overrides for RedisStore {
-    async fn set_override(
-        &self,
-        limit: &str,
-        value: &Override,
-        duration: Duration,
-    ) -> Result<(), Error> {
-        validate_override_duration(duration)?;
-        validate_limit_name(limit)?;
-        let left = u64::try_from(duration.as_micros()).unwrap_or(u64::MAX);
-        let text = value.to_text();
-        overrides::change_override(self, limit, left, &text).await?;
-        let now = SystemClock.now_micros();
-        self.inner
-            .overrides
-            .set(limit, value.clone(), duration, now)?;
-        let notice = format!("{left} {limit} {text}");
-        (announce::announce(self, "o", &notice).await).map_err(unconfirmed)
-    }
-
-    async fn clear_override(&self, limit: &str) -> Result<(), Error> {
-        validate_limit_name(limit)?;
-        overrides::change_override(self, limit, 0, "").await?;
-        self.inner.overrides.clear(limit);
-        (announce::announce(self, "o", &format!("0 {limit}")).await).map_err(unconfirmed)
-    }
-
-    fn override_of(&self, limit: &str) -> Option<(Arc<Override>, Duration)> {
-        self.inner.overrides.get(limit, SystemClock.now_micros())
-    }
-
-    fn overrides(&self) -> Vec<ActiveOverride> {
-        self.inner.overrides.list(SystemClock.now_micros())
-    }
-
-    /// Starts the subscription that fills the table, when a runtime runs
-    /// (a layer asks for the table when it is made): see
-    /// [`synced`](RedisStore::synced) for waiting until it is read.
-    fn override_table(&self) -> Option<Arc<OverrideTable>> {
-        subscription::subscribe(self);
-        Some(Arc::clone(&self.inner.overrides))
-    }
-}
-
-#[async_trait]
-impl Refunds for RedisStore {
-    async fn check_refundable(
-        &self,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-    ) -> Result<(Decision, Option<Receipt>), Error> {
-        refund::check_refundable_at_time(self, key, policy, cost, None).await
-    }
-
-    async fn refund(&self, key: &str, policy: &Policy, receipt: &Receipt) -> Result<(), Error> {
-        policy.counts_by_outcome()?;
-        let call = refund::refund_call(key, policy, receipt);
-        self.bounded_call(scripts::refund(), &call).await?;
-        Ok(())
     }
 }
 
@@ -395,7 +316,7 @@ impl RedisStore {
 
     /// Checks a request counted by outcome at `now` (microseconds since the
     /// Unix epoch) given by the caller (see
-    /// [`Refunds`](limiter_core::Refunds)). For tests that compare the
+    /// [`KeyState::check_refundable`](limiter_core::KeyState::check_refundable)). For tests that compare the
     /// stores on the same timestamps only.
     #[cfg(feature = "test-util")]
     pub async fn check_refundable_at(
@@ -435,7 +356,7 @@ impl RedisStore {
         for &cost in costs {
             policy.validate_cost(cost)?;
         }
-        check::decide_batch(self, key, policy, costs, Some(now), self.deadline()).await
+        super::check::decide_batch(self, key, policy, costs, Some(now), self.deadline()).await
     }
 
     /// Tells every instance using this Redis that `key` was reset, without

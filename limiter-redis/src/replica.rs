@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use limiter_core::{BlockOrigin, Clock, Error, Override, OverrideTable, SystemClock};
+use limiter_core::{BlockOrigin, ControlTables, Error, Override};
 
 use super::notice::{BLOCKS, Notice, OVERRIDES, PENALTY_BLOCKS, PLANS};
 use super::{RedisStore, scripts};
@@ -41,43 +41,42 @@ impl SharedState {
 
     /// Makes them this instance's, replacing what it had.
     pub(crate) fn apply(self, store: &RedisStore) {
-        let inner = &store.inner;
-        let now = SystemClock.now_micros();
-        inner.blocks.replace(self.blocks, now);
-        inner.plans.replace(self.plans);
-        inner.overrides.replace(self.overrides, now);
+        let tables = &store.inner.tables;
+        let now = tables.now();
+        tables.blocks().replace(self.blocks, now);
+        tables.plans().replace(self.plans);
+        tables.overrides().replace(self.overrides, now);
     }
 }
 
 /// Applies `notice` to this instance's copy (a reset is not the copy's:
 /// `subscription.rs` has it forgotten).
 pub(crate) fn apply(store: &RedisStore, notice: &Notice<'_>) {
-    let inner = &store.inner;
+    let tables = &store.inner.tables;
     match *notice {
         Notice::Block {
             left, origin, key, ..
         } => {
-            let blocked = inner
-                .blocks
-                .block(key, left, origin, SystemClock.now_micros());
+            let blocked = (tables.blocks()).block(key, left, origin, tables.now());
             if let Err(error) = blocked {
                 tracing::warn!(%error, "a block could not be kept here");
             }
         }
-        Notice::Unblock { key, .. } => inner.blocks.unblock(key),
+        Notice::Unblock { key, .. } => tables.blocks().unblock(key),
         Notice::Plan { plan, key, .. } => {
-            if let Err(error) = inner.plans.assign(key, plan) {
+            if let Err(error) = tables.plans().assign(key, plan) {
                 tracing::warn!(%error, "a plan could not be kept here");
             }
         }
-        Notice::Override { change, .. } => apply_override(&inner.overrides, change),
+        Notice::Override { change, .. } => apply_override(tables, change),
         Notice::Reset { .. } | Notice::Ack { .. } => {}
     }
 }
 
 /// Applies an override notice's `{µs left} {limit} {text}` (`0 {limit}`:
-/// ended) to `table`.
-fn apply_override(table: &OverrideTable, change: &str) {
+/// ended) to the overrides of `tables`.
+fn apply_override(tables: &ControlTables, change: &str) {
+    let table = tables.overrides();
     let mut parts = change.splitn(3, ' ');
     let (Some(left), Some(limit)) = (parts.next(), parts.next()) else {
         return;
@@ -89,10 +88,8 @@ fn apply_override(table: &OverrideTable, change: &str) {
         table.clear(limit);
         return;
     }
-    let kept = Override::from_text(parts.next().unwrap_or_default()).and_then(|value| {
-        let now = SystemClock.now_micros();
-        table.set(limit, value, Duration::from_micros(left), now)
-    });
+    let kept = Override::from_text(parts.next().unwrap_or_default())
+        .and_then(|value| table.set(limit, value, Duration::from_micros(left), tables.now()));
     if let Err(error) = kept {
         tracing::warn!(%error, limit, "an override could not be kept here");
     }
@@ -109,7 +106,7 @@ async fn read_blocks(
     let flat: Vec<String> = redis::Script::new(load.source())
         .key(BLOCKS)
         .key(PENALTY_BLOCKS)
-        .arg(store.inner.blocks.max_penalty_blocks())
+        .arg(store.inner.tables.blocks().max_penalty_blocks())
         .invoke_async(connection)
         .await
         .map_err(crate::redis_error)?;

@@ -66,12 +66,9 @@ pub(crate) struct Inner {
     pub(crate) pending: queue::Pending,
     /// Resets announced to every instance, and this one's subscription.
     pub(crate) announcer: Announcer,
-    /// The blocks, as this instance knows them (see `replica.rs`).
-    pub(crate) blocks: Arc<limiter_core::BlockList>,
-    /// The plan assignments, as this instance knows them.
-    pub(crate) plans: limiter_core::AssignedPlans,
-    /// The live overrides, as this instance knows them.
-    pub(crate) overrides: Arc<limiter_core::OverrideTable>,
+    /// The blocks, plan assignments and live overrides, as this instance
+    /// knows them (see `replica.rs`).
+    pub(crate) tables: limiter_core::ControlTables,
 }
 
 pub(crate) enum Backend {
@@ -224,16 +221,17 @@ impl RedisStore {
     }
 
     fn from_backend(backend: Backend, config: RedisConfig) -> Self {
-        let blocks = limiter_core::BlockList::with_max_penalty_blocks(config.max_penalty_blocks);
+        let tables = limiter_core::ControlTables::new(config.max_penalty_blocks, || {
+            use limiter_core::Clock;
+            limiter_core::SystemClock.now_micros()
+        });
         Self {
             inner: Arc::new(Inner {
                 backend,
                 config,
                 pending: queue::Pending::default(),
                 announcer: Announcer::default(),
-                blocks: Arc::new(blocks),
-                plans: limiter_core::AssignedPlans::new(),
-                overrides: Arc::default(),
+                tables,
             }),
         }
     }

@@ -5,13 +5,12 @@
 //! refunds, `control.rs` for blocks and penalties, `relay.rs` for what
 //! goes to the other regions in the background.
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use limiter_core::{
-    AnnouncesResets, BlockList, BlockOrigin, Blocks, Capabilities, Decision, Error, Peek,
-    Penalties, Penalty, Policy, Receipt, Refunds, Reset, Store, async_trait,
+    BlockOrigin, Capabilities, Change, ControlTables, Decision, Error, Forgetter, KeyState,
+    Penalty, Policy, Receipt, SharedControl, Store, async_trait,
 };
 
 use super::counts::KnownCounts;
@@ -29,30 +28,12 @@ impl Capabilities for RegionalStore {
         Some(self.config().local_deadline)
     }
 
-    fn as_peek(&self) -> Option<&dyn Peek> {
+    fn as_key_state(&self) -> Option<&dyn KeyState> {
         Some(self)
     }
 
-    fn as_reset(&self) -> Option<&dyn Reset> {
+    fn as_shared_control(&self) -> Option<&dyn SharedControl> {
         Some(self)
-    }
-
-    fn as_refunds(&self) -> Option<&dyn Refunds> {
-        Some(self)
-    }
-
-    fn as_blocks(&self) -> Option<&dyn Blocks> {
-        Some(self)
-    }
-
-    fn as_penalties(&self) -> Option<&dyn Penalties> {
-        Some(self)
-    }
-
-    /// This region's Redis tells its instances of every key reset through
-    /// any region (see [`Reset`]).
-    fn as_reset_announcer(&self) -> Option<&dyn AnnouncesResets> {
-        Some(&self.inner.local.store)
     }
 }
 
@@ -72,9 +53,10 @@ impl RegionalStore {
     }
 }
 
-/// Kept in each region's Redis by the Redis store, as one region's blocks
-/// are: this region's list is the one read, without a call, by every
-/// request.
+/// Blocks are kept in each region's Redis by the Redis store, as one
+/// region's blocks are: this region's list is the one read, without a
+/// call, by every request. Plan assignments and overrides are not kept
+/// across regions: a change of them is refused ([`Error::Unsupported`]).
 ///
 /// An operator's block or unblock is made here first (a failure here is
 /// answered as is, and no other region is called), then in every other
@@ -90,46 +72,9 @@ impl RegionalStore {
 ///
 /// A block a penalty earned ([`BlockOrigin::Penalty`]) is answered once
 /// this region has it, and relayed to the others in the background (see
-/// [`Penalties`]): the denial that earned it is not held for a
+/// below): the denial that earned it is not held for a
 /// cross-region round trip.
-#[async_trait]
-impl Blocks for RegionalStore {
-    async fn block(&self, key: &str, duration: Duration, origin: BlockOrigin) -> Result<(), Error> {
-        self.inner.follow_blocks();
-        match origin {
-            BlockOrigin::Operator => self.inner.block_everywhere(key, duration, origin).await,
-            BlockOrigin::Penalty => {
-                self.inner.local.store.block(key, duration, origin).await?;
-                let key = key.to_owned();
-                relay::relay(self, move |inner| async move {
-                    let blocked =
-                        inner.to_peers("block", |store| store.block(&key, duration, origin));
-                    inner.log_missed(blocked.await);
-                });
-                Ok(())
-            }
-        }
-    }
-
-    async fn unblock(&self, key: &str) -> Result<(), Error> {
-        self.inner.follow_blocks();
-        self.inner.local.store.unblock(key).await?;
-        self.inner
-            .to_peers("unblock", |store| store.unblock(key))
-            .await
-    }
-
-    fn blocked(&self, key: &str) -> Option<Duration> {
-        self.inner.follow_blocks();
-        self.inner.local.store.blocked(key)
-    }
-
-    fn block_list(&self) -> Option<Arc<BlockList>> {
-        self.inner.follow_blocks();
-        self.inner.local.store.block_list()
-    }
-}
-
+///
 /// Denials count in every region: each is counted in this region's Redis
 /// (that answer is returned at once) and then relayed to every other
 /// region's, in the background. So while the regions are reachable, a
@@ -139,27 +84,69 @@ impl Blocks for RegionalStore {
 /// take the denials still on their way. When another region's count earns
 /// the block (the `n`th denial reached it as a relay), the relay blocks
 /// the identity (the `block_key` of
-/// [`penalize_for`](Penalties::penalize_for), `key` itself for
-/// [`penalize`](Penalties::penalize)) in every region; when this region's
-/// answer earns it, the caller blocks it, as for any store.
+/// [`penalize`](SharedControl::penalize)) in every region; when this
+/// region's answer earns it, the caller blocks it, as for any store.
 ///
 /// A region unreachable misses the denials relayed meanwhile (nothing is
 /// sent again), and at most
 /// [`MAX_RELAYS_IN_FLIGHT`](crate::MAX_RELAYS_IN_FLIGHT) relays are under
 /// way: past that, a denial counts only here.
 #[async_trait]
-impl Penalties for RegionalStore {
-    async fn penalize(&self, key: &str, penalty: &Penalty) -> Result<Option<Duration>, Error> {
-        control::count_denial(self, key, penalty, key, None).await
+impl SharedControl for RegionalStore {
+    async fn change(&self, change: Change<'_>) -> Result<(), Error> {
+        self.inner.follow_blocks();
+        match change {
+            Change::Block {
+                key,
+                duration,
+                origin: BlockOrigin::Operator,
+            } => {
+                (self.inner)
+                    .block_everywhere(key, duration, BlockOrigin::Operator)
+                    .await
+            }
+            Change::Block { key, duration, .. } => {
+                self.inner.local.store.change(change).await?;
+                let key = key.to_owned();
+                relay::relay(self, move |inner| async move {
+                    let block = Change::Block {
+                        key: &key,
+                        duration,
+                        origin: BlockOrigin::Penalty,
+                    };
+                    let blocked = inner.to_peers("block", |store| store.change(block));
+                    inner.log_missed(blocked.await);
+                });
+                Ok(())
+            }
+            Change::Unblock { .. } => {
+                self.inner.local.store.change(change).await?;
+                self.inner
+                    .to_peers("unblock", |store| store.change(change))
+                    .await
+            }
+            other => Err(Error::Unsupported(other.kind())),
+        }
     }
 
-    async fn penalize_for(
+    fn tables(&self) -> &ControlTables {
+        self.inner.follow_blocks();
+        self.inner.local.store.tables()
+    }
+
+    async fn penalize(
         &self,
         key: &str,
         penalty: &Penalty,
         block_key: &str,
     ) -> Result<Option<Duration>, Error> {
         control::count_denial(self, key, penalty, block_key, None).await
+    }
+
+    /// This region's Redis tells its instances of every key reset through
+    /// any region (see [`KeyState::reset`]).
+    fn on_reset(&self, forget: Forgetter) {
+        self.inner.local.store.on_reset(forget);
     }
 }
 
@@ -178,22 +165,12 @@ impl RegionalStore {
     }
 }
 
-/// What a check here would answer now, recording nothing: this region's
-/// count against its lease. Other regions' counts do not enter it: they
-/// hold their own leases.
-#[async_trait]
-impl Peek for RegionalStore {
-    async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
-        counts::peek_when(self, key, policy, cost, None).await
-    }
-}
-
 impl RegionalStore {
     /// What this region knows of `key`'s counts under `policy` in the
     /// current window, from its own Redis, without a call to another
     /// region: its count and lease, and each other region's count as that
     /// region last told it this window (asks carry the asker's count, gives
-    /// the giver's). A peek ([`Peek`]) answers what a check here would; this
+    /// the giver's). A peek ([`KeyState::peek`]) answers what a check here would; this
     /// answers the count across regions, as far as this region knows it.
     pub async fn known_counts(&self, key: &str, policy: &Policy) -> Result<KnownCounts, Error> {
         counts::known_counts_when(self, key, policy, None).await
@@ -238,31 +215,37 @@ impl RegionalStore {
     }
 }
 
-/// Forgets the key's counts in every region (its leases stay): its next
-/// check finds the whole quota, in any region, on every instance (each
-/// region's instances are told, as instances sharing one Redis are, and
-/// forget what they remember of the key: a denial in a deny cache). Made
-/// here first (a failure
-/// here is answered as is, and no other region is called), then in every
-/// other region at once, each call within the peer deadline and through
-/// that region's breaker. Answers `Ok` once every region confirmed; when
-/// some region did not, [`Error::Backend`] of kind `region` holding
-/// [`RegionsNotConfirmed`](crate::RegionsNotConfirmed), which names it: the
-/// others hold the reset, and repeating the call completes it.
-#[async_trait]
-impl Reset for RegionalStore {
-    async fn reset(&self, key: &str, policy: &Policy) -> Result<(), Error> {
-        counts::reset_everywhere(self, key, policy).await
-    }
-}
-
+/// A peek: what a check here would answer now, recording nothing: this
+/// region's count against its lease. Other regions' counts do not enter
+/// it: they hold their own leases.
+///
+/// A reset forgets the key's counts in every region (its leases stay): its
+/// next check finds the whole quota, in any region, on every instance
+/// (each region's instances are told, as instances sharing one Redis are,
+/// and forget what they remember of the key: a denial in a deny cache).
+/// Made here first (a failure here is answered as is, and no other region
+/// is called), then in every other region at once, each call within the
+/// peer deadline and through that region's breaker. Answers `Ok` once
+/// every region confirmed; when some region did not, [`Error::Backend`] of
+/// kind `region` holding [`RegionsNotConfirmed`](crate::RegionsNotConfirmed),
+/// which names it: the others hold the reset, and repeating the call
+/// completes it.
+///
 /// Refunds give back in this region what a check here counted, exactly:
 /// the request's cost comes off this region's count in the window it was
 /// counted in (the current one, or for the sliding window counter the one
 /// before), so this region may admit it again; its lease is unchanged, so
 /// the quota still holds across regions.
 #[async_trait]
-impl Refunds for RegionalStore {
+impl KeyState for RegionalStore {
+    async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        counts::peek_when(self, key, policy, cost, None).await
+    }
+
+    async fn reset(&self, key: &str, policy: &Policy) -> Result<(), Error> {
+        counts::reset_everywhere(self, key, policy).await
+    }
+
     async fn check_refundable(
         &self,
         key: &str,

@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use limiter_core::{AnnouncesResets, BackendError, BlockOrigin, Blocks, Error, Penalties, Penalty};
+use limiter_core::{BackendError, BlockOrigin, Change, Error, Penalty, SharedControl};
 use limiter_redis::RedisStore;
 
 use super::inner::{Inner, Peer};
@@ -94,7 +94,7 @@ async fn denial(
         return store.penalize_at(key, penalty, now).await;
     }
     let _ = now;
-    store.penalize(key, penalty).await
+    store.penalize(key, penalty, key).await
 }
 
 impl Inner {
@@ -122,9 +122,13 @@ impl Inner {
         duration: Duration,
         origin: BlockOrigin,
     ) -> Result<(), Error> {
-        self.local.store.block(key, duration, origin).await?;
-        self.to_peers("block", |store| store.block(key, duration, origin))
-            .await
+        let block = Change::Block {
+            key,
+            duration,
+            origin,
+        };
+        self.local.store.change(block).await?;
+        self.to_peers("block", |store| store.change(block)).await
     }
 
     /// `change` made by `call` in every other region at once: `Ok` once

@@ -140,7 +140,7 @@ pub(crate) async fn check_refundable_when(
 }
 
 /// Resets `key` in this region, then in every other region at once (see
-/// [`Reset`](limiter_core::Reset) on the store).
+/// [`KeyState::reset`](limiter_core::KeyState::reset) on the store).
 pub(crate) async fn reset_everywhere(
     store: &RegionalStore,
     key: &str,
@@ -176,7 +176,7 @@ pub(crate) async fn reset_everywhere(
 }
 
 /// Gives back in this region what a check here counted (see
-/// [`Refunds`](limiter_core::Refunds) on the store).
+/// [`KeyState::check_refundable`](limiter_core::KeyState::check_refundable) on the store).
 pub(crate) async fn refund_here(
     store: &RegionalStore,
     key: &str,

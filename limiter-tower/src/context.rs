@@ -7,8 +7,8 @@ use std::sync::{Arc, RwLock};
 
 use http::StatusCode;
 use limiter_core::{
-    Acquired, Capabilities, ConcurrencyLimit, Decision, Denied, Error, GuardConfig, Guarded,
-    HotKeys, Identity, OnStoreError, Policy, Store, TopDenied, Verdict, Waiters, required,
+    Acquired, Capabilities, ConcurrencyLimit, ControlTables, Decision, Denied, Error, GuardConfig,
+    Guarded, HotKeys, Identity, OnStoreError, Policy, Store, TopDenied, Verdict, Waiters, required,
 };
 
 use crate::business::Common;
@@ -123,52 +123,19 @@ pub(crate) fn store_builder<S: Store + Clone>(store: S) -> StoreBuilder {
     })
 }
 
-/// How a request's block is looked up: not at all (the store blocks
-/// nothing), in the store's list once it holds blocks (an empty list costs
-/// one load), or by asking the store each time (it keeps no list).
-#[derive(Clone)]
-pub(crate) enum BlockCheck {
-    None,
-    List(Arc<limiter_core::BlockList>),
-    Ask,
-}
-
-impl BlockCheck {
-    pub(crate) fn of(store: &dyn DynStore) -> Self {
-        match store.capabilities().as_blocks() {
-            Some(blocks) => blocks.block_list().map_or(Self::Ask, Self::List),
-            None => Self::None,
-        }
-    }
-}
-
-/// How a request's limit finds its live override: not at all (the store
-/// keeps none), in the store's table once it holds any (an empty table
-/// costs one load), or by asking the store each time (it keeps no table).
-#[derive(Clone)]
-pub(crate) enum OverrideCheck {
-    None,
-    Table(Arc<limiter_core::OverrideTable>),
-    Ask,
-}
-
-impl OverrideCheck {
-    pub(crate) fn of(store: &dyn DynStore) -> Self {
-        match store.capabilities().as_overrides() {
-            Some(overrides) => overrides.override_table().map_or(Self::Ask, Self::Table),
-            None => Self::None,
-        }
-    }
+/// The store's shared control tables (blocks, plans, overrides), which
+/// every request reads without a call; `None` when the store keeps none.
+pub(crate) fn tables_of(store: &dyn DynStore) -> Option<ControlTables> {
+    let shared = store.capabilities().as_shared_control()?;
+    Some(shared.tables().clone())
 }
 
 /// The router layer's settings, shared by every limit below it.
 #[derive(Clone)]
 pub(crate) struct Context {
     pub(crate) store: Arc<dyn DynStore>,
-    /// How a request's block is looked up.
-    pub(crate) blocks: BlockCheck,
-    /// How a limit's live override is looked up.
-    pub(crate) overrides: OverrideCheck,
+    /// The store's blocks, plans and overrides, read by every request.
+    pub(crate) tables: Option<ControlTables>,
     pub(crate) build_store: StoreBuilder,
     pub(crate) guard: GuardConfig,
     /// The failure policy set on the layer, for routes that set none.

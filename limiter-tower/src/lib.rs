@@ -98,8 +98,8 @@ pub use ipnet::IpNet;
 pub use key::{KeySource, ListedIdentity, Resolver};
 pub use limit::{Limit, LimitLayer, ResponseFuture};
 pub use limiter_core::{
-    Acquired, Algorithm, Blocks, Capabilities, HotKeys, Lease, Peek, Penalties, Permits,
-    PlanAssignments, Receipt, Refunds, Reset, Verdict,
+    Acquired, Algorithm, Capabilities, Change, ControlTables, HotKeys, KeyState, Lease, Leases,
+    Permits, Receipt, SharedControl, Verdict,
 };
 pub use limiter_core::{
     BlockOrigin, DEFAULT_MAX_PENALTY_BLOCKS, ListedBlock, MAX_BLOCKS, MAX_BLOCKS_PAGE, TopDenied,
@@ -110,7 +110,7 @@ pub use limiter_core::{
     MemoryStore, OnStoreError, Penalty, Plan, Plans, Policy, Rate, Rule, RuleStatus, Store,
     SystemClock, Waiters,
 };
-pub use limiter_core::{MAX_OVERRIDE, MAX_OVERRIDES, Override, OverrideMode, Overrides};
+pub use limiter_core::{MAX_OVERRIDE, MAX_OVERRIDES, Override, OverrideMode};
 #[cfg(feature = "macros")]
 pub use limiter_macros::rate_limit;
 #[cfg(feature = "redis")]

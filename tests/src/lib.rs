@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use limiter_redis::{RedisConfig, RedisStore};
 
 mod cluster;
+pub mod control;
 pub mod http;
 mod load;
 pub mod metric_names;

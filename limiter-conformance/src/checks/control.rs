@@ -41,8 +41,8 @@ pub async fn peek<H: Harness>(harness: &H) {
                 let model = &mut models[step.key];
                 let Some(peeked) = harness.peek_at(&store, &key, &policy, step.cost, now).await
                 else {
-                    if store.as_peek().is_some() {
-                        unexercised(CHECK, "Peek", "Harness::peek_at");
+                    if store.as_key_state().is_some() {
+                        unexercised(CHECK, "KeyState::peek", "Harness::peek_at");
                     }
                     return;
                 };
@@ -76,7 +76,7 @@ pub async fn peek<H: Harness>(harness: &H) {
     }
 }
 
-/// When the store forgets keys ([`Reset`](limiter_core::Reset)): for every
+/// When the store forgets keys ([`KeyState::reset`](limiter_core::KeyState::reset)): for every
 /// algorithm, a key used up to a denial and then reset answers its next
 /// request exactly as a key never used does, and a key beside it keeps its
 /// state.
@@ -86,7 +86,7 @@ pub async fn peek<H: Harness>(harness: &H) {
 pub async fn reset<H: Harness>(harness: &H) {
     const CHECK: &str = "reset";
     let store = harness.store().await;
-    let Some(resets) = store.as_reset() else {
+    let Some(resets) = store.as_key_state() else {
         return;
     };
     let keys = Keys::new(CHECK);
@@ -181,8 +181,8 @@ pub async fn penalties<H: Harness>(harness: &H) {
             now += [0, 1, 1_000, 300_000_000, 1_000_000_000][rng.range(0, 4) as usize]
                 + rng.range(0, 999);
             let Some(answered) = harness.penalize_at(&store, &key, &penalty, now).await else {
-                if store.as_penalties().is_some() {
-                    unexercised(CHECK, "Penalties", "Harness::penalize_at");
+                if store.as_shared_control().is_some() {
+                    unexercised(CHECK, "SharedControl::penalize", "Harness::penalize_at");
                 }
                 return;
             };

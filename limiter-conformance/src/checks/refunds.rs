@@ -46,8 +46,12 @@ pub async fn refunds<H: Harness>(harness: &H) {
                     .check_refundable_at(&store, &key, &policy, step.cost, now)
                     .await
                 else {
-                    if store.as_refunds().is_some() {
-                        unexercised(CHECK, "Refunds", "Harness::check_refundable_at");
+                    if store.as_key_state().is_some() {
+                        unexercised(
+                            CHECK,
+                            "KeyState::check_refundable",
+                            "Harness::check_refundable_at",
+                        );
                     }
                     return;
                 };
@@ -83,7 +87,7 @@ pub async fn refunds<H: Harness>(harness: &H) {
                 };
                 if let Some((k, receipt)) = give_back {
                     let key = keys.key(algorithm, case, k);
-                    let refunds = store.as_refunds().expect("a store that gave a receipt");
+                    let refunds = store.as_key_state().expect("a store that gave a receipt");
                     if let Err(error) = refunds.refund(&key, &policy, &receipt).await {
                         fail(CHECK, algorithm, at(), Err::<(), _>(error), "the refund");
                     }

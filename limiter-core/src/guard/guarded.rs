@@ -110,7 +110,7 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
         };
         // A key reset by another instance loses its cached denial here.
         let inner = Arc::downgrade(&guarded.inner);
-        if let Some(announcer) = guarded.inner.store.as_reset_announcer() {
+        if let Some(announcer) = guarded.inner.store.as_shared_control() {
             announcer.on_reset(Box::new(move |forget| {
                 let Some(inner) = inner.upgrade() else {
                     return false;

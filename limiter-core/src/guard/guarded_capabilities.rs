@@ -5,10 +5,8 @@
 use async_trait::async_trait;
 
 use super::*;
-use crate::store::{Capabilities, forwarded};
-use crate::{
-    AnnouncesResets, Blocks, Leases, Peek, Penalties, Permits, PlanAssignments, Refunds, Reset,
-};
+use crate::store::{Capabilities, Change, ControlTables, KeyState, SharedControl, forwarded};
+use crate::{Leases, Permits};
 
 impl<S: Store, C: Clock + Clone> Store for Guarded<S, C> {
     /// Checks with the configured failure policy. Failing open answers an
@@ -66,6 +64,10 @@ impl<S: Store, C: Clock + Clone> Capabilities for Guarded<S, C> {
         self.inner.store.honours_hot_keys()
     }
 
+    fn as_key_state(&self) -> Option<&dyn KeyState> {
+        forwarded(self.inner.store.as_key_state(), self)
+    }
+
     fn as_permits(&self) -> Option<&dyn Permits> {
         forwarded(self.inner.store.as_permits(), self)
     }
@@ -74,37 +76,8 @@ impl<S: Store, C: Clock + Clone> Capabilities for Guarded<S, C> {
         forwarded(self.inner.store.as_leases(), self)
     }
 
-    fn as_peek(&self) -> Option<&dyn Peek> {
-        forwarded(self.inner.store.as_peek(), self)
-    }
-
-    fn as_reset(&self) -> Option<&dyn Reset> {
-        forwarded(self.inner.store.as_reset(), self)
-    }
-
-    fn as_refunds(&self) -> Option<&dyn Refunds> {
-        forwarded(self.inner.store.as_refunds(), self)
-    }
-
-    fn as_blocks(&self) -> Option<&dyn Blocks> {
-        forwarded(self.inner.store.as_blocks(), self)
-    }
-
-    fn as_penalties(&self) -> Option<&dyn Penalties> {
-        forwarded(self.inner.store.as_penalties(), self)
-    }
-
-    fn as_plan_assignments(&self) -> Option<&dyn PlanAssignments> {
-        forwarded(self.inner.store.as_plan_assignments(), self)
-    }
-
-    fn as_overrides(&self) -> Option<&dyn crate::Overrides> {
-        forwarded(self.inner.store.as_overrides(), self)
-    }
-
-    /// The store's own: a notice needs no guard.
-    fn as_reset_announcer(&self) -> Option<&dyn AnnouncesResets> {
-        self.inner.store.as_reset_announcer()
+    fn as_shared_control(&self) -> Option<&dyn SharedControl> {
+        forwarded(self.inner.store.as_shared_control(), self)
     }
 }
 
@@ -157,32 +130,27 @@ impl<S: Store, C: Clock + Clone> Leases for Guarded<S, C> {
     }
 }
 
+/// Each call within the deadline, through the key's breaker; a check
+/// counted by outcome with the failure policy.
 #[async_trait]
-impl<S: Store, C: Clock + Clone> Peek for Guarded<S, C> {
-    /// Peeks within the deadline, through the key's breaker.
+impl<S: Store, C: Clock + Clone> KeyState for Guarded<S, C> {
     async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
-        let peek = required(self.inner.store.as_peek(), "peek")?;
-        self.through_breaker(key, || peek.peek(key, policy, cost))
+        let state = self.key_state()?;
+        self.through_breaker(key, || state.peek(key, policy, cost))
             .await
     }
-}
 
-#[async_trait]
-impl<S: Store, C: Clock + Clone> Reset for Guarded<S, C> {
-    /// Resets the store within the deadline, through the key's breaker, and
-    /// forgets the key here too, before the store does and again after (a
-    /// denial cached meanwhile came from the state being reset).
+    /// Resets the store and forgets the key here too, before the store
+    /// does and again after (a denial cached meanwhile came from the state
+    /// being reset).
     async fn reset(&self, key: &str, policy: &Policy) -> Result<(), Error> {
-        let reset = required(self.inner.store.as_reset(), "reset")?;
+        let state = self.key_state()?;
         self.forget_local(key, policy);
-        let reset = self.through_breaker(key, || reset.reset(key, policy)).await;
+        let reset = self.through_breaker(key, || state.reset(key, policy)).await;
         self.forget_local(key, policy);
         unconfirmed(reset)
     }
-}
 
-#[async_trait]
-impl<S: Store, C: Clock + Clone> Refunds for Guarded<S, C> {
     /// Checks with the configured failure policy; a request the failure
     /// policy decided has no receipt (it stays counted where it was).
     async fn check_refundable(
@@ -195,17 +163,17 @@ impl<S: Store, C: Clock + Clone> Refunds for Guarded<S, C> {
         Ok((verdict.into_decision(policy)?, receipt))
     }
 
-    /// Refunds within the deadline, through the key's breaker, and forgets
-    /// the key's cached denial here (the refund may end it).
+    /// Refunds and forgets the key's cached denial here (the refund may
+    /// end it).
     async fn refund(
         &self,
         key: &str,
         policy: &Policy,
         receipt: &crate::Receipt,
     ) -> Result<(), Error> {
-        let refunds = required(self.inner.store.as_refunds(), "refunds")?;
+        let state = self.key_state()?;
         let refunded = self
-            .through_breaker(key, || refunds.refund(key, policy, receipt))
+            .through_breaker(key, || state.refund(key, policy, receipt))
             .await;
         if let Some(cache) = &self.inner.deny_cache {
             cache.remove(key);
@@ -220,129 +188,63 @@ impl<S: Store, C: Clock + Clone> Refunds for Guarded<S, C> {
         cost: u64,
         on_error: Option<OnStoreError>,
     ) -> Result<(Verdict, Option<crate::Receipt>), Error> {
-        let refunds = required(self.inner.store.as_refunds(), "refunds")?;
+        let state = self.key_state()?;
         let on_error = on_error.unwrap_or(self.inner.config.on_store_error);
-        let check = || refunds.check_refundable(key, policy, cost);
+        let check = || state.check_refundable(key, policy, cost);
         let (verdict, receipt) = self.decide_with(key, policy, cost, on_error, check).await?;
         Ok((verdict, receipt.flatten()))
     }
 }
 
+/// Changes within the deadline, through the breaker of the key's part
+/// (an override's: the first part); reads and notices are the wrapped
+/// store's own.
 #[async_trait]
-impl<S: Store, C: Clock + Clone> Blocks for Guarded<S, C> {
-    /// Blocks within the deadline, through the key's breaker.
-    async fn block(
-        &self,
-        key: &str,
-        duration: Duration,
-        origin: crate::BlockOrigin,
-    ) -> Result<(), Error> {
-        let blocks = required(self.inner.store.as_blocks(), "blocks")?;
+impl<S: Store, C: Clock + Clone> SharedControl for Guarded<S, C> {
+    async fn change(&self, change: Change<'_>) -> Result<(), Error> {
+        let shared = self.shared_control()?;
         unconfirmed(
-            self.through_breaker(key, || blocks.block(key, duration, origin))
+            self.through_breaker(change.key(), || shared.change(change))
                 .await,
         )
     }
 
-    async fn unblock(&self, key: &str) -> Result<(), Error> {
-        let blocks = required(self.inner.store.as_blocks(), "blocks")?;
-        unconfirmed(self.through_breaker(key, || blocks.unblock(key)).await)
+    fn tables(&self) -> &ControlTables {
+        self.inner
+            .store
+            .as_shared_control()
+            .expect("answered only when the wrapped store has it")
+            .tables()
     }
 
-    fn blocked(&self, key: &str) -> Option<Duration> {
-        self.inner.store.as_blocks()?.blocked(key)
-    }
-
-    fn block_list(&self) -> Option<Arc<crate::BlockList>> {
-        self.inner.store.as_blocks()?.block_list()
-    }
-}
-
-#[async_trait]
-impl<S: Store, C: Clock + Clone> Penalties for Guarded<S, C> {
     async fn penalize(
-        &self,
-        key: &str,
-        penalty: &crate::Penalty,
-    ) -> Result<Option<Duration>, Error> {
-        let penalties = required(self.inner.store.as_penalties(), "penalties")?;
-        self.through_breaker(key, || penalties.penalize(key, penalty))
-            .await
-    }
-
-    async fn penalize_for(
         &self,
         key: &str,
         penalty: &crate::Penalty,
         block_key: &str,
     ) -> Result<Option<Duration>, Error> {
-        let penalties = required(self.inner.store.as_penalties(), "penalties")?;
-        self.through_breaker(key, || penalties.penalize_for(key, penalty, block_key))
+        let shared = self.shared_control()?;
+        self.through_breaker(key, || shared.penalize(key, penalty, block_key))
             .await
     }
-}
 
-#[async_trait]
-impl<S: Store, C: Clock + Clone> PlanAssignments for Guarded<S, C> {
-    async fn assign_plan(&self, key: &str, plan: Option<&str>) -> Result<(), Error> {
-        let plans = required(self.inner.store.as_plan_assignments(), "plan assignments")?;
-        unconfirmed(
-            self.through_breaker(key, || plans.assign_plan(key, plan))
-                .await,
-        )
-    }
-
-    fn assigned_plan(&self, key: &str) -> Option<Arc<str>> {
-        self.inner.store.as_plan_assignments()?.assigned_plan(key)
-    }
-
-    fn assigned_plans(&self) -> usize {
-        self.inner
-            .store
-            .as_plan_assignments()
-            .map_or(0, |plans| plans.assigned_plans())
-    }
-}
-
-/// Changes go through the breaker of the store's first part (an
-/// override names no key); reads are the wrapped store's own.
-#[async_trait]
-impl<S: Store, C: Clock + Clone> crate::Overrides for Guarded<S, C> {
-    async fn set_override(
-        &self,
-        limit: &str,
-        value: &crate::Override,
-        duration: Duration,
-    ) -> Result<(), Error> {
-        let overrides = required(self.inner.store.as_overrides(), "overrides")?;
-        unconfirmed(
-            self.through_breaker("", || overrides.set_override(limit, value, duration))
-                .await,
-        )
-    }
-
-    async fn clear_override(&self, limit: &str) -> Result<(), Error> {
-        let overrides = required(self.inner.store.as_overrides(), "overrides")?;
-        unconfirmed(
-            self.through_breaker("", || overrides.clear_override(limit))
-                .await,
-        )
-    }
-
-    fn override_of(&self, limit: &str) -> Option<(Arc<crate::Override>, Duration)> {
-        self.inner.store.as_overrides()?.override_of(limit)
-    }
-
-    fn overrides(&self) -> Vec<crate::ActiveOverride> {
-        (self.inner.store.as_overrides()).map_or_else(Vec::new, |o| o.overrides())
-    }
-
-    fn override_table(&self) -> Option<Arc<crate::OverrideTable>> {
-        self.inner.store.as_overrides()?.override_table()
+    /// The store's own: a notice needs no guard.
+    fn on_reset(&self, forget: crate::Forgetter) {
+        if let Some(shared) = self.inner.store.as_shared_control() {
+            shared.on_reset(forget);
+        }
     }
 }
 
 impl<S: Store, C: Clock + Clone> Guarded<S, C> {
+    fn key_state(&self) -> Result<&dyn KeyState, Error> {
+        required(self.inner.store.as_key_state(), "key state")
+    }
+
+    fn shared_control(&self) -> Result<&dyn SharedControl, Error> {
+        required(self.inner.store.as_shared_control(), "shared control")
+    }
+
     /// `call` within the deadline, through the key's breaker: an open
     /// breaker answers [`Error::Unavailable`] at once. For calls without a
     /// failure policy (a lease, whose caller then checks through

@@ -270,14 +270,20 @@ async fn a_store_bounding_its_calls_within_the_deadline_keeps_the_one_timer() {
 
 /// A store whose admin changes hang past the guard's deadline: sent, and
 /// maybe made later.
-struct Hung;
+struct Hung(crate::ControlTables);
+
+impl Default for Hung {
+    fn default() -> Self {
+        Self(crate::ControlTables::new(1, || 0))
+    }
+}
 
 impl crate::Capabilities for Hung {
-    fn as_blocks(&self) -> Option<&dyn crate::Blocks> {
+    fn as_key_state(&self) -> Option<&dyn crate::KeyState> {
         Some(self)
     }
 
-    fn as_reset(&self) -> Option<&dyn crate::Reset> {
+    fn as_shared_control(&self) -> Option<&dyn crate::SharedControl> {
         Some(self)
     }
 }
@@ -289,26 +295,65 @@ impl Store for Hung {
 }
 
 #[crate::async_trait]
-impl crate::Blocks for Hung {
-    async fn block(&self, _: &str, _: Duration, _: crate::BlockOrigin) -> Result<(), Error> {
+impl crate::SharedControl for Hung {
+    async fn change(&self, _: crate::Change<'_>) -> Result<(), Error> {
         tokio::time::sleep(Duration::from_secs(5)).await;
         Ok(())
     }
 
-    async fn unblock(&self, _: &str) -> Result<(), Error> {
+    fn tables(&self) -> &crate::ControlTables {
+        &self.0
+    }
+
+    async fn penalize(
+        &self,
+        _: &str,
+        _: &crate::Penalty,
+        _: &str,
+    ) -> Result<Option<Duration>, Error> {
+        Err(Error::Unsupported("penalties"))
+    }
+}
+
+#[crate::async_trait]
+impl crate::KeyState for Hung {
+    async fn peek(&self, _: &str, _: &Policy, _: u64) -> Result<Decision, Error> {
+        Err(Error::Unsupported("peek"))
+    }
+
+    async fn reset(&self, _: &str, _: &Policy) -> Result<(), Error> {
         tokio::time::sleep(Duration::from_secs(5)).await;
         Ok(())
     }
 
-    fn blocked(&self, _: &str) -> Option<Duration> {
-        None
+    async fn check_refundable(
+        &self,
+        _: &str,
+        _: &Policy,
+        _: u64,
+    ) -> Result<(Decision, Option<crate::Receipt>), Error> {
+        Err(Error::Unsupported("refunds"))
+    }
+
+    async fn refund(&self, _: &str, _: &Policy, _: &crate::Receipt) -> Result<(), Error> {
+        Err(Error::Unsupported("refunds"))
     }
 }
 
 /// A store whose operator blocks are full: every block is refused.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct FullBlocks {
     calls: AtomicUsize,
+    tables: crate::ControlTables,
+}
+
+impl Default for FullBlocks {
+    fn default() -> Self {
+        Self {
+            calls: AtomicUsize::new(0),
+            tables: crate::ControlTables::new(1, || 0),
+        }
+    }
 }
 
 impl crate::Capabilities for FullBlocks {
@@ -316,7 +361,7 @@ impl crate::Capabilities for FullBlocks {
         false
     }
 
-    fn as_blocks(&self) -> Option<&dyn crate::Blocks> {
+    fn as_shared_control(&self) -> Option<&dyn crate::SharedControl> {
         Some(self)
     }
 }
@@ -328,26 +373,23 @@ impl Store for FullBlocks {
 }
 
 #[crate::async_trait]
-impl crate::Blocks for FullBlocks {
-    async fn block(&self, _: &str, _: Duration, _: crate::BlockOrigin) -> Result<(), Error> {
+impl crate::SharedControl for FullBlocks {
+    async fn change(&self, _: crate::Change<'_>) -> Result<(), Error> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         Err(Error::Full("full".into()))
     }
 
-    async fn unblock(&self, _: &str) -> Result<(), Error> {
-        Ok(())
+    fn tables(&self) -> &crate::ControlTables {
+        &self.tables
     }
 
-    fn blocked(&self, _: &str) -> Option<Duration> {
-        None
-    }
-}
-
-#[crate::async_trait]
-impl crate::Reset for Hung {
-    async fn reset(&self, _: &str, _: &Policy) -> Result<(), Error> {
-        tokio::time::sleep(Duration::from_secs(5)).await;
-        Ok(())
+    async fn penalize(
+        &self,
+        _: &str,
+        _: &crate::Penalty,
+        _: &str,
+    ) -> Result<Option<Duration>, Error> {
+        Err(Error::Unsupported("penalties"))
     }
 }
 
@@ -355,14 +397,17 @@ impl crate::Reset for Hung {
 /// `Error::Unconfirmed` (its outcome is unknown), the timeout inside.
 #[tokio::test]
 async fn an_admin_change_cut_short_by_the_deadline_is_unconfirmed() {
-    use crate::{Blocks, Reset};
-    let guarded = Guarded::new(Hung, GuardConfig::default());
+    use crate::{Change, KeyState, SharedControl};
+    let guarded = Guarded::new(Hung::default(), GuardConfig::default());
     let deadline = guarded.config().deadline;
+    let block = Change::Block {
+        key: "k",
+        duration: Duration::from_secs(60),
+        origin: crate::BlockOrigin::Operator,
+    };
     let answers = [
-        guarded
-            .block("k", Duration::from_secs(60), crate::BlockOrigin::Operator)
-            .await,
-        guarded.unblock("k").await,
+        guarded.change(block).await,
+        guarded.change(Change::Unblock { key: "k" }).await,
         guarded.reset("k", &policy()).await,
     ];
     for answer in answers {
@@ -375,13 +420,16 @@ async fn an_admin_change_cut_short_by_the_deadline_is_unconfirmed() {
 
 #[tokio::test]
 async fn a_block_refused_for_a_full_list_is_not_a_store_failure() {
-    use crate::Blocks;
+    use crate::{Change, SharedControl};
     let clock = ManualClock::new(Duration::from_secs(1_000));
     let guarded = Guarded::with_clock(FullBlocks::default(), GuardConfig::default(), clock);
     for _ in 0..10 {
-        let refused = guarded
-            .block("k", Duration::from_secs(60), crate::BlockOrigin::Operator)
-            .await;
+        let block = Change::Block {
+            key: "k",
+            duration: Duration::from_secs(60),
+            origin: crate::BlockOrigin::Operator,
+        };
+        let refused = guarded.change(block).await;
         assert!(matches!(refused, Err(Error::Full(_))), "{refused:?}");
     }
     // Every refusal reached the store: the breaker stayed closed.

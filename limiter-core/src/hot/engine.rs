@@ -105,7 +105,7 @@ impl<S: Store> HotKeys<S> {
             Arc::downgrade(&state.leases),
             Arc::downgrade(&state.samples),
         );
-        if let Some(announcer) = store.as_reset_announcer() {
+        if let Some(announcer) = store.as_shared_control() {
             announcer.on_reset(Box::new(move |forget| {
                 let (Some(leases), Some(samples)) = (leases.upgrade(), samples.upgrade()) else {
                     return false;

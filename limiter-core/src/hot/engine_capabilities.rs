@@ -4,10 +4,8 @@
 use async_trait::async_trait;
 
 use super::*;
-use crate::store::{Capabilities, forwarded, required};
-use crate::{
-    AnnouncesResets, Blocks, Leases, Peek, Penalties, Permits, PlanAssignments, Refunds, Reset,
-};
+use crate::store::{Capabilities, KeyState, SharedControl, forwarded, required};
+use crate::{Leases, Permits};
 
 impl<S: Store> Store for HotKeys<S> {
     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
@@ -66,12 +64,8 @@ impl<S: Store> Capabilities for HotKeys<S> {
         true
     }
 
-    fn as_peek(&self) -> Option<&dyn Peek> {
-        forwarded(self.store.as_peek(), self)
-    }
-
-    fn as_reset(&self) -> Option<&dyn Reset> {
-        forwarded(self.store.as_reset(), self)
+    fn as_key_state(&self) -> Option<&dyn KeyState> {
+        forwarded(self.store.as_key_state(), self)
     }
 
     fn as_permits(&self) -> Option<&dyn Permits> {
@@ -82,55 +76,65 @@ impl<S: Store> Capabilities for HotKeys<S> {
         self.store.as_leases()
     }
 
-    fn as_refunds(&self) -> Option<&dyn Refunds> {
-        self.store.as_refunds()
-    }
-
-    fn as_blocks(&self) -> Option<&dyn Blocks> {
-        self.store.as_blocks()
-    }
-
-    fn as_penalties(&self) -> Option<&dyn Penalties> {
-        self.store.as_penalties()
-    }
-
-    fn as_plan_assignments(&self) -> Option<&dyn PlanAssignments> {
-        self.store.as_plan_assignments()
-    }
-
-    fn as_overrides(&self) -> Option<&dyn crate::Overrides> {
-        self.store.as_overrides()
-    }
-
-    fn as_reset_announcer(&self) -> Option<&dyn AnnouncesResets> {
-        self.store.as_reset_announcer()
+    fn as_shared_control(&self) -> Option<&dyn SharedControl> {
+        self.store.as_shared_control()
     }
 }
 
+/// The peek and the reset through the hot-key modes; requests counted by
+/// outcome go to the store directly.
 #[async_trait]
-impl<S: Store> Peek for HotKeys<S> {
+impl<S: Store> KeyState for HotKeys<S> {
     async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
-        let peek = required(self.store.as_peek(), "peek")?;
-        self.peek_by(peek, key, policy, cost).await
+        let state = required(self.store.as_key_state(), "key state")?;
+        self.peek_by(state, key, policy, cost).await
     }
-}
 
-#[async_trait]
-impl<S: Store> Reset for HotKeys<S> {
     async fn reset(&self, key: &str, policy: &Policy) -> Result<(), Error> {
-        let reset = required(self.store.as_reset(), "reset")?;
-        self.reset_by(reset, key, policy).await
+        let state = required(self.store.as_key_state(), "key state")?;
+        self.reset_by(state, key, policy).await
+    }
+
+    async fn check_refundable(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+    ) -> Result<(Decision, Option<crate::Receipt>), Error> {
+        let state = required(self.store.as_key_state(), "key state")?;
+        state.check_refundable(key, policy, cost).await
+    }
+
+    async fn refund(
+        &self,
+        key: &str,
+        policy: &Policy,
+        receipt: &crate::Receipt,
+    ) -> Result<(), Error> {
+        let state = required(self.store.as_key_state(), "key state")?;
+        state.refund(key, policy, receipt).await
+    }
+
+    async fn check_refundable_or(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+        on_error: Option<OnStoreError>,
+    ) -> Result<(Verdict, Option<crate::Receipt>), Error> {
+        let state = required(self.store.as_key_state(), "key state")?;
+        state.check_refundable_or(key, policy, cost, on_error).await
     }
 }
 
 impl<S: Store> HotKeys<S> {
-    /// What a check would answer now, recording nothing (see [`Peek`]): a
+    /// What a check would answer now, recording nothing (see [`KeyState::peek`]): a
     /// sharded policy reads the shard the next request goes to (a share of
     /// the limit); a leased one reads the store, where permits leased by
     /// any instance count as used until they come back.
     async fn peek_by(
         &self,
-        peek: &dyn Peek,
+        peek: &dyn KeyState,
         key: &str,
         policy: &Policy,
         cost: u64,
@@ -146,8 +150,13 @@ impl<S: Store> HotKeys<S> {
     }
 
     /// Forgets `key`'s state in the store and in this instance (see
-    /// [`Reset`]): its lease and its last sample, or every shard.
-    async fn reset_by(&self, reset: &dyn Reset, key: &str, policy: &Policy) -> Result<(), Error> {
+    /// [`KeyState::reset`]): its lease and its last sample, or every shard.
+    async fn reset_by(
+        &self,
+        reset: &dyn KeyState,
+        key: &str,
+        policy: &Policy,
+    ) -> Result<(), Error> {
         let state = &self.state;
         state.leases.forget(key);
         state.samples.forget(key);

@@ -1,5 +1,5 @@
 //! Which plan each key has, shared by the instances of a store
-//! ([`PlanAssignments`](super::PlanAssignments)), and the local copy a
+//! ([`SharedControl`](super::SharedControl)), and the local copy a
 //! store answers from without a call ([`AssignedPlans`]).
 
 use std::collections::HashMap;
@@ -10,7 +10,7 @@ use std::sync::{Arc, RwLock};
 pub const MAX_ASSIGNED_PLANS: usize = 100_000;
 
 /// Keys and the name of the plan each has: what a store answers
-/// [`PlanAssignments::assigned_plan`](crate::PlanAssignments::assigned_plan)
+/// [`ControlTables::assigned_plan`](crate::ControlTables::assigned_plan)
 /// from. A key not held has the default plan.
 #[derive(Debug, Default)]
 pub struct AssignedPlans {

@@ -1,4 +1,4 @@
-//! Identities blocked for a while: [`Blocks`](super::Blocks) as the memory
+//! Identities blocked for a while: [`SharedControl`](super::SharedControl) as the memory
 //! store keeps it, and the local copy a shared store keeps of its blocks so
 //! that each request is answered without a call ([`BlockList`]).
 //!
@@ -51,7 +51,7 @@ pub struct ListedBlock {
 }
 
 /// Blocked keys and when each block ends (µs, on the caller's clock):
-/// what a store answers [`Blocks::blocked`](crate::Blocks::blocked) from.
+/// what a store answers [`ControlTables::blocked`](crate::ControlTables::blocked) from.
 /// A request asks it before its rate check, so an empty list costs one
 /// atomic load, and the clock is read only when the list holds blocks.
 ///

@@ -7,11 +7,13 @@
 //!   are bounded and fail, and each capability the store has, answered by
 //!   the store as a trait object, for code that holds it without naming its
 //!   type;
-//! - the capability traits (`Permits`, `Leases`, `Peek`, `Reset`,
-//!   `Refunds`, `Blocks`, `Penalties`, `PlanAssignments`, `Overrides`,
-//!   `AnnouncesResets`, in `traits.rs`): what only some stores do, each a
-//!   trait of its own, so that code naming a store's type
-//!   cannot ask it for what it lacks: it does not compile.
+//! - the capability traits (`KeyState`, `Permits`, `Leases`,
+//!   `SharedControl`, in `traits.rs`): what only some stores do, each a
+//!   trait of its own, so that code naming a store's type cannot ask it
+//!   for what it lacks: it does not compile;
+//! - the shared control state's rows (`control.rs`): the [`Change`]s an
+//!   operator or a penalty makes, and the [`ControlTables`] each instance
+//!   reads without a call.
 
 use std::future::Future;
 
@@ -19,6 +21,7 @@ use crate::{Decision, Error, OnStoreError, Policy, Verdict};
 
 pub(crate) mod assigned;
 pub(crate) mod blocks;
+pub(crate) mod control;
 pub(crate) mod memory;
 pub(crate) mod traits;
 
@@ -26,7 +29,10 @@ pub use assigned::{AssignedPlans, MAX_ASSIGNED_PLANS};
 pub use blocks::{
     BlockList, BlockOrigin, DEFAULT_MAX_PENALTY_BLOCKS, ListedBlock, MAX_BLOCKS, MAX_BLOCKS_PAGE,
 };
-pub use traits::{Capabilities, Forget, Forgetter, forwarded, required};
+pub use control::{Change, ControlTables};
+pub use traits::{
+    Capabilities, Forget, Forgetter, KeyState, Leases, Permits, SharedControl, forwarded, required,
+};
 
 /// A place that keeps rate-limit state and decides atomically.
 ///
@@ -40,11 +46,14 @@ pub use traits::{Capabilities, Forget, Forgetter, forwarded, required};
 /// `limiter-conformance`) shows it for any store.
 ///
 /// What a store does besides rate checks is a trait of its own
-/// ([`Peek`](crate::Peek), [`Permits`](crate::Permits), …), which the store answers as itself in its
+/// ([`KeyState`](crate::KeyState), [`Permits`](crate::Permits), …), which the store answers as itself in its
 /// [`Capabilities`], with where its state lives and how it fails:
 ///
 /// ```
-/// use limiter_core::{Capabilities, Decision, Error, Peek, Policy, Store, async_trait};
+/// use limiter_core::{
+///     Acquired, Capabilities, ConcurrencyLimit, Decision, Error, Permits, Policy, Store,
+///     async_trait,
+/// };
 ///
 /// /// A store of one's own across a network, whose nodes fail one by one.
 /// struct Shared;
@@ -62,22 +71,22 @@ pub use traits::{Capabilities, Forget, Forgetter, forwarded, required};
 ///         key.len() as u64 % 3 // the node that serves `key`
 ///     }
 ///
-///     fn as_peek(&self) -> Option<&dyn Peek> {
-///         Some(self) // compiles only because `Shared` implements `Peek`
+///     fn as_permits(&self) -> Option<&dyn Permits> {
+///         Some(self) // compiles only because `Shared` implements `Permits`
 ///     }
 /// }
 ///
 /// #[async_trait]
-/// impl Peek for Shared {
-///     async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
-///         # let _ = (key, policy, cost);
-///         // read the state, record nothing
+/// impl Permits for Shared {
+///     async fn acquire_permit(&self, key: &str, limit: &ConcurrencyLimit) -> Result<Acquired, Error> {
+///         # let _ = (key, limit);
+///         // take a permit of the key in one atomic step
 ///         # unimplemented!()
 ///     }
 /// }
 ///
 /// let store: &dyn Capabilities = &Shared;
-/// assert!(store.is_remote() && store.as_peek().is_some() && store.as_permits().is_none());
+/// assert!(store.is_remote() && store.as_permits().is_some() && store.as_key_state().is_none());
 /// ```
 pub trait Store: Capabilities {
     /// Checks a request of `cost` against `policy` on `key`, and records it if

@@ -13,6 +13,8 @@ use crate::concurrency::{Acquired, ConcurrencyLimit};
 use crate::hot::{LeaseGrant, LeaseRequest};
 use crate::{Decision, Error, OnStoreError, Policy, Verdict};
 
+use super::control::{Change, ControlTables};
+
 /// What a store is and does besides rate checks, asked of the store
 /// itself, whatever its type: where its state lives, how its calls are
 /// bounded and fail, and each capability trait it implements, answered as
@@ -66,6 +68,11 @@ pub trait Capabilities: Send + Sync + 'static {
         false
     }
 
+    /// Reading, forgetting and giving back a key's state ([`KeyState`]).
+    fn as_key_state(&self) -> Option<&dyn KeyState> {
+        None
+    }
+
     /// Concurrency permits ([`Permits`]).
     fn as_permits(&self) -> Option<&dyn Permits> {
         None
@@ -76,43 +83,9 @@ pub trait Capabilities: Send + Sync + 'static {
         None
     }
 
-    /// Reading a key without changing it ([`Peek`]).
-    fn as_peek(&self) -> Option<&dyn Peek> {
-        None
-    }
-
-    /// Forgetting a key ([`Reset`]).
-    fn as_reset(&self) -> Option<&dyn Reset> {
-        None
-    }
-
-    /// Counting by outcome ([`Refunds`]).
-    fn as_refunds(&self) -> Option<&dyn Refunds> {
-        None
-    }
-
-    /// Blocking keys ([`Blocks`]).
-    fn as_blocks(&self) -> Option<&dyn Blocks> {
-        None
-    }
-
-    /// Penalties ([`Penalties`]).
-    fn as_penalties(&self) -> Option<&dyn Penalties> {
-        None
-    }
-
-    /// Plan assignments ([`PlanAssignments`]).
-    fn as_plan_assignments(&self) -> Option<&dyn PlanAssignments> {
-        None
-    }
-
-    /// Live overrides of limits ([`Overrides`]).
-    fn as_overrides(&self) -> Option<&dyn Overrides> {
-        None
-    }
-
-    /// Telling every instance of resets ([`AnnouncesResets`]).
-    fn as_reset_announcer(&self) -> Option<&dyn AnnouncesResets> {
+    /// What operators and penalties change and every instance reads
+    /// ([`SharedControl`]).
+    fn as_shared_control(&self) -> Option<&dyn SharedControl> {
         None
     }
 }
@@ -184,28 +157,19 @@ pub trait Leases: Send + Sync + 'static {
     ) -> Result<u64, Error>;
 }
 
-/// Reading a key's state without changing it.
-#[async_trait]
-pub trait Peek: Send + Sync + 'static {
-    /// What a check of `cost` against `policy` on `key` would answer now
-    /// (allowed, remaining per rule, retry after, reset after), recording
-    /// nothing: the next check answers as if this call had not been made.
-    /// Fails with [`Error::Config`] for a cost the check would refuse.
-    async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error>;
-}
-
-/// Counting requests by their outcome: a check that says what it recorded,
-/// and the refund of it once the request's outcome says it does not count
-/// (see [`refund`](crate::refund) for what a refund means for each
-/// algorithm; the buckets and GCRA refuse it).
+/// A key's state: read without changing it, forgotten, and given back
+/// once a request's outcome says it does not count.
 ///
-/// Concurrent requests count while they are in flight, so no more than the
-/// rules allow pass however many race; a request never refunded (its
-/// outcome never came) stays counted.
+/// Counting requests by their outcome: [`check_refundable`](Self::check_refundable)
+/// says what it recorded, and [`refund`](Self::refund) gives it back (see
+/// [`refund`](crate::refund) for what a refund means for each algorithm;
+/// the buckets and GCRA refuse it). Concurrent requests count while they
+/// are in flight, so no more than the rules allow pass however many race;
+/// a request never refunded (its outcome never came) stays counted.
 ///
 /// ```
 /// use std::time::Duration;
-/// use limiter_core::{MemoryStore, Policy, Refunds, Rule};
+/// use limiter_core::{KeyState, MemoryStore, Policy, Rule};
 ///
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// let store = MemoryStore::new();
@@ -220,7 +184,17 @@ pub trait Peek: Send + Sync + 'static {
 /// # }).unwrap();
 /// ```
 #[async_trait]
-pub trait Refunds: Send + Sync + 'static {
+pub trait KeyState: Send + Sync + 'static {
+    /// What a check of `cost` against `policy` on `key` would answer now
+    /// (allowed, remaining per rule, retry after, reset after), recording
+    /// nothing: the next check answers as if this call had not been made.
+    /// Fails with [`Error::Config`] for a cost the check would refuse.
+    async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error>;
+
+    /// Forgets what `key` holds under `policy`: its next check finds the
+    /// whole quota. Resetting a key without state does nothing.
+    async fn reset(&self, key: &str, policy: &Policy) -> Result<(), Error>;
+
     /// Checks like [`Store::check`](super::Store::check), and answers what it recorded when the
     /// request is allowed (`None` when denied). Fails with
     /// [`Error::Config`] for a policy whose algorithm cannot refund
@@ -260,16 +234,8 @@ pub trait Refunds: Send + Sync + 'static {
     }
 }
 
-/// Forgetting a key's state.
-#[async_trait]
-pub trait Reset: Send + Sync + 'static {
-    /// Forgets what `key` holds under `policy`: its next check finds the
-    /// whole quota. Resetting a key without state does nothing.
-    async fn reset(&self, key: &str, policy: &Policy) -> Result<(), Error>;
-}
-
 /// What an instance forgets because a key was reset through a store it
-/// shares with other instances ([`AnnouncesResets`]).
+/// shares with other instances ([`SharedControl::on_reset`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Forget {
@@ -284,127 +250,45 @@ pub enum Forget {
 /// and is then dropped.
 pub type Forgetter = Box<dyn Fn(&Forget) -> bool + Send + Sync>;
 
-/// A store shared by several instances that tells each instance of every
-/// key reset through it, so that what the instance remembers of the key
-/// (its deny cache, leases and samples) goes too: the
-/// [`Guarded`](crate::Guarded) store and [`HotKeys`](crate::HotKeys)
-/// register here when they are made.
-pub trait AnnouncesResets: Send + Sync + 'static {
-    /// Calls `forget` with each key reset through the store, by any
-    /// instance, and with [`Forget::Everything`] when notices may have
-    /// been missed.
-    fn on_reset(&self, forget: Forgetter);
-}
-
-/// Blocking a key (an identity's, under a prefix) for a while, shared by
-/// every instance using the store.
+/// What operators and penalties change and every instance using the
+/// store reads: blocks, plan assignments and live overrides (each a row
+/// of the [`ControlTables`], written by one [`Change`]), the penalty
+/// counts that earn blocks, and the notices of keys reset. A change is
+/// answered once every instance applies it; a read is local, without a
+/// call, so every request makes it.
+///
+/// A store that keeps only some kinds of row refuses a change of another
+/// with [`Error::Unsupported`].
 #[async_trait]
-pub trait Blocks: Send + Sync + 'static {
-    /// Blocks `key` for `duration`, replacing its block of the same
-    /// `origin` (a block of the other origin stays: the key is blocked
-    /// until the later one ends); every instance answers it blocked once
-    /// this returns. Operator blocks and penalty-earned ones are bounded
-    /// apart (see [`BlockList`](crate::BlockList)): past its bound a new
-    /// operator block is refused, and a new penalty block takes the place
-    /// of the penalty block that ends soonest.
-    async fn block(
-        &self,
-        key: &str,
-        duration: Duration,
-        origin: crate::BlockOrigin,
-    ) -> Result<(), Error>;
+pub trait SharedControl: Send + Sync + 'static {
+    /// Makes `change`; every instance answers by it once this returns.
+    async fn change(&self, change: Change<'_>) -> Result<(), Error>;
 
-    /// Lifts `key`'s blocks, of both origins; every instance answers it unblocked once this
-    /// returns.
-    async fn unblock(&self, key: &str) -> Result<(), Error>;
+    /// The tables as this instance knows them now, read without a call.
+    fn tables(&self) -> &ControlTables;
 
-    /// How long `key` stays blocked, as this instance knows it now, without
-    /// a call (each request asks); `None` when it is not blocked.
-    fn blocked(&self, key: &str) -> Option<Duration>;
-
-    /// The list [`blocked`](Self::blocked) reads, when the store keeps one:
-    /// a caller that finds it [empty](crate::BlockList::is_empty) skips the
-    /// lookup (the HTTP layer, on every request).
-    fn block_list(&self) -> Option<std::sync::Arc<crate::BlockList>> {
-        None
-    }
-}
-
-/// Penalties: denials counted per identity and limit, earning blocks.
-#[async_trait]
-pub trait Penalties: Send + Sync + 'static {
     /// Records a denial under `key` (an identity's under one limit) by
-    /// `penalty`, in one atomic step; answers the block it earns, if any
-    /// (the caller blocks the identity through [`Blocks`]).
+    /// `penalty`, in one atomic step; answers the block it earns, if any,
+    /// which the caller makes (a [`Change::Block`] of `block_key`, of
+    /// origin [`Penalty`](crate::BlockOrigin::Penalty)). A store that also
+    /// counts the denial elsewhere after answering (the regional store, in
+    /// every other region) blocks `block_key` itself when a count there
+    /// earns the block.
     async fn penalize(
         &self,
         key: &str,
         penalty: &crate::Penalty,
+        block_key: &str,
     ) -> Result<Option<Duration>, Error>;
 
-    /// Records a denial like [`penalize`](Self::penalize), of the identity
-    /// whose block key is `block_key` (what the caller blocks when the
-    /// answer is a block): what the HTTP layer calls. A store that also
-    /// counts the denial elsewhere, after answering (the regional store, in
-    /// every other region), blocks `block_key` itself when a count there
-    /// earns the block; the default ignores it.
-    async fn penalize_for(
-        &self,
-        key: &str,
-        penalty: &crate::Penalty,
-        block_key: &str,
-    ) -> Result<Option<Duration>, Error> {
-        let _ = block_key;
-        self.penalize(key, penalty).await
-    }
-}
-
-/// Which plan each key has, kept by the store so that every instance using
-/// it answers the same (the per-process [`Plans`](crate::Plans) resolver of
-/// an application being the embedded default).
-#[async_trait]
-pub trait PlanAssignments: Send + Sync + 'static {
-    /// Gives `key` the plan named `plan` (`None`: the default); every
-    /// instance answers it once this returns.
-    async fn assign_plan(&self, key: &str, plan: Option<&str>) -> Result<(), Error>;
-
-    /// The plan `key` has, as this instance knows it now, without a call;
-    /// `None` for the default.
-    fn assigned_plan(&self, key: &str) -> Option<std::sync::Arc<str>>;
-
-    /// How many keys have a plan other than the default.
-    fn assigned_plans(&self) -> usize;
-}
-
-/// Live overrides of limits, kept by the store so that every instance
-/// using it answers the same (see [`Override`](crate::Override)).
-#[async_trait]
-pub trait Overrides: Send + Sync + 'static {
-    /// Puts `value` on the limit named `limit` for `duration` (1 s to
-    /// [`MAX_OVERRIDE`](crate::MAX_OVERRIDE)), replacing its override;
-    /// every instance answers by it once this returns, until it ends.
-    async fn set_override(
-        &self,
-        limit: &str,
-        value: &crate::Override,
-        duration: Duration,
-    ) -> Result<(), Error>;
-
-    /// Ends `limit`'s override: every instance answers by the compiled
-    /// limit once this returns.
-    async fn clear_override(&self, limit: &str) -> Result<(), Error>;
-
-    /// `limit`'s override and how long it still holds, as this instance
-    /// knows it now, without a call.
-    fn override_of(&self, limit: &str) -> Option<(std::sync::Arc<crate::Override>, Duration)>;
-
-    /// Every override in force, as this instance knows it now.
-    fn overrides(&self) -> Vec<crate::ActiveOverride>;
-
-    /// The table [`override_of`](Self::override_of) reads, when the store
-    /// keeps one: a caller that finds it [empty](crate::OverrideTable::is_empty)
-    /// skips the lookup (the HTTP layer, on every request).
-    fn override_table(&self) -> Option<std::sync::Arc<crate::OverrideTable>> {
-        None
+    /// Calls `forget` with each key reset through the store, by any
+    /// instance, and with [`Forget::Everything`] when notices may have
+    /// been missed, so that what an instance remembers of a key (its deny
+    /// cache, leases and samples) goes too: the [`Guarded`](crate::Guarded)
+    /// store and [`HotKeys`](crate::HotKeys) register here when they are
+    /// made. A store that no other instance shares (the default) has
+    /// nothing to tell.
+    fn on_reset(&self, forget: Forgetter) {
+        drop(forget);
     }
 }

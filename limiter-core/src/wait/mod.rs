@@ -52,7 +52,7 @@ impl Waitable for Verdict {
     }
 }
 
-/// A check counted by outcome ([`Refunds`](crate::Refunds)): a denial
+/// A check counted by outcome ([`KeyState::check_refundable`](crate::KeyState::check_refundable)): a denial
 /// records nothing, so it has no receipt.
 impl Waitable for (Verdict, Option<crate::Receipt>) {
     fn denial(&self) -> Option<&Decision> {

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use limiter_core::{Decision, Error, Policy, Refunds, Reset, Rule};
+use limiter_core::{Decision, Error, KeyState, Policy, Rule};
 use limiter_regional::{Region, RegionalConfig, RegionalStore, RegionsNotConfirmed};
 use limiter_tests::RedisServer;
 

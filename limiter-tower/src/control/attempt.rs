@@ -82,7 +82,7 @@ impl Control {
                 give_back: None,
             });
         }
-        let refunds = required(self.context.store.capabilities().as_refunds(), COUNTING)?;
+        let refunds = required(self.context.store.capabilities().as_key_state(), COUNTING)?;
         let (verdict, receipt) = refunds
             .check_refundable_or(&full, &policy, policy.cost(), None)
             .await?;
@@ -245,7 +245,7 @@ impl Attempt {
                 key,
                 receipt,
             }) => {
-                required(store.capabilities().as_refunds(), COUNTING)?
+                required(store.capabilities().as_key_state(), COUNTING)?
                     .refund(key, &self.policy, receipt)
                     .await
             }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use limiter_core::{BlockOrigin, Blocks, Error, Identity, ListedBlock, required};
+use limiter_core::{BlockOrigin, Change, Error, Identity, ListedBlock, SharedControl, required};
 
 use super::Control;
 
@@ -22,9 +22,14 @@ impl Control {
     /// | a header's value (an API key) | every limit keyed by that header's value |
     /// | a custom function's value | every limit keyed by a custom function that answers it |
     pub async fn block(&self, identity: &Identity, duration: Duration) -> Result<(), Error> {
-        for (part, blocks) in self.every_block_store("blocks")? {
+        for (part, shared) in self.every_block_store("blocks")? {
             let key = part.identity_key(identity);
-            blocks.block(&key, duration, BlockOrigin::Operator).await?;
+            let block = Change::Block {
+                key: &key,
+                duration,
+                origin: BlockOrigin::Operator,
+            };
+            shared.change(block).await?;
         }
         Ok(())
     }
@@ -32,8 +37,9 @@ impl Control {
     /// Lifts `identity`'s block on every instance sharing the store (each
     /// store, as [`block`](Self::block) sets it).
     pub async fn unblock(&self, identity: &Identity) -> Result<(), Error> {
-        for (part, blocks) in self.every_block_store("blocks")? {
-            blocks.unblock(&part.identity_key(identity)).await?;
+        for (part, shared) in self.every_block_store("blocks")? {
+            let key = part.identity_key(identity);
+            shared.change(Change::Unblock { key: &key }).await?;
         }
         Ok(())
     }
@@ -53,23 +59,13 @@ impl Control {
     /// listed once, with its longest block). Each block's key names its
     /// identity's kind (see [`Identity`]); its origin says whether an
     /// operator or a penalty set it. Fails with [`Error::Unsupported`] for
-    /// a store that keeps no list of its blocks.
+    /// a store that keeps no blocks.
     pub fn blocks(&self, after: Option<&str>, max: usize) -> Result<Vec<ListedBlock>, Error> {
         let mut listed = Vec::new();
-        for (_, blocks) in self.every_block_store("listing blocks")? {
-            let list = blocks
-                .block_list()
-                .ok_or(Error::Unsupported("listing blocks"))?;
-            // Each block's time left as the store reads it, on the store's
-            // own clock (a test's manual one too): ended ones are left out.
-            listed.extend(
-                list.page(after, max, 0)
-                    .into_iter()
-                    .filter_map(|mut block| {
-                        block.left = blocks.blocked(&block.key)?;
-                        Some(block)
-                    }),
-            );
+        for (_, shared) in self.every_block_store("listing blocks")? {
+            // On the store's own clock (a test's manual one too).
+            let tables = shared.tables();
+            listed.extend(tables.blocks().page(after, max, tables.now()));
         }
         // Each store's first `max` after `after`: the first `max` of all
         // are among them.
@@ -79,15 +75,17 @@ impl Control {
         Ok(listed)
     }
 
-    /// Each handle and its store's blocks, all of them found before any is
-    /// changed: [`Error::Unsupported`] naming `what` for a store without.
-    fn every_block_store(&self, what: &'static str) -> Result<Vec<(&Control, &dyn Blocks)>, Error> {
+    /// Each handle and its store's shared control, all of them found
+    /// before any is changed: [`Error::Unsupported`] naming `what` for a
+    /// store without.
+    fn every_block_store(
+        &self,
+        what: &'static str,
+    ) -> Result<Vec<(&Control, &dyn SharedControl)>, Error> {
         (self.parts())
             .map(|part| {
-                Ok((
-                    part,
-                    required(part.context.store.capabilities().as_blocks(), what)?,
-                ))
+                let shared = part.context.store.capabilities().as_shared_control();
+                Ok((part, required(shared, what)?))
             })
             .collect()
     }

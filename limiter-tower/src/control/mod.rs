@@ -20,7 +20,7 @@ pub use state::{LimitInfo, LimitState, OverrideHeld};
 use std::fmt;
 use std::sync::Arc;
 
-use limiter_core::{Decision, Error, Identity, IdentityKind, Policy, required};
+use limiter_core::{Change, Decision, Error, Identity, IdentityKind, Policy, required};
 
 use crate::context::Context;
 use crate::key::Source;
@@ -221,7 +221,7 @@ impl Control {
                 let policy = in_force.policy.unwrap_or(&limit.policy);
                 let decision = if in_force.checked {
                     let peek = required(
-                        part.context.store.capabilities().as_peek(),
+                        part.context.store.capabilities().as_key_state(),
                         "reading a key without counting",
                     )?;
                     peek.peek(&key, policy, policy.cost()).await?
@@ -258,7 +258,7 @@ impl Control {
     async fn reset_keys(&self, keys: Vec<(&Named, String)>) -> Result<usize, Error> {
         let count = keys.len();
         let resets = required(
-            self.context.store.capabilities().as_reset(),
+            self.context.store.capabilities().as_key_state(),
             "resetting a key",
         )?;
         for (named, key) in keys {
@@ -286,25 +286,21 @@ impl Control {
     /// identities have a plan: past it, a plan for a new one is refused.
     pub async fn assign_plan(&self, identity: &Identity, plan: Option<&str>) -> Result<(), Error> {
         let key = self.identity_key(identity);
-        required(
-            self.context.store.capabilities().as_plan_assignments(),
-            "plan assignments",
-        )?
-        .assign_plan(&key, plan)
-        .await
+        let shared = self.context.store.capabilities().as_shared_control();
+        let assign = Change::AssignPlan { key: &key, plan };
+        required(shared, "plan assignments")?.change(assign).await
     }
 
     /// The plan `identity` has, as this instance knows it now (without a
     /// call); `None` for the default.
     pub fn assigned_plan(&self, identity: &Identity) -> Option<Arc<str>> {
-        let plans = self.context.store.capabilities().as_plan_assignments()?;
-        plans.assigned_plan(&self.identity_key(identity))
+        let tables = self.context.tables.as_ref()?;
+        tables.assigned_plan(&self.identity_key(identity))
     }
 
     /// How many identities have a plan other than the default.
     pub fn assigned_plans(&self) -> usize {
-        let plans = self.context.store.capabilities().as_plan_assignments();
-        plans.map_or(0, |plans| plans.assigned_plans())
+        (self.context.tables.as_ref()).map_or(0, |tables| tables.plans().len())
     }
 
     /// The block of the identity a key under the prefix starts with: the
@@ -318,7 +314,7 @@ impl Control {
     /// How long the block of `key` (an identity's) lasts, as this instance
     /// knows it.
     fn block_of(&self, key: &str) -> Option<std::time::Duration> {
-        self.context.store.capabilities().as_blocks()?.blocked(key)
+        self.context.tables.as_ref()?.blocked(key)
     }
 
     /// `{prefix}:{identity}`: the key of its block and plan, and how its

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use limiter_core::{
-    ActiveOverride, Algorithm, ConfigError, Error, Override, OverrideMode, Policy, Rate, Rule,
-    parse_duration, required, validate_override_duration,
+    ActiveOverride, Algorithm, Change, ConfigError, Error, Override, OverrideMode, Policy, Rate,
+    Rule, parse_duration, required, validate_override_duration,
 };
 
 use super::{Control, Named};
@@ -161,8 +161,16 @@ impl Control {
         let (part, named) = self.named(limit)?;
         validate_override_duration(duration)?;
         let value = value.for_limit(limit, &named.limit.policy)?;
-        let overrides = required(part.context.store.capabilities().as_overrides(), OVERRIDES)?;
-        overrides.set_override(limit, &value, duration).await
+        let shared = required(
+            part.context.store.capabilities().as_shared_control(),
+            OVERRIDES,
+        )?;
+        let change = Change::SetOverride {
+            limit,
+            value: &value,
+            duration,
+        };
+        shared.change(change).await
     }
 
     /// Puts the override `written` (rules as the attribute writes them) in
@@ -202,8 +210,11 @@ impl Control {
     /// error.
     pub async fn clear_override(&self, limit: &str) -> Result<(), Error> {
         let (part, _) = self.named(limit)?;
-        let overrides = required(part.context.store.capabilities().as_overrides(), OVERRIDES)?;
-        overrides.clear_override(limit).await
+        let shared = required(
+            part.context.store.capabilities().as_shared_control(),
+            OVERRIDES,
+        )?;
+        shared.change(Change::ClearOverride { limit }).await
     }
 
     /// The overrides in force on the limits this handle answers for, as
@@ -212,8 +223,8 @@ impl Control {
         let mut states: Vec<OverrideState> = self
             .parts()
             .flat_map(|part| {
-                let listed = part.context.store.capabilities().as_overrides();
-                let listed = listed.map(|o| o.overrides()).unwrap_or_default();
+                let tables = part.context.tables.as_ref();
+                let listed = tables.map(|t| t.active_overrides()).unwrap_or_default();
                 listed
                     .into_iter()
                     .filter(|active| part.limits.iter().any(|n| *n.limit.name == active.limit))

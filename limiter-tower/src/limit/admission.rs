@@ -191,7 +191,7 @@ async fn steps(checks: Checks) -> Admission {
                 });
             }
             Some(counts) => {
-                let checked = match required(store.capabilities().as_refunds(), COUNTING) {
+                let checked = match required(store.capabilities().as_key_state(), COUNTING) {
                     Ok(refunds) => {
                         let check = || refunds.check_refundable_or(&key, &policy, cost, on_error);
                         match &waiters {
@@ -232,25 +232,23 @@ async fn steps(checks: Checks) -> Admission {
 /// Counts a denial of `key` by `penalty`, and blocks `block_key` when it
 /// earns a block. A store that fails here leaves the denial as it is.
 async fn penalize(store: Arc<dyn DynStore>, key: String, penalty: Arc<Penalty>, block_key: String) {
-    let capabilities = store.capabilities();
-    let counted = match required(capabilities.as_penalties(), "penalties") {
-        Ok(penalties) => {
-            penalties
-                .penalize_for(&format!("{key}:penalty"), &penalty, &block_key)
-                .await
-        }
-        Err(unsupported) => Err(unsupported),
-    };
-    let blocked = match counted {
-        Ok(Some(block)) => {
-            let origin = limiter_core::BlockOrigin::Penalty;
-            match required(capabilities.as_blocks(), "blocks") {
-                Ok(blocks) => blocks.block(&block_key, block, origin).await,
-                Err(unsupported) => Err(unsupported),
+    let blocked = match required(store.capabilities().as_shared_control(), "penalties") {
+        Ok(shared) => {
+            let penalty_key = format!("{key}:penalty");
+            match shared.penalize(&penalty_key, &penalty, &block_key).await {
+                Ok(Some(duration)) => {
+                    let block = limiter_core::Change::Block {
+                        key: &block_key,
+                        duration,
+                        origin: limiter_core::BlockOrigin::Penalty,
+                    };
+                    shared.change(block).await
+                }
+                Ok(None) => Ok(()),
+                Err(error) => Err(error),
             }
         }
-        Ok(None) => Ok(()),
-        Err(error) => Err(error),
+        Err(unsupported) => Err(unsupported),
     };
     if let Err(error) = blocked {
         tracing::warn!(%error, key, "a penalty could not be counted or applied");
@@ -289,7 +287,7 @@ impl Refund {
 
     /// Gives the request back now.
     pub(crate) async fn give_back(&self) -> Result<(), Error> {
-        required(self.store.capabilities().as_refunds(), COUNTING)?
+        required(self.store.capabilities().as_key_state(), COUNTING)?
             .refund(&self.key, &self.policy, &self.receipt)
             .await
     }

@@ -32,7 +32,7 @@ use super::admission::{Checks, PlanFields, Reading, Refund, admit};
 use super::future::Next;
 use super::route::{RouteLimit, with_parts};
 use crate::business::{CountWhen, RouteBusiness};
-use crate::context::{Context, OverrideCheck};
+use crate::context::Context;
 use crate::counters::Counted;
 use crate::misconfigured::Missing;
 use crate::response::{self, Protocol, RouteFields};
@@ -232,11 +232,7 @@ impl RouteLimit {
     /// some (one load when it holds none).
     #[inline]
     pub(crate) fn may_be_overridden(&self, context: &Context) -> bool {
-        match &context.overrides {
-            OverrideCheck::None => false,
-            OverrideCheck::Table(table) => !table.is_empty(),
-            OverrideCheck::Ask => true,
-        }
+        (context.tables.as_ref()).is_some_and(|tables| !tables.overrides().is_empty())
     }
 
     /// The live override of this limit: what every check of it, and a
@@ -250,8 +246,7 @@ impl RouteLimit {
         if !self.may_be_overridden(context) {
             return None;
         }
-        let overrides = context.store.capabilities().as_overrides()?;
-        overrides.override_of(&self.name)
+        context.tables.as_ref()?.override_of(&self.name)
     }
 
     /// How a request to a limit with business features (or a live
@@ -460,9 +455,8 @@ impl RouteLimit {
             self.record(Counted::Bypassed);
             return Ok(unchecked(Arc::clone(&self.policy), None));
         }
-        let blocks = context.store.capabilities().as_blocks();
         if self.honours_blocks
-            && let Some(left) = blocks.and_then(|blocks| blocks.blocked(&block_key))
+            && let Some(left) = (context.tables.as_ref()).and_then(|t| t.blocked(&block_key))
         {
             self.record(Counted::Blocked);
             self.record_denial_of(context, identity);

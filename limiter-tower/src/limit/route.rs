@@ -10,11 +10,11 @@ use std::time::Duration;
 use axum::extract::ConnectInfo;
 use http::Request;
 use http::request::Parts;
-use limiter_core::{Identity, Key, OnStoreError, Policy};
+use limiter_core::{ControlTables, Identity, Key, OnStoreError, Policy};
 
 use crate::business::{ClientList, Common, RouteBusiness};
 use crate::client_ip::push_ipv4;
-use crate::context::{BlockCheck, Context};
+use crate::context::Context;
 use crate::counters::{Counted, DecisionCounters, ShadowCounter};
 use crate::key::{KeySource, Source};
 use crate::misconfigured::Missing;
@@ -178,10 +178,11 @@ impl RouteLimit {
         context: &Context,
         request: &Request<B>,
     ) -> Option<Duration> {
-        match &context.blocks {
-            BlockCheck::List(list) if list.is_empty() => None,
-            BlockCheck::None => None,
-            _ => self.block_in_list(key, context, request),
+        match &context.tables {
+            Some(tables) if !tables.blocks().is_empty() => {
+                self.block_in_list(tables, key, context, request)
+            }
+            _ => None,
         }
     }
 
@@ -190,11 +191,11 @@ impl RouteLimit {
     #[inline(never)]
     fn block_in_list<B>(
         &self,
+        blocks: &ControlTables,
         key: &str,
         context: &Context,
         request: &Request<B>,
     ) -> Option<Duration> {
-        let blocks = context.store.capabilities().as_blocks()?;
         let own = match (&self.source.0, &self.key_start) {
             (Source::Global, _) => None,
             // The key starts with the block's key: read it in place (this
@@ -202,11 +203,11 @@ impl RouteLimit {
             (_, None) => Key::identity_key_in(key, &self.name).and_then(|k| blocks.blocked(k)),
             (_, Some(_)) => blocks.blocked(&self.block_key(key, context)),
         };
-        let address = match (&self.source.0, &context.blocks) {
+        let address = match &self.source.0 {
             // The identity is the address: its block was read above.
-            (Source::Ip, _) => None,
+            Source::Ip => None,
             // No address is blocked: the client's address is not resolved.
-            (_, BlockCheck::List(list)) if !list.holds_addresses() => None,
+            _ if !blocks.blocks().holds_addresses() => None,
             // A request without its peer address has no address block; its
             // own identity's block still holds.
             _ => client_ip(context, request).and_then(|ip| {

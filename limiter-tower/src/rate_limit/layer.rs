@@ -8,7 +8,7 @@ use tower_layer::Layer;
 use super::RateLimit;
 use crate::business::Common;
 use crate::client_ip::{ClientIp, ClientIpSource};
-use crate::context::{BlockCheck, OverrideCheck};
+use crate::context::tables_of;
 use crate::context::{Context, store_builder};
 use crate::control::Control;
 use crate::response::HeaderOptions;
@@ -81,8 +81,7 @@ impl RateLimitLayer {
         let store = build_store(GuardConfig::default());
         Self {
             context: Arc::new(Context {
-                blocks: BlockCheck::of(&*store),
-                overrides: OverrideCheck::of(&*store),
+                tables: tables_of(&*store),
                 store,
                 build_store,
                 guard: GuardConfig::default(),
@@ -131,8 +130,7 @@ impl RateLimitLayer {
         let context = self.context();
         context.guard = config;
         context.store = (context.build_store)(config);
-        context.blocks = BlockCheck::of(&*context.store);
-        context.overrides = OverrideCheck::of(&*context.store);
+        context.tables = tables_of(&*context.store);
     }
 
     /// The proxies whose forwarding header is believed (none by default:

@@ -8,8 +8,8 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use axum::routing::post;
 use limiter_core::{
-    Acquired, Capabilities, ConcurrencyLimit, Decision, Error, Identity, Permits, Policy, Receipt,
-    Refunds, Rule, Store, async_trait,
+    Acquired, Capabilities, ConcurrencyLimit, Decision, Error, Identity, KeyState, Permits, Policy,
+    Receipt, Rule, Store, async_trait,
 };
 use limiter_tower::{Control, KeySource, LimitLayer, Limiter, MemoryStore, RateLimitLayer};
 use tower::ServiceExt;
@@ -27,11 +27,7 @@ impl Capabilities for PermitsFail {
         Some(self)
     }
 
-    fn as_refunds(&self) -> Option<&dyn Refunds> {
-        Some(self)
-    }
-
-    fn as_peek(&self) -> Option<&dyn limiter_core::Peek> {
+    fn as_key_state(&self) -> Option<&dyn KeyState> {
         Some(self)
     }
 }
@@ -50,7 +46,15 @@ impl Permits for PermitsFail {
 }
 
 #[async_trait]
-impl Refunds for PermitsFail {
+impl KeyState for PermitsFail {
+    async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        self.0.peek(key, policy, cost).await
+    }
+
+    async fn reset(&self, key: &str, policy: &Policy) -> Result<(), Error> {
+        self.0.reset(key, policy).await
+    }
+
     async fn check_refundable(
         &self,
         key: &str,
@@ -62,13 +66,6 @@ impl Refunds for PermitsFail {
 
     async fn refund(&self, key: &str, policy: &Policy, receipt: &Receipt) -> Result<(), Error> {
         self.0.refund(key, policy, receipt).await
-    }
-}
-
-#[async_trait]
-impl limiter_core::Peek for PermitsFail {
-    async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
-        self.0.peek(key, policy, cost).await
     }
 }
 

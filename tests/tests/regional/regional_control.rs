@@ -15,8 +15,9 @@ mod world;
 
 use std::time::{Duration, Instant};
 
-use limiter_core::{BlockOrigin, Blocks, Error, Penalties, Penalty};
+use limiter_core::{BlockOrigin, Error, Penalty, SharedControl};
 use limiter_regional::{MAX_RELAYS_IN_FLIGHT, RegionsNotConfirmed};
+use limiter_tests::control::ControlCalls;
 use world::{MINUTE, NORTH, RELAY_BOUND, SOUTH, World};
 
 /// Polls `every_instance` until it is all true, within `bound`.
@@ -130,12 +131,12 @@ async fn denials_in_north_and_south_add_up_to_the_penalty() {
     let penalty = three_strikes();
     let (key, block_key) = ("api:k1:search:penalty", "api:k1");
     for _ in 0..2 {
-        let earned = north.penalize_for(key, &penalty, block_key).await;
+        let earned = north.penalize(key, &penalty, block_key).await;
         assert_eq!(earned.unwrap(), None);
     }
     north.relays_idle().await;
     // South's first denial is the identity's third.
-    let earned = south.penalize_for(key, &penalty, block_key).await;
+    let earned = south.penalize(key, &penalty, block_key).await;
     let block = Duration::from_secs(30);
     assert_eq!(earned.unwrap(), Some(block));
     // Its caller blocks it, as the HTTP layer does: answered here at once,
@@ -160,10 +161,10 @@ async fn a_block_earned_by_another_regions_count_reaches_every_region() {
     let started = Instant::now();
     // South's denial reaches north 80 ms later: after north's two, so it
     // is the third there, and the relay blocks the identity everywhere.
-    let earned = south.penalize_for(key, &penalty, block_key).await;
+    let earned = south.penalize(key, &penalty, block_key).await;
     assert_eq!(earned.unwrap(), None);
     for _ in 0..2 {
-        let earned = north.penalize_for(key, &penalty, block_key).await;
+        let earned = north.penalize(key, &penalty, block_key).await;
         assert_eq!(earned.unwrap(), None);
     }
     let block = Duration::from_secs(30);
@@ -184,9 +185,8 @@ async fn a_flood_of_denials_keeps_the_relays_within_their_cap() {
     for i in 0..flood {
         let (north, penalty) = (north.clone(), penalty.clone());
         denials.spawn(async move {
-            north
-                .penalize(&format!("flood:{i}:penalty"), &penalty)
-                .await
+            let key = format!("flood:{i}:penalty");
+            north.penalize(&key, &penalty, &key).await
         });
     }
     let answers = denials.join_all().await;

@@ -13,10 +13,11 @@
 use std::time::{Duration, Instant};
 
 use limiter_core::{
-    AnnouncesResets, BlockOrigin, Blocks, Error, Forget, GuardConfig, Guarded, OnStoreError,
-    PlanAssignments, Policy, Reset, Rule, Store, Verdict,
+    BlockOrigin, Error, Forget, GuardConfig, Guarded, KeyState, OnStoreError, Policy, Rule,
+    SharedControl, Store, Verdict,
 };
 use limiter_redis::{RedisConfig, RedisStore};
+use limiter_tests::control::ControlCalls;
 use limiter_tests::{RedisCluster, RedisServer};
 
 /// The store's deadline: what an admin change answers within while Redis

@@ -10,9 +10,10 @@
 
 use std::time::Duration;
 
-use limiter_core::{AnnouncesResets, BlockOrigin, Blocks};
+use limiter_core::{BlockOrigin, SharedControl};
 use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::RedisServer;
+use limiter_tests::control::ControlCalls;
 use redis::AsyncCommands;
 
 const OPERATORS: &str = "{limiter:resets}:blocks";
@@ -65,7 +66,7 @@ async fn subscribed(store: &RedisStore, key: &str) {
 }
 
 fn listed(store: &RedisStore, origin: BlockOrigin) -> Vec<String> {
-    let list = store.block_list().unwrap();
+    let list = store.tables().blocks();
     let mut keys = Vec::new();
     let mut after: Option<String> = None;
     loop {
@@ -152,10 +153,7 @@ async fn a_flood_of_penalty_blocks_keeps_the_bound_in_redis_and_in_every_instanc
         .await
         .unwrap();
     assert!(second.blocked(&later).is_some());
-    assert_eq!(
-        second.block_list().unwrap().held(BlockOrigin::Penalty),
-        BOUND
-    );
+    assert_eq!(second.tables().blocks().held(BlockOrigin::Penalty), BOUND);
     assert_eq!(
         listed(&second, BlockOrigin::Penalty),
         in_redis(&mut raw).await

@@ -8,12 +8,13 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use limiter_core::{
-    BlockOrigin, Blocks, Capabilities, ConcurrencyLimit, Decision, Error, GuardConfig, Guarded,
-    HotKeys, MemoryStore, Override, Overrides, Peek, Penalties, Penalty, Permits, PlanAssignments,
-    Policy, Refunds, Reset, Rule, Store, async_trait,
+    BlockOrigin, Capabilities, Change, ConcurrencyLimit, Decision, Error, GuardConfig, Guarded,
+    HotKeys, KeyState, MemoryStore, Override, Penalty, Permits, Policy, Rule, SharedControl, Store,
+    async_trait,
 };
 use limiter_redis::RedisStore;
 use limiter_regional::{Region, RegionalConfig, RegionalStore};
+use limiter_tests::control::ControlCalls;
 use limiter_tests::{RedisCluster, RedisServer};
 
 /// The policy's quota: 5 requests per minute, as a sliding log (exact, and
@@ -80,18 +81,12 @@ fn wrappings<S: Store + Clone>(store: &S) -> [(&'static str, Box<dyn Checked>); 
 }
 
 /// Which capability traits `store` answers, by name.
-fn presence(store: &dyn Capabilities) -> [(&'static str, bool); 10] {
+fn presence(store: &dyn Capabilities) -> [(&'static str, bool); 4] {
     [
+        ("KeyState", store.as_key_state().is_some()),
         ("Permits", store.as_permits().is_some()),
         ("Leases", store.as_leases().is_some()),
-        ("Peek", store.as_peek().is_some()),
-        ("Reset", store.as_reset().is_some()),
-        ("Refunds", store.as_refunds().is_some()),
-        ("Blocks", store.as_blocks().is_some()),
-        ("Penalties", store.as_penalties().is_some()),
-        ("PlanAssignments", store.as_plan_assignments().is_some()),
-        ("Overrides", store.as_overrides().is_some()),
-        ("AnnouncesResets", store.as_reset_announcer().is_some()),
+        ("SharedControl", store.as_shared_control().is_some()),
     ]
 }
 
@@ -104,6 +99,8 @@ struct Subject<'a> {
     clustered: bool,
     /// Whether it runs the sliding log.
     sliding_log: bool,
+    /// Whether it keeps plans and overrides besides blocks.
+    every_row: bool,
 }
 
 impl<'a> Subject<'a> {
@@ -116,6 +113,7 @@ impl<'a> Subject<'a> {
             prefix,
             clustered,
             sliding_log: true,
+            every_row: true,
         }
     }
 }
@@ -131,7 +129,8 @@ async fn every_wrapping<S: Store + Clone>(subject: Subject<'_>, store: S) {
         let case = shape.replace('_', subject.name);
         let key = format!("{}:caps:{i}", subject.prefix);
         same_as_inner(&case, &*outer, &store, shape, &subject, &key);
-        reach(&case, &*outer, &key, &policy(subject.sliding_log)).await;
+        let policy = policy(subject.sliding_log);
+        reach(&case, &*outer, &key, &policy, subject.every_row).await;
     }
 }
 
@@ -183,41 +182,52 @@ fn ok<T>(case: &str, call: &str, result: Result<T, Error>) -> T {
 }
 
 /// Calls each capability `store` answers through its trait object, each on
-/// a key of its own, and checks the outcome.
-async fn reach(case: &str, store: &dyn Checked, key: &str, policy: &Policy) {
+/// a key of its own, and checks the outcome; `every_row`: the store keeps
+/// plans and overrides besides blocks (else it refuses them).
+async fn reach(case: &str, store: &dyn Checked, key: &str, policy: &Policy, every_row: bool) {
     let policy = policy.clone();
-    if let Some(peek) = store.as_peek() {
-        let peeked = peek.peek(&format!("{key}:peek"), &policy, 1).await;
+    if let Some(state) = store.as_key_state() {
+        let peeked = state.peek(&format!("{key}:peek"), &policy, 1).await;
         let peeked = ok(case, "peek", peeked);
         // What a check would answer: allowed, one request fewer left.
         let answer = (peeked.allowed(), peeked.remaining());
         assert_eq!(answer, (true, LIMIT - 1), "{case}: peek on a fresh key");
+        resets(case, store, state, &format!("{key}:reset"), &policy).await;
+        refunds_back(case, state, &format!("{key}:refund"), &policy).await;
     }
-    if let Some(reset) = store.as_reset() {
-        resets(case, store, reset, &format!("{key}:reset"), &policy).await;
-    }
-    if let (Some(refunds), Some(peek)) = (store.as_refunds(), store.as_peek()) {
-        refunds_back(case, refunds, peek, &format!("{key}:refund"), &policy).await;
-    }
-    if let Some(blocks) = store.as_blocks() {
-        blocks_and_lifts(case, blocks, &format!("{key}:block")).await;
-    }
-    if let Some(penalties) = store.as_penalties() {
-        penalized(case, penalties, &format!("{key}:penalty")).await;
-    }
-    if let Some(plans) = store.as_plan_assignments() {
-        plans_assigned(case, plans, &format!("{key}:plan")).await;
+    if let Some(shared) = store.as_shared_control() {
+        blocks_and_lifts(case, shared, &format!("{key}:block")).await;
+        penalized(case, shared, &format!("{key}:penalty")).await;
+        if every_row {
+            plans_assigned(case, shared, &format!("{key}:plan")).await;
+            overridden(case, shared, &format!("{key}:override")).await;
+        } else {
+            refused(case, shared, &format!("{key}:plan")).await;
+        }
     }
     if let Some(permits) = store.as_permits() {
         permits_held(case, permits, &format!("{key}:permit")).await;
     }
-    if let Some(overrides) = store.as_overrides() {
-        overridden(case, overrides, &format!("{key}:override")).await;
-    }
+}
+
+/// A store that keeps only blocks refuses plans and overrides, naming
+/// them.
+async fn refused(case: &str, shared: &dyn SharedControl, key: &str) {
+    let plan = shared.assign_plan(key, Some("pro")).await;
+    let off = Override::off();
+    let minute = Duration::from_secs(60);
+    let overridden = shared.set_override(key, &off, minute).await;
+    let answers = [plan, overridden].map(|answer| match answer {
+        Err(Error::Unsupported(what)) => what,
+        other => panic!("{case}: a plan or override on a store without: {other:?}"),
+    });
+    assert_eq!(answers, ["plan assignments", "overrides"], "{case}");
+    assert!(shared.tables().plans().is_empty(), "{case}: plans");
+    assert!(shared.tables().overrides().is_empty(), "{case}: overrides");
 }
 
 /// An override set holds at once, for its duration, and ends at once.
-async fn overridden(case: &str, overrides: &dyn Overrides, limit: &str) {
+async fn overridden(case: &str, overrides: &dyn SharedControl, limit: &str) {
     let minute = Duration::from_secs(60);
     let started = std::time::Instant::now();
     ok(
@@ -236,11 +246,8 @@ async fn overridden(case: &str, overrides: &dyn Overrides, limit: &str) {
         live,
         "{case}: override_of({limit}) after set_override: {held:?}"
     );
-    ok(
-        case,
-        "clear_override",
-        overrides.clear_override(limit).await,
-    );
+    let cleared = overrides.change(Change::ClearOverride { limit }).await;
+    ok(case, "clear_override", cleared);
     let held = overrides.override_of(limit);
     assert_eq!(
         held, None,
@@ -249,7 +256,7 @@ async fn overridden(case: &str, overrides: &dyn Overrides, limit: &str) {
 }
 
 /// A key whose quota is used up finds it whole again once reset.
-async fn resets(case: &str, store: &dyn Checked, reset: &dyn Reset, key: &str, policy: &Policy) {
+async fn resets(case: &str, store: &dyn Checked, reset: &dyn KeyState, key: &str, policy: &Policy) {
     for left in (0..LIMIT).rev() {
         let decision = ok(case, "check", store.check_one(key, policy).await);
         let answer = (decision.allowed(), decision.remaining());
@@ -264,13 +271,8 @@ async fn resets(case: &str, store: &dyn Checked, reset: &dyn Reset, key: &str, p
 }
 
 /// A refunded request no longer counts.
-async fn refunds_back(
-    case: &str,
-    refunds: &dyn Refunds,
-    peek: &dyn Peek,
-    key: &str,
-    policy: &Policy,
-) {
+async fn refunds_back(case: &str, refunds: &dyn KeyState, key: &str, policy: &Policy) {
+    let peek = refunds;
     let checked = refunds.check_refundable(key, policy, 1).await;
     let (decision, receipt) = ok(case, "check_refundable", checked);
     assert!(decision.allowed(), "{case}: check_refundable");
@@ -282,7 +284,7 @@ async fn refunds_back(
 }
 
 /// A block is seen at once, and so is its end.
-async fn blocks_and_lifts(case: &str, blocks: &dyn Blocks, key: &str) {
+async fn blocks_and_lifts(case: &str, blocks: &dyn SharedControl, key: &str) {
     let minute = Duration::from_secs(60);
     let started = std::time::Instant::now();
     let blocked = blocks.block(key, minute, BlockOrigin::Operator).await;
@@ -299,15 +301,19 @@ async fn blocks_and_lifts(case: &str, blocks: &dyn Blocks, key: &str) {
 }
 
 /// A penalty of one denial earns its block at the first.
-async fn penalized(case: &str, penalties: &dyn Penalties, key: &str) {
+async fn penalized(case: &str, penalties: &dyn SharedControl, key: &str) {
     let block = Duration::from_secs(30);
     let penalty = Penalty::new(1, Duration::from_secs(60), [block]).unwrap();
-    let earned = ok(case, "penalize", penalties.penalize(key, &penalty).await);
+    let earned = ok(
+        case,
+        "penalize",
+        penalties.penalize(key, &penalty, key).await,
+    );
     assert_eq!(earned, Some(block), "{case}: penalize({key})");
 }
 
 /// A plan assigned is the key's at once.
-async fn plans_assigned(case: &str, plans: &dyn PlanAssignments, key: &str) {
+async fn plans_assigned(case: &str, plans: &dyn SharedControl, key: &str) {
     let assigned = plans.assign_plan(key, Some("pro")).await;
     ok(case, "assign_plan", assigned);
     let plan = plans.assigned_plan(key);
@@ -327,42 +333,15 @@ async fn permits_held(case: &str, permits: &dyn Permits, key: &str) {
     );
 }
 
-/// Everything the memory store has but leases and reset notices: it is
-/// one process's.
-const MEMORY: &[&str] = &[
-    "Permits",
-    "Peek",
-    "Reset",
-    "Refunds",
-    "Blocks",
-    "Penalties",
-    "PlanAssignments",
-    "Overrides",
-];
+/// Everything but leases: the memory store is one process's.
+const MEMORY: &[&str] = &["KeyState", "Permits", "SharedControl"];
 
 /// Every capability is kept in Redis.
-const REDIS: &[&str] = &[
-    "Permits",
-    "Leases",
-    "Peek",
-    "Reset",
-    "Refunds",
-    "Blocks",
-    "Penalties",
-    "PlanAssignments",
-    "Overrides",
-    "AnnouncesResets",
-];
+const REDIS: &[&str] = &["KeyState", "Permits", "Leases", "SharedControl"];
 
-/// Peeks, resets and refunds; blocks and penalties, kept in every region.
-const REGIONAL: &[&str] = &[
-    "Peek",
-    "Reset",
-    "Refunds",
-    "Blocks",
-    "Penalties",
-    "AnnouncesResets",
-];
+/// Peeks, resets and refunds; blocks and penalties, kept in every region
+/// (no plans nor overrides).
+const REGIONAL: &[&str] = &["KeyState", "SharedControl"];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_store() {
@@ -416,6 +395,7 @@ async fn regional_store() {
     let store = RegionalStore::with_config(north, [], config).unwrap();
     let subject = Subject {
         sliding_log: false,
+        every_row: false,
         ..Subject::new("regional", REGIONAL, "regional")
     };
     every_wrapping(subject, store).await;

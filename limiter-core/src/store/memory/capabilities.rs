@@ -7,11 +7,8 @@
 use async_trait::async_trait;
 
 use super::*;
-use crate::store::Capabilities;
-use crate::{
-    ActiveOverride, Blocks, Override, OverrideTable, Overrides, Peek, Penalties, PlanAssignments,
-    Refunds, Reset, validate_override_duration,
-};
+use crate::store::{Capabilities, Change, KeyState, SharedControl};
+use crate::validate_override_duration;
 
 /// In process: never slow, never failing, so nothing guards it.
 impl<C: Clock> Capabilities for MemoryStore<C> {
@@ -19,41 +16,30 @@ impl<C: Clock> Capabilities for MemoryStore<C> {
         false
     }
 
+    fn as_key_state(&self) -> Option<&dyn KeyState> {
+        Some(self)
+    }
+
     fn as_permits(&self) -> Option<&dyn crate::Permits> {
         Some(self)
     }
 
-    fn as_peek(&self) -> Option<&dyn Peek> {
-        Some(self)
-    }
-
-    fn as_reset(&self) -> Option<&dyn Reset> {
-        Some(self)
-    }
-
-    fn as_refunds(&self) -> Option<&dyn Refunds> {
-        Some(self)
-    }
-
-    fn as_blocks(&self) -> Option<&dyn Blocks> {
-        Some(self)
-    }
-
-    fn as_penalties(&self) -> Option<&dyn Penalties> {
-        Some(self)
-    }
-
-    fn as_plan_assignments(&self) -> Option<&dyn PlanAssignments> {
-        Some(self)
-    }
-
-    fn as_overrides(&self) -> Option<&dyn Overrides> {
+    fn as_shared_control(&self) -> Option<&dyn SharedControl> {
         Some(self)
     }
 }
 
 #[async_trait]
-impl<C: Clock> Refunds for MemoryStore<C> {
+impl<C: Clock> KeyState for MemoryStore<C> {
+    async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        self.peek_at(key, policy, cost, self.inner.clock.now_micros())
+    }
+
+    async fn reset(&self, key: &str, policy: &Policy) -> Result<(), Error> {
+        self.reset_at(key, policy, self.inner.clock.now_micros());
+        Ok(())
+    }
+
     async fn check_refundable(
         &self,
         key: &str,
@@ -68,64 +54,49 @@ impl<C: Clock> Refunds for MemoryStore<C> {
     }
 }
 
+/// This instance's blocks, plans and overrides, by the store's clock.
 #[async_trait]
-impl<C: Clock> Peek for MemoryStore<C> {
-    async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
-        self.peek_at(key, policy, cost, self.inner.clock.now_micros())
+impl<C: Clock> SharedControl for MemoryStore<C> {
+    async fn change(&self, change: Change<'_>) -> Result<(), Error> {
+        let tables = &self.inner.tables;
+        match change {
+            Change::Block {
+                key,
+                duration,
+                origin,
+            } => tables.blocks().block(key, duration, origin, tables.now()),
+            Change::Unblock { key } => {
+                tables.blocks().unblock(key);
+                Ok(())
+            }
+            Change::AssignPlan { key, plan } => tables.plans().assign(key, plan),
+            Change::SetOverride {
+                limit,
+                value,
+                duration,
+            } => {
+                validate_override_duration(duration)?;
+                let now = tables.now();
+                Ok((tables.overrides()).set(limit, value.clone(), duration, now)?)
+            }
+            Change::ClearOverride { limit } => {
+                tables.overrides().clear(limit);
+                Ok(())
+            }
+        }
     }
-}
 
-#[async_trait]
-impl<C: Clock> Blocks for MemoryStore<C> {
-    async fn block(&self, key: &str, duration: Duration, origin: BlockOrigin) -> Result<(), Error> {
-        let now = self.inner.clock.now_micros();
-        self.inner.blocks.block(key, duration, origin, now)
+    fn tables(&self) -> &ControlTables {
+        &self.inner.tables
     }
 
-    async fn unblock(&self, key: &str) -> Result<(), Error> {
-        self.inner.blocks.unblock(key);
-        Ok(())
-    }
-
-    #[inline]
-    fn blocked(&self, key: &str) -> Option<Duration> {
-        self.inner
-            .blocks
-            .blocked(key, || self.inner.clock.now_micros())
-    }
-
-    fn block_list(&self) -> Option<Arc<BlockList>> {
-        Some(Arc::clone(&self.inner.blocks))
-    }
-}
-
-#[async_trait]
-impl<C: Clock> Penalties for MemoryStore<C> {
-    async fn penalize(&self, key: &str, penalty: &Penalty) -> Result<Option<Duration>, Error> {
+    async fn penalize(
+        &self,
+        key: &str,
+        penalty: &Penalty,
+        _block_key: &str,
+    ) -> Result<Option<Duration>, Error> {
         Ok(self.penalize_at(key, penalty, self.inner.clock.now_micros()))
-    }
-}
-
-#[async_trait]
-impl<C: Clock> PlanAssignments for MemoryStore<C> {
-    async fn assign_plan(&self, key: &str, plan: Option<&str>) -> Result<(), Error> {
-        self.inner.plans.assign(key, plan)
-    }
-
-    fn assigned_plan(&self, key: &str) -> Option<Arc<str>> {
-        self.inner.plans.get(key)
-    }
-
-    fn assigned_plans(&self) -> usize {
-        self.inner.plans.len()
-    }
-}
-
-#[async_trait]
-impl<C: Clock> Reset for MemoryStore<C> {
-    async fn reset(&self, key: &str, policy: &Policy) -> Result<(), Error> {
-        self.reset_at(key, policy, self.inner.clock.now_micros());
-        Ok(())
     }
 }
 
@@ -138,7 +109,7 @@ impl<C: Clock> crate::Permits for MemoryStore<C> {
 
 impl<C: Clock> MemoryStore<C> {
     /// What a check of `cost` at `now` would answer, recording nothing
-    /// (see [`Peek`](crate::Peek)).
+    /// (see [`KeyState::peek`](crate::KeyState::peek)).
     pub fn peek_at(
         &self,
         key: &str,
@@ -150,7 +121,7 @@ impl<C: Clock> MemoryStore<C> {
     }
 
     /// Checks a request of `cost` at `now` like [`check_at`](Self::check_at),
-    /// and answers what it recorded when allowed (see [`Refunds`](crate::Refunds)).
+    /// and answers what it recorded when allowed (see [`KeyState::check_refundable`](crate::KeyState::check_refundable)).
     pub fn check_refundable_at(
         &self,
         key: &str,
@@ -164,7 +135,7 @@ impl<C: Clock> MemoryStore<C> {
         Ok((decision, receipt))
     }
 
-    /// Gives back what `receipt` recorded on `key` (see [`Refunds`](crate::Refunds)).
+    /// Gives back what `receipt` recorded on `key` (see [`KeyState::check_refundable`](crate::KeyState::check_refundable)).
     pub fn refund_now(&self, key: &str, policy: &Policy, receipt: &Receipt) -> Result<(), Error> {
         policy.counts_by_outcome()?;
         let (at_us, cost) = (receipt.at_us(), receipt.cost());
@@ -204,13 +175,13 @@ impl<C: Clock> MemoryStore<C> {
         Ok(())
     }
 
-    /// Counts a denial of `key` by `penalty` at `now` (see [`Penalties`](crate::Penalties));
+    /// Counts a denial of `key` by `penalty` at `now` (see [`SharedControl::penalize`](crate::SharedControl::penalize));
     /// the block it earns.
     pub fn penalize_at(&self, key: &str, penalty: &Penalty, now: u64) -> Option<Duration> {
         self.inner.penalties.record(key, penalty, now)
     }
 
-    /// Forgets `key`'s state at `now` (see [`Reset`](crate::Reset)).
+    /// Forgets `key`'s state at `now` (see [`KeyState::reset`](crate::KeyState::reset)).
     pub fn reset_at(&self, key: &str, policy: &Policy, now: u64) {
         self.inner.penalties.forget(key);
         let hash = self.inner.hasher.hash_one(key);
@@ -230,40 +201,5 @@ impl<C: Clock> MemoryStore<C> {
             }
             Kind::Gcra(_) => shard.reset(|t: &mut Tables| &mut t.gcra, at),
         }
-    }
-}
-
-/// This instance's overrides, by the store's clock.
-#[async_trait]
-impl<C: Clock> Overrides for MemoryStore<C> {
-    async fn set_override(
-        &self,
-        limit: &str,
-        value: &Override,
-        duration: Duration,
-    ) -> Result<(), Error> {
-        validate_override_duration(duration)?;
-        let now = self.inner.clock.now_micros();
-        Ok(self
-            .inner
-            .overrides
-            .set(limit, value.clone(), duration, now)?)
-    }
-
-    async fn clear_override(&self, limit: &str) -> Result<(), Error> {
-        self.inner.overrides.clear(limit);
-        Ok(())
-    }
-
-    fn override_of(&self, limit: &str) -> Option<(Arc<Override>, Duration)> {
-        (self.inner.overrides).get(limit, self.inner.clock.now_micros())
-    }
-
-    fn overrides(&self) -> Vec<ActiveOverride> {
-        self.inner.overrides.list(self.inner.clock.now_micros())
-    }
-
-    fn override_table(&self) -> Option<Arc<OverrideTable>> {
-        Some(Arc::clone(&self.inner.overrides))
     }
 }

@@ -42,7 +42,7 @@ use crate::algorithm::{fixed_window, gcra, sliding_window};
 use crate::backend::Kind;
 use crate::clock::{Clock, SystemClock};
 use crate::concurrency::{Acquired, ConcurrencyLimit};
-use crate::store::{AssignedPlans, BlockList, BlockOrigin, Store};
+use crate::store::{ControlTables, DEFAULT_MAX_PENALTY_BLOCKS, Store};
 use crate::{Decision, Error, Penalty, Policy, Receipt};
 use penalties::Penalized;
 use permits::Permits;
@@ -81,7 +81,8 @@ pub struct MemoryStore<C = SystemClock> {
 }
 
 struct Inner<C> {
-    clock: C,
+    /// Shared with the control tables, which read it.
+    clock: Arc<C>,
     /// Seeded per store, so nobody can choose keys that collide.
     hasher: RandomState,
     shards: Box<[Mutex<Shard>]>,
@@ -89,14 +90,10 @@ struct Inner<C> {
     keys: Arc<Keys>,
     /// The permits of concurrency limits, apart: none may be evicted.
     permits: Arc<Permits>,
-    /// Blocked keys, apart: none may be evicted.
-    blocks: Arc<BlockList>,
+    /// Blocks, plans and overrides, apart: none may be evicted.
+    tables: ControlTables,
     /// Penalty states (see `penalties`).
     penalties: Penalized,
-    /// Which plan each key has.
-    plans: AssignedPlans,
-    /// The live overrides of limits.
-    overrides: Arc<crate::OverrideTable>,
 }
 
 impl MemoryStore<SystemClock> {
@@ -123,6 +120,9 @@ impl<C: Clock> MemoryStore<C> {
         let shards = shards.max(1).next_power_of_two();
         let capacity = DEFAULT_CAPACITY.div_ceil(shards);
         let keys = Arc::new(Keys::new(DEFAULT_CAPACITY));
+        let clock = Arc::new(clock);
+        let read = Arc::clone(&clock);
+        let tables = ControlTables::new(DEFAULT_MAX_PENALTY_BLOCKS, move || read.now_micros());
         Self {
             inner: Arc::new(Inner {
                 clock,
@@ -132,10 +132,8 @@ impl<C: Clock> MemoryStore<C> {
                     .collect(),
                 keys,
                 permits: Permits::new(),
-                blocks: Arc::new(BlockList::new()),
+                tables,
                 penalties: Penalized::default(),
-                plans: AssignedPlans::new(),
-                overrides: Arc::default(),
             }),
         }
     }
@@ -226,7 +224,7 @@ impl<C: Clock> MemoryStore<C> {
     /// let store = MemoryStore::new().with_max_penalty_blocks(20_000);
     /// ```
     pub fn with_max_penalty_blocks(self, blocks: usize) -> Self {
-        self.inner.blocks.set_max_penalty_blocks(blocks);
+        self.inner.tables.blocks().set_max_penalty_blocks(blocks);
         self
     }
 

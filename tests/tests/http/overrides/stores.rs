@@ -5,10 +5,10 @@
 use std::time::{Duration, Instant};
 
 use limiter_core::{
-    ConfigError, Error, ManualClock, MemoryStore, Override, OverrideMode, Overrides, Policy, Rule,
-    Store,
+    ConfigError, Error, ManualClock, MemoryStore, Override, OverrideMode, Policy, Rule, Store,
 };
 use limiter_redis::{RedisConfig, RedisStore};
+use limiter_tests::control::ControlCalls;
 use limiter_tests::{RedisCluster, RedisSentinel, until};
 
 use super::common::{POSTS, T0};

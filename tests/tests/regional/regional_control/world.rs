@@ -5,9 +5,10 @@
 
 use std::time::{Duration, Instant};
 
-use limiter_core::Blocks;
+use limiter_core::SharedControl;
 use limiter_regional::{RegionalConfig, RegionalStore};
 use limiter_tests::RedisServer;
+use limiter_tests::control::ControlCalls;
 use limiter_tests::regions::{NAMES, Network, ONE_AT_A_TIME, staggered};
 
 pub(crate) const NORTH: usize = 0;
@@ -54,7 +55,7 @@ impl World {
     /// its start: asked for its list, it subscribes to its region's notices.
     async fn follow_blocks(&self) {
         for store in &self.stores {
-            store.block_list();
+            store.tables();
         }
         let deadline = Instant::now() + Duration::from_secs(10);
         for (region, name) in NAMES.iter().enumerate() {
