@@ -83,9 +83,9 @@ pub use limiter::{Attempt, DEFAULT_PREFIX, Limiter};
 pub use limiter_model::refund;
 pub use limiter_model::{
     Algorithm, BackendError, ConfigError, DEFAULT_DUPLICATE_WINDOW, DEFAULT_LEASE_TTL,
-    DURATION_UNITS, Decision, Error, HotKey, Lease, MAX_PENALTY_DENIALS, MAX_PENALTY_STEPS,
-    MAX_RULES, MAX_WINDOW, MaxWait, OnStoreError, Penalty, PenaltyState, Policy, Rate, Receipt,
-    Rule, RuleStatus, Verdict, parse_duration,
+    DURATION_UNITS, Decider, Decision, Error, HotKey, Lease, MAX_PENALTY_DENIALS,
+    MAX_PENALTY_STEPS, MAX_RULES, MAX_WINDOW, MaxWait, OnStoreError, Penalty, PenaltyState, Policy,
+    Rate, Receipt, Rule, RuleStatus, Verdict, parse_duration,
 };
 pub use offenders::{Denied, TopDenied};
 pub use overrides::{

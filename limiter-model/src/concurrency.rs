@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::error::ConfigError;
 use crate::rule::{EXACT_LIMIT, MAX_WINDOW, Rule};
+use crate::verdict::OnStoreError;
 
 /// At most `max` requests of a key in flight at once, across every instance
 /// sharing the store.
@@ -39,6 +40,8 @@ use crate::rule::{EXACT_LIMIT, MAX_WINDOW, Rule};
 pub struct ConcurrencyLimit {
     max: u64,
     lease_us: u64,
+    /// What the guard decides when the store fails; `None`: its own.
+    on_store_error: Option<OnStoreError>,
 }
 
 impl ConcurrencyLimit {
@@ -65,6 +68,7 @@ impl ConcurrencyLimit {
         Ok(Self {
             max,
             lease_us: Self::DEFAULT_LEASE.as_micros() as u64,
+            on_store_error: None,
         })
     }
 
@@ -104,6 +108,19 @@ impl ConcurrencyLimit {
     /// the window a concurrency limit does not have.
     pub const fn quota(&self) -> Rule {
         Rule::from_parts(self.max, self.lease_us)
+    }
+
+    /// The same limit, decided by `on_error` when the store fails, whatever
+    /// the failure policy of the guard in front of it (`limiter_core::Guarded`).
+    pub const fn with_on_store_error(mut self, on_error: OnStoreError) -> Self {
+        self.on_store_error = Some(on_error);
+        self
+    }
+
+    /// What the guard decides for this limit when the store fails; `None`:
+    /// the guard's own failure policy.
+    pub const fn on_store_error(&self) -> Option<OnStoreError> {
+        self.on_store_error
     }
 
     /// This limit's share for one of `instances` instances, each limiting

@@ -59,7 +59,7 @@ impl RuleStatus {
 pub struct Decision {
     /// When denied, the retry-after; when allowed, the pacing delay.
     wait_us: u64,
-    /// The time until every rule is clear (below 2^56), with the flags
+    /// The time until every rule is clear (below 2^50), with who decided and the flags
     /// above it (see [`Flags`]): together they keep the decision within
     /// 128 bytes.
     reset_and_flags: u64,
@@ -72,18 +72,51 @@ pub struct Decision {
 const _: () = assert!(std::mem::size_of::<Decision>() <= 128);
 
 /// The top byte of `reset_and_flags`: bit 7 allowed, bits 3..6 the deciding
-/// rule's index, bits 0..2 the number of rules. Times are below 2^50 µs, so
-/// the low 56 bits hold any reset.
+/// rule's index, bits 0..2 the number of rules. Below it, bits 50..51 say
+/// who decided ([`Decider`]), and the low 50 bits hold the reset: times are
+/// below 2^50 µs (35 years; a longer one is held as that).
 struct Flags;
 
 impl Flags {
     const SHIFT: u32 = 56;
-    const RESET: u64 = (1 << Self::SHIFT) - 1;
+    const DECIDER_SHIFT: u32 = 50;
+    const DECIDER: u64 = 0b11 << Self::DECIDER_SHIFT;
+    const RESET: u64 = (1 << Self::DECIDER_SHIFT) - 1;
 
     const fn pack(allowed: bool, decided_by: usize, len: usize, reset_after_us: u64) -> u64 {
         let flags = ((allowed as u64) << 7) | ((decided_by as u64) << 3) | len as u64;
-        (flags << Self::SHIFT) | (reset_after_us & Self::RESET)
+        let reset = if reset_after_us > Self::RESET {
+            Self::RESET
+        } else {
+            reset_after_us
+        };
+        (flags << Self::SHIFT) | reset
     }
+}
+
+/// Who decided a request: the store, or, when the store could not answer or
+/// was not asked, what stood in for it (see `limiter_core::Guarded`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Decider {
+    /// The store (or the algorithm itself, in memory).
+    Store,
+    /// A denial the store made earlier, remembered until it ends (the
+    /// guard's deny cache, a hot key's lease).
+    DenyCache,
+    /// The local fallback limiter, the store having failed.
+    Fallback,
+    /// Nobody: let through unchecked, the store having failed (fail open).
+    /// Every rule's whole quota is reported.
+    FailedOpen,
+}
+
+impl Decider {
+    const ALL: [Self; 4] = [
+        Self::Store,
+        Self::DenyCache,
+        Self::Fallback,
+        Self::FailedOpen,
+    ];
 }
 
 impl Decision {
@@ -229,8 +262,21 @@ impl Decision {
         self.reset_and_flags & Flags::RESET
     }
 
-    /// An allowed decision made without the store (failing open): every rule's
-    /// whole quota remains.
+    /// Who decided the request.
+    pub const fn decider(&self) -> Decider {
+        let bits = (self.reset_and_flags & Flags::DECIDER) >> Flags::DECIDER_SHIFT;
+        Decider::ALL[bits as usize]
+    }
+
+    /// The same decision, as made by `decider`.
+    pub const fn by(mut self, decider: Decider) -> Self {
+        self.reset_and_flags =
+            (self.reset_and_flags & !Flags::DECIDER) | ((decider as u64) << Flags::DECIDER_SHIFT);
+        self
+    }
+
+    /// An allowed decision made without the store (not checked, or failing
+    /// open): every rule's whole quota remains.
     pub fn unchecked(policy: &crate::Policy) -> Self {
         let rules = policy.rules();
         let mut statuses = [RuleStatus::EMPTY; MAX_RULES];
@@ -273,5 +319,57 @@ impl Decision {
             status.available_after_us = status.available_after_us.saturating_sub(elapsed_us);
         }
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Who decided is kept beside the reset, and changes nothing else.
+    #[test]
+    fn the_decider_changes_no_other_field() {
+        let rules = [
+            Rule::from_parts(5, 60_000_000),
+            Rule::from_parts(9, 600_000_000),
+        ];
+        let statuses = [
+            RuleStatus {
+                remaining: 0,
+                available_after_us: 7,
+            },
+            RuleStatus {
+                remaining: 3,
+                available_after_us: 0,
+            },
+        ];
+        let made = Decision::new(&rules, &statuses, 0, Some(7), 0, Flags::RESET);
+        assert_eq!(made.decider(), Decider::Store);
+        for decider in Decider::ALL {
+            let by = made.by(decider);
+            assert_eq!(by.decider(), decider);
+            assert_eq!(by.by(Decider::Store), made);
+            let fields = |d: &Decision| {
+                (
+                    d.allowed(),
+                    d.rule_index(),
+                    d.rules().to_vec(),
+                    d.retry_after(),
+                    d.reset_after_us(),
+                    d.remaining(),
+                )
+            };
+            assert_eq!(fields(&by), fields(&made), "{decider:?}");
+        }
+    }
+
+    /// A reset past 2^50 µs is held as the longest one, never spilling
+    /// into the decider.
+    #[test]
+    fn a_reset_past_the_bound_is_held_at_it() {
+        let rule = Rule::from_parts(1, 1);
+        let decision = Decision::single(rule, RuleStatus::EMPTY, None, 0, u64::MAX);
+        assert_eq!(decision.reset_after_us(), Flags::RESET);
+        assert_eq!(decision.decider(), Decider::Store);
     }
 }

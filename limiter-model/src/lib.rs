@@ -27,7 +27,7 @@ mod span;
 mod verdict;
 
 pub use concurrency::ConcurrencyLimit;
-pub use decision::{Decision, RuleStatus};
+pub use decision::{Decider, Decision, RuleStatus};
 pub use duration::{DURATION_UNITS, duration_unit, parse_duration};
 pub use error::{BackendError, ConfigError, Error};
 pub use hot::{DEFAULT_LEASE_TTL, HotKey, Lease};

@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::error::ConfigError;
 use crate::hot::{HotKey, Lease, MAX_SAMPLING, MAX_SHARDS, invalid};
 use crate::rule::{EXACT_LIMIT, Rate, Rule};
+use crate::verdict::OnStoreError;
 
 /// The most rules one policy may hold (a sliding log's rules plus its
 /// prevent-duplicate rule). Kept small so a [`Decision`](crate::Decision)
@@ -190,6 +191,8 @@ pub struct Policy {
     rules: [Rule; MAX_RULES],
     /// The hot-key mode (see [`HotKey`]), set in `hot/mode.rs`.
     pub(crate) hot: Option<HotKey>,
+    /// What the guard decides when the store fails; `None`: its own.
+    on_store_error: Option<OnStoreError>,
 }
 
 impl Policy {
@@ -305,6 +308,7 @@ impl Policy {
             len: rules.len() as u8,
             rules: inline,
             hot: None,
+            on_store_error: None,
         }
     }
 
@@ -428,6 +432,21 @@ impl Policy {
         self.hot
     }
 
+    /// The same policy, decided by `on_error` when the store fails,
+    /// whatever the failure policy of the guard in front of it
+    /// (`limiter_core::Guarded`): how a limit of its own failure policy
+    /// shares one guard with the others.
+    pub const fn with_on_store_error(mut self, on_error: OnStoreError) -> Self {
+        self.on_store_error = Some(on_error);
+        self
+    }
+
+    /// What the guard decides for this policy when the store fails;
+    /// `None`: the guard's own failure policy.
+    pub const fn on_store_error(&self) -> Option<OnStoreError> {
+        self.on_store_error
+    }
+
     /// The algorithm with its exact parameters, for stores that run it.
     #[inline]
     pub const fn kind(&self) -> &Kind {
@@ -468,6 +487,7 @@ impl Policy {
             }
         };
         divided.cost = self.cost.min(divided.largest_cost());
+        divided.on_store_error = self.on_store_error;
         divided
     }
 

@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
-use crate::decision::Decision;
+use crate::decision::{Decider, Decision};
 
 /// What to decide when the store cannot answer in time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum OnStoreError {
     /// Decide with a local in-memory limiter applying the same policy, each
     /// limit divided by `instances` (the number of instances sharing the
@@ -61,15 +61,35 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    /// The verdict as `limiter_core::Store::check` answers: a
-    /// store that failed open an allowed decision with every quota of
-    /// `policy` remaining ([`Decision::unchecked`]), one that failed
-    /// closed [`Error::Unavailable`](crate::Error::Unavailable).
+    /// The verdict as `limiter_core::Store::check` answers it: a decision
+    /// saying who made it ([`Decision::decider`]; failing open, an allowed
+    /// decision with every quota of `policy` remaining), or, failing
+    /// closed, [`Error::Unavailable`](crate::Error::Unavailable).
+    /// [`Verdict::of`] reads it back.
     pub fn into_decision(self, policy: &crate::Policy) -> Result<Decision, crate::Error> {
         match self {
-            Self::Store(d) | Self::Cached(d) | Self::Fallback(d) => Ok(d),
-            Self::FailedOpen => Ok(Decision::unchecked(policy)),
+            Self::Store(d) => Ok(d.by(Decider::Store)),
+            Self::Cached(d) => Ok(d.by(Decider::DenyCache)),
+            Self::Fallback(d) => Ok(d.by(Decider::Fallback)),
+            Self::FailedOpen => Ok(Decision::unchecked(policy).by(Decider::FailedOpen)),
             Self::FailedClosed { retry_after } => Err(crate::Error::Unavailable(retry_after)),
+        }
+    }
+
+    /// How a check that answered `checked` was decided: by who made the
+    /// decision, or, for [`Error::Unavailable`](crate::Error::Unavailable)
+    /// (the failure policy refusing), failed closed. Any other error stays
+    /// an error.
+    pub fn of(checked: Result<Decision, crate::Error>) -> Result<Self, crate::Error> {
+        match checked {
+            Ok(d) => Ok(match d.decider() {
+                Decider::Store => Self::Store(d),
+                Decider::DenyCache => Self::Cached(d),
+                Decider::Fallback => Self::Fallback(d),
+                Decider::FailedOpen => Self::FailedOpen,
+            }),
+            Err(crate::Error::Unavailable(retry_after)) => Ok(Self::FailedClosed { retry_after }),
+            Err(error) => Err(error),
         }
     }
 

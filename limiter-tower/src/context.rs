@@ -42,13 +42,18 @@ pub(crate) trait DynStore: Send + Sync + 'static {
     ) -> BoxFuture<(Result<Verdict, Error>, String)>;
 
     /// Takes a permit of `limit` on `key` (see [`limiter_core::Permits`]);
-    /// a guarded store decides by `on_error` when it fails.
+    /// a guarded store decides by `on_error` when it fails (its own
+    /// failure policy when `None`).
     fn acquire_permit_owned(
         self: Arc<Self>,
         key: String,
         limit: ConcurrencyLimit,
         on_error: Option<OnStoreError>,
     ) -> BoxFuture<Result<Acquired, Error>>;
+
+    /// `policy`, saying `on_error` when the store's guard would not apply
+    /// it unasked: what a check counted by outcome takes to the store.
+    fn under(&self, policy: &Arc<Policy>, on_error: Option<OnStoreError>) -> Arc<Policy>;
 
     /// What the store does besides checks, for the layer's blocks and
     /// penalties and for [`Control`](crate::Control).
@@ -58,12 +63,40 @@ pub(crate) trait DynStore: Send + Sync + 'static {
 /// The store the layer holds, honouring the policies' hot-key modes: the
 /// application's (one that never fails, such as the memory store, or one
 /// it guarded itself), or the layer's guard of it.
-struct Held<S>(HotKeys<S>);
+struct Held<S> {
+    store: HotKeys<S>,
+    /// The failure policy the store applies to a policy that names none.
+    applies: Applies,
+}
+
+/// What failure policy a held store applies to a policy that names none.
+#[derive(Clone, Copy)]
+enum Applies {
+    /// None is needed: the store never fails (it is in process).
+    Nothing,
+    /// The layer's guard's.
+    Guard(OnStoreError),
+    /// The application's own guard's, which the layer does not know.
+    Unknown,
+}
+
+impl<S> Held<S> {
+    /// Whether a request the layer wants decided by `on_error` when the
+    /// store fails must say so itself.
+    fn must_name(&self, on_error: Option<OnStoreError>) -> Option<OnStoreError> {
+        let wanted = on_error?;
+        match self.applies {
+            Applies::Nothing => None,
+            Applies::Guard(applied) if applied == wanted => None,
+            Applies::Guard(_) | Applies::Unknown => Some(wanted),
+        }
+    }
+}
 
 impl<S: Store> DynStore for Held<S> {
     #[inline]
     fn check_now(&self, key: &str, policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
-        self.0.try_check_now(key, policy, cost)
+        self.store.try_check_now(key, policy, cost)
     }
 
     fn check_owned(
@@ -74,13 +107,15 @@ impl<S: Store> DynStore for Held<S> {
         on_error: Option<OnStoreError>,
     ) -> BoxFuture<(Result<Verdict, Error>, String)> {
         Box::pin(async move {
+            // The guard applies the failure policy the policy names.
+            let policy = self.under(&policy, on_error);
             // A policy without a mode goes to the store directly.
-            let verdict = if policy.hot_key().is_none() {
-                self.0.store().verdict(&key, &policy, cost, on_error).await
+            let checked = if policy.hot_key().is_none() {
+                self.store.store().check(&key, &policy, cost).await
             } else {
-                self.0.verdict(&key, &policy, cost, on_error).await
+                self.store.check(&key, &policy, cost).await
             };
-            (verdict, key)
+            (Verdict::of(checked), key)
         })
     }
 
@@ -91,15 +126,28 @@ impl<S: Store> DynStore for Held<S> {
         on_error: Option<OnStoreError>,
     ) -> BoxFuture<Result<Acquired, Error>> {
         Box::pin(async move {
+            let limit = match self.must_name(on_error) {
+                Some(on_error) => limit.with_on_store_error(on_error),
+                None => limit,
+            };
             // A store that keeps no permits says so (see `misconfigured`).
-            required(self.0.as_permits(), "concurrency limits")?
-                .acquire_permit_or(&key, &limit, on_error)
+            required(self.store.as_permits(), "concurrency limits")?
+                .acquire_permit(&key, &limit)
                 .await
         })
     }
 
+    fn under(&self, policy: &Arc<Policy>, on_error: Option<OnStoreError>) -> Arc<Policy> {
+        match self.must_name(on_error) {
+            Some(on_error) if policy.on_store_error() != Some(on_error) => {
+                Arc::new((**policy).clone().with_on_store_error(on_error))
+            }
+            _ => Arc::clone(policy),
+        }
+    }
+
     fn capabilities(&self) -> &dyn Capabilities {
-        &self.0
+        &self.store
     }
 }
 
@@ -114,11 +162,22 @@ pub(crate) fn store_builder<S: Store + Clone>(store: S) -> StoreBuilder {
     let hot = HotKeys::new(store);
     Arc::new(move |config| -> Arc<dyn DynStore> {
         let store = hot.store().clone();
-        if store.is_remote() && !store.is_guarded() {
-            let guarded = Guarded::new(store, config);
-            Arc::new(Held(HotKeys::sharing(guarded, &hot)))
+        if !store.is_remote() {
+            let store = HotKeys::sharing(store, &hot);
+            Arc::new(Held {
+                store,
+                applies: Applies::Nothing,
+            })
+        } else if !store.is_guarded() {
+            let applies = Applies::Guard(config.on_store_error);
+            let store = HotKeys::sharing(Guarded::new(store, config), &hot);
+            Arc::new(Held { store, applies })
         } else {
-            Arc::new(Held(HotKeys::sharing(store, &hot)))
+            let store = HotKeys::sharing(store, &hot);
+            Arc::new(Held {
+                store,
+                applies: Applies::Unknown,
+            })
         }
     })
 }

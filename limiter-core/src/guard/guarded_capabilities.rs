@@ -9,25 +9,13 @@ use crate::store::{Capabilities, Change, ControlTables, KeyState, SharedControl,
 use crate::{Leases, Permits};
 
 impl<S: Store, C: Clock + Clone> Store for Guarded<S, C> {
-    /// Checks with the configured failure policy. Failing open answers an
-    /// allowed decision with every rule's whole quota remaining; failing
-    /// closed answers [`Error::Unavailable`].
+    /// Checks with the policy's failure policy, or the guard's when it has
+    /// none, saying who decided ([`Decision::decider`]): failing open
+    /// answers an allowed decision with every rule's whole quota
+    /// remaining; failing closed answers [`Error::Unavailable`].
     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
-        (self
-            .check_with(key, policy, cost, self.inner.config.on_store_error)
-            .await?)
-            .into_decision(policy)
-    }
-
-    fn verdict(
-        &self,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        on_error: Option<OnStoreError>,
-    ) -> impl Future<Output = Result<Verdict, Error>> + Send {
-        let on_error = on_error.unwrap_or(self.inner.config.on_store_error);
-        self.check_with(key, policy, cost, on_error)
+        let on_error = self.on_error(policy.on_store_error());
+        (self.check_with(key, policy, cost, on_error).await?).into_decision(policy)
     }
 }
 
@@ -83,18 +71,10 @@ impl<S: Store, C: Clock + Clone> Capabilities for Guarded<S, C> {
 
 #[async_trait]
 impl<S: Store, C: Clock + Clone> Permits for Guarded<S, C> {
-    /// Takes a permit with the configured failure policy.
+    /// Takes a permit with the limit's failure policy, or the guard's when
+    /// it has none.
     async fn acquire_permit(&self, key: &str, limit: &ConcurrencyLimit) -> Result<Acquired, Error> {
-        self.acquire_permit_or(key, limit, None).await
-    }
-
-    async fn acquire_permit_or(
-        &self,
-        key: &str,
-        limit: &ConcurrencyLimit,
-        on_error: Option<OnStoreError>,
-    ) -> Result<Acquired, Error> {
-        let on_error = on_error.unwrap_or(self.inner.config.on_store_error);
+        let on_error = self.on_error(limit.on_store_error());
         self.acquire_permit_with(key, limit, on_error).await
     }
 }
@@ -103,7 +83,7 @@ impl<S: Store, C: Clock + Clone> Permits for Guarded<S, C> {
 impl<S: Store, C: Clock + Clone> Leases for Guarded<S, C> {
     /// Leases through the key's breaker, with no failure policy: the lease's
     /// caller ([`HotKeys`](crate::HotKeys)) then checks through
-    /// [`Store::verdict`], which applies it.
+    /// [`Store::check`], which applies it.
     async fn lease(
         &self,
         key: &str,
@@ -151,16 +131,20 @@ impl<S: Store, C: Clock + Clone> KeyState for Guarded<S, C> {
         unconfirmed(reset)
     }
 
-    /// Checks with the configured failure policy; a request the failure
-    /// policy decided has no receipt (it stays counted where it was).
+    /// Checks with the policy's failure policy, or the guard's; a request
+    /// the failure policy decided has no receipt (it stays counted where
+    /// it was).
     async fn check_refundable(
         &self,
         key: &str,
         policy: &Policy,
         cost: u64,
     ) -> Result<(Decision, Option<crate::Receipt>), Error> {
-        let (verdict, receipt) = self.check_refundable_or(key, policy, cost, None).await?;
-        Ok((verdict.into_decision(policy)?, receipt))
+        let state = self.key_state()?;
+        let on_error = self.on_error(policy.on_store_error());
+        let check = || state.check_refundable(key, policy, cost);
+        let (verdict, receipt) = self.decide_with(key, policy, cost, on_error, check).await?;
+        Ok((verdict.into_decision(policy)?, receipt.flatten()))
     }
 
     /// Refunds and forgets the key's cached denial here (the refund may
@@ -179,20 +163,6 @@ impl<S: Store, C: Clock + Clone> KeyState for Guarded<S, C> {
             cache.remove(key);
         }
         refunded
-    }
-
-    async fn check_refundable_or(
-        &self,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        on_error: Option<OnStoreError>,
-    ) -> Result<(Verdict, Option<crate::Receipt>), Error> {
-        let state = self.key_state()?;
-        let on_error = on_error.unwrap_or(self.inner.config.on_store_error);
-        let check = || state.check_refundable(key, policy, cost);
-        let (verdict, receipt) = self.decide_with(key, policy, cost, on_error, check).await?;
-        Ok((verdict, receipt.flatten()))
     }
 }
 
@@ -237,6 +207,11 @@ impl<S: Store, C: Clock + Clone> SharedControl for Guarded<S, C> {
 }
 
 impl<S: Store, C: Clock + Clone> Guarded<S, C> {
+    /// `own` (a policy's or a limit's failure policy), else the guard's.
+    fn on_error(&self, own: Option<OnStoreError>) -> OnStoreError {
+        own.unwrap_or(self.inner.config.on_store_error)
+    }
+
     fn key_state(&self) -> Result<&dyn KeyState, Error> {
         required(self.inner.store.as_key_state(), "key state")
     }
@@ -248,7 +223,7 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
     /// `call` within the deadline, through the key's breaker: an open
     /// breaker answers [`Error::Unavailable`] at once. For calls without a
     /// failure policy (a lease, whose caller then checks through
-    /// [`Store::verdict`], which applies it; a peek or a reset fails).
+    /// [`Store::check`], which applies it; a peek or a reset fails).
     async fn through_breaker<T, F: Future<Output = Result<T, Error>>>(
         &self,
         key: &str,

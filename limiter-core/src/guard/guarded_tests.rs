@@ -24,6 +24,56 @@ fn policy() -> Policy {
     Policy::sliding_log([Rule::new(4, Duration::from_secs(60)).unwrap()]).unwrap()
 }
 
+/// A policy that names its failure policy is decided by it through
+/// `Store::check`, whatever the guard's own; the decision says who made
+/// it, and `Verdict::of` reads it back as `check_with` answers.
+#[tokio::test]
+async fn a_policy_names_its_own_failure_policy_to_a_shared_guard() {
+    let clock = ManualClock::new(Duration::from_secs(1_000));
+    let config = GuardConfig {
+        on_store_error: OnStoreError::FailClosed,
+        ..GuardConfig::default()
+    };
+    let guarded = Guarded::with_clock(Down::default(), config, clock);
+    let closed = guarded.check("k", &policy(), 1).await;
+    assert!(matches!(closed, Err(Error::Unavailable(d)) if d == Duration::from_secs(1)));
+    let open = policy().with_on_store_error(OnStoreError::FailOpen);
+    let decision = guarded.check("k", &open, 1).await.unwrap();
+    assert_eq!(decision.decider(), crate::Decider::FailedOpen);
+    assert_eq!((decision.allowed(), decision.remaining()), (true, 4));
+    assert_eq!(Verdict::of(Ok(decision)).unwrap(), Verdict::FailedOpen);
+    let fallback = policy().with_on_store_error(OnStoreError::Fallback { instances: 2 });
+    let deciders: Vec<_> = three_checks(&guarded, &fallback).await;
+    assert_eq!(
+        deciders,
+        [
+            (true, crate::Decider::Fallback),
+            (true, crate::Decider::Fallback),
+            (false, crate::Decider::Fallback)
+        ]
+    );
+    assert_eq!(
+        Verdict::of(guarded.check("k", &policy(), 1).await).unwrap(),
+        Verdict::FailedClosed {
+            retry_after: Duration::from_secs(1)
+        }
+    );
+}
+
+/// Three checks of `policy` on one key: whether each was allowed, and who
+/// decided it.
+async fn three_checks(
+    guarded: &Guarded<Down, ManualClock>,
+    policy: &Policy,
+) -> Vec<(bool, crate::Decider)> {
+    let mut answers = Vec::new();
+    for _ in 0..3 {
+        let decision = guarded.check("k", policy, 1).await.unwrap();
+        answers.push((decision.allowed(), decision.decider()));
+    }
+    answers
+}
+
 #[tokio::test]
 async fn each_policy_decides_while_the_store_is_down() {
     let clock = ManualClock::new(Duration::from_secs(1_000));

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::clock::ManualClock;
 use crate::store::{Forget, Store};
-use crate::{Decision, Error, OnStoreError, Policy, Verdict};
+use crate::{Decision, Error, Policy, Verdict};
 
 use super::HotKey;
 use super::lease::Leases;
@@ -134,37 +134,29 @@ impl<S: Store> HotKeys<S> {
         &self.store
     }
 
-    /// Checks a request of `cost` on `key` as [`Store::verdict`] does,
-    /// honouring the policy's hot-key mode. `on_error` is the failure
-    /// policy a guarded store applies, also when a lease cannot be taken.
-    async fn honour(
-        &self,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        on_error: Option<OnStoreError>,
-    ) -> Result<Verdict, Error> {
+    /// Checks a request of `cost` on `key`, honouring the policy's hot-key
+    /// mode, saying who decided: a guarded store applies the policy's
+    /// failure policy (or its own), also when a lease cannot be taken.
+    async fn honour(&self, key: &str, policy: &Policy, cost: u64) -> Result<Verdict, Error> {
         let (hot, store) = (&self.state, &self.store);
         match policy.hot_key() {
             // A store that honours the modes itself (a `HotKeys`) decides.
-            _ if store.honours_hot_keys() => store.verdict(key, policy, cost, on_error).await,
-            None => store.verdict(key, policy, cost, on_error).await,
+            _ if store.honours_hot_keys() => super::verdict_of(&**store, key, policy, cost).await,
+            None => super::verdict_of(&**store, key, policy, cost).await,
             Some(HotKey::Lease(lease)) if store.is_remote() && store.as_leases().is_some() => {
                 let (instance, leases) = (&hot.instance, &hot.leases);
-                super::lease::check(instance, leases, store, key, policy, lease, cost, on_error)
-                    .await
+                super::lease::check(instance, leases, store, key, policy, lease, cost).await
             }
             Some(HotKey::Shard { shards }) => {
-                super::shard::check(&hot.instance, store, key, policy, shards, cost, on_error).await
+                super::shard::check(&hot.instance, store, key, policy, shards, cost).await
             }
             Some(HotKey::Sample { every }) => {
                 let (instance, samples) = (&hot.instance, &hot.samples);
-                super::sample::check(instance, samples, store, key, policy, every, cost, on_error)
-                    .await
+                super::sample::check(instance, samples, store, key, policy, every, cost).await
             }
             // In process a lease would gain nothing: the store decides at
             // once; a store that leases nothing decides each check itself.
-            Some(_) => store.verdict(key, policy, cost, on_error).await,
+            Some(_) => super::verdict_of(&**store, key, policy, cost).await,
         }
     }
 }

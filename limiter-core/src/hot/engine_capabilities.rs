@@ -9,7 +9,7 @@ use crate::{Leases, Permits};
 
 impl<S: Store> Store for HotKeys<S> {
     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
-        (self.honour(key, policy, cost, None).await?).into_decision(policy)
+        (self.honour(key, policy, cost).await?).into_decision(policy)
     }
 
     fn try_check_now(
@@ -23,16 +23,6 @@ impl<S: Store> Store for HotKeys<S> {
             return None;
         }
         self.store.try_check_now(key, policy, cost)
-    }
-
-    fn verdict(
-        &self,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        on_error: Option<OnStoreError>,
-    ) -> impl Future<Output = Result<Verdict, Error>> + Send {
-        self.honour(key, policy, cost, on_error)
     }
 }
 
@@ -113,17 +103,6 @@ impl<S: Store> KeyState for HotKeys<S> {
     ) -> Result<(), Error> {
         let state = required(self.store.as_key_state(), "key state")?;
         state.refund(key, policy, receipt).await
-    }
-
-    async fn check_refundable_or(
-        &self,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        on_error: Option<OnStoreError>,
-    ) -> Result<(Verdict, Option<crate::Receipt>), Error> {
-        let state = required(self.store.as_key_state(), "key state")?;
-        state.check_refundable_or(key, policy, cost, on_error).await
     }
 }
 

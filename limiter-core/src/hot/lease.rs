@@ -19,7 +19,7 @@ use hashbrown::HashMap;
 use tokio::sync::Notify;
 
 use crate::store::Store;
-use crate::{Decision, Error, OnStoreError, Policy, Verdict};
+use crate::{Decision, Error, Policy, Verdict};
 
 use super::Lease;
 use super::grant::{LeaseGrant, LeaseRequest};
@@ -154,12 +154,11 @@ pub(super) async fn check<S: Store>(
     policy: &Policy,
     lease: Lease,
     cost: u64,
-    on_error: Option<OnStoreError>,
 ) -> Result<Verdict, Error> {
     policy.validate_cost(cost)?;
     let length = lease.ttl_us();
     let Some(state) = leases.state(key, hot.clock.now(), length) else {
-        return direct(hot, store, key, policy, cost, on_error).await;
+        return direct(hot, store, key, policy, cost).await;
     };
     // Each fetch serves some waiters (or denies them all); one that lost
     // to the others this many times asks the store directly.
@@ -203,7 +202,7 @@ pub(super) async fn check<S: Store>(
             waiting.await;
         }
     }
-    direct(hot, store, key, policy, cost, on_error).await
+    direct(hot, store, key, policy, cost).await
 }
 
 /// What to do with the key's state as it is; also the lease that ended,
@@ -265,7 +264,6 @@ async fn direct<S: Store>(
     key: &str,
     policy: &Policy,
     cost: u64,
-    on_error: Option<OnStoreError>,
 ) -> Result<Verdict, Error> {
     let request = LeaseRequest {
         need: cost,
@@ -277,7 +275,7 @@ async fn direct<S: Store>(
     match take(&**store, key, policy, &request).await {
         Ok(grant) => Ok(Verdict::Store(grant.decision)),
         Err(Error::Config(error)) => Err(error.into()),
-        Err(_) if store.is_guarded() => store.verdict(key, policy, cost, on_error).await,
+        Err(_) if store.is_guarded() => super::verdict_of(&**store, key, policy, cost).await,
         Err(error) => Err(error),
     }
 }

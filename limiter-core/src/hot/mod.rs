@@ -25,5 +25,15 @@ mod shard;
 mod state;
 
 pub use engine::HotKeys;
+
+/// `store`'s check, saying who decided (see [`Verdict::of`](crate::Verdict::of)).
+async fn verdict_of<S: crate::Store>(
+    store: &S,
+    key: &str,
+    policy: &crate::Policy,
+    cost: u64,
+) -> Result<crate::Verdict, crate::Error> {
+    crate::Verdict::of(store.check(key, policy, cost).await)
+}
 pub use grant::{LeaseGrant, LeaseRequest};
 pub use shard::{shard_key, slot};

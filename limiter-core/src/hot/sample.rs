@@ -16,7 +16,7 @@ use hashbrown::HashMap;
 use tokio::sync::{Notify, oneshot};
 
 use crate::store::Store;
-use crate::{Decision, Error, OnStoreError, Policy, Verdict};
+use crate::{Decision, Error, Policy, Verdict};
 
 use super::state::{Instance, MAX_TRACKED_KEYS, SweepGate};
 
@@ -55,7 +55,6 @@ pub(super) async fn check<S: Store>(
     policy: &Policy,
     every: u32,
     cost: u64,
-    on_error: Option<OnStoreError>,
 ) -> Result<Verdict, Error> {
     policy.validate_cost(cost)?;
     let weight = cost * u64::from(every);
@@ -78,7 +77,7 @@ pub(super) async fn check<S: Store>(
             let (samples, store) = (Arc::clone(samples), Arc::clone(store));
             let (key, policy) = (key.to_owned(), policy.clone());
             tokio::spawn(async move {
-                let outcome = store.verdict(&key, &policy, weight, on_error).await;
+                let outcome = super::verdict_of(&*store, &key, &policy, weight).await;
                 samples.record(&key, every - 1, outcome.as_ref().ok().copied(), now);
                 notify.notify_waiters();
                 let _ = sent.send(outcome);
@@ -95,7 +94,7 @@ pub(super) async fn check<S: Store>(
         }
     }
     // Never decided by a sample: checked at its own cost, exactly.
-    store.verdict(key, policy, cost, on_error).await
+    super::verdict_of(&**store, key, policy, cost).await
 }
 
 impl Samples {

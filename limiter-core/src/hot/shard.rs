@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use crate::store::Store;
-use crate::{Error, OnStoreError, Policy, Verdict};
+use crate::{Error, Policy, Verdict};
 
 use super::state::Instance;
 
@@ -37,7 +37,6 @@ pub(super) async fn check<S: Store>(
     policy: &Policy,
     shards: u32,
     cost: u64,
-    on_error: Option<OnStoreError>,
 ) -> Result<Verdict, Error> {
     let turn = hot.turn.fetch_add(1, Ordering::Relaxed);
     let shard = (turn % u64::from(shards)) as u32;
@@ -45,7 +44,7 @@ pub(super) async fn check<S: Store>(
     let share = policy.divided(shards);
     share.validate_cost(cost)?;
     let sub_key = shard_key(key, shard, shards);
-    store.verdict(&sub_key, &share, cost, on_error).await
+    super::verdict_of(&**store, &sub_key, &share, cost).await
 }
 
 /// The key of shard `shard` of `shards`: the key with a hash tag that puts

@@ -17,7 +17,7 @@
 
 use std::future::Future;
 
-use crate::{Decision, Error, OnStoreError, Policy, Verdict};
+use crate::{Decision, Error, Policy};
 
 pub(crate) mod assigned;
 pub(crate) mod blocks;
@@ -94,7 +94,10 @@ pub trait Store: Capabilities {
     /// its prefix).
     ///
     /// Fails with [`Error::Config`] when `cost` could never pass the policy,
-    /// and with a store error when the store cannot answer.
+    /// and with a store error when the store cannot answer. A store that
+    /// guards itself ([`Guarded`](crate::Guarded)) answers by its failure
+    /// policy instead (the policy's own, [`Policy::on_store_error`], when it
+    /// has one), saying so in [`Decision::decider`].
     fn check(
         &self,
         key: &str,
@@ -117,20 +120,5 @@ pub trait Store: Capabilities {
     ) -> Option<Result<Decision, Error>> {
         let _ = (key, policy, cost);
         None
-    }
-
-    /// Checks like [`check`](Self::check), saying how the request was
-    /// decided: a store that guards itself ([`Guarded`](crate::Guarded))
-    /// applies `on_error` when its backend fails (its own failure policy
-    /// when `None`); any other store decides itself ([`Verdict::Store`]).
-    fn verdict(
-        &self,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        on_error: Option<OnStoreError>,
-    ) -> impl Future<Output = Result<Verdict, Error>> + Send {
-        let _ = on_error;
-        async move { self.check(key, policy, cost).await.map(Verdict::Store) }
     }
 }

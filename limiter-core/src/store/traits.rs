@@ -11,7 +11,7 @@ use async_trait::async_trait;
 
 use crate::concurrency::{Acquired, ConcurrencyLimit};
 use crate::hot::{LeaseGrant, LeaseRequest};
-use crate::{Decision, Error, OnStoreError, Policy, Verdict};
+use crate::{Decision, Error, Policy};
 
 use super::control::{Change, ControlTables};
 
@@ -113,20 +113,6 @@ pub trait Permits: Send + Sync + 'static {
     /// in one atomic step. The permit is given back when it is dropped; on a
     /// shared store it is a lease that its holder renews while it is held.
     async fn acquire_permit(&self, key: &str, limit: &ConcurrencyLimit) -> Result<Acquired, Error>;
-
-    /// Takes a permit like [`acquire_permit`](Self::acquire_permit); a
-    /// store that guards itself decides by `on_error` when its backend
-    /// fails (its own failure policy when `None`). Any other store takes
-    /// the permit as it is.
-    async fn acquire_permit_or(
-        &self,
-        key: &str,
-        limit: &ConcurrencyLimit,
-        on_error: Option<OnStoreError>,
-    ) -> Result<Acquired, Error> {
-        let _ = on_error;
-        self.acquire_permit(key, limit).await
-    }
 }
 
 /// Leases of a key's quota, which a leased policy
@@ -216,22 +202,6 @@ pub trait KeyState: Send + Sync + 'static {
         policy: &Policy,
         receipt: &crate::Receipt,
     ) -> Result<(), Error>;
-
-    /// Checks like [`check_refundable`](Self::check_refundable), saying how
-    /// the request was decided: a store that guards itself applies
-    /// `on_error` when its backend fails (recording nothing it could give
-    /// back); any other store decides itself ([`Verdict::Store`]).
-    async fn check_refundable_or(
-        &self,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        on_error: Option<OnStoreError>,
-    ) -> Result<(Verdict, Option<crate::Receipt>), Error> {
-        let _ = on_error;
-        let (decision, receipt) = self.check_refundable(key, policy, cost).await?;
-        Ok((Verdict::Store(decision), receipt))
-    }
 }
 
 /// What an instance forgets because a key was reset through a store it

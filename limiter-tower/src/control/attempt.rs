@@ -83,11 +83,11 @@ impl Control {
             });
         }
         let refunds = required(self.context.store.capabilities().as_key_state(), COUNTING)?;
-        let (verdict, receipt) = refunds
-            .check_refundable_or(&full, &policy, policy.cost(), None)
+        let (decision, receipt) = refunds
+            .check_refundable(&full, &policy, policy.cost())
             .await?;
         Ok(Attempt {
-            decision: verdict.into_decision(&policy)?,
+            decision,
             policy,
             blocked: None,
             deny_listed: false,

@@ -13,8 +13,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use limiter_core::{
-    Acquired, ConcurrencyLimit, Error, OnStoreError, Penalty, Policy, Receipt, Verdict, Waiters,
-    required,
+    Acquired, ConcurrencyLimit, Decision, Error, OnStoreError, Penalty, Policy, Receipt, Verdict,
+    Waiters, required,
 };
 
 use super::route::RouteLimit;
@@ -193,7 +193,11 @@ async fn steps(checks: Checks) -> Admission {
             Some(counts) => {
                 let checked = match required(store.capabilities().as_key_state(), COUNTING) {
                     Ok(refunds) => {
-                        let check = || refunds.check_refundable_or(&key, &policy, cost, on_error);
+                        let named = store.under(&policy, on_error);
+                        let check = || async {
+                            let checked = refunds.check_refundable(&key, &named, cost).await;
+                            refundable_verdict(checked)
+                        };
                         match &waiters {
                             Some((waiters, max)) => waiters.acquire(&key, *max, check).await,
                             None => check().await,
@@ -227,6 +231,17 @@ async fn steps(checks: Checks) -> Admission {
     }
     admission.key = key;
     admission
+}
+
+/// How a check counted by outcome was decided (see [`Verdict::of`]): a
+/// receipt only from the store.
+fn refundable_verdict(
+    checked: Result<(Decision, Option<Receipt>), Error>,
+) -> Result<(Verdict, Option<Receipt>), Error> {
+    match checked {
+        Ok((decision, receipt)) => Ok((Verdict::of(Ok(decision))?, receipt)),
+        Err(error) => Ok((Verdict::of(Err(error))?, None)),
+    }
 }
 
 /// Counts a denial of `key` by `penalty`, and blocks `block_key` when it
