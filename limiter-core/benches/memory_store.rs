@@ -4,7 +4,7 @@
 //! Every check in the measurement is allowed (the bench counts denials and
 //! panics if there is one): the allowed path writes state, so it is the one
 //! worth measuring, and it is the one governor's numbers describe. How each
-//! policy is kept allowing is explained in BENCHMARKS.md:
+//! policy is kept allowing (the lab notes, `benches/LAB_NOTES.md`, section 1):
 //! - the O(1) algorithms and governor run on their real clocks (the system
 //!   clock of `MemoryStore::new()`, governor's default quanta clock) with
 //!   bursts and limits far beyond what a run can use up, and rates slow

@@ -103,7 +103,7 @@ struct Entry<S> {
     state: S,
 }
 
-// The sizes BENCHMARKS.md reports.
+// An entry's size, which each key held costs (the lab notes' memory flood).
 const _: () = assert!(std::mem::size_of::<Entry<Level>>() == 56);
 
 /// The key being checked, and when.
