@@ -5,8 +5,8 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::error::ConfigError;
+use crate::on_store_error::OnStoreError;
 use crate::rule::{EXACT_LIMIT, MAX_WINDOW, Rule};
-use crate::verdict::OnStoreError;
 
 /// At most `max` requests of a key in flight at once, across every instance
 /// sharing the store.

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use crate::error::ConfigError;
 use crate::hot::{HotKey, Lease, MAX_SAMPLING, MAX_SHARDS, invalid};
+use crate::on_store_error::OnStoreError;
 use crate::rule::{EXACT_LIMIT, Rate, Rule};
-use crate::verdict::OnStoreError;
 
 /// The most rules one policy may hold (a sliding log's rules plus its
 /// prevent-duplicate rule). Kept small so a [`Decision`](crate::Decision)
