@@ -337,24 +337,23 @@ struct FalseDenials {
 /// capacity and through one that holds every user.
 fn false_denials(algorithm: Algorithm, flood: u32, flood_seconds: u64) -> FalseDenials {
     let policy = policy(algorithm.name());
-    let flooded = MemoryStore::new();
-    let holds_all = MemoryStore::new().with_capacity(10 * USERS as usize);
     let t0: u64 = 1_750_000_000_000_000;
+    let clock = ManualClock::new(Duration::from_micros(t0));
+    let flooded = MemoryStore::with_clock(clock.clone());
+    let holds_all = MemoryStore::with_clock(clock.clone()).with_capacity(10 * USERS as usize);
     let flood_ms = flood_seconds * 1_000;
     let mut report = FalseDenials::default();
     let mut affected = std::collections::HashSet::new();
     let mut key = String::with_capacity(64);
     for ms in 0..SIMULATED_SECONDS * 1_000 {
-        let now = t0 + ms * 1_000;
+        clock.set(Duration::from_micros(t0 + ms * 1_000));
         if ms < flood_ms {
             // Client i comes at i · flood_ms / flood.
             let first = ms * u64::from(flood) / flood_ms;
             let last = (ms + 1) * u64::from(flood) / flood_ms;
             for client in first..last {
                 write_client_key(&mut key, USERS + client as u32);
-                flooded
-                    .check_at(&key, &policy, 1, now)
-                    .expect("a valid check");
+                flooded.check_now(&key, &policy, 1).expect("a valid check");
             }
         }
         // User u comes at u · interval / USERS into each interval.
@@ -364,11 +363,9 @@ fn false_denials(algorithm: Algorithm, flood: u32, flood_seconds: u64) -> FalseD
         for user in first..last.min(u64::from(USERS)) {
             write_client_key(&mut key, user as u32);
             for _ in 0..user_burst(algorithm) {
-                let got = flooded
-                    .check_at(&key, &policy, 1, now)
-                    .expect("a valid check");
+                let got = flooded.check_now(&key, &policy, 1).expect("a valid check");
                 let expected = holds_all
-                    .check_at(&key, &policy, 1, now)
+                    .check_now(&key, &policy, 1)
                     .expect("a valid check");
                 report.requests += 1;
                 report.allowed += u64::from(expected.allowed());

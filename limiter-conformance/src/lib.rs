@@ -17,9 +17,9 @@
 //! | [`costs`] | costs consume as the model says; a cost no policy can pass, or of zero, is [`Error::Config`], and so is an algorithm the store refuses |
 //! | [`cancellation`] | a check dropped after 0, 1, 2, … polls leaves the store answering and never lets the key pass more than its limit |
 //! | [`failure`] | a store whose backend does not answer answers a store error within 2 s (a bad cost still [`Error::Config`]) |
-//! | [`peek`] | when the harness peeks ([`Harness::peek_at`]): before each check of pseudo-random traces, a peek answers every field the model's check would, and the check after it answers as if no peek had been made |
-//! | [`penalties`] | when the harness counts penalties ([`Harness::penalize_at`]): every denial of pseudo-random sequences earns the block the model ([`PenaltyState`](limiter_core::PenaltyState)) does |
-//! | [`refunds`] | when the harness counts by outcome ([`Harness::check_refundable_at`]): on pseudo-random traces of the algorithms that refund exactly, with requests given back at random later steps, every decision equals the model's ([`KeyModel::refund`]); the others refuse with [`Error::Config`] |
+//! | [`peek`] | when the store peeks ([`KeyState`](limiter_core::KeyState)): before each check of pseudo-random traces, a peek answers every field the model's check would, and the check after it answers as if no peek had been made |
+//! | [`penalties`] | when the store counts penalties ([`SharedControl`](limiter_core::SharedControl)): every denial of pseudo-random sequences earns the block the model ([`PenaltyState`](limiter_core::PenaltyState)) does |
+//! | [`refunds`] | when the store counts by outcome ([`KeyState`](limiter_core::KeyState)): on pseudo-random traces of the algorithms that refund exactly, with requests given back at random later steps, every decision equals the model's ([`KeyModel::refund`]); the others refuse with [`Error::Config`] |
 //! | [`reset`] | when the store forgets keys ([`KeyState::reset`](limiter_core::KeyState::reset)): a key used up and reset answers as a fresh key; the key beside it keeps its state |
 //! | [`permits`] | when the store keeps [concurrency permits](limiter_core::Permits) ([`Capabilities::as_permits`](limiter_core::Capabilities::as_permits)): at most the maximum held, racing or not; a dropped permit given back |
 //!
@@ -36,26 +36,17 @@
 //! ```
 //! use std::time::Duration;
 //! use limiter_conformance::{self as conformance, Harness};
-//! use limiter_core::{Decision, Error, ManualClock, MemoryStore, Policy};
+//! use limiter_core::{ManualClock, MemoryStore};
 //!
 //! struct Memory;
 //!
 //! impl Harness for Memory {
 //!     type Store = MemoryStore<ManualClock>;
 //!
-//!     async fn store(&self) -> Self::Store {
-//!         MemoryStore::with_clock(ManualClock::new(Duration::from_secs(1_000)))
-//!     }
-//!
-//!     async fn check_at(
-//!         &self,
-//!         store: &Self::Store,
-//!         key: &str,
-//!         policy: &Policy,
-//!         cost: u64,
-//!         now_us: u64,
-//!     ) -> Result<Decision, Error> {
-//!         store.check_at(key, policy, cost, now_us)
+//!     async fn store(&self, clock: Option<ManualClock>) -> Self::Store {
+//!         // Its own time: any clock will do, nothing moves it.
+//!         let own = || ManualClock::new(Duration::from_secs(1_000));
+//!         MemoryStore::with_clock(clock.unwrap_or_else(own))
 //!     }
 //! }
 //!
@@ -64,24 +55,18 @@
 //! // Inside #[tokio::test]s in your tests: each check alone, or all of
 //! // them with `conformance::run`.
 //! conformance::traces(&Memory).await;
-//! conformance::costs(&Memory).await;
+//! conformance::peek(&Memory).await;
 //! # });
 //! ```
 //!
-//! A check never passes by skipping what the store has: the memory store
-//! peeks, so this harness, which does not implement
-//! [`Harness::peek_at`], fails the [`peek`] check, naming the capability
-//! (and likewise for penalties, refunds, and a remote store without
-//! [`Harness::unreachable`]).
-//!
-//! [`Harness::check_at`] decides at a time the suite gives: a store that
-//! reads a server's clock needs a way to be told the time in tests (the
-//! Redis store's `check_at` under the `test-util` feature passes it to its
-//! scripts). [`Harness::unreachable`] gives the same kind of store pointed
-//! at a backend that does not answer (a port nothing listens on), for the
-//! [`failure`] check; without it that check is skipped. A store that runs
-//! only some algorithms, or runs one with other windows than the policy
-//! defines, says so in [`Harness::support`].
+//! A check never passes by skipping what the store has: the suite asks the
+//! store for each capability ([`Capabilities`](limiter_core::Capabilities)),
+//! not the harness. A store across a network whose harness gives no
+//! [`Harness::unreachable`] store (the same kind of store pointed at a
+//! backend that does not answer, a port nothing listens on) fails the
+//! [`failure`] check, naming it. A store that runs only some algorithms,
+//! or runs one with other windows than the policy defines, says so in
+//! [`Harness::support`].
 //!
 //! Keys carry the process id and a counter of runs, so a store shared by
 //! several runs (one Redis server) needs no cleaning between them.
@@ -103,7 +88,7 @@ pub use checks::traces::traces;
 pub use model::{KeyModel, Outcome};
 pub use params::Params;
 
-use limiter_core::{Algorithm, Decision, Error, Policy, Store};
+use limiter_core::{Algorithm, ManualClock, Store};
 
 /// Every algorithm, in the order the checks run them.
 pub const ALGORITHMS: [Algorithm; 6] = Algorithm::ALL;
@@ -126,8 +111,11 @@ pub enum Support {
     Refused,
 }
 
-/// What the suite needs of a store: fresh stores, checks at a time the
-/// suite gives, and what the store supports.
+/// What the suite needs of a store: fresh stores, on the suite's clock or
+/// on their own time, and what the store supports. The suite reaches what
+/// the store does besides checks through its
+/// [`Capabilities`](limiter_core::Capabilities), so a harness cannot hide
+/// a capability from it.
 ///
 /// Methods return `impl Future + Send`; an implementation may write them
 /// as `async fn`.
@@ -136,75 +124,23 @@ pub trait Harness: Send + Sync {
     type Store: Store;
 
     /// A store to check, connected; no key the suite uses holds state in
-    /// it. Each check asks for one.
-    fn store(&self) -> impl Future<Output = Self::Store> + Send;
-
-    /// Checks a request of `cost` against `policy` on `key` at `now_us`
-    /// (µs since the Unix epoch) instead of the store's own time, exactly
-    /// as [`Store::check`] would at that time. The suite's times only move
-    /// forward within a check.
-    fn check_at(
-        &self,
-        store: &Self::Store,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        now_us: u64,
-    ) -> impl Future<Output = Result<Decision, Error>> + Send;
+    /// it. Each check asks for one. With a `clock`, every call of the
+    /// store takes its time from it, which the suite moves (only forward
+    /// within a check): a store that reads a server's clock needs a way to
+    /// be told the time in tests (the Redis store's
+    /// `RedisConfig::manual_clock` under its `test-util` feature). `None`:
+    /// the store's own time.
+    fn store(&self, clock: Option<ManualClock>) -> impl Future<Output = Self::Store> + Send;
 
     /// A store of the same kind whose backend does not answer (a server
-    /// that is down), for the [`failure`] check; `None` (the default) for a
-    /// store without a backend, and the check is skipped.
-    fn unreachable(&self) -> impl Future<Output = Option<Self::Store>> + Send {
-        async { None }
-    }
-
-    /// What a check of `cost` on `key` would answer at `now_us`, recording
-    /// nothing (see [`KeyState::peek`](limiter_core::KeyState::peek)), for the [`peek`] check; `None`
-    /// (the default) for a store that does not peek, and the check is
-    /// skipped.
-    fn peek_at(
+    /// that is down), on `clock` as [`store`](Self::store) makes one, for
+    /// the [`failure`] check; `None` (the default) for a store without a
+    /// backend, and the check is skipped.
+    fn unreachable(
         &self,
-        store: &Self::Store,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        now_us: u64,
-    ) -> impl Future<Output = Option<Result<Decision, Error>>> + Send {
-        let _ = (store, key, policy, cost, now_us);
-        async { None }
-    }
-
-    /// Counts a denial of `key` by `penalty` at `now_us`, as
-    /// [`SharedControl::penalize`](limiter_core::SharedControl::penalize) would at that
-    /// time, for the [`penalties`] check; `None` (the default) for a store
-    /// that counts none, and the check is skipped.
-    fn penalize_at(
-        &self,
-        store: &Self::Store,
-        key: &str,
-        penalty: &limiter_core::Penalty,
-        now_us: u64,
-    ) -> impl Future<Output = Option<Result<Option<std::time::Duration>, Error>>> + Send {
-        let _ = (store, key, penalty, now_us);
-        async { None }
-    }
-
-    /// Checks a request counted by outcome at `now_us`, as
-    /// [`KeyState::check_refundable`](limiter_core::KeyState::check_refundable)
-    /// would at that time, for the [`refunds`] check; `None` (the default)
-    /// for a store that gives nothing back, and the check is skipped.
-    #[allow(clippy::type_complexity)]
-    fn check_refundable_at(
-        &self,
-        store: &Self::Store,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        now_us: u64,
-    ) -> impl Future<Output = Option<Result<(Decision, Option<limiter_core::Receipt>), Error>>> + Send
-    {
-        let _ = (store, key, policy, cost, now_us);
+        clock: Option<ManualClock>,
+    ) -> impl Future<Output = Option<Self::Store>> + Send {
+        let _ = clock;
         async { None }
     }
 

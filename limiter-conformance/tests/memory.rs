@@ -1,62 +1,20 @@
-//! The memory store runs the store conformance suite: its own time is a
-//! `ManualClock` (still while the suite runs), the suite's times go
-//! through `MemoryStore::check_at`. One test per check.
+//! The memory store runs the store conformance suite: on the suite's clock,
+//! or on a `ManualClock` of its own (still while the suite runs). One test
+//! per check.
 
 use std::time::Duration;
 
 use limiter_conformance::{self as conformance, Harness};
-use limiter_core::{Decision, Error, ManualClock, MemoryStore, Policy};
+use limiter_core::{Capabilities, Decision, Error, ManualClock, MemoryStore, Policy, Store};
 
 struct Memory;
 
 impl Harness for Memory {
     type Store = MemoryStore<ManualClock>;
 
-    async fn store(&self) -> Self::Store {
-        MemoryStore::with_clock(ManualClock::new(Duration::from_secs(1_750_000_000)))
-    }
-
-    async fn check_at(
-        &self,
-        store: &Self::Store,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        now_us: u64,
-    ) -> Result<Decision, Error> {
-        store.check_at(key, policy, cost, now_us)
-    }
-
-    async fn peek_at(
-        &self,
-        store: &Self::Store,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        now_us: u64,
-    ) -> Option<Result<Decision, Error>> {
-        Some(store.peek_at(key, policy, cost, now_us))
-    }
-
-    async fn check_refundable_at(
-        &self,
-        store: &Self::Store,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        now_us: u64,
-    ) -> Option<Result<(Decision, Option<limiter_core::Receipt>), Error>> {
-        Some(store.check_refundable_at(key, policy, cost, now_us))
-    }
-
-    async fn penalize_at(
-        &self,
-        store: &Self::Store,
-        key: &str,
-        penalty: &limiter_core::Penalty,
-        now_us: u64,
-    ) -> Option<Result<Option<Duration>, Error>> {
-        Some(Ok(store.penalize_at(key, penalty, now_us)))
+    async fn store(&self, clock: Option<ManualClock>) -> Self::Store {
+        let own = || ManualClock::new(Duration::from_secs(1_750_000_000));
+        MemoryStore::with_clock(clock.unwrap_or_else(own))
     }
 }
 
@@ -92,49 +50,34 @@ async fn failure_needs_no_backend_in_process() {
     conformance::failure(&Memory).await;
 }
 
-/// A harness that hides a capability the store has: checks only what
-/// every store does.
-struct Hiding;
+/// A store across a network (as far as the suite can tell), whose harness
+/// gives no store of a backend that does not answer.
+struct Remote(MemoryStore<ManualClock>);
 
-impl Harness for Hiding {
-    type Store = MemoryStore<ManualClock>;
+impl Capabilities for Remote {}
 
-    async fn store(&self) -> Self::Store {
-        Memory.store().await
-    }
-
-    async fn check_at(
-        &self,
-        store: &Self::Store,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        now_us: u64,
-    ) -> Result<Decision, Error> {
-        Memory.check_at(store, key, policy, cost, now_us).await
+impl Store for Remote {
+    async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        self.0.check(key, policy, cost).await
     }
 }
 
-#[tokio::test]
-#[should_panic(expected = "the store has KeyState::peek, which the harness does not exercise")]
-async fn a_peek_the_harness_hides_fails_the_check() {
-    conformance::peek(&Hiding).await;
+struct NoUnreachable;
+
+impl Harness for NoUnreachable {
+    type Store = Remote;
+
+    async fn store(&self, clock: Option<ManualClock>) -> Self::Store {
+        Remote(Memory.store(clock).await)
+    }
 }
 
 #[tokio::test]
 #[should_panic(
-    expected = "the store has SharedControl::penalize, which the harness does not exercise"
+    expected = "the store has a backend across a network, which the harness does not exercise"
 )]
-async fn penalties_the_harness_hides_fail_the_check() {
-    conformance::penalties(&Hiding).await;
-}
-
-#[tokio::test]
-#[should_panic(
-    expected = "the store has KeyState::check_refundable, which the harness does not exercise"
-)]
-async fn refunds_the_harness_hides_fail_the_check() {
-    conformance::refunds(&Hiding).await;
+async fn a_remote_store_without_an_unreachable_one_fails_the_failure_check() {
+    conformance::failure(&NoUnreachable).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

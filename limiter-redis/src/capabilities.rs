@@ -79,7 +79,7 @@ impl Capabilities for RedisStore {
 #[async_trait]
 impl KeyState for RedisStore {
     async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
-        self.peek_at_time(key, policy, cost, None).await
+        self.peek_at_time(key, policy, cost, self.test_now()).await
     }
 
     async fn reset(&self, key: &str, _policy: &Policy) -> Result<(), Error> {
@@ -92,7 +92,7 @@ impl KeyState for RedisStore {
         policy: &Policy,
         cost: u64,
     ) -> Result<(Decision, Option<Receipt>), Error> {
-        refund::check_refundable_at_time(self, key, policy, cost, None).await
+        refund::check_refundable_at_time(self, key, policy, cost, self.test_now()).await
     }
 
     async fn refund(&self, key: &str, policy: &Policy, receipt: &Receipt) -> Result<(), Error> {
@@ -158,7 +158,7 @@ impl SharedControl for RedisStore {
         penalty: &limiter_core::Penalty,
         _block_key: &str,
     ) -> Result<Option<Duration>, Error> {
-        self.penalize_at_time(key, penalty, None).await
+        self.penalize_at_time(key, penalty, self.test_now()).await
     }
 
     fn on_reset(&self, forget: Forgetter) {
@@ -192,7 +192,7 @@ impl Permits for RedisStore {
     /// in a task when it is dropped. A call cancelled or failed before its
     /// answer gives back the permit it may have taken.
     async fn acquire_permit(&self, key: &str, limit: &ConcurrencyLimit) -> Result<Acquired, Error> {
-        permits::acquire_permit_at_time(self, key, limit, None).await
+        permits::acquire_permit_at_time(self, key, limit, self.test_now()).await
     }
 }
 
@@ -223,40 +223,13 @@ impl Leases for RedisStore {
 
 impl Store for RedisStore {
     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
-        coalesce::run(self, key, policy, cost, None).await
+        coalesce::run(self, key, policy, cost, self.test_now()).await
     }
 }
 
-/// Its own calls: at a time a test gives, a reset told to every instance
-/// without touching the key, and the wait for the shared state.
+/// Its own calls: a reset told to every instance without touching the
+/// key, the wait for the shared state, and a batch for tests.
 impl RedisStore {
-    /// What a check would answer at `now` (microseconds since the Unix
-    /// epoch) given by the caller, recording nothing. For tests that
-    /// compare the stores on the same timestamps only.
-    #[cfg(feature = "test-util")]
-    pub async fn peek_at(
-        &self,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        now: u64,
-    ) -> Result<Decision, Error> {
-        self.peek_at_time(key, policy, cost, Some(now)).await
-    }
-
-    /// Records a denial of `key` by `penalty` at `now` (microseconds since
-    /// the Unix epoch) given by the caller. For tests that compare the
-    /// stores on the same timestamps only.
-    #[cfg(feature = "test-util")]
-    pub async fn penalize_at(
-        &self,
-        key: &str,
-        penalty: &limiter_core::Penalty,
-        now: u64,
-    ) -> Result<Option<Duration>, Error> {
-        self.penalize_at_time(key, penalty, Some(now)).await
-    }
-
     /// What a check would answer at `now` (the Redis server's time when
     /// `None`): the algorithm's own script with its writes shadowed
     /// (`peek.lua`), never coalesced.
@@ -299,64 +272,21 @@ impl RedisStore {
         })
     }
 
-    /// Checks a request at `now` (microseconds since the Unix epoch) given by
-    /// the caller instead of the Redis server's clock. For tests that compare
-    /// the stores on the same timestamps only: in production instances with
-    /// skewed clocks would disagree.
+    /// Decides the requests of `costs` (one each, in this order) in one
+    /// call of the batch script, as coalesced checks are: for tests that
+    /// compare a batch with as many checks one after another.
     #[cfg(feature = "test-util")]
-    pub async fn check_at(
-        &self,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        now: u64,
-    ) -> Result<Decision, Error> {
-        coalesce::run(self, key, policy, cost, Some(now)).await
-    }
-
-    /// Checks a request counted by outcome at `now` (microseconds since the
-    /// Unix epoch) given by the caller (see
-    /// [`KeyState::check_refundable`](limiter_core::KeyState::check_refundable)). For tests that compare the
-    /// stores on the same timestamps only.
-    #[cfg(feature = "test-util")]
-    pub async fn check_refundable_at(
-        &self,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        now: u64,
-    ) -> Result<(Decision, Option<limiter_core::Receipt>), Error> {
-        refund::check_refundable_at_time(self, key, policy, cost, Some(now)).await
-    }
-
-    /// Takes a permit at `now` (microseconds since the Unix epoch) given by
-    /// the caller instead of the Redis server's clock, and does not renew
-    /// it. For tests that check when leases end, only.
-    #[cfg(feature = "test-util")]
-    pub async fn acquire_permit_at(
-        &self,
-        key: &str,
-        limit: &limiter_core::ConcurrencyLimit,
-        now: u64,
-    ) -> Result<limiter_core::Acquired, Error> {
-        permits::acquire_permit_at_time(self, key, limit, Some(now)).await
-    }
-
-    /// Decides the requests of `costs` (one each, in this order) at `now`
-    /// in one call of the batch script, as coalesced checks are: for tests
-    /// that compare a batch with as many checks one after another.
-    #[cfg(feature = "test-util")]
-    pub async fn check_batch_at(
+    pub async fn check_batch(
         &self,
         key: &str,
         policy: &Policy,
         costs: &[u64],
-        now: u64,
     ) -> Result<Vec<Decision>, Error> {
         for &cost in costs {
             policy.validate_cost(cost)?;
         }
-        super::check::decide_batch(self, key, policy, costs, Some(now), self.deadline()).await
+        let (now, deadline) = (self.test_now(), self.deadline());
+        super::check::decide_batch(self, key, policy, costs, now, deadline).await
     }
 
     /// Tells every instance using this Redis that `key` was reset, without

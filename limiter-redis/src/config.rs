@@ -13,6 +13,8 @@ pub struct RedisConfig {
     pub(super) connection_timeout: Duration,
     pub(super) coalesce: bool,
     pub(super) max_penalty_blocks: usize,
+    /// The time every script takes instead of the server's, in tests.
+    pub(super) manual_clock: Option<limiter_core::ManualClock>,
 }
 
 impl Default for RedisConfig {
@@ -22,6 +24,7 @@ impl Default for RedisConfig {
             connection_timeout: DEFAULT_CONNECTION_TIMEOUT,
             coalesce: true,
             max_penalty_blocks: limiter_core::DEFAULT_MAX_PENALTY_BLOCKS,
+            manual_clock: None,
         }
     }
 }
@@ -33,6 +36,16 @@ impl RedisConfig {
     /// penalty blocks.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Every call takes its time from `clock` instead of the Redis
+    /// server's: for tests that drive windows by hand or compare the stores
+    /// on the same timestamps. In production, instances with skewed clocks
+    /// would disagree; a permit taken on it is not renewed.
+    #[cfg(feature = "test-util")]
+    pub fn manual_clock(mut self, clock: limiter_core::ManualClock) -> Self {
+        self.manual_clock = Some(clock);
+        self
     }
 
     /// The deadline of one call, all of it (connecting, loading the script,

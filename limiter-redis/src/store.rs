@@ -294,6 +294,14 @@ impl RedisStore {
 }
 
 impl RedisStore {
+    /// The time a test's clock gives every call
+    /// ([`RedisConfig::manual_clock`](crate::RedisConfig::manual_clock));
+    /// `None`: the Redis server's.
+    pub(crate) fn test_now(&self) -> Option<u64> {
+        use limiter_core::Clock;
+        (self.inner.config.manual_clock.as_ref()).map(|clock| clock.now_micros())
+    }
+
     /// When a call made now must have been answered: the response timeout
     /// from now.
     pub(super) fn deadline(&self) -> Instant {

@@ -1,14 +1,14 @@
 //! The Redis store (standalone, Cluster, Sentinel) runs the store
 //! conformance suite as any store crate would: `limiter-conformance` as a
 //! dev-dependency, a harness of a few methods, servers of its own that the
-//! shared test harness (`limiter-tests`) starts. The suite's times go
-//! through `RedisStore::check_at` (the `test-util` feature), its own through
-//! `Store::check` on the servers' clocks.
+//! shared test harness (`limiter-tests`) starts. The suite's times reach
+//! the scripts through `RedisConfig::manual_clock` (the `test-util`
+//! feature); its own are the servers' clocks.
 
 use std::time::Duration;
 
 use limiter_conformance::{self as conformance, Harness};
-use limiter_core::{Decision, Error, Policy};
+use limiter_core::ManualClock;
 use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::{RedisCluster, RedisSentinel, RedisServer, TestRedis};
 
@@ -29,16 +29,25 @@ enum Deployment {
 
 struct Redis(Deployment);
 
+/// The tests' settings, on `clock` when given.
+fn config(clock: Option<ManualClock>) -> RedisConfig {
+    let config = RedisConfig::new().response_timeout(DEADLINE);
+    match clock {
+        Some(clock) => config.manual_clock(clock),
+        None => config,
+    }
+}
+
 impl Harness for Redis {
     type Store = RedisStore;
 
-    async fn store(&self) -> RedisStore {
+    async fn store(&self, clock: Option<ManualClock>) -> RedisStore {
+        let config = config(clock);
         match &self.0 {
-            Deployment::Standalone(redis) => redis.store().await,
-            Deployment::Cluster(cluster) => cluster.store().await,
+            Deployment::Standalone(redis) => redis.store_with(config).await,
+            Deployment::Cluster(cluster) => cluster.store_with(config).await,
             Deployment::Sentinel(sentinel) => {
                 let urls = sentinel.sentinel_urls();
-                let config = RedisConfig::new().response_timeout(DEADLINE);
                 let sentinels = urls.iter().map(String::as_str);
                 RedisStore::connect_sentinel(sentinels, RedisSentinel::SERVICE, config)
                     .await
@@ -47,58 +56,19 @@ impl Harness for Redis {
         }
     }
 
-    async fn check_at(
-        &self,
-        store: &RedisStore,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        now_us: u64,
-    ) -> Result<Decision, Error> {
-        store.check_at(key, policy, cost, now_us).await
-    }
-
     /// The same deployment, on a port nothing listens on (the store's
     /// default deadlines).
-    async fn peek_at(
-        &self,
-        store: &RedisStore,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        now_us: u64,
-    ) -> Option<Result<Decision, Error>> {
-        Some(store.peek_at(key, policy, cost, now_us).await)
-    }
-
-    async fn check_refundable_at(
-        &self,
-        store: &Self::Store,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        now_us: u64,
-    ) -> Option<Result<(Decision, Option<limiter_core::Receipt>), Error>> {
-        Some(store.check_refundable_at(key, policy, cost, now_us).await)
-    }
-
-    async fn penalize_at(
-        &self,
-        store: &RedisStore,
-        key: &str,
-        penalty: &limiter_core::Penalty,
-        now_us: u64,
-    ) -> Option<Result<Option<Duration>, Error>> {
-        Some(store.penalize_at(key, penalty, now_us).await)
-    }
-
-    async fn unreachable(&self) -> Option<RedisStore> {
+    async fn unreachable(&self, clock: Option<ManualClock>) -> Option<RedisStore> {
         let url = unused_url();
+        let config = match clock {
+            Some(clock) => RedisConfig::new().manual_clock(clock),
+            None => RedisConfig::new(),
+        };
         let store = match &self.0 {
-            Deployment::Standalone(_) => RedisStore::open(&url),
-            Deployment::Cluster(_) => RedisStore::open_cluster([url.as_str()]),
+            Deployment::Standalone(_) => RedisStore::open_with(&url, config),
+            Deployment::Cluster(_) => RedisStore::open_cluster_with([url.as_str()], config),
             Deployment::Sentinel(_) => {
-                RedisStore::open_sentinel([url.as_str()], RedisSentinel::SERVICE)
+                RedisStore::open_sentinel_with([url.as_str()], RedisSentinel::SERVICE, config)
             }
         };
         Some(store.expect("a valid URL"))

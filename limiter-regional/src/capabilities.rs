@@ -37,22 +37,6 @@ impl Capabilities for RegionalStore {
     }
 }
 
-impl RegionalStore {
-    /// Checks a request at `now` (µs since the Unix epoch) given by the
-    /// caller instead of the local Redis server's clock; its asks use that
-    /// time too. For tests that drive windows by hand only.
-    #[cfg(feature = "test-util")]
-    pub async fn check_at(
-        &self,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        now: u64,
-    ) -> Result<Decision, Error> {
-        store::run(self, key, policy, cost, Some(now)).await
-    }
-}
-
 /// Blocks are kept in each region's Redis by the Redis store, as one
 /// region's blocks are: this region's list is the one read, without a
 /// call, by every request. Plan assignments and overrides are not kept
@@ -140,28 +124,13 @@ impl SharedControl for RegionalStore {
         penalty: &Penalty,
         block_key: &str,
     ) -> Result<Option<Duration>, Error> {
-        control::count_denial(self, key, penalty, block_key, None).await
+        control::count_denial(self, key, penalty, block_key).await
     }
 
     /// This region's Redis tells its instances of every key reset through
     /// any region (see [`KeyState::reset`]).
     fn on_reset(&self, forget: Forgetter) {
         self.inner.local.store.on_reset(forget);
-    }
-}
-
-impl RegionalStore {
-    /// Counts a denial of `key` by `penalty` at `now` (µs since the Unix
-    /// epoch) given by the caller, here and, relayed, in every other
-    /// region. For tests that drive time by hand only.
-    #[cfg(feature = "test-util")]
-    pub async fn penalize_at(
-        &self,
-        key: &str,
-        penalty: &Penalty,
-        now: u64,
-    ) -> Result<Option<Duration>, Error> {
-        control::count_denial(self, key, penalty, key, Some(now)).await
     }
 }
 
@@ -173,45 +142,7 @@ impl RegionalStore {
     /// the giver's). A peek ([`KeyState::peek`]) answers what a check here would; this
     /// answers the count across regions, as far as this region knows it.
     pub async fn known_counts(&self, key: &str, policy: &Policy) -> Result<KnownCounts, Error> {
-        counts::known_counts_when(self, key, policy, None).await
-    }
-
-    /// [`known_counts`](Self::known_counts) at `now` (µs since the Unix
-    /// epoch) given by the caller. For tests that drive windows by hand only.
-    #[cfg(feature = "test-util")]
-    pub async fn known_counts_at(
-        &self,
-        key: &str,
-        policy: &Policy,
-        now: u64,
-    ) -> Result<KnownCounts, Error> {
-        counts::known_counts_when(self, key, policy, Some(now)).await
-    }
-
-    /// Peeks at `now` (µs since the Unix epoch) given by the caller. For
-    /// tests that drive windows by hand only.
-    #[cfg(feature = "test-util")]
-    pub async fn peek_at(
-        &self,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        now: u64,
-    ) -> Result<Decision, Error> {
-        counts::peek_when(self, key, policy, cost, Some(now)).await
-    }
-
-    /// Checks counted by outcome at `now` (µs since the Unix epoch) given
-    /// by the caller. For tests that drive windows by hand only.
-    #[cfg(feature = "test-util")]
-    pub async fn check_refundable_at(
-        &self,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        now: u64,
-    ) -> Result<(Decision, Option<Receipt>), Error> {
-        counts::check_refundable_when(self, key, policy, cost, Some(now)).await
+        counts::known_counts_when(self, key, policy, self.test_now()).await
     }
 }
 
@@ -239,7 +170,7 @@ impl RegionalStore {
 #[async_trait]
 impl KeyState for RegionalStore {
     async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
-        counts::peek_when(self, key, policy, cost, None).await
+        counts::peek_when(self, key, policy, cost, self.test_now()).await
     }
 
     async fn reset(&self, key: &str, policy: &Policy) -> Result<(), Error> {
@@ -252,7 +183,7 @@ impl KeyState for RegionalStore {
         policy: &Policy,
         cost: u64,
     ) -> Result<(Decision, Option<Receipt>), Error> {
-        counts::check_refundable_when(self, key, policy, cost, None).await
+        counts::check_refundable_when(self, key, policy, cost, self.test_now()).await
     }
 
     async fn refund(&self, key: &str, policy: &Policy, receipt: &Receipt) -> Result<(), Error> {
@@ -286,6 +217,6 @@ impl RegionalStore {
 
 impl Store for RegionalStore {
     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
-        store::run(self, key, policy, cost, None).await
+        store::run(self, key, policy, cost, self.test_now()).await
     }
 }

@@ -14,7 +14,7 @@ use limiter_core::{BreakerConfig, DEFAULT_DEADLINE};
 /// let config = RegionalConfig::new().peer_deadline(Duration::from_millis(400));
 /// assert_eq!(config.ask_timeout(), Duration::from_millis(800));
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct RegionalConfig {
     pub(crate) local_deadline: Duration,
     pub(crate) peer_deadline: Duration,
@@ -23,6 +23,8 @@ pub struct RegionalConfig {
     pub(crate) ask_concurrency: usize,
     pub(crate) max_pending_asks: usize,
     pub(crate) reclaim_after: Duration,
+    /// The time every call takes instead of the servers', in tests.
+    pub(crate) manual_clock: Option<limiter_core::ManualClock>,
 }
 
 impl Default for RegionalConfig {
@@ -35,6 +37,7 @@ impl Default for RegionalConfig {
             ask_concurrency: 512,
             max_pending_asks: 10_000,
             reclaim_after: Duration::from_secs(5),
+            manual_clock: None,
         }
     }
 }
@@ -47,6 +50,15 @@ impl RegionalConfig {
     /// 5 s.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Every call, in this region and to the others, takes its time from
+    /// `clock` instead of the Redis servers': for tests that drive windows
+    /// by hand only.
+    #[cfg(feature = "test-util")]
+    pub fn manual_clock(mut self, clock: limiter_core::ManualClock) -> Self {
+        self.manual_clock = Some(clock);
+        self
     }
 
     /// The deadline of one call to this region's Redis (the decision's

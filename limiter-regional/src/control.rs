@@ -81,19 +81,12 @@ pub(crate) fn not_confirmed_error(
     Error::Backend(BackendError::new("region", missed))
 }
 
-/// A denial of `key` counted by `store`, at `now` when given (tests), else
-/// on its server's clock.
+/// A denial of `key` counted by `store` (a region's).
 async fn denial(
     store: &RedisStore,
     key: &str,
     penalty: &Penalty,
-    now: Option<u64>,
 ) -> Result<Option<Duration>, Error> {
-    #[cfg(feature = "test-util")]
-    if let Some(now) = now {
-        return store.penalize_at(key, penalty, now).await;
-    }
-    let _ = now;
     store.penalize(key, penalty, key).await
 }
 
@@ -218,15 +211,14 @@ pub(crate) async fn count_denial(
     key: &str,
     penalty: &Penalty,
     block_key: &str,
-    now: Option<u64>,
 ) -> Result<Option<Duration>, Error> {
     store.inner.follow_blocks();
-    let here = denial(&store.inner.local.store, key, penalty, now).await;
+    let here = denial(&store.inner.local.store, key, penalty).await;
     if !store.inner.peers.is_empty() {
         let earned_here = matches!(here, Ok(Some(_)));
         let (key, penalty, block_key) = (key.to_owned(), penalty.clone(), block_key.to_owned());
         relay::relay(store, move |inner| async move {
-            let counted = inner.on_every_peer(|store| denial(store, &key, &penalty, now));
+            let counted = inner.on_every_peer(|store| denial(store, &key, &penalty));
             let earned = counted.await;
             let earned = earned.into_iter().filter_map(|(_, a)| a.ok().flatten());
             // This region's answer made its caller block already.

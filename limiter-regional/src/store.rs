@@ -154,12 +154,17 @@ impl RegionalStore {
             })
         };
         let store = |region: &Region, deadline| {
-            let config = RedisConfig::new()
+            #[allow(unused_mut)]
+            let mut redis = RedisConfig::new()
                 .response_timeout(deadline)
                 .connection_timeout(config.connection_timeout);
+            #[cfg(feature = "test-util")]
+            if let Some(clock) = &config.manual_clock {
+                redis = redis.manual_clock(clock.clone());
+            }
             region
                 .endpoint
-                .open_store(config)
+                .open_store(redis)
                 .map_err(|source| RegionError::Store {
                     name: region.name.to_string(),
                     source,
@@ -214,6 +219,14 @@ impl RegionalStore {
     /// The settings.
     pub fn config(&self) -> &RegionalConfig {
         &self.inner.config
+    }
+
+    /// The time a test's clock gives every call
+    /// ([`RegionalConfig::manual_clock`](crate::RegionalConfig::manual_clock));
+    /// `None`: the Redis servers'.
+    pub(crate) fn test_now(&self) -> Option<u64> {
+        use limiter_core::Clock;
+        (self.inner.config.manual_clock.as_ref()).map(|clock| clock.now_micros())
     }
 
     /// What this store has done so far.

@@ -103,6 +103,11 @@ impl RedisCluster {
     /// generous enough for a loaded test machine.
     pub async fn store(&self) -> RedisStore {
         let config = RedisConfig::new().response_timeout(Duration::from_secs(5));
+        self.store_with(config).await
+    }
+
+    /// A store connected to the cluster with `config`.
+    pub async fn store_with(&self, config: RedisConfig) -> RedisStore {
         let urls = self.urls();
         RedisStore::connect_cluster(urls.iter().map(String::as_str), config)
             .await

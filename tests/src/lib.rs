@@ -16,8 +16,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use limiter_core::ManualClock;
 use limiter_redis::{RedisConfig, RedisStore};
 
+pub mod at;
 mod cluster;
 pub mod control;
 pub mod http;
@@ -368,6 +370,11 @@ impl TestRedis {
     /// A new connection, with a deadline generous enough for a loaded test machine.
     pub async fn store(&self) -> RedisStore {
         let config = RedisConfig::new().response_timeout(Duration::from_secs(5));
+        self.store_with(config).await
+    }
+
+    /// A store connected to this server with `config`.
+    pub async fn store_with(&self, config: RedisConfig) -> RedisStore {
         RedisStore::connect_with(&self.url, config)
             .await
             .expect("connect to the test Redis")
@@ -383,17 +390,28 @@ impl TestRedis {
     }
 }
 
-/// Either store, checked at a timestamp the test chooses, so both can be
-/// driven through the same trace.
+/// Either store, on a clock the test moves, so both can be driven through
+/// the same trace.
 #[derive(Debug, Clone)]
 pub enum TimedStore {
     /// The memory store.
-    Memory(limiter_core::MemoryStore),
-    /// The Redis store, given the timestamp instead of reading Redis's clock.
-    Redis(RedisStore),
+    Memory(at::At<limiter_core::MemoryStore<ManualClock>>),
+    /// The Redis store, its scripts given the clock's time instead of
+    /// reading Redis's.
+    Redis(at::At<RedisStore>),
 }
 
 impl TimedStore {
+    /// A memory store on a clock of its own.
+    pub fn memory() -> Self {
+        Self::Memory(at::At::memory())
+    }
+
+    /// A store of `redis` on a clock of its own.
+    pub async fn redis(redis: &TestRedis) -> Self {
+        Self::Redis(at::At::redis(&redis.url, at::patient()).await)
+    }
+
     /// Checks `key` at `now` µs.
     pub async fn check_at(
         &self,
@@ -403,7 +421,7 @@ impl TimedStore {
         now: u64,
     ) -> Result<limiter_core::Decision, limiter_core::Error> {
         match self {
-            Self::Memory(store) => store.check_at(key, policy, cost, now),
+            Self::Memory(store) => store.check_at(key, policy, cost, now).await,
             Self::Redis(store) => store.check_at(key, policy, cost, now).await,
         }
     }

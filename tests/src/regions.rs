@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use limiter_core::{Policy, Rule};
+use limiter_core::{Policy, Rule, Store};
 use limiter_regional::{Region, RegionalConfig, RegionalStore};
 
 use crate::proxy::LatencyProxy;
@@ -112,10 +112,7 @@ pub async fn warm_up(stores: &[RegionalStore]) {
     let warm_up = Policy::fixed_window(Rule::new(1, Duration::from_secs(1)).unwrap());
     for store in stores {
         for _ in 0..2 {
-            store
-                .check_at("warm-up", &warm_up, 1, 1_000_000)
-                .await
-                .unwrap();
+            store.check("warm-up", &warm_up, 1).await.unwrap();
         }
         store.idle().await;
     }

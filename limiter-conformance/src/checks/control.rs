@@ -1,17 +1,17 @@
 //! Checks 8 and 9: reading a key ahead of its check changes nothing, and a
 //! reset key has its whole quota again.
 
-use super::{Keys, T0, algorithms, decided, fail, unexercised};
+use super::{Keys, T0, Timed, algorithms, decided, fail};
 use crate::traces::{self, Rng};
 use crate::{Harness, KeyModel, Outcome, Support};
-use limiter_core::Capabilities;
+use limiter_core::{Capabilities, Store};
 
 /// Traces per algorithm.
 const CASES: u64 = 16;
 /// Keys per trace.
 const KEYS: usize = 2;
 
-/// When the store can peek ([`Harness::peek_at`]): on pseudo-random
+/// When the store can peek ([`KeyState`](limiter_core::KeyState)): on pseudo-random
 /// traces of every algorithm the store runs exactly, a peek before each
 /// check answers every field the model's check would, and the check that
 /// follows answers as if no peek had been made.
@@ -21,7 +21,10 @@ const KEYS: usize = 2;
 /// step, and both outcomes.
 pub async fn peek<H: Harness>(harness: &H) {
     const CHECK: &str = "peek";
-    let store = harness.store().await;
+    let store = Timed::new(harness).await;
+    let Some(state) = store.store.as_key_state() else {
+        return;
+    };
     let keys = Keys::new(CHECK);
     let mut now = T0;
     for (algorithm, _) in algorithms(harness, &[Support::Exact]) {
@@ -39,13 +42,8 @@ pub async fn peek<H: Harness>(harness: &H) {
                 let at =
                     || format!("case {case} (seed {seed:#x}, {params:?}), step {i} ({step:?})");
                 let model = &mut models[step.key];
-                let Some(peeked) = harness.peek_at(&store, &key, &policy, step.cost, now).await
-                else {
-                    if store.as_key_state().is_some() {
-                        unexercised(CHECK, "KeyState::peek", "Harness::peek_at");
-                    }
-                    return;
-                };
+                store.at(now);
+                let peeked = state.peek(&key, &policy, step.cost).await;
                 let peeked = Outcome::of(&decided(CHECK, algorithm, at(), peeked));
                 let expected = model.clone().check(&params, now, step.cost);
                 if peeked != expected {
@@ -57,9 +55,7 @@ pub async fn peek<H: Harness>(harness: &H) {
                         expected,
                     );
                 }
-                let answer = harness
-                    .check_at(&store, &key, &policy, step.cost, now)
-                    .await;
+                let answer = store.at(now).check(&key, &policy, step.cost).await;
                 let checked = Outcome::of(&decided(CHECK, algorithm, at(), answer));
                 let expected = model.check(&params, now, step.cost);
                 if checked != expected {
@@ -85,8 +81,8 @@ pub async fn peek<H: Harness>(harness: &H) {
 /// At the first answer that differs.
 pub async fn reset<H: Harness>(harness: &H) {
     const CHECK: &str = "reset";
-    let store = harness.store().await;
-    let Some(resets) = store.as_key_state() else {
+    let store = Timed::new(harness).await;
+    let Some(resets) = store.store.as_key_state() else {
         return;
     };
     let keys = Keys::new(CHECK);
@@ -103,7 +99,7 @@ pub async fn reset<H: Harness>(harness: &H) {
             for key in [&reset, &kept] {
                 model = KeyModel::default();
                 loop {
-                    let answer = harness.check_at(&store, key, &policy, 1, now).await;
+                    let answer = store.at(now).check(key, &policy, 1).await;
                     let decision = decided(CHECK, algorithm, at("using the quota"), answer);
                     model.check(&params, now, 1);
                     if !decision.allowed() {
@@ -120,7 +116,7 @@ pub async fn reset<H: Harness>(harness: &H) {
                     Ok::<(), limiter_core::Error>(()),
                 );
             }
-            let answer = harness.check_at(&store, &reset, &policy, 1, now).await;
+            let answer = store.at(now).check(&reset, &policy, 1).await;
             let answered = Outcome::of(&decided(CHECK, algorithm, at("after the reset"), answer));
             let expected = KeyModel::default().check(&params, now, 1);
             if answered != expected {
@@ -132,7 +128,7 @@ pub async fn reset<H: Harness>(harness: &H) {
                     expected,
                 );
             }
-            let answer = harness.check_at(&store, &kept, &policy, 1, now).await;
+            let answer = store.at(now).check(&kept, &policy, 1).await;
             let answered = Outcome::of(&decided(CHECK, algorithm, at("beside the reset"), answer));
             let expected = model.check(&params, now, 1);
             if answered != expected {
@@ -148,7 +144,7 @@ pub async fn reset<H: Harness>(harness: &H) {
     }
 }
 
-/// When the harness counts penalties ([`Harness::penalize_at`]): on
+/// When the store counts penalties ([`SharedControl::penalize`](limiter_core::SharedControl::penalize)): on
 /// pseudo-random sequences of denials (several at one instant, some within
 /// a period, some long after), the store answers each the block the model
 /// ([`PenaltyState`](limiter_core::PenaltyState)) earns, for penalties of one and
@@ -159,7 +155,10 @@ pub async fn reset<H: Harness>(harness: &H) {
 pub async fn penalties<H: Harness>(harness: &H) {
     use std::time::Duration;
     const CHECK: &str = "penalties";
-    let store = harness.store().await;
+    let store = Timed::new(harness).await;
+    let Some(shared) = store.store.as_shared_control() else {
+        return;
+    };
     let keys = Keys::new(CHECK);
     let s = Duration::from_secs;
     let cases = [
@@ -180,13 +179,8 @@ pub async fn penalties<H: Harness>(harness: &H) {
         for step in 0..200 {
             now += [0, 1, 1_000, 300_000_000, 1_000_000_000][rng.range(0, 4) as usize]
                 + rng.range(0, 999);
-            let Some(answered) = harness.penalize_at(&store, &key, &penalty, now).await else {
-                if store.as_shared_control().is_some() {
-                    unexercised(CHECK, "SharedControl::penalize", "Harness::penalize_at");
-                }
-                return;
-            };
-            let answered = match answered {
+            store.at(now);
+            let answered = match shared.penalize(&key, &penalty, &key).await {
                 Ok(block) => block,
                 Err(error) => fail(
                     CHECK,

@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::{Keys, T0, algorithms, fail, unexercised};
 use crate::traces::lasting;
 use crate::{Harness, Outcome, Support};
+use limiter_core::ManualClock;
 use limiter_core::{Algorithm, Capabilities, Decision, Error, Store};
 
 /// How long a store whose backend does not answer may take to say so.
@@ -13,8 +14,8 @@ const WITHIN: Duration = Duration::from_secs(2);
 
 /// On the store [`Harness::unreachable`] gives (skipped for a store in
 /// process; a store across a network, [`is_remote`](limiter_core::Capabilities::is_remote),
-/// fails the check without one): every check, three times over and both ways in
-/// ([`Store::check`] and [`Harness::check_at`]), answers a store error
+/// fails the check without one): every check, three times over, at the
+/// store's own time and on the suite's clock, answers a store error
 /// (not [`Error::Config`], not [`Error::Unsupported`]) within 2 s, never
 /// a decision, never hanging; a cost of zero is still [`Error::Config`],
 /// refused before any call, and so is an algorithm the store refuses.
@@ -25,12 +26,15 @@ const WITHIN: Duration = Duration::from_secs(2);
 /// When a check hangs past 2 s, decides, or answers the wrong error.
 pub async fn failure<H: Harness>(harness: &H) {
     const CHECK: &str = "failure";
-    let Some(store) = harness.unreachable().await else {
-        if harness.store().await.is_remote() {
+    let Some(store) = harness.unreachable(None).await else {
+        if harness.store(None).await.is_remote() {
             unexercised(CHECK, "a backend across a network", "Harness::unreachable");
         }
         return;
     };
+    let clock = ManualClock::new(Duration::from_micros(T0));
+    let timed = (harness.unreachable(Some(clock)).await)
+        .unwrap_or_else(|| unexercised(CHECK, "a clock", "Harness::unreachable with it"));
     let keys = Keys::new(CHECK);
     let all = [Support::Exact, Support::LimitOnly, Support::Refused];
     for (algorithm, support) in algorithms(harness, &all) {
@@ -57,8 +61,8 @@ pub async fn failure<H: Harness>(harness: &H) {
                 &at,
                 within(CHECK, algorithm, &at, own_time).await,
             );
-            let at_time = harness.check_at(&store, &key, &policy, 1, T0);
-            let at = format!("check {attempt} (Harness::check_at)");
+            let at_time = timed.check(&key, &policy, 1);
+            let at = format!("check {attempt} (on the suite's clock)");
             expect_failure(
                 CHECK,
                 algorithm,

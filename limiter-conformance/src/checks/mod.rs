@@ -11,12 +11,35 @@ pub(crate) mod traces;
 
 use std::fmt::{Debug, Display};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use super::{ALGORITHMS, Harness, Support};
-use limiter_core::{Algorithm, Decision, Error};
+use limiter_core::{Algorithm, Decision, Error, ManualClock};
 
 /// Where the checks' times start (µs since the Unix epoch, mid-2025).
 const T0: u64 = 1_750_000_000_000_000;
+
+/// A store on a clock the suite moves: what the checks at the suite's
+/// times take.
+struct Timed<S> {
+    store: S,
+    clock: ManualClock,
+}
+
+impl<S> Timed<S> {
+    /// A fresh store of `harness`, its clock at [`T0`].
+    async fn new<H: Harness<Store = S>>(harness: &H) -> Self {
+        let clock = ManualClock::new(Duration::from_micros(T0));
+        let store = harness.store(Some(clock.clone())).await;
+        Self { store, clock }
+    }
+
+    /// The store, its clock at `now` (µs since the Unix epoch).
+    fn at(&self, now: u64) -> &S {
+        self.clock.set(Duration::from_micros(now));
+        &self.store
+    }
+}
 
 /// The keys of one run of one check: unique to the run, so a store shared
 /// by several runs needs no cleaning.
@@ -65,12 +88,12 @@ fn fail(
     )
 }
 
-/// A check that could not exercise a capability the store has: the
-/// harness hides it, so the suite would pass without having checked it.
+/// A check that could not exercise what the store has: the harness hides
+/// it, so the suite would pass without having checked it.
 #[track_caller]
-fn unexercised(check: &str, capability: &str, harness_method: &str) -> ! {
+fn unexercised(check: &str, what: &str, harness_method: &str) -> ! {
     panic!(
-        "conformance check `{check}` failed: the store has {capability}, which the harness \
+        "conformance check `{check}` failed: the store has {what}, which the harness \
          does not exercise; implement {harness_method}"
     )
 }

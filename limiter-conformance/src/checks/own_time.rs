@@ -35,7 +35,7 @@ pub async fn concurrency<H: Harness>(harness: &H) {
     const CHECK: &str = "concurrency";
     const QUOTA: u64 = 20;
     const TASKS: usize = 64;
-    let store = Arc::new(harness.store().await);
+    let store = Arc::new(harness.store(None).await);
     let keys = Keys::new(CHECK);
     for (algorithm, _) in algorithms(harness, &[Support::Exact, Support::LimitOnly]) {
         let policy = Arc::new(lasting(algorithm, QUOTA).policy());
@@ -100,7 +100,7 @@ pub async fn cancellation<H: Harness>(harness: &H) {
         let policy = lasting(algorithm, QUOTA).policy();
         let mut completed = false;
         for polls in 0..MAX_POLLS {
-            let store = harness.store().await;
+            let store = harness.store(None).await;
             let key = keys.key(algorithm, polls, 0);
             let dropped = poll_then_drop(store.check(&key, &policy, 1), polls).await;
             let at = format!("a check dropped after {polls} polls");

@@ -32,7 +32,7 @@ const GIVEN_BACK_WITHIN: Duration = Duration::from_secs(2);
 /// is not given back within 2 s, or taking a permit fails.
 pub async fn permits<H: Harness>(harness: &H) {
     const CHECK: &str = "permits";
-    let store = Arc::new(harness.store().await);
+    let store = Arc::new(harness.store(None).await);
     if store.as_permits().is_none() {
         return;
     }

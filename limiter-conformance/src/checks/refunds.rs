@@ -1,7 +1,7 @@
 //! Check 11: requests counted by outcome, given back later, leave the
 //! store where the model is.
 
-use super::{Keys, T0, algorithms, fail, unexercised};
+use super::{Keys, T0, Timed, algorithms, fail};
 use crate::traces::{self, Rng};
 use crate::{Harness, KeyModel, Outcome, Support};
 use limiter_core::{Capabilities, Error, Receipt};
@@ -11,7 +11,7 @@ const CASES: u64 = 16;
 /// Keys per trace.
 const KEYS: usize = 2;
 
-/// When the store counts by outcome ([`Harness::check_refundable_at`]): on
+/// When the store counts by outcome ([`KeyState`](limiter_core::KeyState)): on
 /// pseudo-random traces of every algorithm that refunds exactly, each
 /// allowed request is given back at once, at a random later step, or
 /// never; every decision equals the model's, where the model gives back
@@ -23,7 +23,10 @@ const KEYS: usize = 2;
 /// step, and both outcomes.
 pub async fn refunds<H: Harness>(harness: &H) {
     const CHECK: &str = "refunds";
-    let store = harness.store().await;
+    let store = Timed::new(harness).await;
+    let Some(refunds) = store.store.as_key_state() else {
+        return;
+    };
     let keys = Keys::new(CHECK);
     let mut now = T0;
     for (algorithm, _) in algorithms(harness, &[Support::Exact]) {
@@ -42,19 +45,8 @@ pub async fn refunds<H: Harness>(harness: &H) {
                 let at =
                     || format!("case {case} (seed {seed:#x}, {params:?}), step {i} ({step:?})");
                 let key = keys.key(algorithm, case, step.key);
-                let Some(answer) = harness
-                    .check_refundable_at(&store, &key, &policy, step.cost, now)
-                    .await
-                else {
-                    if store.as_key_state().is_some() {
-                        unexercised(
-                            CHECK,
-                            "KeyState::check_refundable",
-                            "Harness::check_refundable_at",
-                        );
-                    }
-                    return;
-                };
+                store.at(now);
+                let answer = refunds.check_refundable(&key, &policy, step.cost).await;
                 if !algorithm.refunds_exactly() {
                     if !matches!(answer, Err(Error::Config(_))) {
                         fail(CHECK, algorithm, at(), answer.map(|_| ()), "Error::Config");
@@ -87,7 +79,6 @@ pub async fn refunds<H: Harness>(harness: &H) {
                 };
                 if let Some((k, receipt)) = give_back {
                     let key = keys.key(algorithm, case, k);
-                    let refunds = store.as_key_state().expect("a store that gave a receipt");
                     if let Err(error) = refunds.refund(&key, &policy, &receipt).await {
                         fail(CHECK, algorithm, at(), Err::<(), _>(error), "the refund");
                     }

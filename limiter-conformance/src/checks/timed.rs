@@ -1,7 +1,7 @@
-//! Checks 3 and 4, at the suite's times ([`Harness::check_at`]): a key's
+//! Checks 3 and 4, at the suite's times (a store on the suite's clock): a key's
 //! quota back once its state has expired, and what costs consume.
 
-use super::{Keys, T0, algorithms, decided, fail};
+use super::{Keys, T0, Timed, algorithms, decided, fail};
 use crate::traces::{self, Rng, lasting};
 use crate::{Harness, KeyModel, Outcome, Params, Support};
 use limiter_core::{Algorithm, Decision, Error, Store};
@@ -27,7 +27,7 @@ const MOST: usize = 1_000;
 /// differs from the model's.
 pub async fn expiry<H: Harness>(harness: &H) {
     const CHECK: &str = "expiry";
-    let store = harness.store().await;
+    let store = Timed::new(harness).await;
     let keys = Keys::new(CHECK);
     let mut now = T0;
     for (algorithm, support) in algorithms(harness, &[Support::Exact, Support::LimitOnly]) {
@@ -46,7 +46,7 @@ pub async fn expiry<H: Harness>(harness: &H) {
                 if rng.one_in(3) {
                     now += rng.range(0, params.span_us() / 64);
                 }
-                let answer = harness.check_at(&store, &key, &policy, 1, now).await;
+                let answer = store.at(now).check(&key, &policy, 1).await;
                 let decision = decided(CHECK, algorithm, at(&format!("request {i}")), answer);
                 let expected = model.check(&params, now, 1);
                 if support == Support::Exact {
@@ -73,7 +73,7 @@ pub async fn expiry<H: Harness>(harness: &H) {
                 "{} µs after the last admitted",
                 now - last_admitted
             ));
-            let answer = harness.check_at(&store, &key, &policy, cost, now).await;
+            let answer = store.at(now).check(&key, &policy, cost).await;
             let decision = decided(CHECK, algorithm, &at, answer);
             let expected = model.check(&params, now, cost);
             if support == Support::Exact {
@@ -93,16 +93,18 @@ pub async fn expiry<H: Harness>(harness: &H) {
 /// are admitted and leave remaining exactly as the model says (every
 /// field compared where the store runs the algorithm as defined; whether
 /// each is allowed and each rule's remaining otherwise). A cost of zero,
-/// or above what the policy can ever pass, is [`Error::Config`] on both
-/// ways in ([`Harness::check_at`] and [`Store::check`]); so is every check
-/// of an algorithm the store refuses ([`Support::Refused`]).
+/// or above what the policy can ever pass, is [`Error::Config`] at the
+/// suite's times and at the store's own ([`Harness::store`] with no
+/// clock); so is every check of an algorithm the store refuses
+/// ([`Support::Refused`]).
 ///
 /// # Panics
 /// When a decision differs from the model's, or a cost or an algorithm
 /// that must be refused is not refused with [`Error::Config`].
 pub async fn costs<H: Harness>(harness: &H) {
     const CHECK: &str = "costs";
-    let store = harness.store().await;
+    let store = Timed::new(harness).await;
+    let own = harness.store(None).await;
     let keys = Keys::new(CHECK);
     let mut now = T0;
     for (algorithm, _) in algorithms(harness, &[Support::Refused]) {
@@ -113,9 +115,9 @@ pub async fn costs<H: Harness>(harness: &H) {
             CHECK,
             algorithm,
             at,
-            harness.check_at(&store, &key, &policy, 1, now).await,
+            store.at(now).check(&key, &policy, 1).await,
         );
-        refused(CHECK, algorithm, at, store.check(&key, &policy, 1).await);
+        refused(CHECK, algorithm, at, own.check(&key, &policy, 1).await);
     }
     for (algorithm, support) in algorithms(harness, &[Support::Exact, Support::LimitOnly]) {
         for case in 0..CASES {
@@ -126,21 +128,16 @@ pub async fn costs<H: Harness>(harness: &H) {
             now += rng.range(0, 1_000_000_000);
             for cost in [0, max + 1, u64::MAX] {
                 let at = at(&format!("cost {cost}"));
-                let answer = harness.check_at(&store, &key, &policy, cost, now).await;
+                let answer = store.at(now).check(&key, &policy, cost).await;
                 refused(CHECK, algorithm, &at, answer);
-                refused(
-                    CHECK,
-                    algorithm,
-                    &at,
-                    store.check(&key, &policy, cost).await,
-                );
+                refused(CHECK, algorithm, &at, own.check(&key, &policy, cost).await);
             }
             let mut model = KeyModel::default();
             let mut denials = 0;
             for i in 0..MOST {
                 let cost = rng.range(1, max);
                 let at = at(&format!("request {i} of cost {cost}"));
-                let answer = harness.check_at(&store, &key, &policy, cost, now).await;
+                let answer = store.at(now).check(&key, &policy, cost).await;
                 let decision = decided(CHECK, algorithm, &at, answer);
                 let expected = model.check(&params, now, cost);
                 compare(CHECK, algorithm, support, &at, &decision, &expected);

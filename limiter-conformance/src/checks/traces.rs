@@ -1,9 +1,10 @@
 //! Check 1: the store decides every request of pseudo-random traces as the
 //! model does, field by field.
 
-use super::{Keys, T0, algorithms, decided, fail};
+use super::{Keys, T0, Timed, algorithms, decided, fail};
 use crate::traces::{self, Rng};
 use crate::{Harness, KeyModel, Outcome, Support};
+use limiter_core::Store;
 
 /// Traces per algorithm.
 const CASES: u64 = 48;
@@ -14,7 +15,7 @@ const KEYS: usize = 3;
 /// ([`Support::Exact`]) against the model, on the same timestamps:
 /// pseudo-random policies (several rules for the sliding log, ties among
 /// them; huge limits for the sliding window counter) and traces of (time
-/// step, key, cost) through [`Harness::check_at`]; every field of every
+/// step, key, cost) at the suite's times; every field of every
 /// decision must equal the model's.
 ///
 /// # Panics
@@ -22,7 +23,7 @@ const KEYS: usize = 3;
 /// its seed, the step, the policy, and both outcomes.
 pub async fn traces<H: Harness>(harness: &H) {
     const CHECK: &str = "traces";
-    let store = harness.store().await;
+    let store = Timed::new(harness).await;
     let keys = Keys::new(CHECK);
     // Time moves forward across the cases too: a store that sweeps what
     // has expired by the latest time it was given never loses live state.
@@ -46,9 +47,7 @@ pub async fn traces<H: Harness>(harness: &H) {
                 let key = keys.key(algorithm, case, step.key);
                 let at =
                     || format!("case {case} (seed {seed:#x}, {params:?}), step {i} ({step:?})");
-                let answer = harness
-                    .check_at(&store, &key, &policy, step.cost, now)
-                    .await;
+                let answer = store.at(now).check(&key, &policy, step.cost).await;
                 let decision = decided(CHECK, algorithm, at(), answer);
                 let expected = models[step.key].check(&params, now, step.cost);
                 let answered = Outcome::of(&decision);

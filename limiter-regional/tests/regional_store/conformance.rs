@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use limiter_conformance::{self as conformance, Harness, Support};
-use limiter_core::{Algorithm, Decision, Error, Penalty, Policy, Receipt};
+use limiter_core::{Algorithm, ManualClock};
 use limiter_regional::{Region, RegionalConfig, RegionalStore};
 use limiter_tests::RedisServer;
 
@@ -36,68 +36,29 @@ struct Regional {
 impl Harness for Regional {
     type Store = RegionalStore;
 
-    async fn store(&self) -> RegionalStore {
+    /// With no other region, no ask nor relay is ever under way: each call
+    /// is answered whole.
+    async fn store(&self, clock: Option<ManualClock>) -> RegionalStore {
         let config = RegionalConfig::new()
             .local_deadline(DEADLINE)
             .peer_deadline(Duration::from_secs(1))
             .connection_timeout(Duration::from_secs(2));
+        let config = match clock {
+            Some(clock) => config.manual_clock(clock),
+            None => config,
+        };
         let north = Region::open("north", &self.north.url()).unwrap();
         RegionalStore::with_config(north, [], config).unwrap()
     }
 
-    async fn check_at(
-        &self,
-        store: &RegionalStore,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        now_us: u64,
-    ) -> Result<Decision, Error> {
-        let decision = store.check_at(key, policy, cost, now_us).await;
-        store.idle().await;
-        decision
-    }
-
-    async fn peek_at(
-        &self,
-        store: &RegionalStore,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        now_us: u64,
-    ) -> Option<Result<Decision, Error>> {
-        Some(store.peek_at(key, policy, cost, now_us).await)
-    }
-
-    async fn check_refundable_at(
-        &self,
-        store: &RegionalStore,
-        key: &str,
-        policy: &Policy,
-        cost: u64,
-        now_us: u64,
-    ) -> Option<Result<(Decision, Option<Receipt>), Error>> {
-        Some(store.check_refundable_at(key, policy, cost, now_us).await)
-    }
-
-    /// Counted in north, the only region (relays to other regions:
-    /// `tests/tests/regional/regional_control.rs`); waits until any relay has ended.
-    async fn penalize_at(
-        &self,
-        store: &RegionalStore,
-        key: &str,
-        penalty: &Penalty,
-        now_us: u64,
-    ) -> Option<Result<Option<Duration>, Error>> {
-        let answer = store.penalize_at(key, penalty, now_us).await;
-        store.relays_idle().await;
-        Some(answer)
-    }
-
     /// North on a port nothing listens on (the default deadlines).
-    async fn unreachable(&self) -> Option<RegionalStore> {
+    async fn unreachable(&self, clock: Option<ManualClock>) -> Option<RegionalStore> {
+        let config = match clock {
+            Some(clock) => RegionalConfig::new().manual_clock(clock),
+            None => RegionalConfig::new(),
+        };
         let north = Region::open("north", &unused_url()).unwrap();
-        Some(RegionalStore::new(north, []).unwrap())
+        Some(RegionalStore::with_config(north, [], config).unwrap())
     }
 
     fn support(&self, algorithm: Algorithm) -> Support {

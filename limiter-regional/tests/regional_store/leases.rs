@@ -1,12 +1,13 @@
 //! How regions share a window's quota, on three `redis-server` processes
-//! at times the tests choose (`check_at`), each ask waited for (`idle`)
+//! at times the tests choose (a manual clock), each ask waited for (`idle`)
 //! where the test says so: exact outcomes, no timing.
 
 use std::time::Duration;
 
-use limiter_core::{Decision, Error, KeyState, Policy, Rule};
+use limiter_core::{Decision, Error, KeyState, ManualClock, Policy, Rule};
 use limiter_regional::{Region, RegionalConfig, RegionalStore, RegionsNotConfirmed};
 use limiter_tests::RedisServer;
+use limiter_tests::at::At;
 
 const QUOTA: u64 = 30;
 const W: u64 = 1_000_000;
@@ -17,25 +18,33 @@ const NAMES: [&str; 3] = ["north", "middle", "south"];
 
 struct World {
     _servers: Vec<RedisServer>,
-    stores: Vec<RegionalStore>,
+    /// Each region's store, on one clock.
+    stores: Vec<At<RegionalStore>>,
 }
 
-fn config() -> RegionalConfig {
+/// The tests' settings, on `clock`.
+fn config(clock: &ManualClock) -> RegionalConfig {
     RegionalConfig::new()
         .local_deadline(Duration::from_secs(5))
         .peer_deadline(Duration::from_secs(2))
+        .manual_clock(clock.clone())
 }
 
 impl World {
     fn start() -> Self {
         let servers: Vec<RedisServer> = NAMES.iter().map(|_| RedisServer::start()).collect();
+        let clock = ManualClock::default();
         let stores = (0..NAMES.len())
             .map(|here| {
                 let local = Region::open(NAMES[here], &servers[here].url()).unwrap();
                 let peers = (0..NAMES.len())
                     .filter(|&there| there != here)
                     .map(|there| Region::open(NAMES[there], &servers[there].url()).unwrap());
-                RegionalStore::with_config(local, peers, config()).unwrap()
+                let store = RegionalStore::with_config(local, peers, config(&clock)).unwrap();
+                At {
+                    store,
+                    clock: clock.clone(),
+                }
             })
             .collect();
         Self {
@@ -59,7 +68,7 @@ fn sliding() -> Policy {
     Policy::sliding_window(Rule::new(QUOTA, Duration::from_micros(W)).unwrap())
 }
 
-async fn check(store: &RegionalStore, key: &str, policy: &Policy, at: u64) -> Decision {
+async fn check(store: &At<RegionalStore>, key: &str, policy: &Policy, at: u64) -> Decision {
     store.check_at(key, policy, 1, at).await.unwrap()
 }
 
@@ -92,7 +101,7 @@ async fn a_lone_region_gets_the_whole_quota_once_its_ask_is_answered() {
     // others' (0) when they gave; they learned north's from its asks, the
     // last when its lease was spent (30).
     let at = BASE + 500_000;
-    let known = north.known_counts_at("lone", &policy, at).await.unwrap();
+    let known = north.now(at).known_counts("lone", &policy).await.unwrap();
     assert_eq!(
         (known.here, known.lease, known.total()),
         (QUOTA, QUOTA, QUOTA)
@@ -101,7 +110,8 @@ async fn a_lone_region_gets_the_whole_quota_once_its_ask_is_answered() {
         vec![("middle".into(), Some(0)), ("south".into(), Some(0))];
     assert_eq!(known.others, others);
     let middle = world.stores[1]
-        .known_counts_at("lone", &policy, at)
+        .now(at)
+        .known_counts("lone", &policy)
         .await
         .unwrap();
     assert_eq!((middle.here, middle.lease), (0, 0));
@@ -197,9 +207,12 @@ async fn the_sliding_window_counter_shares_exactly_too() {
     assert_eq!(per_window[0], QUOTA);
     let alone = {
         let server = RedisServer::start();
-        let only =
-            RegionalStore::with_config(Region::open("north", &server.url()).unwrap(), [], config())
-                .unwrap();
+        let clock = ManualClock::default();
+        let north = Region::open("north", &server.url()).unwrap();
+        let only = At {
+            store: RegionalStore::with_config(north, [], config(&clock)).unwrap(),
+            clock,
+        };
         let mut counts = Vec::new();
         for window in 0..3u64 {
             let mut admitted = 0;
@@ -232,7 +245,7 @@ async fn a_reset_reaches_every_region_and_keeps_the_leases() {
     world.idle().await;
     let peek = |region: usize| {
         let (store, policy) = (world.stores[region].clone(), policy.clone());
-        async move { store.peek_at("reset", &policy, 1, at).await.unwrap() }
+        async move { store.now(at).peek("reset", &policy, 1).await.unwrap() }
     };
     // A region's lease: what it counted, and what remains of it besides
     // the request a peek asks about.
@@ -261,12 +274,12 @@ async fn a_reset_names_the_region_it_could_not_reach() {
     let north = Region::open("north", &server.url()).unwrap();
     let gone = format!("redis://127.0.0.1:{}/", RedisServer::unused_port());
     let south = Region::open("south", &gone).unwrap();
-    let store = RegionalStore::with_config(
-        north,
-        [south],
-        config().peer_deadline(Duration::from_millis(300)),
-    )
-    .unwrap();
+    let clock = ManualClock::default();
+    let config = config(&clock).peer_deadline(Duration::from_millis(300));
+    let store = At {
+        store: RegionalStore::with_config(north, [south], config).unwrap(),
+        clock,
+    };
     let policy = fixed();
     check(&store, "cut", &policy, BASE).await;
     let error = store.reset("cut", &policy).await.unwrap_err();
@@ -279,7 +292,7 @@ async fn a_reset_names_the_region_it_could_not_reach() {
     assert_eq!(not_confirmed, ["south"]);
     assert_eq!(missed.confirmed().collect::<Vec<_>>(), ["north"]);
     // North holds it.
-    let peek = store.peek_at("cut", &policy, 1, BASE).await.unwrap();
+    let peek = store.now(BASE).peek("cut", &policy, 1).await.unwrap();
     assert_eq!(peek.remaining(), 15 - 1);
 }
 
@@ -290,7 +303,8 @@ async fn a_refund_is_given_back_where_it_was_counted() {
     let policy = fixed();
     let at = BASE + 100_000;
     let (first, receipt) = north
-        .check_refundable_at("refund", &policy, 1, at)
+        .now(at)
+        .check_refundable("refund", &policy, 1)
         .await
         .unwrap();
     assert_eq!(first.remaining(), 9);
@@ -298,11 +312,12 @@ async fn a_refund_is_given_back_where_it_was_counted() {
         .refund("refund", &policy, &receipt.unwrap())
         .await
         .unwrap();
-    let peek = north.peek_at("refund", &policy, 1, at).await.unwrap();
+    let peek = north.now(at).peek("refund", &policy, 1).await.unwrap();
     assert_eq!(peek.remaining(), 9, "the refunded request is not counted");
     // A refund of a window that is over gives nothing back.
     let (_, old) = north
-        .check_refundable_at("refund", &policy, 1, at)
+        .now(at)
+        .check_refundable("refund", &policy, 1)
         .await
         .unwrap();
     check(north, "refund", &policy, BASE + 2 * W).await;
@@ -311,7 +326,8 @@ async fn a_refund_is_given_back_where_it_was_counted() {
         .await
         .unwrap();
     let later = north
-        .peek_at("refund", &policy, 1, BASE + 2 * W)
+        .now(BASE + 2 * W)
+        .peek("refund", &policy, 1)
         .await
         .unwrap();
     assert_eq!(later.remaining(), 8);

@@ -216,8 +216,9 @@ mod tests {
             fields.policy,
             "\"10-per-60s\";q=10;w=60, \"20-per-120s\";q=20;w=120"
         );
-        let store = MemoryStore::new();
-        let d = store.check_at("k", &policy, 3, 1_000_000).unwrap();
+        let clock = limiter_core::ManualClock::new(Duration::from_secs(1));
+        let store = MemoryStore::with_clock(clock);
+        let d = store.check_now("k", &policy, 3).unwrap();
         assert_eq!(
             fields.state(&d),
             "\"10-per-60s\";r=7;t=60, \"20-per-120s\";r=17;t=120"

@@ -7,7 +7,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use limiter_core::{Acquired, ConcurrencyLimit, MemoryStore, Permits};
-use limiter_redis::RedisStore;
+use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::{RedisServer, TestRedis, redis};
 use redis::AsyncCommands;
 use tokio::task::JoinSet;
@@ -215,17 +215,18 @@ async fn a_killed_instances_permits_expire_when_their_leases_end() {
     let ends: Vec<(String, u64)> = raw.zrange_withscores(&key, 0, -1).await.unwrap();
     assert_eq!(ends.len(), 2);
     let (first_end, last_end) = (ends[0].1, ends[1].1);
-    let before = store
+    let clocked = limiter_tests::at::At::redis(redis.url(), RedisConfig::new()).await;
+    let before = clocked
         .acquire_permit_at(&key, &limit, first_end - 1)
         .await
         .unwrap();
     assert!(!before.allowed());
-    let between = store
+    let between = clocked
         .acquire_permit_at(&key, &limit, first_end)
         .await
         .unwrap();
     assert!(between.allowed(), "the first lease has ended");
-    let after = store
+    let after = clocked
         .acquire_permit_at(&key, &limit, last_end)
         .await
         .unwrap();

@@ -168,8 +168,8 @@ async fn a_bucket_keeps_its_requests_through_a_change_of_rate_on_both_stores() {
     let free = Policy::token_bucket(Rate::new(10, minute).unwrap(), 10).unwrap();
     let redis = redis();
     let stores = [
-        limiter_tests::TimedStore::Memory(MemoryStore::new()),
-        limiter_tests::TimedStore::Redis(redis.store().await),
+        limiter_tests::TimedStore::memory(),
+        limiter_tests::TimedStore::redis(&redis).await,
     ];
     let t0 = 1_750_000_000_000_000;
     for store in &stores {

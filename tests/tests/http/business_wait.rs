@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use limiter_core::{Decision, ManualClock, MemoryStore, Policy, Rate, Rule, Waiters};
+use limiter_core::{Decision, ManualClock, Policy, Rate, Rule, Waiters};
 use limiter_tests::{TimedStore, redis};
 use tokio::task::JoinHandle;
 
@@ -59,10 +59,7 @@ impl OnClock {
 
 async fn stores(clock: &ManualClock) -> (Vec<OnClock>, limiter_tests::TestRedis) {
     let redis = redis();
-    let stores = [
-        TimedStore::Memory(MemoryStore::new()),
-        TimedStore::Redis(redis.store().await),
-    ];
+    let stores = [TimedStore::memory(), TimedStore::redis(&redis).await];
     let stores = stores
         .into_iter()
         .map(|store| OnClock {

@@ -10,8 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use limiter_conformance::{KeyModel, Outcome, Params};
-use limiter_core::{Decision, Limiter, MemoryStore, Policy, Rate, Rule, Store};
+use limiter_core::{Decision, Limiter, Policy, Rate, Rule, Store};
 use limiter_redis::{RedisConfig, RedisStore};
+use limiter_tests::at::{self, At};
 use limiter_tests::{RedisCluster, RedisServer, TestRedis};
 use params::params;
 use proptest::prelude::*;
@@ -37,14 +38,14 @@ fn case() -> impl Strategy<Value = (Params, Vec<Batch>)> {
 }
 
 async fn run_case(
-    redis: &RedisStore,
+    redis: &At<RedisStore>,
     prefix: &str,
     (params, batches): (Params, Vec<Batch>),
 ) -> Result<(), TestCaseError> {
     static CASE: AtomicU64 = AtomicU64::new(0);
     let case = CASE.fetch_add(1, Ordering::Relaxed);
     let policy = params.policy();
-    let memory = MemoryStore::new();
+    let memory = At::memory();
     let mut models = vec![KeyModel::default(); KEYS];
     let mut now = T0;
     for (b, (advance, key, costs)) in batches.iter().enumerate() {
@@ -56,7 +57,7 @@ async fn run_case(
             .unwrap();
         prop_assert_eq!(from_redis.len(), costs.len());
         for (i, (&cost, from_redis)) in costs.iter().zip(&from_redis).enumerate() {
-            let from_memory = memory.check_at(&name, &policy, cost, now).unwrap();
+            let from_memory = memory.decide_at(&name, &policy, cost, now).unwrap();
             let expected = models[*key].check(&params, now, cost);
             prop_assert_eq!(
                 &Outcome::of(&from_memory),
@@ -78,7 +79,7 @@ async fn run_case(
     Ok(())
 }
 
-fn agree(redis: &RedisStore, prefix: &str, cases: u32, runtime: &tokio::runtime::Runtime) {
+fn agree(redis: &At<RedisStore>, prefix: &str, cases: u32, runtime: &tokio::runtime::Runtime) {
     let mut runner = TestRunner::new(Config {
         cases,
         failure_persistence: None,
@@ -95,7 +96,7 @@ fn agree(redis: &RedisStore, prefix: &str, cases: u32, runtime: &tokio::runtime:
 fn a_batch_decides_as_checks_one_after_another_at_the_same_time() {
     let test_redis: TestRedis = limiter_tests::redis();
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let redis = runtime.block_on(test_redis.store());
+    let redis = runtime.block_on(At::redis(test_redis.url(), at::patient()));
     agree(&redis, test_redis.prefix(), 256, &runtime);
 }
 
@@ -103,8 +104,9 @@ fn a_batch_decides_as_checks_one_after_another_at_the_same_time() {
 fn a_batch_on_a_cluster_decides_as_checks_one_after_another() {
     let cluster = RedisCluster::start();
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let redis = runtime.block_on(cluster.store());
-    agree(&redis, "cluster", 96, &runtime);
+    let (config, clock) = at::clocked(at::patient());
+    let store = runtime.block_on(cluster.store_with(config));
+    agree(&At { store, clock }, "cluster", 96, &runtime);
 }
 
 /// Every algorithm with room for 100 requests now, and (for the rates)
@@ -145,9 +147,9 @@ fn hundred_now() -> Vec<(&'static str, Policy)> {
 /// How many of `n` checks at one instant a policy admits, as the memory
 /// store decides them.
 fn admitted_at_once(policy: &Policy, n: usize) -> usize {
-    let memory = MemoryStore::new();
+    let memory = At::memory();
     (0..n)
-        .filter(|_| memory.check_at("k", policy, 1, T0).unwrap().allowed())
+        .filter(|_| memory.decide_at("k", policy, 1, T0).unwrap().allowed())
         .count()
 }
 
@@ -217,14 +219,12 @@ async fn concurrent_checks_at_one_time_get_the_decisions_of_sequential_ones() {
     // More than two batches' worth: the queue goes in several calls at once.
     const CHECKS: usize = 1_200;
     let redis = limiter_tests::redis();
-    let store = RedisStore::connect_with(redis.url(), roomy_config())
-        .await
-        .unwrap();
+    let store = At::redis(redis.url(), roomy_config()).await;
     for (name, policy) in hundred_now() {
         let key = redis.key(&format!("at-once:{name}"));
-        let memory = MemoryStore::new();
+        let memory = At::memory();
         let mut expected: Vec<Decision> = (0..CHECKS)
-            .map(|_| memory.check_at(&key, &policy, 1, T0).unwrap())
+            .map(|_| memory.decide_at(&key, &policy, 1, T0).unwrap())
             .collect();
         let tasks: Vec<_> = (0..CHECKS)
             .map(|_| {
@@ -247,14 +247,12 @@ async fn concurrent_checks_at_one_time_get_the_decisions_of_sequential_ones() {
 #[tokio::test]
 async fn coalescing_turned_off_decides_the_same() {
     let redis = limiter_tests::redis();
-    let store = RedisStore::connect_with(redis.url(), RedisConfig::new().coalesce(false))
-        .await
-        .unwrap();
+    let store = At::redis(redis.url(), RedisConfig::new().coalesce(false)).await;
     for (name, policy) in hundred_now() {
         let key = redis.key(&format!("direct:{name}"));
-        let memory = MemoryStore::new();
+        let memory = At::memory();
         for _ in 0..120 {
-            let expected = memory.check_at(&key, &policy, 1, T0).unwrap();
+            let expected = memory.decide_at(&key, &policy, 1, T0).unwrap();
             let decided = store.check_at(&key, &policy, 1, T0).await.unwrap();
             assert_eq!(decided, expected, "{name}");
         }
@@ -334,7 +332,7 @@ async fn callers_giving_up_leave_the_batch_intact() {
 #[tokio::test]
 async fn a_batch_over_another_policys_state_decides_as_checks_one_at_a_time() {
     let redis = limiter_tests::redis();
-    let store = redis.store().await;
+    let store = At::redis(redis.url(), at::patient()).await;
     let us = Duration::from_micros;
     let log = Policy::sliding_log([Rule::new(5, us(90_000)).unwrap()]).unwrap();
     let fixed = Policy::fixed_window(Rule::new(6, us(50_000)).unwrap());
@@ -349,10 +347,10 @@ async fn a_batch_over_another_policys_state_decides_as_checks_one_at_a_time() {
         for after in all {
             case += 1;
             let key = redis.key(&format!("switch{case}"));
-            let memory = MemoryStore::new();
+            let memory = At::memory();
             let mut now = T0;
             let both = async |policy: &Policy, cost: u64, now: u64| {
-                let expected = memory.check_at(&key, policy, cost, now).unwrap();
+                let expected = memory.decide_at(&key, policy, cost, now).unwrap();
                 let decided = store.check_at(&key, policy, cost, now).await.unwrap();
                 assert_eq!(decided, expected, "case {case}");
             };
@@ -367,7 +365,7 @@ async fn a_batch_over_another_policys_state_decides_as_checks_one_at_a_time() {
                 .await
                 .unwrap();
             for (&cost, decided) in costs.iter().zip(&batch) {
-                let expected = memory.check_at(&key, after, cost, now).unwrap();
+                let expected = memory.decide_at(&key, after, cost, now).unwrap();
                 assert_eq!(decided, &expected, "case {case}: batch");
             }
             for step in [0, 700, 9_000, 45_000] {

@@ -9,8 +9,9 @@
 use std::time::Duration;
 
 use limiter_core::{Decision, Policy, Rule};
-use limiter_redis::RedisStore;
+use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::RedisServer;
+use limiter_tests::at::At;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
@@ -19,7 +20,7 @@ const T0: u64 = 1_750_000_000_000_000;
 /// Decides `costs` at `now` on `batched` in one batch, and on `single` one
 /// check after another; both must agree.
 async fn both(
-    store: &RedisStore,
+    store: &At<RedisStore>,
     (batched, single): (&str, &str),
     policy: &Policy,
     costs: &[u64],
@@ -65,9 +66,7 @@ fn case() -> impl Strategy<Value = (Policy, Vec<(i64, Vec<u64>)>)> {
 fn a_batch_decides_as_checks_one_at_a_time_when_the_clock_steps_back() {
     let server = RedisServer::start();
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let store = runtime
-        .block_on(RedisStore::connect(&server.url()))
-        .unwrap();
+    let store = runtime.block_on(At::redis(&server.url(), RedisConfig::new()));
     let mut runner = TestRunner::new(Config {
         cases: 128,
         failure_persistence: None,
@@ -97,7 +96,7 @@ fn a_batch_decides_as_checks_one_at_a_time_when_the_clock_steps_back() {
 #[tokio::test]
 async fn a_batch_numbers_its_entries_after_another_instances_at_the_same_time() {
     let server = RedisServer::start();
-    let store = RedisStore::connect(&server.url()).await.unwrap();
+    let store = At::redis(&server.url(), RedisConfig::new()).await;
     let policy = Policy::sliding_log([
         Rule::new(10, Duration::from_secs(1)).unwrap(),
         Rule::new(12, Duration::from_secs(10)).unwrap(),
@@ -136,7 +135,7 @@ async fn a_batch_numbers_its_entries_after_another_instances_at_the_same_time() 
 #[tokio::test]
 async fn a_batch_adding_thousands_of_entries_writes_them_all() {
     let server = RedisServer::start();
-    let store = RedisStore::connect(&server.url()).await.unwrap();
+    let store = At::redis(&server.url(), RedisConfig::new()).await;
     let policy = Policy::sliding_log([Rule::new(2_600, Duration::from_secs(60)).unwrap()]).unwrap();
     let mut costs = vec![1; 2_000];
     costs.extend([3; 300]);

@@ -11,9 +11,9 @@ pub(crate) mod params;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use limiter_conformance::{KeyModel, Outcome, Params};
-use limiter_core::MemoryStore;
 use limiter_redis::RedisStore;
 use limiter_tests::TestRedis;
+use limiter_tests::at::At;
 use params::{params, window};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -53,20 +53,20 @@ fn case() -> impl Strategy<Value = (Params, u64, Vec<Step>)> {
 }
 
 async fn run_case(
-    redis: &RedisStore,
+    redis: &At<RedisStore>,
     prefix: &str,
     (params, start, steps): (Params, u64, Vec<Step>),
 ) -> Result<(), TestCaseError> {
     static CASE: AtomicU64 = AtomicU64::new(0);
     let case = CASE.fetch_add(1, Ordering::Relaxed);
     let policy = params.policy();
-    let memory = MemoryStore::new();
+    let memory = At::memory();
     let mut models = vec![KeyModel::default(); KEYS];
     let mut now = T0 + start;
     for (i, step) in steps.iter().enumerate() {
         now += step.advance_us;
         let key = format!("{prefix}:case{case}:k{}", step.key);
-        let from_memory = memory.check_at(&key, &policy, step.cost, now).unwrap();
+        let from_memory = memory.decide_at(&key, &policy, step.cost, now).unwrap();
         let from_redis = redis.check_at(&key, &policy, step.cost, now).await.unwrap();
         let expected = models[step.key].check(&params, now, step.cost);
         prop_assert_eq!(
@@ -87,7 +87,7 @@ async fn run_case(
     Ok(())
 }
 
-fn agree(redis: &RedisStore, prefix: &str, cases: u32, runtime: &tokio::runtime::Runtime) {
+fn agree(redis: &At<RedisStore>, prefix: &str, cases: u32, runtime: &tokio::runtime::Runtime) {
     let mut runner = TestRunner::new(Config {
         cases,
         failure_persistence: None,
@@ -104,7 +104,7 @@ fn agree(redis: &RedisStore, prefix: &str, cases: u32, runtime: &tokio::runtime:
 fn memory_redis_and_the_model_agree_on_every_decision() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let test_redis: TestRedis = limiter_tests::redis();
-    let redis = runtime.block_on(test_redis.store());
+    let redis = runtime.block_on(clocked(&test_redis));
     agree(&redis, test_redis.prefix(), CASES * 5, &runtime);
 }
 
@@ -112,8 +112,9 @@ fn memory_redis_and_the_model_agree_on_every_decision() {
 fn memory_redis_cluster_and_the_model_agree_on_every_decision() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let cluster = limiter_tests::RedisCluster::start();
-    let redis = runtime.block_on(cluster.store());
-    agree(&redis, "cluster", CASES * 2, &runtime);
+    let (config, clock) = limiter_tests::at::clocked(limiter_tests::at::patient());
+    let store = runtime.block_on(cluster.store_with(config));
+    agree(&At { store, clock }, "cluster", CASES * 2, &runtime);
 }
 
 /// Two plans a key can move between: one algorithm (sliding windows of one
@@ -153,7 +154,7 @@ fn plan_pair() -> impl Strategy<Value = (Params, Params)> {
 fn memory_redis_and_the_model_agree_when_plans_change() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let test_redis: TestRedis = limiter_tests::redis();
-    let redis = runtime.block_on(test_redis.store());
+    let redis = runtime.block_on(clocked(&test_redis));
     let case = plan_pair().prop_flat_map(|(a, b)| {
         let longest = a.span_us().max(b.span_us());
         let cost = a.max_cost().min(b.max_cost());
@@ -175,14 +176,14 @@ fn memory_redis_and_the_model_agree_when_plans_change() {
         .run(&case, |((a, b), steps)| {
             let case = CASE.fetch_add(1, Ordering::Relaxed);
             let plans = [(a.policy(), a), (b.policy(), b)];
-            let memory = MemoryStore::new();
+            let memory = At::memory();
             let mut models = vec![KeyModel::default(); KEYS];
             let mut now = T0;
             for (i, &(advance_us, key, cost, second)) in steps.iter().enumerate() {
                 now += advance_us;
                 let (policy, params) = &plans[usize::from(second)];
                 let name = format!("{}:plans{case}:k{key}", test_redis.prefix());
-                let from_memory = memory.check_at(&name, policy, cost, now).unwrap();
+                let from_memory = memory.decide_at(&name, policy, cost, now).unwrap();
                 let from_redis = runtime
                     .block_on(redis.check_at(&name, policy, cost, now))
                     .unwrap();
@@ -213,7 +214,7 @@ fn memory_redis_and_the_model_agree_when_plans_change() {
 fn memory_and_redis_agree_when_the_clock_steps_back() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let test_redis: TestRedis = limiter_tests::redis();
-    let redis = runtime.block_on(test_redis.store());
+    let redis = runtime.block_on(clocked(&test_redis));
     let case = prop::collection::vec((1u64..7, window()), 1..4).prop_flat_map(|rules| {
         let longest = rules.iter().map(|r| r.1).max().unwrap() as i64;
         let tightest = rules.iter().map(|r| r.0).min().unwrap();
@@ -239,12 +240,12 @@ fn memory_and_redis_agree_when_the_clock_steps_back() {
         .run(&case, |(rules, steps)| {
             let case = CASE.fetch_add(1, Ordering::Relaxed);
             let policy = Params::SlidingLog(rules).policy();
-            let memory = MemoryStore::new();
+            let memory = At::memory();
             let mut now = T0;
             for (i, &(step, key, cost)) in steps.iter().enumerate() {
                 now = now.saturating_add_signed(step);
                 let key = format!("{}:back{case}:k{key}", test_redis.prefix());
-                let from_memory = memory.check_at(&key, &policy, cost, now).unwrap();
+                let from_memory = memory.decide_at(&key, &policy, cost, now).unwrap();
                 let from_redis = runtime
                     .block_on(redis.check_at(&key, &policy, cost, now))
                     .unwrap();
@@ -261,4 +262,9 @@ fn memory_and_redis_agree_when_the_clock_steps_back() {
             Ok(())
         })
         .unwrap();
+}
+
+/// A store of `redis` on a clock of its own.
+async fn clocked(redis: &TestRedis) -> At<RedisStore> {
+    At::redis(redis.url(), limiter_tests::at::patient()).await
 }

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use limiter_core::{ConfigError, Error, Limiter, ManualClock, MemoryStore, Policy, Rate, Rule};
+use limiter_redis::RedisConfig;
 use limiter_tests::{TimedStore, redis};
 use redis::AsyncCommands;
 
@@ -84,7 +85,8 @@ async fn laoqian_replies_five_times_a_minute_on_redis() {
     // A minute later by Redis's clock (given explicitly: the test does not sleep).
     let server_now = redis_time(&mut raw).await;
     let policy = Policy::sliding_log([Rule::new(5, Duration::from_secs(60)).unwrap()]).unwrap();
-    let later = store
+    let clocked = limiter_tests::at::At::redis(redis.url(), RedisConfig::new()).await;
+    let later = clocked
         .check_at(&key, &policy, 1, server_now + 60 * SECOND)
         .await
         .unwrap();
@@ -106,10 +108,7 @@ fn posts_policy() -> Policy {
 }
 
 async fn both_stores(redis: &limiter_tests::TestRedis) -> [TimedStore; 2] {
-    [
-        TimedStore::Memory(MemoryStore::new()),
-        TimedStore::Redis(redis.store().await),
-    ]
+    [TimedStore::memory(), TimedStore::redis(redis).await]
 }
 
 #[tokio::test]

@@ -1,8 +1,7 @@
 //! What the memory store does besides rate checks: read a key ahead
 //! (peek), forget it (reset), block keys, count penalties, keep plan
-//! assignments and concurrency permits, all in this process: at the
-//! clock's time through the capability traits, at a given time (the
-//! conformance suite's) through the `*_at` methods.
+//! assignments and concurrency permits, all in this process, at the
+//! clock's time.
 
 use async_trait::async_trait;
 
@@ -110,7 +109,7 @@ impl<C: Clock> crate::Permits for MemoryStore<C> {
 impl<C: Clock> MemoryStore<C> {
     /// What a check of `cost` at `now` would answer, recording nothing
     /// (see [`KeyState::peek`](crate::KeyState::peek)).
-    pub fn peek_at(
+    pub(crate) fn peek_at(
         &self,
         key: &str,
         policy: &Policy,
@@ -122,7 +121,7 @@ impl<C: Clock> MemoryStore<C> {
 
     /// Checks a request of `cost` at `now` like [`check_at`](Self::check_at),
     /// and answers what it recorded when allowed (see [`KeyState::check_refundable`](crate::KeyState::check_refundable)).
-    pub fn check_refundable_at(
+    pub(crate) fn check_refundable_at(
         &self,
         key: &str,
         policy: &Policy,
@@ -177,12 +176,12 @@ impl<C: Clock> MemoryStore<C> {
 
     /// Counts a denial of `key` by `penalty` at `now` (see [`SharedControl::penalize`](crate::SharedControl::penalize));
     /// the block it earns.
-    pub fn penalize_at(&self, key: &str, penalty: &Penalty, now: u64) -> Option<Duration> {
+    pub(crate) fn penalize_at(&self, key: &str, penalty: &Penalty, now: u64) -> Option<Duration> {
         self.inner.penalties.record(key, penalty, now)
     }
 
     /// Forgets `key`'s state at `now` (see [`KeyState::reset`](crate::KeyState::reset)).
-    pub fn reset_at(&self, key: &str, policy: &Policy, now: u64) {
+    pub(crate) fn reset_at(&self, key: &str, policy: &Policy, now: u64) {
         self.inner.penalties.forget(key);
         let hash = self.inner.hasher.hash_one(key);
         let at = Lookup {

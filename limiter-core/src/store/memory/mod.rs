@@ -260,9 +260,9 @@ impl<C: Clock> MemoryStore<C> {
     }
 
     /// Checks a request at `now` (microseconds since the Unix epoch) instead
-    /// of the clock's time: for replaying traces and comparing stores.
+    /// of the clock's time: for the guard's fallback and tests in this crate.
     #[inline]
-    pub fn check_at(
+    pub(crate) fn check_at(
         &self,
         key: &str,
         policy: &Policy,

@@ -2,17 +2,18 @@
 //! each deciding on its own server, and a latency proxy on every link from
 //! one region to another (30, 55 and 80 ms each way).
 //!
-//! Traffic runs in rounds at times the test chooses (`check_at`): a round's
+//! Traffic runs in rounds at times the test chooses (a manual clock): a round's
 //! requests go out at once, then the test waits until every ask they set
 //! off has ended. So "what arrives during an ask" is one round, and each
 //! window's admissions can be counted exactly.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use limiter_core::{Policy, Rule};
+use limiter_core::{ManualClock, Policy, Rule};
 use limiter_regional::{RegionStats, RegionalConfig, RegionalStore};
 use limiter_tests::RedisCluster;
+use limiter_tests::at::At;
 use limiter_tests::regions::{Network, ONE_AT_A_TIME, staggered, warm_up};
 use tokio::task::JoinSet;
 
@@ -29,7 +30,8 @@ pub(crate) struct World {
     _turn: tokio::sync::MutexGuard<'static, ()>,
     network: Network,
     _cluster: Option<RedisCluster>,
-    pub(crate) stores: Vec<RegionalStore>,
+    /// Each region's store, on one clock the rounds move.
+    pub(crate) stores: Vec<At<RegionalStore>>,
 }
 
 impl World {
@@ -49,10 +51,20 @@ impl World {
     async fn build(config: RegionalConfig, cluster: Option<RedisCluster>) -> Self {
         let turn = ONE_AT_A_TIME.lock().await;
         let network = Network::start(staggered).await;
+        // Now, until a round moves it.
+        let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+        let clock = ManualClock::new(since_epoch);
+        let config = config.manual_clock(clock.clone());
         let stores: Vec<RegionalStore> = (0..REGIONS)
             .map(|here| network.store(here, &config, cluster.as_ref()))
             .collect();
         warm_up(&stores).await;
+        let stores = (stores.into_iter())
+            .map(|store| At {
+                store,
+                clock: clock.clone(),
+            })
+            .collect();
         Self {
             _turn: turn,
             network,
@@ -72,7 +84,7 @@ impl World {
     }
 
     pub(crate) fn stats(&self) -> Vec<RegionStats> {
-        self.stores.iter().map(RegionalStore::stats).collect()
+        self.stores.iter().map(|store| store.stats()).collect()
     }
 
     pub(crate) async fn idle(&self) {
