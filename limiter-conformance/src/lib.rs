@@ -14,12 +14,12 @@
 //! | [`traces`] | pseudo-random traces of (time step, key, cost), every algorithm: every field of every decision equals the model's |
 //! | [`concurrency`] | tasks racing on one key at the store's own time admit exactly the limit |
 //! | [`expiry`] | once a key's longest window has passed (two windows for the sliding window counter, a full drain for buckets), it has its whole quota again |
-//! | [`costs`] | costs consume as the model says; a cost no policy can pass, or of zero, is [`Error::Config`], and so is an algorithm the store refuses |
+//! | [`costs`] | costs consume as the model says; a cost no policy can pass, or of zero, is [`Error::Config`](limiter_core::Error::Config), and so is an algorithm the store refuses |
 //! | [`cancellation`] | a check dropped after 0, 1, 2, … polls leaves the store answering and never lets the key pass more than its limit |
-//! | [`failure`] | a store whose backend does not answer answers a store error within 2 s (a bad cost still [`Error::Config`]) |
+//! | [`failure`] | a store whose backend does not answer answers a store error within 2 s (a bad cost still [`Error::Config`](limiter_core::Error::Config)) |
 //! | [`peek`] | when the store peeks ([`KeyState`](limiter_core::KeyState)): before each check of pseudo-random traces, a peek answers every field the model's check would, and the check after it answers as if no peek had been made |
 //! | [`penalties`] | when the store counts penalties ([`SharedControl`](limiter_core::SharedControl)): every denial of pseudo-random sequences earns the block the model ([`PenaltyState`](limiter_core::PenaltyState)) does |
-//! | [`refunds`] | when the store counts by outcome ([`KeyState`](limiter_core::KeyState)): on pseudo-random traces of the algorithms that refund exactly, with requests given back at random later steps, every decision equals the model's ([`KeyModel::refund`]); the others refuse with [`Error::Config`] |
+//! | [`refunds`] | when the store counts by outcome ([`KeyState`](limiter_core::KeyState)): on pseudo-random traces of the algorithms that refund exactly, with requests given back at random later steps, every decision equals the model's ([`KeyModel::refund`]); the others refuse with [`Error::Config`](limiter_core::Error::Config) |
 //! | [`reset`] | when the store forgets keys ([`KeyState::reset`](limiter_core::KeyState::reset)): a key used up and reset answers as a fresh key; the key beside it keeps its state |
 //! | [`permits`] | when the store keeps [concurrency permits](limiter_core::Permits) ([`Capabilities::as_permits`](limiter_core::Capabilities::as_permits)): at most the maximum held, racing or not; a dropped permit given back |
 //!
@@ -106,7 +106,7 @@ pub enum Support {
     /// each request is allowed and how many remain only where the windows
     /// do not matter (at one instant, in a fresh window).
     LimitOnly,
-    /// Refused: every check answers [`Error::Config`] for it (the
+    /// Refused: every check answers [`Error::Config`](limiter_core::Error::Config) for it (the
     /// [`costs`] check asserts that), and nothing else is checked.
     Refused,
 }
