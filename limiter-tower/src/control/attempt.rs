@@ -37,175 +37,65 @@ enum GiveBack {
     },
 }
 
-impl Control {
-    /// Checks a request on `{prefix}:{key}` against `policy` that counts
-    /// only if its outcome says so, through the layer's store: recorded
-    /// now, so concurrent attempts count while in flight and no more pass
-    /// than `policy` allows, and given back by [`Attempt::refund`] (the
-    /// login succeeded). A denial becomes the layers' own 429 with
-    /// [`Attempt::too_many_requests`]. `key` is used as given: build it
-    /// with [`Identity::push_key`] and `:{action}`, so that a block of that
-    /// identity denies the attempt (the identity is the key up to its
-    /// first `:`). A key names no limit, so no live override, decision
-    /// counter or top offender reaches it: check a named limit with
-    /// [`attempt_on`](Self::attempt_on) for those.
-    ///
-    /// Fails with [`Error::Config`] for a policy whose algorithm cannot
-    /// give a request back exactly (the buckets and GCRA).
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use limiter_tower::{Limiter, MemoryStore, Policy, RateLimitLayer, Rule};
-    ///
-    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-    /// let control = RateLimitLayer::new(Limiter::new(MemoryStore::new())).control();
-    /// // 5 failed logins per user in 15 minutes; successes never count.
-    /// let failures = Policy::sliding_log([Rule::new(5, Duration::from_secs(900))?])?;
-    /// for _ in 0..20 {
-    ///     let attempt = control.attempt("login:alice", &failures).await?;
-    ///     assert!(attempt.decision().allowed());
-    ///     attempt.refund().await?; // the password was right
-    /// }
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// # }).unwrap();
-    /// ```
-    pub async fn attempt(&self, key: &str, policy: &Policy) -> Result<Attempt, Error> {
-        let mut full = String::from(&*self.context.key_start);
-        full.push_str(key);
-        let policy = Arc::new(policy.clone());
-        if let Some(left) = self.block_of_key(&full) {
-            return Ok(Attempt {
-                decision: Decision::blocked(&policy, left),
-                policy,
-                blocked: Some(left),
-                deny_listed: false,
-                give_back: None,
-            });
-        }
-        let refunds = required(self.context.store.capabilities().as_key_state(), COUNTING)?;
-        let (decision, receipt) = refunds
-            .check_refundable(&full, &policy, policy.cost())
-            .await?;
-        Ok(Attempt {
-            decision,
+pub(super) async fn attempt(
+    control: &Control,
+    key: &str,
+    policy: &Policy,
+) -> Result<Attempt, Error> {
+    let mut full = String::from(&*control.context.key_start);
+    full.push_str(key);
+    let policy = Arc::new(policy.clone());
+    if let Some(left) = control.block_of_key(&full) {
+        return Ok(Attempt {
+            decision: Decision::blocked(&policy, left),
             policy,
-            blocked: None,
+            blocked: Some(left),
             deny_listed: false,
-            give_back: receipt.map(|receipt| GiveBack::Key {
-                store: Arc::clone(&self.context.store),
-                key: full,
-                receipt,
-            }),
-        })
+            give_back: None,
+        });
     }
+    let refunds = required(
+        control.context.store.capabilities().as_key_state(),
+        COUNTING,
+    )?;
+    let (decision, receipt) = refunds
+        .check_refundable(&full, &policy, policy.cost())
+        .await?;
+    Ok(Attempt {
+        decision,
+        policy,
+        blocked: None,
+        deny_listed: false,
+        give_back: receipt.map(|receipt| GiveBack::Key {
+            store: Arc::clone(&control.context.store),
+            key: full,
+            receipt,
+        }),
+    })
+}
 
-    /// Checks `limit` for `identity` as a request on its route would be
-    /// checked, counting only if the outcome says so ([`attempt`](Self::attempt)):
-    /// for a limit checked in a handler rather than on a route (the user is
-    /// in the body). It takes the route's steps: the limit's and the router
-    /// layer's deny and allow lists, matched against the identity (a
-    /// denied identity's attempt is denied without end, and
-    /// [`too_many_requests`](Attempt::too_many_requests) is the lists' 403;
-    /// an allowed one passes unchecked), the identity's block (a
-    /// blocked identity is denied for the block's time left, and counts
-    /// nothing: [`Attempt::blocked`]), a live override of the limit (its
-    /// rules, shadow mode, or off: then nothing is checked and the attempt
-    /// passes), the store under the failure policy, the limit's penalty,
-    /// its decision counters and its top offenders; on the key its requests
-    /// would use, so that [`limits`](Self::limits) and
-    /// [`reset`](Self::reset) find it once `limit` is added with
-    /// [`limit`](Self::limit). Fails with [`Error::Config`] when the limit
-    /// does not count by `identity`'s kind (a global limit; a limit by
-    /// user, and `identity` is an address...).
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use limiter_tower::{Identity, KeySource, Limiter, LimitLayer, MemoryStore, Policy, RateLimitLayer, Rule};
-    ///
-    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-    /// let per_user = LimitLayer::new(
-    ///     "login-per-user",
-    ///     Policy::sliding_log([Rule::new(5, Duration::from_secs(900))?])?,
-    ///     KeySource::user(),
-    /// );
-    /// let control = RateLimitLayer::new(Limiter::new(MemoryStore::new()))
-    ///     .control()
-    ///     .limit("POST /login", &per_user);
-    /// let alice = Identity::user("alice");
-    /// let attempt = control.attempt_on(&per_user, &alice).await?; // a wrong password: counts
-    /// assert_eq!(control.limits(&alice).await?[0].remaining, 4);
-    /// # drop(attempt);
-    /// control.block(&alice, Duration::from_secs(60)).await?;
-    /// let blocked = control.attempt_on(&per_user, &alice).await?;
-    /// assert!(!blocked.decision().allowed());
-    /// assert!(blocked.blocked().is_some_and(|left| left <= Duration::from_secs(60)));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// # }).unwrap();
-    /// ```
-    pub async fn attempt_on(
-        &self,
-        limit: &LimitLayer,
-        identity: &Identity,
-    ) -> Result<Attempt, Error> {
-        let checked = self.check_limit(&limit.limit, identity, true).await?;
-        Ok(Attempt {
-            decision: checked.decision,
-            policy: checked.policy,
-            blocked: checked.blocked,
-            deny_listed: checked.deny_listed,
-            give_back: checked.refund.map(GiveBack::Limit),
-        })
-    }
+pub(super) async fn attempt_on(
+    control: &Control,
+    limit: &LimitLayer,
+    identity: &Identity,
+) -> Result<Attempt, Error> {
+    let checked = check_limit(control, &limit.limit, identity, true).await?;
+    Ok(Attempt {
+        decision: checked.decision,
+        policy: checked.policy,
+        blocked: checked.blocked,
+        deny_listed: checked.deny_listed,
+        give_back: checked.refund.map(GiveBack::Limit),
+    })
+}
 
-    /// Checks `limit` for `identity` and records the request if allowed,
-    /// taking the steps [`attempt_on`](Self::attempt_on) takes: a check
-    /// made in a handler or a program that counts whatever its outcome.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use limiter_tower::{Identity, KeySource, Limiter, LimitLayer, MemoryStore, Policy, RateLimitLayer, Rule};
-    ///
-    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-    /// let exports = LimitLayer::new(
-    ///     "exports",
-    ///     Policy::sliding_log([Rule::new(1, Duration::from_secs(60))?])?,
-    ///     KeySource::user(),
-    /// );
-    /// let control = RateLimitLayer::new(Limiter::new(MemoryStore::new())).control();
-    /// let alice = Identity::user("alice");
-    /// assert!(control.check_on(&exports, &alice).await?.allowed());
-    /// assert!(!control.check_on(&exports, &alice).await?.allowed());
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// # }).unwrap();
-    /// ```
-    pub async fn check_on(
-        &self,
-        limit: &LimitLayer,
-        identity: &Identity,
-    ) -> Result<Decision, Error> {
-        let checked = self.check_limit(&limit.limit, identity, false).await?;
-        Ok(checked.decision)
-    }
-
-    /// `limit`'s check of `identity`, under the limit's own settings or
-    /// this handle's router layer's, as its route decides a request.
-    async fn check_limit(
-        &self,
-        limit: &RouteLimit,
-        identity: &Identity,
-        refundable: bool,
-    ) -> Result<Checked, Error> {
-        let Some(key) = self.key_of(limit, identity) else {
-            return Err(Error::Config(ConfigError::NoIdentity {
-                limit: limit.name.to_string(),
-            }));
-        };
-        let context = limit.context.as_ref().unwrap_or(&self.context);
-        let block_key = self.identity_key(identity);
-        limit
-            .check_identity(context, key, identity, block_key, refundable)
-            .await
-    }
+pub(super) async fn check_on(
+    control: &Control,
+    limit: &LimitLayer,
+    identity: &Identity,
+) -> Result<Decision, Error> {
+    let checked = check_limit(control, &limit.limit, identity, false).await?;
+    Ok(checked.decision)
 }
 
 impl Attempt {
@@ -262,4 +152,24 @@ impl fmt::Debug for Attempt {
             .field("refundable", &self.give_back.is_some())
             .finish_non_exhaustive()
     }
+}
+
+/// `limit`'s check of `identity`, under the limit's own settings or
+/// this handle's router layer's, as its route decides a request.
+async fn check_limit(
+    control: &Control,
+    limit: &RouteLimit,
+    identity: &Identity,
+    refundable: bool,
+) -> Result<Checked, Error> {
+    let Some(key) = control.key_of(limit, identity) else {
+        return Err(Error::Config(ConfigError::NoIdentity {
+            limit: limit.name.to_string(),
+        }));
+    };
+    let context = limit.context.as_ref().unwrap_or(&control.context);
+    let block_key = control.identity_key(identity);
+    limit
+        .check_identity(context, key, identity, block_key, refundable)
+        .await
 }

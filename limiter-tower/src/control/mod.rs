@@ -5,6 +5,7 @@
 
 mod attempt;
 mod blocks;
+mod calls;
 mod offenders;
 mod overrides;
 mod router;
@@ -365,6 +366,36 @@ impl Control {
         let push = |key: &mut String| self.push_identity(key, identity);
         let key = limiter_core::Key::of_identity(start, push, &limit.name);
         Some(key.into_string())
+    }
+
+    /// Sets the name of this instance, which the admin router's
+    /// `GET /top/{limit}` answers in its `limiter-instance` header (by
+    /// default the host's name and the process id: `web-1-4242`). Visible
+    /// ASCII: any other character is replaced by `_`.
+    pub fn instance_id(mut self, id: impl Into<String>) -> Self {
+        self.instance = offenders::sanitized(&id.into());
+        self
+    }
+
+    /// Sets the header whose value the admin router's kind `key` names
+    /// (`x-api-key` by default).
+    pub fn api_key_header(mut self, name: &str) -> Self {
+        self.api_key_header = name.to_ascii_lowercase().into_boxed_str();
+        self
+    }
+
+    /// The kind a limit counting by `source` counts, as the admin routes
+    /// name it, and the header's name for another header than the API
+    /// key's.
+    pub(super) fn kind_of(&self, source: &Source) -> (&'static str, Option<String>) {
+        match source {
+            Source::Ip => ("ip", None),
+            Source::User => ("user", None),
+            Source::Header(name) if name.as_str() == &*self.api_key_header => ("key", None),
+            Source::Header(name) => ("header", Some(name.as_str().to_owned())),
+            Source::Custom(_) => ("custom", None),
+            Source::Global => ("global", None),
+        }
     }
 }
 

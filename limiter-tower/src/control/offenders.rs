@@ -73,82 +73,37 @@ impl fmt::Display for UnknownLimit {
 
 impl std::error::Error for UnknownLimit {}
 
-impl Control {
-    /// The `n` identities the limit named `limit` denied most in the last
-    /// 5 to 10 minutes, most denied first, as this instance counted them
-    /// (each instance counts its own denials: the admin router says which
-    /// instance answered). `limit` is the limit's name as keys end with it
-    /// (a `#[rate_limit]` handler's `{module}-{handler}`, such as
-    /// `posts-create_post`; a [`LimitLayer`](crate::LimitLayer)'s own
-    /// name), among the limits of this handle and of those it merged.
-    ///
-    /// What counts as a denial: a request the limit answered 429 because
-    /// its rate limit denied it (the store's answer, a cached denial, the
-    /// fallback limiter's), its concurrency limit did, or its identity is
-    /// blocked. Shadow mode's denials let the request through: not
-    /// counted; neither are requests on a deny list, nor a global limit's,
-    /// which have no identity. A Space-Saving sketch of 256 counters per
-    /// period counts them (see [`TopDenied`](limiter_core::TopDenied)):
-    /// with `N` denials counted, each count is at most `N / 256` above the
-    /// truth (its `error` says how much) and every identity denied more
-    /// than `N / 256` times is listed; at most
-    /// [`TopDenied::MAX_BYTES`](limiter_core::TopDenied::MAX_BYTES) per
-    /// limit, allocated at its first denial.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use limiter_tower::{Identity, KeySource, Limiter, LimitLayer, MemoryStore, Policy, RateLimitLayer, Rule};
-    ///
-    /// let replies = LimitLayer::new(
-    ///     "replies",
-    ///     Policy::sliding_log([Rule::new(5, Duration::from_secs(60))?])?,
-    ///     KeySource::user(),
-    /// );
-    /// let layer = RateLimitLayer::new(Limiter::new(MemoryStore::new()));
-    /// let control = layer.control().limit("POST /replies", &replies);
-    /// // Nobody was denied yet.
-    /// assert!(control.top_denied("replies", 10)?.is_empty());
-    /// assert!(control.top_denied("posts", 10).is_err());
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn top_denied(&self, limit: &str, n: usize) -> Result<Vec<Offender>, UnknownLimit> {
-        let (part, found) = self
-            .parts()
-            .flat_map(|part| part.limits.iter().map(move |named| (part, named)))
-            .find(|(_, named)| &*named.limit.name == limit)
-            .ok_or_else(|| UnknownLimit(limit.to_owned()))?;
-        // The limit's own router layer's, when it has one, as it records.
-        let context = found.limit.context.as_ref().unwrap_or(&part.context);
-        let denied = context.offenders.top(limit, n);
-        Ok(denied
-            .into_iter()
-            .filter_map(|denied| {
-                let (kind, header, identity) = Identity::read_labelled(&denied.identity)?;
-                Some(Offender {
-                    kind,
-                    header: header.map(str::to_owned),
-                    identity: identity.to_owned(),
-                    denied: denied.count,
-                    error: denied.error,
-                    api_key: header == Some(&*self.api_key_header),
-                })
+pub(super) fn top_denied(
+    control: &Control,
+    limit: &str,
+    n: usize,
+) -> Result<Vec<Offender>, UnknownLimit> {
+    let (part, found) = control
+        .parts()
+        .flat_map(|part| part.limits.iter().map(move |named| (part, named)))
+        .find(|(_, named)| &*named.limit.name == limit)
+        .ok_or_else(|| UnknownLimit(limit.to_owned()))?;
+    // The limit's own router layer's, when it has one, as it records.
+    let context = found.limit.context.as_ref().unwrap_or(&part.context);
+    let denied = context.offenders.top(limit, n);
+    Ok(denied
+        .into_iter()
+        .filter_map(|denied| {
+            let (kind, header, identity) = Identity::read_labelled(&denied.identity)?;
+            Some(Offender {
+                kind,
+                header: header.map(str::to_owned),
+                identity: identity.to_owned(),
+                denied: denied.count,
+                error: denied.error,
+                api_key: header == Some(&*control.api_key_header),
             })
-            .collect())
-    }
+        })
+        .collect())
+}
 
-    /// Sets the name of this instance, which the admin router's
-    /// `GET /top/{limit}` answers in its `limiter-instance` header (by
-    /// default the host's name and the process id: `web-1-4242`). Visible
-    /// ASCII: any other character is replaced by `_`.
-    pub fn instance_id(mut self, id: impl Into<String>) -> Self {
-        self.instance = sanitized(&id.into());
-        self
-    }
-
-    /// This instance's name ([`instance_id`](Self::instance_id)).
-    pub fn instance(&self) -> &str {
-        &self.instance
-    }
+pub(super) fn instance(control: &Control) -> &str {
+    &control.instance
 }
 
 /// This process's default name: the host's name and the process id.
@@ -169,7 +124,7 @@ pub(super) fn default_instance() -> Arc<str> {
 
 /// `id` with every character but visible ASCII replaced by `_`: a header's
 /// value.
-fn sanitized(id: &str) -> Arc<str> {
+pub(super) fn sanitized(id: &str) -> Arc<str> {
     id.chars()
         .map(|c| if c.is_ascii_graphic() { c } else { '_' })
         .collect::<String>()

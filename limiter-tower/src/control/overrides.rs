@@ -116,148 +116,102 @@ impl WrittenRules {
     }
 }
 
-impl Control {
-    /// Puts `value` on the limit named `limit` (as its keys end, the name
-    /// [`LimitState`](super::LimitState)s and `/me/limits` show:
-    /// `posts-create_post`) for `duration` (1 s to a week), on every
-    /// instance sharing the limit's store once this returns (on the memory
-    /// store, on this instance); the compiled limit is back by itself
-    /// when it ends, or at [`clear_override`](Self::clear_override).
-    ///
-    /// The override's rules must run the limit's algorithm (a sliding
-    /// window, its length), so each key's state carries over as it does
-    /// between plans: counted requests stay counted, never admitting more
-    /// than the new rules allow. A request keeps the limit's cost. The
-    /// override's rules have no hot-key mode: each request asks the store.
-    /// [`Error::Config`] says why an override is refused, as the attribute
-    /// would; [`Error::Unsupported`] names a limit this handle does not
-    /// answer for, or a store that keeps no overrides (the regional store).
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use limiter_tower::{KeySource, Limiter, LimitLayer, MemoryStore, Override, Policy, RateLimitLayer, Rule};
-    ///
-    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-    /// let per_minute = |n| Policy::sliding_log([Rule::new(n, Duration::from_secs(60)).unwrap()]).unwrap();
-    /// let posts = LimitLayer::new("posts", per_minute(10), KeySource::user());
-    /// let layer = RateLimitLayer::new(Limiter::new(MemoryStore::new()));
-    /// let control = layer.control().limit("POST /posts", &posts);
-    ///
-    /// // An incident: 2 a minute for the next hour.
-    /// let hour = Duration::from_secs(3600);
-    /// control.set_override("posts", Override::rules(per_minute(2)), hour).await?;
-    /// assert_eq!(control.overrides()[0].rules, ["2-per-60s"]);
-    /// control.clear_override("posts").await?;
-    /// assert!(control.overrides().is_empty());
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// # }).unwrap();
-    /// ```
-    pub async fn set_override(
-        &self,
-        limit: &str,
-        value: Override,
-        duration: Duration,
-    ) -> Result<(), Error> {
-        let (part, named) = self.named(limit)?;
-        validate_override_duration(duration)?;
-        let value = value.for_limit(limit, &named.limit.policy)?;
-        let shared = required(
-            part.context.store.capabilities().as_shared_control(),
-            OVERRIDES,
-        )?;
-        let change = Change::SetOverride {
-            limit,
-            value: &value,
-            duration,
-        };
-        shared.change(change).await
-    }
+pub(super) async fn set_override(
+    control: &Control,
+    limit: &str,
+    value: Override,
+    duration: Duration,
+) -> Result<(), Error> {
+    let (part, named) = named(control, limit)?;
+    validate_override_duration(duration)?;
+    let value = value.for_limit(limit, &named.limit.policy)?;
+    let shared = required(
+        part.context.store.capabilities().as_shared_control(),
+        OVERRIDES,
+    )?;
+    let change = Change::SetOverride {
+        limit,
+        value: &value,
+        duration,
+    };
+    shared.change(change).await
+}
 
-    /// Puts the override `written` (rules as the attribute writes them) in
-    /// `mode` on `limit`: [`set_override`](Self::set_override) for text
-    /// from an operator (the admin router's `PUT /overrides/{limit}`).
-    pub async fn set_written_override(
-        &self,
-        limit: &str,
-        written: &WrittenRules,
-        mode: OverrideMode,
-        duration: Duration,
-    ) -> Result<(), Error> {
-        let (_, named) = self.named(limit)?;
-        let value = match (written.policy(named.limit.policy.algorithm())?, mode) {
-            (None, OverrideMode::Off) => Override::off(),
-            (Some(_), OverrideMode::Off) => {
-                return Err(ConfigError::InvalidOverride {
-                    reason: "a limit switched off takes no rules".into(),
-                }
-                .into());
+pub(super) async fn set_written_override(
+    control: &Control,
+    limit: &str,
+    written: &WrittenRules,
+    mode: OverrideMode,
+    duration: Duration,
+) -> Result<(), Error> {
+    let (_, named) = named(control, limit)?;
+    let value = match (written.policy(named.limit.policy.algorithm())?, mode) {
+        (None, OverrideMode::Off) => Override::off(),
+        (Some(_), OverrideMode::Off) => {
+            return Err(ConfigError::InvalidOverride {
+                reason: "a limit switched off takes no rules".into(),
             }
-            (None, OverrideMode::Shadow) => Override::shadow(),
-            (Some(policy), OverrideMode::Shadow) => Override::rules(policy).in_shadow(),
-            (Some(policy), OverrideMode::Enforce) => Override::rules(policy),
-            (None, OverrideMode::Enforce) => {
-                return Err(ConfigError::InvalidOverride {
-                    reason: "an enforced override gives the rules that replace the limit's".into(),
-                }
-                .into());
+            .into());
+        }
+        (None, OverrideMode::Shadow) => Override::shadow(),
+        (Some(policy), OverrideMode::Shadow) => Override::rules(policy).in_shadow(),
+        (Some(policy), OverrideMode::Enforce) => Override::rules(policy),
+        (None, OverrideMode::Enforce) => {
+            return Err(ConfigError::InvalidOverride {
+                reason: "an enforced override gives the rules that replace the limit's".into(),
             }
-        };
-        self.set_override(limit, value, duration).await
-    }
+            .into());
+        }
+    };
+    control.set_override(limit, value, duration).await
+}
 
-    /// Ends `limit`'s override on every instance sharing its store: the
-    /// compiled limit holds again once this returns. Ending none is no
-    /// error.
-    pub async fn clear_override(&self, limit: &str) -> Result<(), Error> {
-        let (part, _) = self.named(limit)?;
-        let shared = required(
-            part.context.store.capabilities().as_shared_control(),
-            OVERRIDES,
-        )?;
-        shared.change(Change::ClearOverride { limit }).await
-    }
+pub(super) async fn clear_override(control: &Control, limit: &str) -> Result<(), Error> {
+    let (part, _) = named(control, limit)?;
+    let shared = required(
+        part.context.store.capabilities().as_shared_control(),
+        OVERRIDES,
+    )?;
+    shared.change(Change::ClearOverride { limit }).await
+}
 
-    /// The overrides in force on the limits this handle answers for, as
-    /// this instance knows them now (without a call), by limit name.
-    pub fn overrides(&self) -> Vec<OverrideState> {
-        let mut states: Vec<OverrideState> = self
-            .parts()
-            .flat_map(|part| {
-                let tables = part.context.tables.as_ref();
-                let listed = tables.map(|t| t.active_overrides()).unwrap_or_default();
-                listed
-                    .into_iter()
-                    .filter(|active| part.limits.iter().any(|n| *n.limit.name == active.limit))
-                    .map(|active| OverrideState::from(&active))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        states.sort_by(|a, b| a.limit.cmp(&b.limit));
-        states.dedup_by(|a, b| a.limit == b.limit);
-        states
-    }
+pub(super) fn overrides(control: &Control) -> Vec<OverrideState> {
+    let mut states: Vec<OverrideState> = control
+        .parts()
+        .flat_map(|part| {
+            let tables = part.context.tables.as_ref();
+            let listed = tables.map(|t| t.active_overrides()).unwrap_or_default();
+            listed
+                .into_iter()
+                .filter(|active| part.limits.iter().any(|n| *n.limit.name == active.limit))
+                .map(|active| OverrideState::from(&active))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    states.sort_by(|a, b| a.limit.cmp(&b.limit));
+    states.dedup_by(|a, b| a.limit == b.limit);
+    states
+}
 
-    /// The names of the limits this handle answers for, as overrides name
-    /// them.
-    pub fn limit_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self
-            .parts()
-            .flat_map(|part| part.limits.iter().map(|n| n.limit.name.to_string()))
-            .collect();
-        names.sort();
-        names.dedup();
-        names
-    }
+pub(super) fn limit_names(control: &Control) -> Vec<String> {
+    let mut names: Vec<String> = control
+        .parts()
+        .flat_map(|part| part.limits.iter().map(|n| n.limit.name.to_string()))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
 
-    /// The limit named `limit` and the handle whose store keeps it.
-    fn named(&self, limit: &str) -> Result<(&Control, &Named), Error> {
-        self.parts()
-            .find_map(|part| {
-                let named = part.limits.iter().find(|n| *n.limit.name == *limit)?;
-                Some((part, named))
-            })
-            .ok_or(Error::Unsupported(
-                "overriding a limit this handle does not answer for",
-            ))
-    }
+/// The limit named `limit` and the handle whose store keeps it.
+fn named<'a>(control: &'a Control, limit: &str) -> Result<(&'a Control, &'a Named), Error> {
+    control
+        .parts()
+        .find_map(|part| {
+            let named = part.limits.iter().find(|n| *n.limit.name == *limit)?;
+            Some((part, named))
+        })
+        .ok_or(Error::Unsupported(
+            "overriding a limit this handle does not answer for",
+        ))
 }

@@ -17,95 +17,22 @@ use crate::response::{Protocol, problem};
 /// [`Control::api_key_header`] says another.
 pub const DEFAULT_API_KEY_HEADER: &str = "x-api-key";
 
-impl Control {
-    /// The admin routes, to mount behind the application's own
-    /// authentication (its path, its auth layer; an address is never a
-    /// credential). Each names an identity by its kind, so that no value
-    /// of one kind reaches another's state:
-    ///
-    /// | kind | identity | example |
-    /// |---|---|---|
-    /// | `ip` | a client address, or a network (`2001:db8:1:2::/64`, its `/` encoded as `%2F`) | `/blocks/ip/203.0.113.7` |
-    /// | `user` | a user | `/blocks/user/alice` |
-    /// | `key` | the value of the API key header ([`api_key_header`](Self::api_key_header), `x-api-key` by default) | `/limits/key/k-123` |
-    /// | `custom` | what a custom key function answers | `/limits/custom/tenant-7` |
-    ///
-    /// The identity is percent-decoded to bytes, so one that is not UTF-8
-    /// (a raw header value) is named too (`/limits/key/caf%E9`).
-    ///
-    /// | route | answer |
-    /// |---|---|
-    /// | `GET /limits/{kind}/{identity}` | 200, a JSON array of [`LimitState`](super::LimitState)s ([`limits`](Self::limits)) |
-    /// | `DELETE /limits/{kind}/{identity}` | 204 once every limit of the identity is reset ([`reset`](Self::reset)) |
-    /// | `GET /limits` | 200, a JSON array of [`LimitInfo`](super::LimitInfo)s: every limit by the name overrides and top offenders take, with its route, kind, algorithm, rules in force and compiled, and the override in force with its seconds left ([`limit_list`](Self::limit_list)) |
-    /// | `GET /blocks?after={key}&limit={n}` | 200 `{"blocks": [{"key", "seconds", "origin"}...], "next": key or null}`: the live blocks this instance knows in key order, `limit` (1 to 1,000, default 100) a page, from after `after` (the `next` of the page before) ([`blocks`](Self::blocks)) |
-    /// | `GET /blocks/{kind}/{identity}` | 200 `{"seconds": N}`, the block's time left rounded up, or 404 when not blocked ([`blocked`](Self::blocked)) |
-    /// | `PUT /blocks/{kind}/{identity}` | body `{"seconds": N}` (1 to 31,536,000): 204 once blocked on every instance ([`block`](Self::block)); 400 for another body; 507 when the store holds [`MAX_BLOCKS`](limiter_core::MAX_BLOCKS) operator blocks already |
-    /// | `DELETE /blocks/{kind}/{identity}` | 204 once unblocked ([`unblock`](Self::unblock)) |
-    /// | `GET /overrides` | 200, a JSON array of [`OverrideState`](super::OverrideState)s, the overrides in force ([`overrides`](Self::overrides)) |
-    /// | `GET /overrides/{limit}` | 200, the limit's [`OverrideState`](super::OverrideState), or 404 when none holds |
-    /// | `PUT /overrides/{limit}` | body `{"rules": [[2, "60s"]], "seconds": 3600}` (or `"rate": [10, "1s"], "burst": 20` for a bucket or GCRA; `"mode": "shadow"` tries the rules, or the limit's own, without denying; `"mode": "off"` switches the limit off; `seconds` 1 to 604,800): 204 once every instance holds it ([`set_override`](Self::set_override)); 400 with the attribute's own message for rules it would refuse; 404 for a limit this handle does not answer for |
-    /// | `DELETE /overrides/{limit}` | 204 once the compiled limit holds again everywhere ([`clear_override`](Self::clear_override)) |
-    /// | `GET /top/{limit}?n={n}` | 200, a JSON array of the `n` (1 to 100, default 10) identities the limit named `limit` (as keys end with it: `posts-create_post`) denied most in the last 5 to 10 minutes on the instance that answers, most denied first: `[{"kind", "identity", "denied", "error"}...]` ([`Offender`](super::Offender)s, [`top_denied`](Self::top_denied)); the header `limiter-instance` names the instance ([`instance_id`](Self::instance_id)); 404 for an unknown limit |
-    ///
-    /// An unknown kind is 404, an address that does not parse 400, a query
-    /// the route does not take 400. A store
-    /// that cannot answer gives 503 (problem+json), one that cannot peek or
-    /// reset (the regional store) 501. A change answered 503 whose detail
-    /// says it was not confirmed ([`Error::Unconfirmed`]) may still have
-    /// been made: it is then in effect on every instance, or on none,
-    /// within 2 s of the store answering again; repeat the call (each is
-    /// idempotent).
-    ///
-    /// ```
-    /// # use limiter_tower::{Limiter, MemoryStore, RateLimitLayer};
-    /// # let layer = RateLimitLayer::new(Limiter::new(MemoryStore::new()));
-    /// let admin: axum::Router = axum::Router::new().nest("/admin", layer.control().router());
-    /// // .layer(your_authentication) on `admin` before merging it into the app
-    /// ```
-    pub fn router<S>(&self) -> Router<S> {
-        Router::new()
-            .route("/limits", get(list_limits))
-            .route("/limits/{kind}/{identity}", get(limits).delete(reset))
-            .route("/blocks", get(list_blocks))
-            .route(
-                "/blocks/{kind}/{identity}",
-                get(blocked).put(block).delete(unblock),
-            )
-            .route("/overrides", get(list_overrides))
-            .route(
-                "/overrides/{limit}",
-                get(get_override).put(put_override).delete(delete_override),
-            )
-            .route("/top/{limit}", get(top_denied))
-            .with_state(self.clone())
-    }
-
-    /// Sets the header whose value the admin router's kind `key` names
-    /// (`x-api-key` by default).
-    pub fn api_key_header(mut self, name: &str) -> Self {
-        self.api_key_header = name.to_ascii_lowercase().into_boxed_str();
-        self
-    }
-
-    /// The identity a router path names, `/{kind}/{identity}` at its end,
-    /// read from the raw path: the identity is percent-decoded once, to
-    /// bytes (axum's path extractors decode to UTF-8 text, which a raw
-    /// header value need not be).
-    fn identity_of(&self, uri: &Uri) -> Result<Identity, NoIdentity> {
-        let mut segments = uri.path().rsplit('/');
-        let (Some(raw), Some(kind)) = (segments.next(), segments.next()) else {
-            return Err(NoIdentity::UnknownKind);
-        };
-        let bytes: Vec<u8> = percent_decode_str(raw).collect();
-        match kind {
-            "user" => Ok(Identity::user(&bytes)),
-            "key" => Ok(Identity::header(&self.api_key_header, &bytes)),
-            "custom" => Ok(Identity::custom(&bytes)),
-            "ip" => address(&bytes).ok_or(NoIdentity::NotAnAddress),
-            _ => Err(NoIdentity::UnknownKind),
-        }
-    }
+pub(super) fn router<S>(control: &Control) -> Router<S> {
+    Router::new()
+        .route("/limits", get(list_limits))
+        .route("/limits/{kind}/{identity}", get(limits).delete(reset))
+        .route("/blocks", get(list_blocks))
+        .route(
+            "/blocks/{kind}/{identity}",
+            get(blocked).put(block).delete(unblock),
+        )
+        .route("/overrides", get(list_overrides))
+        .route(
+            "/overrides/{limit}",
+            get(get_override).put(put_override).delete(delete_override),
+        )
+        .route("/top/{limit}", get(top_denied))
+        .with_state(control.clone())
 }
 
 /// Why a path names no identity.
@@ -145,7 +72,7 @@ async fn list_limits(State(control): State<Control>) -> Response {
 }
 
 async fn limits(State(control): State<Control>, uri: Uri) -> Response {
-    let identity = match control.identity_of(&uri) {
+    let identity = match identity_of(&control, &uri) {
         Ok(identity) => identity,
         Err(no_identity) => return no_identity.into_response(),
     };
@@ -156,7 +83,7 @@ async fn limits(State(control): State<Control>, uri: Uri) -> Response {
 }
 
 async fn reset(State(control): State<Control>, uri: Uri) -> Response {
-    let identity = match control.identity_of(&uri) {
+    let identity = match identity_of(&control, &uri) {
         Ok(identity) => identity,
         Err(no_identity) => return no_identity.into_response(),
     };
@@ -269,7 +196,7 @@ struct BlockBody {
 }
 
 async fn blocked(State(control): State<Control>, uri: Uri) -> Response {
-    let identity = match control.identity_of(&uri) {
+    let identity = match identity_of(&control, &uri) {
         Ok(identity) => identity,
         Err(no_identity) => return no_identity.into_response(),
     };
@@ -287,7 +214,7 @@ async fn blocked(State(control): State<Control>, uri: Uri) -> Response {
 }
 
 async fn block(State(control): State<Control>, uri: Uri, body: axum::body::Bytes) -> Response {
-    let identity = match control.identity_of(&uri) {
+    let identity = match identity_of(&control, &uri) {
         Ok(identity) => identity,
         Err(no_identity) => return no_identity.into_response(),
     };
@@ -307,7 +234,7 @@ async fn block(State(control): State<Control>, uri: Uri, body: axum::body::Bytes
 }
 
 async fn unblock(State(control): State<Control>, uri: Uri) -> Response {
-    let identity = match control.identity_of(&uri) {
+    let identity = match identity_of(&control, &uri) {
         Ok(identity) => identity,
         Err(no_identity) => return no_identity.into_response(),
     };
@@ -443,4 +370,23 @@ fn failed(error: &Error) -> Response {
         _ => format!("The limits could not be read or changed: {error}."),
     };
     problem(Protocol::Http, status, &detail)
+}
+
+/// The identity a router path names, `/{kind}/{identity}` at its end,
+/// read from the raw path: the identity is percent-decoded once, to
+/// bytes (axum's path extractors decode to UTF-8 text, which a raw
+/// header value need not be).
+fn identity_of(control: &Control, uri: &Uri) -> Result<Identity, NoIdentity> {
+    let mut segments = uri.path().rsplit('/');
+    let (Some(raw), Some(kind)) = (segments.next(), segments.next()) else {
+        return Err(NoIdentity::UnknownKind);
+    };
+    let bytes: Vec<u8> = percent_decode_str(raw).collect();
+    match kind {
+        "user" => Ok(Identity::user(&bytes)),
+        "key" => Ok(Identity::header(&control.api_key_header, &bytes)),
+        "custom" => Ok(Identity::custom(&bytes)),
+        "ip" => address(&bytes).ok_or(NoIdentity::NotAnAddress),
+        _ => Err(NoIdentity::UnknownKind),
+    }
 }

@@ -144,81 +144,34 @@ pub(super) fn states_of(
         .collect()
 }
 
-impl Control {
-    /// Every limit this handle answers for (and those it merged), by name:
-    /// the names overrides and top offenders take, with the kind each
-    /// counts by, its route, and the rules in force (a live override's,
-    /// with its end, while one holds), as this instance knows them now.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use limiter_tower::{KeySource, Limiter, LimitLayer, MemoryStore, Override, Policy, RateLimitLayer, Rule};
-    ///
-    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-    /// let replies = LimitLayer::new(
-    ///     "replies",
-    ///     Policy::sliding_log([Rule::new(5, Duration::from_secs(60))?])?,
-    ///     KeySource::user(),
-    /// );
-    /// let control = RateLimitLayer::new(Limiter::new(MemoryStore::new()))
-    ///     .control()
-    ///     .limit("POST /replies", &replies);
-    /// let tighter = Policy::sliding_log([Rule::new(1, Duration::from_secs(60))?])?;
-    /// control
-    ///     .set_override("replies", Override::rules(tighter), Duration::from_secs(120))
-    ///     .await?;
-    /// let listed = control.limit_list();
-    /// assert_eq!(listed[0].name, "replies");
-    /// assert_eq!(listed[0].kind, "user");
-    /// assert_eq!(listed[0].rules, ["1-per-60s"]);
-    /// assert_eq!(listed[0].compiled, ["5-per-60s"]);
-    /// assert_eq!(listed[0].overridden.as_ref().map(|o| o.seconds), Some(120));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// # }).unwrap();
-    /// ```
-    pub fn limit_list(&self) -> Vec<LimitInfo> {
-        let mut listed: Vec<LimitInfo> = Vec::new();
-        for part in self.parts() {
-            for named in part.limits.iter() {
-                if listed.iter().any(|l| *l.name == *named.limit.name) {
-                    continue;
-                }
-                let limit = &named.limit;
-                let context = limit.context.as_ref().unwrap_or(&part.context);
-                let overridden = limit.override_left(context);
-                let in_force = InForce::of(overridden.as_ref());
-                let policy = in_force.policy.unwrap_or(&limit.policy);
-                let (kind, header) = match &limit.source.0 {
-                    Source::Global => ("global", None),
-                    source => part.kind_of(source),
-                };
-                listed.push(LimitInfo {
-                    name: limit.name.to_string(),
-                    route: named.route.to_string(),
-                    kind,
-                    header,
-                    algorithm: policy.algorithm().name(),
-                    rules: policy.names(),
-                    compiled: limit.policy.names(),
-                    overridden: in_force.held,
-                });
+pub(super) fn limit_list(control: &Control) -> Vec<LimitInfo> {
+    let mut listed: Vec<LimitInfo> = Vec::new();
+    for part in control.parts() {
+        for named in part.limits.iter() {
+            if listed.iter().any(|l| *l.name == *named.limit.name) {
+                continue;
             }
+            let limit = &named.limit;
+            let context = limit.context.as_ref().unwrap_or(&part.context);
+            let overridden = limit.override_left(context);
+            let in_force = InForce::of(overridden.as_ref());
+            let policy = in_force.policy.unwrap_or(&limit.policy);
+            let (kind, header) = match &limit.source.0 {
+                Source::Global => ("global", None),
+                source => part.kind_of(source),
+            };
+            listed.push(LimitInfo {
+                name: limit.name.to_string(),
+                route: named.route.to_string(),
+                kind,
+                header,
+                algorithm: policy.algorithm().name(),
+                rules: policy.names(),
+                compiled: limit.policy.names(),
+                overridden: in_force.held,
+            });
         }
-        listed.sort_by(|a, b| a.name.cmp(&b.name));
-        listed
     }
-
-    /// The kind a limit counting by `source` counts, as the admin routes
-    /// name it, and the header's name for another header than the API
-    /// key's.
-    pub(super) fn kind_of(&self, source: &Source) -> (&'static str, Option<String>) {
-        match source {
-            Source::Ip => ("ip", None),
-            Source::User => ("user", None),
-            Source::Header(name) if name.as_str() == &*self.api_key_header => ("key", None),
-            Source::Header(name) => ("header", Some(name.as_str().to_owned())),
-            Source::Custom(_) => ("custom", None),
-            Source::Global => ("global", None),
-        }
-    }
+    listed.sort_by(|a, b| a.name.cmp(&b.name));
+    listed
 }

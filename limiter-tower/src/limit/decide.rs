@@ -28,7 +28,8 @@ use limiter_core::{
 use tower_service::Service;
 
 use super::ResponseFuture;
-use super::admission::{Checks, PlanFields, Reading, Refund, admit};
+use super::admission::{Admission, Checks, PlanFields, Reading, Refund, admit};
+use super::answer;
 use super::future::Next;
 use super::route::{RouteLimit, with_parts};
 use crate::business::{CountWhen, RouteBusiness};
@@ -83,14 +84,14 @@ impl RouteLimit {
             None => {
                 current = Current::take();
                 let Some(context) = current.context() else {
-                    return self.misconfigured(Missing::RouterLayer, request);
+                    return answer::misconfigured(self, Missing::RouterLayer, request);
                 };
                 context
             }
         };
         let business = self.business.is_some() || context.business.is_some();
         if business && self.is_denied(context, request) {
-            return self.deny_listed(request);
+            return answer::deny_listed(self, request);
         }
         // An allowed client needs no identity for this limit.
         if business && self.bypasses(context, request) {
@@ -100,7 +101,7 @@ impl RouteLimit {
         let mut key = KEY_BUFFER.take();
         if let Err(no_key) = self.write_key(&mut key, context, request) {
             KEY_BUFFER.set(key);
-            return self.refuse(no_key, context, request);
+            return answer::refuse(self, no_key, context, request);
         }
         if tracing::enabled!(tracing::Level::DEBUG) {
             tracing::debug!(limit = %self.name, %key, "checking");
@@ -108,7 +109,7 @@ impl RouteLimit {
         if self.honours_blocks
             && let Some(left) = self.block_of(&key, context, request)
         {
-            let next = self.blocked(left, context, request);
+            let next = answer::blocked(self, left, context, request);
             KEY_BUFFER.set(key);
             return next;
         }
@@ -138,9 +139,9 @@ impl RouteLimit {
         let next = match &context.store.check_now(&key, reading.policy(self), cost) {
             Some(Ok(decision)) => {
                 let counted = Counted::by_store(decision);
-                self.on_decision(decision, counted, context, &reading, request)
+                answer::on_decision(self, decision, counted, context, &reading, request)
             }
-            Some(Err(error)) => self.failed(error, &reading, request.headers()),
+            Some(Err(error)) => answer::failed(self, error, &reading, request.headers()),
             None => {
                 let checks = RequestChecks::rate(cost, reading);
                 return self.pending(context, key, checks);
@@ -180,6 +181,19 @@ impl RouteLimit {
             reading: checks.reading,
             context: Arc::clone(context),
         }
+    }
+
+    /// The request's answer once the store's has come: the inner call,
+    /// holding the permit, with the fields; or the limiter's own response
+    /// (see `answer.rs`).
+    pub(crate) fn answer<B>(
+        &self,
+        admission: Admission,
+        reading: Reading,
+        context: &Context,
+        request: &mut Request<B>,
+    ) -> Next {
+        answer::answer(self, admission, reading, context, request)
     }
 }
 

@@ -1,0 +1,385 @@
+//! Everything a [`Control`] does, each call in its concept's module
+//! (`attempt.rs`, `blocks.rs`, `overrides.rs`, `offenders.rs`,
+//! `router.rs`, `state.rs`); with `mod.rs` (how it is made), the whole
+//! of its interface.
+
+use std::time::Duration;
+
+use axum::Router;
+use limiter_core::{ListedBlock, Override, OverrideMode};
+
+use super::*;
+
+impl Control {
+    /// Checks a request on `{prefix}:{key}` against `policy` that counts
+    /// only if its outcome says so, through the layer's store: recorded
+    /// now, so concurrent attempts count while in flight and no more pass
+    /// than `policy` allows, and given back by [`Attempt::refund`] (the
+    /// login succeeded). A denial becomes the layers' own 429 with
+    /// [`Attempt::too_many_requests`]. `key` is used as given: build it
+    /// with [`Identity::push_key`] and `:{action}`, so that a block of that
+    /// identity denies the attempt (the identity is the key up to its
+    /// first `:`). A key names no limit, so no live override, decision
+    /// counter or top offender reaches it: check a named limit with
+    /// [`attempt_on`](Self::attempt_on) for those.
+    ///
+    /// Fails with [`Error::Config`] for a policy whose algorithm cannot
+    /// give a request back exactly (the buckets and GCRA).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_tower::{Limiter, MemoryStore, Policy, RateLimitLayer, Rule};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let control = RateLimitLayer::new(Limiter::new(MemoryStore::new())).control();
+    /// // 5 failed logins per user in 15 minutes; successes never count.
+    /// let failures = Policy::sliding_log([Rule::new(5, Duration::from_secs(900))?])?;
+    /// for _ in 0..20 {
+    ///     let attempt = control.attempt("login:alice", &failures).await?;
+    ///     assert!(attempt.decision().allowed());
+    ///     attempt.refund().await?; // the password was right
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn attempt(&self, key: &str, policy: &Policy) -> Result<Attempt, Error> {
+        attempt::attempt(self, key, policy).await
+    }
+
+    /// Checks `limit` for `identity` as a request on its route would be
+    /// checked, counting only if the outcome says so ([`attempt`](Self::attempt)):
+    /// for a limit checked in a handler rather than on a route (the user is
+    /// in the body). It takes the route's steps: the limit's and the router
+    /// layer's deny and allow lists, matched against the identity (a
+    /// denied identity's attempt is denied without end, and
+    /// [`too_many_requests`](Attempt::too_many_requests) is the lists' 403;
+    /// an allowed one passes unchecked), the identity's block (a
+    /// blocked identity is denied for the block's time left, and counts
+    /// nothing: [`Attempt::blocked`]), a live override of the limit (its
+    /// rules, shadow mode, or off: then nothing is checked and the attempt
+    /// passes), the store under the failure policy, the limit's penalty,
+    /// its decision counters and its top offenders; on the key its requests
+    /// would use, so that [`limits`](Self::limits) and
+    /// [`reset`](Self::reset) find it once `limit` is added with
+    /// [`limit`](Self::limit). Fails with [`Error::Config`] when the limit
+    /// does not count by `identity`'s kind (a global limit; a limit by
+    /// user, and `identity` is an address...).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_tower::{Identity, KeySource, Limiter, LimitLayer, MemoryStore, Policy, RateLimitLayer, Rule};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let per_user = LimitLayer::new(
+    ///     "login-per-user",
+    ///     Policy::sliding_log([Rule::new(5, Duration::from_secs(900))?])?,
+    ///     KeySource::user(),
+    /// );
+    /// let control = RateLimitLayer::new(Limiter::new(MemoryStore::new()))
+    ///     .control()
+    ///     .limit("POST /login", &per_user);
+    /// let alice = Identity::user("alice");
+    /// let attempt = control.attempt_on(&per_user, &alice).await?; // a wrong password: counts
+    /// assert_eq!(control.limits(&alice).await?[0].remaining, 4);
+    /// # drop(attempt);
+    /// control.block(&alice, Duration::from_secs(60)).await?;
+    /// let blocked = control.attempt_on(&per_user, &alice).await?;
+    /// assert!(!blocked.decision().allowed());
+    /// assert!(blocked.blocked().is_some_and(|left| left <= Duration::from_secs(60)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn attempt_on(
+        &self,
+        limit: &LimitLayer,
+        identity: &Identity,
+    ) -> Result<Attempt, Error> {
+        attempt::attempt_on(self, limit, identity).await
+    }
+
+    /// Checks `limit` for `identity` and records the request if allowed,
+    /// taking the steps [`attempt_on`](Self::attempt_on) takes: a check
+    /// made in a handler or a program that counts whatever its outcome.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_tower::{Identity, KeySource, Limiter, LimitLayer, MemoryStore, Policy, RateLimitLayer, Rule};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let exports = LimitLayer::new(
+    ///     "exports",
+    ///     Policy::sliding_log([Rule::new(1, Duration::from_secs(60))?])?,
+    ///     KeySource::user(),
+    /// );
+    /// let control = RateLimitLayer::new(Limiter::new(MemoryStore::new())).control();
+    /// let alice = Identity::user("alice");
+    /// assert!(control.check_on(&exports, &alice).await?.allowed());
+    /// assert!(!control.check_on(&exports, &alice).await?.allowed());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn check_on(
+        &self,
+        limit: &LimitLayer,
+        identity: &Identity,
+    ) -> Result<Decision, Error> {
+        attempt::check_on(self, limit, identity).await
+    }
+}
+
+impl Control {
+    /// Blocks `identity` for `duration` on every instance sharing the
+    /// store (each store, after [`merge`](Self::merge): this one's first,
+    /// then each merged one's, the first failure answered), until the
+    /// block ends or [`unblock`](Self::unblock). Each request it makes is
+    /// answered 429 with `Retry-After` the block's remaining time and a
+    /// problem of type [`BLOCKED`](crate::BLOCKED):
+    ///
+    /// | identity | what the block covers |
+    /// |---|---|
+    /// | an address ([`Identity::ip`]; an IPv6 address stands for its network, /64 by default) | every limited route of that client address, whatever the route counts by |
+    /// | a user | every limit keyed by that user, and [`attempt_on`](Self::attempt_on) such a limit |
+    /// | a header's value (an API key) | every limit keyed by that header's value |
+    /// | a custom function's value | every limit keyed by a custom function that answers it |
+    pub async fn block(&self, identity: &Identity, duration: Duration) -> Result<(), Error> {
+        blocks::block(self, identity, duration).await
+    }
+
+    /// Lifts `identity`'s block on every instance sharing the store (each
+    /// store, as [`block`](Self::block) sets it).
+    pub async fn unblock(&self, identity: &Identity) -> Result<(), Error> {
+        blocks::unblock(self, identity).await
+    }
+
+    /// How long `identity` stays blocked, as this instance knows it (its
+    /// own block, not its address's): the longest in any store.
+    pub fn blocked(&self, identity: &Identity) -> Option<Duration> {
+        blocks::blocked(self, identity)
+    }
+
+    /// The live blocks this instance knows, in key order: at most `max`
+    /// (up to [`MAX_BLOCKS_PAGE`](limiter_core::MAX_BLOCKS_PAGE)) whose
+    /// keys come after `after` (the last key of the page before; `None`
+    /// for the first page), from every store (a key blocked in several
+    /// listed once, with its longest block). Each block's key names its
+    /// identity's kind (see [`Identity`]); its origin says whether an
+    /// operator or a penalty set it. Fails with [`Error::Unsupported`] for
+    /// a store that keeps no blocks.
+    pub fn blocks(&self, after: Option<&str>, max: usize) -> Result<Vec<ListedBlock>, Error> {
+        blocks::blocks(self, after, max)
+    }
+}
+
+impl Control {
+    /// Puts `value` on the limit named `limit` (as its keys end, the name
+    /// [`LimitState`](super::LimitState)s and `/me/limits` show:
+    /// `posts-create_post`) for `duration` (1 s to a week), on every
+    /// instance sharing the limit's store once this returns (on the memory
+    /// store, on this instance); the compiled limit is back by itself
+    /// when it ends, or at [`clear_override`](Self::clear_override).
+    ///
+    /// The override's rules must run the limit's algorithm (a sliding
+    /// window, its length), so each key's state carries over as it does
+    /// between plans: counted requests stay counted, never admitting more
+    /// than the new rules allow. A request keeps the limit's cost. The
+    /// override's rules have no hot-key mode: each request asks the store.
+    /// [`Error::Config`] says why an override is refused, as the attribute
+    /// would; [`Error::Unsupported`] names a limit this handle does not
+    /// answer for, or a store that keeps no overrides (the regional store).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_tower::{KeySource, Limiter, LimitLayer, MemoryStore, Override, Policy, RateLimitLayer, Rule};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let per_minute = |n| Policy::sliding_log([Rule::new(n, Duration::from_secs(60)).unwrap()]).unwrap();
+    /// let posts = LimitLayer::new("posts", per_minute(10), KeySource::user());
+    /// let layer = RateLimitLayer::new(Limiter::new(MemoryStore::new()));
+    /// let control = layer.control().limit("POST /posts", &posts);
+    ///
+    /// // An incident: 2 a minute for the next hour.
+    /// let hour = Duration::from_secs(3600);
+    /// control.set_override("posts", Override::rules(per_minute(2)), hour).await?;
+    /// assert_eq!(control.overrides()[0].rules, ["2-per-60s"]);
+    /// control.clear_override("posts").await?;
+    /// assert!(control.overrides().is_empty());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn set_override(
+        &self,
+        limit: &str,
+        value: Override,
+        duration: Duration,
+    ) -> Result<(), Error> {
+        overrides::set_override(self, limit, value, duration).await
+    }
+
+    /// Puts the override `written` (rules as the attribute writes them) in
+    /// `mode` on `limit`: [`set_override`](Self::set_override) for text
+    /// from an operator (the admin router's `PUT /overrides/{limit}`).
+    pub async fn set_written_override(
+        &self,
+        limit: &str,
+        written: &WrittenRules,
+        mode: OverrideMode,
+        duration: Duration,
+    ) -> Result<(), Error> {
+        overrides::set_written_override(self, limit, written, mode, duration).await
+    }
+
+    /// Ends `limit`'s override on every instance sharing its store: the
+    /// compiled limit holds again once this returns. Ending none is no
+    /// error.
+    pub async fn clear_override(&self, limit: &str) -> Result<(), Error> {
+        overrides::clear_override(self, limit).await
+    }
+
+    /// The overrides in force on the limits this handle answers for, as
+    /// this instance knows them now (without a call), by limit name.
+    pub fn overrides(&self) -> Vec<OverrideState> {
+        overrides::overrides(self)
+    }
+
+    /// The names of the limits this handle answers for, as overrides name
+    /// them.
+    pub fn limit_names(&self) -> Vec<String> {
+        overrides::limit_names(self)
+    }
+}
+
+impl Control {
+    /// The `n` identities the limit named `limit` denied most in the last
+    /// 5 to 10 minutes, most denied first, as this instance counted them
+    /// (each instance counts its own denials: the admin router says which
+    /// instance answered). `limit` is the limit's name as keys end with it
+    /// (a `#[rate_limit]` handler's `{module}-{handler}`, such as
+    /// `posts-create_post`; a [`LimitLayer`](crate::LimitLayer)'s own
+    /// name), among the limits of this handle and of those it merged.
+    ///
+    /// What counts as a denial: a request the limit answered 429 because
+    /// its rate limit denied it (the store's answer, a cached denial, the
+    /// fallback limiter's), its concurrency limit did, or its identity is
+    /// blocked. Shadow mode's denials let the request through: not
+    /// counted; neither are requests on a deny list, nor a global limit's,
+    /// which have no identity. A Space-Saving sketch of 256 counters per
+    /// period counts them (see [`TopDenied`](limiter_core::TopDenied)):
+    /// with `N` denials counted, each count is at most `N / 256` above the
+    /// truth (its `error` says how much) and every identity denied more
+    /// than `N / 256` times is listed; at most
+    /// [`TopDenied::MAX_BYTES`](limiter_core::TopDenied::MAX_BYTES) per
+    /// limit, allocated at its first denial.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_tower::{Identity, KeySource, Limiter, LimitLayer, MemoryStore, Policy, RateLimitLayer, Rule};
+    ///
+    /// let replies = LimitLayer::new(
+    ///     "replies",
+    ///     Policy::sliding_log([Rule::new(5, Duration::from_secs(60))?])?,
+    ///     KeySource::user(),
+    /// );
+    /// let layer = RateLimitLayer::new(Limiter::new(MemoryStore::new()));
+    /// let control = layer.control().limit("POST /replies", &replies);
+    /// // Nobody was denied yet.
+    /// assert!(control.top_denied("replies", 10)?.is_empty());
+    /// assert!(control.top_denied("posts", 10).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn top_denied(&self, limit: &str, n: usize) -> Result<Vec<Offender>, UnknownLimit> {
+        offenders::top_denied(self, limit, n)
+    }
+
+    /// This instance's name ([`instance_id`](Self::instance_id)).
+    pub fn instance(&self) -> &str {
+        offenders::instance(self)
+    }
+}
+
+impl Control {
+    /// The admin routes, to mount behind the application's own
+    /// authentication (its path, its auth layer; an address is never a
+    /// credential). Each names an identity by its kind, so that no value
+    /// of one kind reaches another's state:
+    ///
+    /// | kind | identity | example |
+    /// |---|---|---|
+    /// | `ip` | a client address, or a network (`2001:db8:1:2::/64`, its `/` encoded as `%2F`) | `/blocks/ip/203.0.113.7` |
+    /// | `user` | a user | `/blocks/user/alice` |
+    /// | `key` | the value of the API key header ([`api_key_header`](Self::api_key_header), `x-api-key` by default) | `/limits/key/k-123` |
+    /// | `custom` | what a custom key function answers | `/limits/custom/tenant-7` |
+    ///
+    /// The identity is percent-decoded to bytes, so one that is not UTF-8
+    /// (a raw header value) is named too (`/limits/key/caf%E9`).
+    ///
+    /// | route | answer |
+    /// |---|---|
+    /// | `GET /limits/{kind}/{identity}` | 200, a JSON array of [`LimitState`](super::LimitState)s ([`limits`](Self::limits)) |
+    /// | `DELETE /limits/{kind}/{identity}` | 204 once every limit of the identity is reset ([`reset`](Self::reset)) |
+    /// | `GET /limits` | 200, a JSON array of [`LimitInfo`](super::LimitInfo)s: every limit by the name overrides and top offenders take, with its route, kind, algorithm, rules in force and compiled, and the override in force with its seconds left ([`limit_list`](Self::limit_list)) |
+    /// | `GET /blocks?after={key}&limit={n}` | 200 `{"blocks": [{"key", "seconds", "origin"}...], "next": key or null}`: the live blocks this instance knows in key order, `limit` (1 to 1,000, default 100) a page, from after `after` (the `next` of the page before) ([`blocks`](Self::blocks)) |
+    /// | `GET /blocks/{kind}/{identity}` | 200 `{"seconds": N}`, the block's time left rounded up, or 404 when not blocked ([`blocked`](Self::blocked)) |
+    /// | `PUT /blocks/{kind}/{identity}` | body `{"seconds": N}` (1 to 31,536,000): 204 once blocked on every instance ([`block`](Self::block)); 400 for another body; 507 when the store holds [`MAX_BLOCKS`](limiter_core::MAX_BLOCKS) operator blocks already |
+    /// | `DELETE /blocks/{kind}/{identity}` | 204 once unblocked ([`unblock`](Self::unblock)) |
+    /// | `GET /overrides` | 200, a JSON array of [`OverrideState`](super::OverrideState)s, the overrides in force ([`overrides`](Self::overrides)) |
+    /// | `GET /overrides/{limit}` | 200, the limit's [`OverrideState`](super::OverrideState), or 404 when none holds |
+    /// | `PUT /overrides/{limit}` | body `{"rules": [[2, "60s"]], "seconds": 3600}` (or `"rate": [10, "1s"], "burst": 20` for a bucket or GCRA; `"mode": "shadow"` tries the rules, or the limit's own, without denying; `"mode": "off"` switches the limit off; `seconds` 1 to 604,800): 204 once every instance holds it ([`set_override`](Self::set_override)); 400 with the attribute's own message for rules it would refuse; 404 for a limit this handle does not answer for |
+    /// | `DELETE /overrides/{limit}` | 204 once the compiled limit holds again everywhere ([`clear_override`](Self::clear_override)) |
+    /// | `GET /top/{limit}?n={n}` | 200, a JSON array of the `n` (1 to 100, default 10) identities the limit named `limit` (as keys end with it: `posts-create_post`) denied most in the last 5 to 10 minutes on the instance that answers, most denied first: `[{"kind", "identity", "denied", "error"}...]` ([`Offender`](super::Offender)s, [`top_denied`](Self::top_denied)); the header `limiter-instance` names the instance ([`instance_id`](Self::instance_id)); 404 for an unknown limit |
+    ///
+    /// An unknown kind is 404, an address that does not parse 400, a query
+    /// the route does not take 400. A store
+    /// that cannot answer gives 503 (problem+json), one that cannot peek or
+    /// reset (the regional store) 501. A change answered 503 whose detail
+    /// says it was not confirmed ([`Error::Unconfirmed`]) may still have
+    /// been made: it is then in effect on every instance, or on none,
+    /// within 2 s of the store answering again; repeat the call (each is
+    /// idempotent).
+    ///
+    /// ```
+    /// # use limiter_tower::{Limiter, MemoryStore, RateLimitLayer};
+    /// # let layer = RateLimitLayer::new(Limiter::new(MemoryStore::new()));
+    /// let admin: axum::Router = axum::Router::new().nest("/admin", layer.control().router());
+    /// // .layer(your_authentication) on `admin` before merging it into the app
+    /// ```
+    pub fn router<S>(&self) -> Router<S> {
+        router::router(self)
+    }
+}
+
+impl Control {
+    /// Every limit this handle answers for (and those it merged), by name:
+    /// the names overrides and top offenders take, with the kind each
+    /// counts by, its route, and the rules in force (a live override's,
+    /// with its end, while one holds), as this instance knows them now.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use limiter_tower::{KeySource, Limiter, LimitLayer, MemoryStore, Override, Policy, RateLimitLayer, Rule};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let replies = LimitLayer::new(
+    ///     "replies",
+    ///     Policy::sliding_log([Rule::new(5, Duration::from_secs(60))?])?,
+    ///     KeySource::user(),
+    /// );
+    /// let control = RateLimitLayer::new(Limiter::new(MemoryStore::new()))
+    ///     .control()
+    ///     .limit("POST /replies", &replies);
+    /// let tighter = Policy::sliding_log([Rule::new(1, Duration::from_secs(60))?])?;
+    /// control
+    ///     .set_override("replies", Override::rules(tighter), Duration::from_secs(120))
+    ///     .await?;
+    /// let listed = control.limit_list();
+    /// assert_eq!(listed[0].name, "replies");
+    /// assert_eq!(listed[0].kind, "user");
+    /// assert_eq!(listed[0].rules, ["1-per-60s"]);
+    /// assert_eq!(listed[0].compiled, ["5-per-60s"]);
+    /// assert_eq!(listed[0].overridden.as_ref().map(|o| o.seconds), Some(120));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn limit_list(&self) -> Vec<LimitInfo> {
+        state::limit_list(self)
+    }
+}
