@@ -1,6 +1,6 @@
 //! Resets announced to every instance: a reset deletes the key, then
 //! publishes it on [`CHANNEL`]; each instance's subscription tells what it
-//! registered ([`AnnouncesResets`]) to forget the key, and acknowledges. The
+//! registered (`SharedControl::on_reset`) to forget the key, and acknowledges. The
 //! reset's caller is answered once every instance subscribed when it was
 //! published has acknowledged (or its deadline has passed), so the next
 //! request anywhere is decided on the reset state.
