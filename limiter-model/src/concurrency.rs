@@ -112,6 +112,8 @@ impl ConcurrencyLimit {
 
     /// The same limit, decided by `on_error` when the store fails, whatever
     /// the failure policy of the guard in front of it (`limiter_core::Guarded`).
+    /// The HTTP layers' setting (a route's `on_store_error`, else its
+    /// router layer's) wins over it.
     pub const fn with_on_store_error(mut self, on_error: OnStoreError) -> Self {
         self.on_store_error = Some(on_error);
         self

@@ -435,7 +435,8 @@ impl Policy {
     /// The same policy, decided by `on_error` when the store fails,
     /// whatever the failure policy of the guard in front of it
     /// (`limiter_core::Guarded`): how a limit of its own failure policy
-    /// shares one guard with the others.
+    /// shares one guard with the others. The HTTP layers' setting (a
+    /// route's `on_store_error`, else its router layer's) wins over it.
     pub const fn with_on_store_error(mut self, on_error: OnStoreError) -> Self {
         self.on_store_error = Some(on_error);
         self

@@ -33,7 +33,9 @@ impl Verdict {
     /// [`Verdict::of`] reads it back.
     pub fn into_decision(self, policy: &crate::Policy) -> Result<Decision, crate::Error> {
         match self {
-            Self::Store(d) => Ok(d.by(Decider::Store)),
+            // As the store says: a store may itself stand in for another
+            // (a guard behind a guard).
+            Self::Store(d) => Ok(d),
             Self::Cached(d) => Ok(d.by(Decider::DenyCache)),
             Self::Fallback(d) => Ok(d.by(Decider::Fallback)),
             Self::FailedOpen => Ok(Decision::unchecked(policy).by(Decider::FailedOpen)),

@@ -154,14 +154,14 @@ impl RegionalStore {
             })
         };
         let store = |region: &Region, deadline| {
-            #[allow(unused_mut)]
-            let mut redis = RedisConfig::new()
+            let redis = RedisConfig::new()
                 .response_timeout(deadline)
                 .connection_timeout(config.connection_timeout);
             #[cfg(feature = "test-util")]
-            if let Some(clock) = &config.manual_clock {
-                redis = redis.manual_clock(clock.clone());
-            }
+            let redis = match &config.manual_clock {
+                Some(clock) => redis.manual_clock(clock.clone()),
+                None => redis,
+            };
             region
                 .endpoint
                 .open_store(redis)

@@ -81,15 +81,22 @@ enum Applies {
 }
 
 impl<S> Held<S> {
-    /// Whether a request the layer wants decided by `on_error` when the
-    /// store fails must say so itself.
-    fn must_name(&self, on_error: Option<OnStoreError>) -> Option<OnStoreError> {
-        let wanted = on_error?;
-        match self.applies {
-            Applies::Nothing => None,
-            Applies::Guard(applied) if applied == wanted => None,
-            Applies::Guard(_) | Applies::Unknown => Some(wanted),
-        }
+    /// The failure policy a call must name for the store to decide by
+    /// `wanted` (the route's or the router layer's) when it fails, given
+    /// the one its policy or limit names already (`own`): `None` when the
+    /// store would decide so unasked, or never fails.
+    fn must_name(
+        &self,
+        own: Option<OnStoreError>,
+        wanted: Option<OnStoreError>,
+    ) -> Option<OnStoreError> {
+        let wanted = wanted?;
+        let applied = match self.applies {
+            Applies::Nothing => return None,
+            Applies::Guard(guard) => Some(own.unwrap_or(guard)),
+            Applies::Unknown => own,
+        };
+        (applied != Some(wanted)).then_some(wanted)
     }
 }
 
@@ -126,7 +133,7 @@ impl<S: Store> DynStore for Held<S> {
         on_error: Option<OnStoreError>,
     ) -> BoxFuture<Result<Acquired, Error>> {
         Box::pin(async move {
-            let limit = match self.must_name(on_error) {
+            let limit = match self.must_name(limit.on_store_error(), on_error) {
                 Some(on_error) => limit.with_on_store_error(on_error),
                 None => limit,
             };
@@ -138,11 +145,9 @@ impl<S: Store> DynStore for Held<S> {
     }
 
     fn under(&self, policy: &Arc<Policy>, on_error: Option<OnStoreError>) -> Arc<Policy> {
-        match self.must_name(on_error) {
-            Some(on_error) if policy.on_store_error() != Some(on_error) => {
-                Arc::new((**policy).clone().with_on_store_error(on_error))
-            }
-            _ => Arc::clone(policy),
+        match self.must_name(policy.on_store_error(), on_error) {
+            Some(on_error) => Arc::new((**policy).clone().with_on_store_error(on_error)),
+            None => Arc::clone(policy),
         }
     }
 

@@ -179,12 +179,12 @@ impl<S: Store, C: Clock + Clone> SharedControl for Guarded<S, C> {
         )
     }
 
+    /// The wrapped store's; empty tables when it keeps none.
     fn tables(&self) -> &ControlTables {
-        self.inner
-            .store
-            .as_shared_control()
-            .expect("answered only when the wrapped store has it")
-            .tables()
+        match self.inner.store.as_shared_control() {
+            Some(shared) => shared.tables(),
+            None => ControlTables::none(),
+        }
     }
 
     async fn penalize(

@@ -486,3 +486,18 @@ async fn a_block_refused_for_a_full_list_is_not_a_store_failure() {
     assert_eq!(guarded.store().calls.load(Ordering::SeqCst), 10);
     assert_eq!(guarded.breaker_state(), BreakerState::Closed);
 }
+
+/// A guard of a store that keeps no shared control state reads empty
+/// tables, and refuses a change naming what it lacks.
+#[tokio::test]
+async fn a_guard_of_a_store_without_shared_control_reads_nothing() {
+    use crate::{Capabilities, Change, SharedControl};
+    let guarded = Guarded::new(Down::default(), GuardConfig::default());
+    assert!(guarded.as_shared_control().is_none());
+    assert_eq!(SharedControl::tables(&guarded).blocked("k"), None);
+    let unblock = guarded.change(Change::Unblock { key: "k" }).await;
+    assert!(
+        matches!(unblock, Err(Error::Unsupported("shared control"))),
+        "{unblock:?}"
+    );
+}

@@ -3,7 +3,7 @@
 //! reads without a call ([`ControlTables`]). A new operator handle is a new
 //! kind of change and a new table here, not a new trait.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use super::{AssignedPlans, BlockList, BlockOrigin};
@@ -114,6 +114,18 @@ impl ControlTables {
             overrides: Arc::default(),
             now: Arc::new(now),
         }
+    }
+
+    /// Empty tables, shared by every wrapper of a store that keeps no
+    /// shared control state (nothing writes to them).
+    pub fn none() -> &'static Self {
+        static NONE: LazyLock<ControlTables> = LazyLock::new(|| {
+            ControlTables::new(1, || {
+                use crate::Clock;
+                crate::SystemClock.now_micros()
+            })
+        });
+        &NONE
     }
 
     /// The time on the store's clock, µs since the Unix epoch.

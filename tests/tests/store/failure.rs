@@ -284,3 +284,62 @@ async fn fail_open_and_fail_closed_over_http() {
         assert_eq!(closed.header("retry-after"), "1");
     }
 }
+
+/// The failure policy a request is decided by when the store fails: the
+/// route's, else the router layer's, else the one its policy names, else
+/// the guard's default (the local fallback).
+#[tokio::test]
+async fn the_route_and_the_layer_name_the_failure_policy_over_the_policys_own() {
+    use axum::Router;
+    use axum::routing::get;
+    use limiter_tower::{KeySource, LimitLayer, Limiter, RateLimitLayer};
+
+    let dead = || format!("redis://127.0.0.1:{}/", RedisServer::unused_port());
+    // One a minute, failing open unless told otherwise.
+    let open = || {
+        Policy::sliding_log([Rule::new(1, Duration::from_secs(60)).unwrap()])
+            .unwrap()
+            .with_on_store_error(OnStoreError::FailOpen)
+    };
+    let closed_layer = RateLimitLayer::new(Limiter::new(RedisStore::open(&dead()).unwrap()))
+        .on_store_error(OnStoreError::FailClosed);
+    let told = Router::new()
+        .route(
+            "/route",
+            get(|| async { "route" }).layer(
+                LimitLayer::new("route", open(), KeySource::global())
+                    .on_store_error(OnStoreError::FailClosed),
+            ),
+        )
+        .route(
+            "/layer",
+            get(|| async { "layer" }).layer(LimitLayer::new("layer", open(), KeySource::global())),
+        )
+        .layer(closed_layer);
+    let untold = Router::new()
+        .route(
+            "/policy",
+            get(|| async { "policy" }).layer(LimitLayer::new(
+                "policy",
+                open(),
+                KeySource::global(),
+            )),
+        )
+        .layer(RateLimitLayer::new(Limiter::new(
+            RedisStore::open(&dead()).unwrap(),
+        )));
+    let (told, untold) = (
+        limiter_tests::http::serve(told).await,
+        limiter_tests::http::serve(untold).await,
+    );
+    for _ in 0..3 {
+        for path in ["/route", "/layer"] {
+            let refused = send(told, "GET", path, &[], b"").await.unwrap();
+            assert_eq!(refused.status, 503, "{path}");
+        }
+        // Not the fallback's one a minute: let through, unchecked.
+        let let_through = send(untold, "GET", "/policy", &[], b"").await.unwrap();
+        assert_eq!(let_through.status, 200);
+        assert!(!let_through.headers.contains_key("ratelimit"));
+    }
+}
