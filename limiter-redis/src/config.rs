@@ -41,7 +41,8 @@ impl RedisConfig {
     /// Every call takes its time from `clock` instead of the Redis
     /// server's: for tests that drive windows by hand or compare the stores
     /// on the same timestamps. In production, instances with skewed clocks
-    /// would disagree; a permit taken on it is not renewed.
+    /// would disagree; a permit taken on it is not renewed. The instance's
+    /// tables of blocks and overrides keep the system clock.
     #[cfg(feature = "test-util")]
     pub fn manual_clock(mut self, clock: limiter_core::ManualClock) -> Self {
         self.manual_clock = Some(clock);
