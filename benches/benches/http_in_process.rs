@@ -39,7 +39,7 @@ use axum::extract::{ConnectInfo, Request};
 use axum::routing::{MethodRouter, get};
 use criterion::{Criterion, criterion_group};
 use limiter_tower::{
-    KeySource, LimitLayer, Limiter, MemoryStore, Policy, Rate, RateLimitLayer, rate_limit,
+    KeySource, LimitLayer, Limiter, LimiterLayer, MemoryStore, Policy, Rate, rate_limit,
 };
 use tower::Service;
 
@@ -86,7 +86,7 @@ fn serve(router: &mut Router) {
 /// same policy, key and store, the fields off, no `Decision` in the request
 /// (`limited` does not take it).
 fn limited_route() -> MethodRouter {
-    let settings = RateLimitLayer::new(Limiter::new(MemoryStore::new())).rate_limit_headers(false);
+    let settings = LimiterLayer::new(Limiter::new(MemoryStore::new())).rate_limit_headers(false);
     let rate = Rate::per_second(1_000_000_000).expect("a rate");
     let policy = Policy::gcra(rate, 1_000_000_000).expect("a policy");
     let limit = LimitLayer::new("http_in_process-limited", policy, KeySource::ip())
@@ -110,18 +110,18 @@ fn variants() -> [(&'static str, Router); 9] {
             "limiter_memory",
             Router::new()
                 .route("/", get(limited))
-                .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new()))),
+                .layer(LimiterLayer::new(Limiter::new(MemoryStore::new()))),
         ),
         (
             "limiter_memory_no_fields",
             Router::new().route("/", get(limited)).layer(
-                RateLimitLayer::new(Limiter::new(MemoryStore::new())).rate_limit_headers(false),
+                LimiterLayer::new(Limiter::new(MemoryStore::new())).rate_limit_headers(false),
             ),
         ),
         (
             "limiter_memory_no_fields_global",
             Router::new().route("/", get(limited_globally)).layer(
-                RateLimitLayer::new(Limiter::new(MemoryStore::new())).rate_limit_headers(false),
+                LimiterLayer::new(Limiter::new(MemoryStore::new())).rate_limit_headers(false),
             ),
         ),
         ("tower_governor", governor),

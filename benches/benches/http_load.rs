@@ -3,15 +3,15 @@
 //! 2. bare axum whose handler returns the same two header fields as
 //!    limiter's allowed responses, as fixed values: what the fields cost
 //!    axum and hyper (inserted, encoded, sent), without any layer;
-//! 3. `RateLimitLayer` on the memory store, everything allowed (the default:
+//! 3. `LimiterLayer` on the memory store, everything allowed (the default:
 //!    `RateLimit-Policy` and `RateLimit` on allowed responses);
 //! 4. the same without those fields on allowed responses;
 //! 5. tower_governor 0.8 (default features off, `axum` feature), everything
 //!    allowed (its default: no headers on allowed responses);
 //! 6. the same with its `x-ratelimit-*` headers (`use_headers`);
-//! 7. `RateLimitLayer` on Redis, everything allowed;
+//! 7. `LimiterLayer` on Redis, everything allowed;
 //! 8. a bare middleware doing one EVALSHA of the same script per request;
-//! 9. `RateLimitLayer` on Redis without the fields on allowed responses
+//! 9. `LimiterLayer` on Redis without the fields on allowed responses
 //!    (the bare middleware sends none);
 //! 10. to 12. 7, 8 and 9 counting by the `x-api-key` header instead of the
 //!     client address, loaded with a new key on every request
@@ -42,9 +42,7 @@ use axum::middleware;
 use axum::routing::get;
 use limiter_benches::evalsha::{self, Bare};
 use limiter_redis::{RedisConfig, RedisStore};
-use limiter_tower::{
-    Limiter, MemoryStore, RATELIMIT, RATELIMIT_POLICY, RateLimitLayer, rate_limit,
-};
+use limiter_tower::{Limiter, LimiterLayer, MemoryStore, RATELIMIT, RATELIMIT_POLICY, rate_limit};
 use tokio::net::TcpListener;
 
 const CONNECTIONS: &str = "64";
@@ -310,27 +308,27 @@ fn serve() {
             Router::new().route("/", get(bare_with_fields)),
             Router::new()
                 .route("/", get(limited))
-                .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new()))),
+                .layer(LimiterLayer::new(Limiter::new(MemoryStore::new()))),
             Router::new().route("/", get(limited)).layer(
-                RateLimitLayer::new(Limiter::new(MemoryStore::new())).rate_limit_headers(false),
+                LimiterLayer::new(Limiter::new(MemoryStore::new())).rate_limit_headers(false),
             ),
             governor,
             governor_with_headers,
             Router::new()
                 .route("/", get(limited))
-                .layer(RateLimitLayer::new(Limiter::new(redis))),
+                .layer(LimiterLayer::new(Limiter::new(redis))),
             Router::new()
                 .route("/", get(bare))
                 .layer(middleware::from_fn_with_state(
                     bare_state.clone(),
                     evalsha::by_address,
                 )),
-            Router::new().route("/", get(limited)).layer(
-                RateLimitLayer::new(Limiter::new(redis_no_fields)).rate_limit_headers(false),
-            ),
+            Router::new()
+                .route("/", get(limited))
+                .layer(LimiterLayer::new(Limiter::new(redis_no_fields)).rate_limit_headers(false)),
             Router::new()
                 .route("/", get(limited_by_api_key))
-                .layer(RateLimitLayer::new(Limiter::new(redis_distinct))),
+                .layer(LimiterLayer::new(Limiter::new(redis_distinct))),
             Router::new()
                 .route("/", get(bare))
                 .layer(middleware::from_fn_with_state(
@@ -338,8 +336,7 @@ fn serve() {
                     evalsha::by_api_key,
                 )),
             Router::new().route("/", get(limited_by_api_key)).layer(
-                RateLimitLayer::new(Limiter::new(redis_distinct_no_fields))
-                    .rate_limit_headers(false),
+                LimiterLayer::new(Limiter::new(redis_distinct_no_fields)).rate_limit_headers(false),
             ),
         ];
         let mut ports = Vec::new();

@@ -22,7 +22,7 @@ use limiter_core::{GuardConfig, OnStoreError};
 use limiter_examples::{Options, app};
 use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::RedisServer;
-use limiter_tower::{Limiter, RateLimitLayer, rate_limit};
+use limiter_tower::{Limiter, LimiterLayer, rate_limit};
 use tower::ServiceExt;
 
 const INSTANCES: usize = 2;
@@ -73,7 +73,7 @@ impl Setup {
             ),
             Setup::Direct | Setup::Coalesced => Router::new()
                 .route("/trending", get(trending_unleased))
-                .layer(RateLimitLayer::new(limiter).guard(guard)),
+                .layer(LimiterLayer::new(limiter).guard(guard)),
         }
     }
 }

@@ -14,7 +14,7 @@ use axum::Router;
 use axum::http::{Method, StatusCode};
 use axum::routing::post;
 use limiter_examples::demo::{from_peer, send};
-use limiter_tower::{Limiter, MemoryStore, RateLimitLayer, rate_limit};
+use limiter_tower::{Limiter, LimiterLayer, MemoryStore, rate_limit};
 
 /// Logins: 3 per 300 ms window per client IP.
 #[rate_limit(algorithm = fixed_window, rules = [(3, 300ms)], by = ip)]
@@ -26,7 +26,7 @@ async fn login() -> &'static str {
 async fn main() {
     let app = Router::new()
         .route("/login", post(login))
-        .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())));
+        .layer(LimiterLayer::new(Limiter::new(MemoryStore::new())));
     let client: SocketAddr = ([203, 0, 113, 7], 50_000).into();
     let request = || from_peer(Method::POST, "/login", client);
 

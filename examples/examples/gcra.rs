@@ -15,7 +15,7 @@ use axum::Router;
 use axum::http::{Method, StatusCode};
 use axum::routing::get;
 use limiter_examples::demo::{from_peer, send};
-use limiter_tower::{Limiter, MemoryStore, RateLimitLayer, rate_limit};
+use limiter_tower::{Limiter, LimiterLayer, MemoryStore, rate_limit};
 
 /// The timeline: one request every 250 ms on average, 3 may pass at once.
 #[rate_limit(algorithm = gcra(rate = 4/s, burst = 3), by = ip)]
@@ -27,7 +27,7 @@ async fn timeline() -> &'static str {
 async fn main() {
     let app = Router::new()
         .route("/timeline", get(timeline))
-        .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())));
+        .layer(LimiterLayer::new(Limiter::new(MemoryStore::new())));
     let client: SocketAddr = ([203, 0, 113, 7], 50_000).into();
     let request = || from_peer(Method::GET, "/timeline", client);
 

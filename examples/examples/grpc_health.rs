@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use axum::http::HeaderName;
 use limiter_tower::{
-    KeySource, LimitLayer, Limiter, ManualClock, MemoryStore, Policy, RateLimitLayer, Rule,
+    KeySource, LimitLayer, Limiter, LimiterLayer, ManualClock, MemoryStore, Policy, Rule,
 };
 use tokio::net::TcpListener;
 use tonic::transport::server::TcpIncoming;
@@ -35,7 +35,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let clock = ManualClock::new(Duration::from_secs(1_750_000_000));
     let store = MemoryStore::with_clock(clock.clone());
     let layers = ServiceBuilder::new()
-        .layer(RateLimitLayer::new(Limiter::new(store)))
+        .layer(LimiterLayer::new(Limiter::new(store)))
         .layer(LimitLayer::new(
             "health",
             policy,

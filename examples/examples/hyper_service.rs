@@ -20,7 +20,7 @@ use hyper::body::{Bytes, Incoming};
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
-use limiter_tower::{KeySource, LimitLayer, Limiter, MemoryStore, Policy, RateLimitLayer, Rule};
+use limiter_tower::{KeySource, LimitLayer, Limiter, LimiterLayer, MemoryStore, Policy, Rule};
 use tokio::net::{TcpListener, TcpStream};
 use tower::ServiceBuilder;
 
@@ -33,7 +33,7 @@ async fn hello(_: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // 2 requests a minute per client address, keyed `rate_limit:{ip}:hello`.
     let policy = Policy::sliding_log([Rule::new(2, Duration::from_secs(60))?])?;
-    let router_layer = RateLimitLayer::new(Limiter::new(MemoryStore::new()));
+    let router_layer = LimiterLayer::new(Limiter::new(MemoryStore::new()));
     let limit = LimitLayer::new("hello", policy, KeySource::ip());
 
     let listener = TcpListener::bind("127.0.0.1:0").await?;

@@ -13,7 +13,7 @@ use axum::Router;
 use axum::http::{HeaderName, Method, StatusCode};
 use axum::routing::get;
 use limiter_examples::demo::{request, send, with_header};
-use limiter_tower::{KeySource, LimitLayer, Limiter, MemoryStore, Policy, RateLimitLayer, Rule};
+use limiter_tower::{KeySource, LimitLayer, Limiter, LimiterLayer, MemoryStore, Policy, Rule};
 
 /// The header that carries the client's API key.
 static API_KEY: HeaderName = HeaderName::from_static("x-api-key");
@@ -28,7 +28,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .route("/search", get(|| async { "results" }).layer(limit))
         .route("/health", get(|| async { "ok" }))
         // The store comes from the router-level layer, as for `#[rate_limit]`.
-        .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())));
+        .layer(LimiterLayer::new(Limiter::new(MemoryStore::new())));
     let search = |api_key| with_header(request(Method::GET, "/search"), API_KEY.clone(), api_key);
 
     println!("key-a searches 3 times: 2 pass, the 3rd gets the route's message");

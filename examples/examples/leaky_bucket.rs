@@ -17,7 +17,7 @@ use axum::Router;
 use axum::http::{Method, StatusCode};
 use axum::routing::post;
 use limiter_examples::demo::{from_peer, send};
-use limiter_tower::{Limiter, MemoryStore, Policy, Rate, RateLimitLayer, rate_limit};
+use limiter_tower::{Limiter, LimiterLayer, MemoryStore, Policy, Rate, rate_limit};
 use tokio::task::JoinSet;
 
 /// The leak rate of both examples: one request every 50 ms.
@@ -34,7 +34,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let limiter = Limiter::new(MemoryStore::new());
     let app = Router::new()
         .route("/uploads", post(upload))
-        .layer(RateLimitLayer::new(limiter.clone()));
+        .layer(LimiterLayer::new(limiter.clone()));
     let client: SocketAddr = ([203, 0, 113, 7], 50_000).into();
 
     println!(

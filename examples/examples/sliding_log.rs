@@ -14,7 +14,7 @@ use axum::Router;
 use axum::http::{Method, StatusCode};
 use axum::routing::post;
 use limiter_examples::demo::{from_peer, send};
-use limiter_tower::{Limiter, MemoryStore, RateLimitLayer, rate_limit};
+use limiter_tower::{Limiter, LimiterLayer, MemoryStore, rate_limit};
 
 /// Posts: at most 2 per 500 ms and 3 per 1.5 s per client IP.
 #[rate_limit(rules = [(2, 500ms), (3, 1500ms)], by = ip)]
@@ -33,7 +33,7 @@ async fn main() {
     let app = Router::new()
         .route("/posts", post(create_post))
         .route("/replies", post(create_reply))
-        .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())));
+        .layer(LimiterLayer::new(Limiter::new(MemoryStore::new())));
     let alice: SocketAddr = ([203, 0, 113, 7], 50_000).into();
     let bob: SocketAddr = ([198, 51, 100, 2], 50_000).into();
     let post_from = |peer| from_peer(Method::POST, "/posts", peer);

@@ -15,7 +15,7 @@ use axum::Router;
 use axum::http::{Method, StatusCode};
 use axum::routing::get;
 use limiter_examples::demo::{from_peer, send};
-use limiter_tower::{Limiter, MemoryStore, RateLimitLayer, rate_limit};
+use limiter_tower::{Limiter, LimiterLayer, MemoryStore, rate_limit};
 
 /// The window of the limit below.
 const WINDOW: Duration = Duration::from_millis(400);
@@ -30,7 +30,7 @@ async fn feed() -> &'static str {
 async fn main() {
     let app = Router::new()
         .route("/feed", get(feed))
-        .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())));
+        .layer(LimiterLayer::new(Limiter::new(MemoryStore::new())));
     let client: SocketAddr = ([203, 0, 113, 7], 50_000).into();
     let request = || from_peer(Method::GET, "/feed", client);
 

@@ -14,7 +14,7 @@ use axum::Router;
 use axum::http::{Method, StatusCode};
 use axum::routing::post;
 use limiter_examples::demo::{from_peer, send};
-use limiter_tower::{Limiter, MemoryStore, RateLimitLayer, rate_limit};
+use limiter_tower::{Limiter, LimiterLayer, MemoryStore, rate_limit};
 
 /// Likes: 3 at once per client IP, then one every 250 ms.
 #[rate_limit(algorithm = token_bucket(rate = 4/s, burst = 3), by = ip)]
@@ -33,7 +33,7 @@ async fn main() {
     let app = Router::new()
         .route("/likes", post(like))
         .route("/bulk-likes", post(bulk_like))
-        .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())));
+        .layer(LimiterLayer::new(Limiter::new(MemoryStore::new())));
     let client: SocketAddr = ([203, 0, 113, 7], 50_000).into();
     let like_request = || from_peer(Method::POST, "/likes", client);
     let bulk_like_request = || from_peer(Method::POST, "/bulk-likes", client);

@@ -188,7 +188,7 @@ pub const FAILURES_LIMIT_NAME: &str = "admin-auth-failures";
 /// The limit on guessing the token: at most [`MAX_FAILURES`] answers 401
 /// per client address within [`FAILURE_WINDOW`] (a sliding log), counting
 /// only 401s. It takes its store and the client's address from the
-/// server's `RateLimitLayer`, as every other limit of the server does.
+/// server's `LimiterLayer`, as every other limit of the server does.
 pub fn failed_authentications() -> LimitLayer {
     let rule = Rule::new(MAX_FAILURES, FAILURE_WINDOW).expect("a valid rule");
     let policy = Policy::sliding_log([rule]).expect("a valid policy");
@@ -204,7 +204,7 @@ pub fn failed_authentications() -> LimitLayer {
 /// otherwise), while paths that match none of them still answer 404. An
 /// address with [`MAX_FAILURES`] 401s in the last [`FAILURE_WINDOW`] is
 /// answered 429 before its token is checked ([`failed_authentications`]).
-/// The router must be served below a `RateLimitLayer`, which holds the
+/// The router must be served below a `LimiterLayer`, which holds the
 /// store the failures are counted in.
 pub fn protect(routes: Router, token: AdminToken) -> Router {
     routes

@@ -58,7 +58,7 @@ use std::net::IpAddr;
 use axum::extract::State;
 use axum::http::StatusCode;
 use limiter_tower::{
-    ClientIpSource, Control, GuardConfig, IpNet, Limiter, RateLimitLayer, Region, RegionalStore,
+    ClientIpSource, Control, GuardConfig, IpNet, Limiter, LimiterLayer, Region, RegionalStore,
     Store, Waiters,
 };
 
@@ -232,7 +232,7 @@ pub fn app<S: Store + Clone>(limiter: Limiter<S>, options: Options) -> Router {
         plans,
         admin_token,
     } = options;
-    let business = |layer: RateLimitLayer| {
+    let business = |layer: LimiterLayer| {
         let layer = layer.allow_ips(allow.iter().copied()).shadow(shadow);
         match &waiters {
             Some(waiters) => layer.waiters(waiters.clone()),
@@ -240,7 +240,7 @@ pub fn app<S: Store + Clone>(limiter: Limiter<S>, options: Options) -> Router {
         }
     };
     let layer = business(
-        RateLimitLayer::new(limiter)
+        LimiterLayer::new(limiter)
             .guard(guard)
             .trusted_proxies(trusted_proxies.iter().copied())
             .client_ip_source(client_ip_source)
@@ -257,7 +257,7 @@ pub fn app<S: Store + Clone>(limiter: Limiter<S>, options: Options) -> Router {
     // whose store (the innermost layer's) decides.
     let regional = regional.map(|store| {
         business(
-            RateLimitLayer::new(Limiter::new(store))
+            LimiterLayer::new(Limiter::new(store))
                 .guard(guard)
                 .trusted_proxies(trusted_proxies.iter().copied())
                 .client_ip_source(client_ip_source),

@@ -209,7 +209,7 @@ mod testing_section {
     use axum::extract::Path;
     use axum::http::{Request, StatusCode};
     use axum::routing::post;
-    use limiter_tower::{Limiter, ManualClock, MemoryStore, RateLimitLayer, rate_limit};
+    use limiter_tower::{Limiter, LimiterLayer, ManualClock, MemoryStore, rate_limit};
     use tower::ServiceExt as _; // oneshot
 
     #[rate_limit(rules = [(5, 60s)], by = user)]
@@ -234,7 +234,7 @@ mod testing_section {
         let store = MemoryStore::with_clock(clock.clone());
         let app = Router::new()
             .route("/posts", post(create_post)) // #[rate_limit(rules = [(1, 60s)], by = global)]
-            .layer(RateLimitLayer::new(Limiter::new(store)));
+            .layer(LimiterLayer::new(Limiter::new(store)));
         let send = || {
             app.clone()
                 .oneshot(Request::post("/posts").body(Body::empty()).unwrap())

@@ -269,7 +269,7 @@ fn invalid(reason: String) -> ConfigError {
 }
 
 /// An override held, and when it ends (µs).
-type Held = (Arc<Override>, u64);
+type InForce = (Arc<Override>, u64);
 
 /// One override in force, as [`OverrideTable::list`] answers it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -304,7 +304,7 @@ pub struct OverrideTable {
     /// How many limits hold an override (ended ones too, until swept).
     len: AtomicUsize,
     /// Each limit's override, and when it ends (µs).
-    entries: RwLock<HashMap<Box<str>, Held>>,
+    entries: RwLock<HashMap<Box<str>, InForce>>,
 }
 
 impl OverrideTable {

@@ -8,7 +8,7 @@
 //!
 //! ```
 //! use axum::{Router, body::Body, http::Request, routing::post};
-//! use limiter_tower::{Limiter, MemoryStore, RateLimitLayer, rate_limit};
+//! use limiter_tower::{Limiter, LimiterLayer, MemoryStore, rate_limit};
 //! use tower::ServiceExt as _;
 //!
 //! #[rate_limit(rules = [(1, 60s)], by = global)]
@@ -20,7 +20,7 @@
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let app = Router::new()
 //!     .route("/posts", post(create_post))
-//!     .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())));
+//!     .layer(LimiterLayer::new(Limiter::new(MemoryStore::new())));
 //!
 //! let request = || Request::post("/posts").body(Body::empty());
 //! assert_eq!(app.clone().oneshot(request()?).await?.status(), 200);
@@ -73,11 +73,11 @@ mod tests;
 /// its policy. The check runs in a Tower layer in front of the handler, so a
 /// denied request is answered `429 Too Many Requests` before any extractor
 /// runs and before its body is read. The store, the responses and how
-/// clients are identified come from the router's `RateLimitLayer`.
+/// clients are identified come from the router's `LimiterLayer`.
 ///
 /// ```
 /// use axum::{Router, extract::State, routing::post};
-/// use limiter_tower::{Limiter, MemoryStore, RateLimitLayer, rate_limit};
+/// use limiter_tower::{Limiter, LimiterLayer, MemoryStore, rate_limit};
 ///
 /// #[derive(Clone)]
 /// struct App;
@@ -90,7 +90,7 @@ mod tests;
 ///
 /// let app: Router = Router::new()
 ///     .route("/posts", post(create_post)) // routed like any handler
-///     .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())))
+///     .layer(LimiterLayer::new(Limiter::new(MemoryStore::new())))
 ///     .with_state(App);
 /// ```
 ///
@@ -163,7 +163,7 @@ mod tests;
 /// | value | counts by |
 /// |---|---|
 /// | `ip` | the client's IP address (the peer, or behind trusted proxies the forwarded client) |
-/// | `user` | the user the `RateLimitLayer`'s user resolver finds |
+/// | `user` | the user the `LimiterLayer`'s user resolver finds |
 /// | `global` | nothing: one limit for every client together |
 /// | `header("x-api-key")` | the value of a request header; the name is a valid header name in lowercase |
 /// | `custom(path::to::function)` | what your `fn(&http::request::Parts) -> Option<String>` returns |
@@ -275,7 +275,7 @@ mod tests;
 ///
 /// What this handler decides when the shared store (Redis) is slow or down,
 /// instead of the layer's policy
-/// ([`RateLimitLayer::on_store_error`](../limiter_tower/struct.RateLimitLayer.html#method.on_store_error)):
+/// ([`LimiterLayer::on_store_error`](../limiter_tower/struct.LimiterLayer.html#method.on_store_error)):
 /// a local limiter with the same rules (each limit divided by `instances`),
 /// letting requests through, or refusing them with 503 and `Retry-After`.
 ///

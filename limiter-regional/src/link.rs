@@ -18,7 +18,7 @@ use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisFuture, RedisResult, Valu
 
 use super::region::Endpoint;
 use limiter_core::Error;
-use limiter_redis::connection::Link as Held;
+use limiter_redis::connection::Link as Reconnecting;
 use limiter_redis::connection::Multiplexed;
 use limiter_redis::lua::{self, Lua, Routed};
 
@@ -63,16 +63,16 @@ pub(crate) struct Link {
 }
 
 /// Each held and made again as the Redis store holds its own (see
-/// [`Held`]): one way for every Redis link.
+/// [`Reconnecting`]): one way for every Redis link.
 enum Backend {
     Standalone {
         client: redis::Client,
         config: AsyncConnectionConfig,
-        held: Arc<Held<Multiplexed>>,
+        held: Arc<Reconnecting<Multiplexed>>,
     },
     Cluster {
         client: ClusterClient,
-        held: Arc<Held<ClusterConnection>>,
+        held: Arc<Reconnecting<ClusterConnection>>,
     },
 }
 
@@ -91,7 +91,7 @@ impl Link {
                 config: AsyncConnectionConfig::new()
                     .set_response_timeout(Some(deadline))
                     .set_connection_timeout(Some(connection_timeout)),
-                held: Held::new(),
+                held: Reconnecting::new(),
             },
             Endpoint::Cluster(seeds) => Backend::Cluster {
                 client: ClusterClient::builder(seeds.clone())
@@ -101,7 +101,7 @@ impl Link {
                     .response_timeout(deadline)
                     .connection_timeout(connection_timeout)
                     .build()?,
-                held: Held::new(),
+                held: Reconnecting::new(),
             },
         };
         Ok(Self {

@@ -25,7 +25,7 @@ const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
 /// one header the deployment's proxies write. No other header is ever read,
 /// since a proxy that writes one passes a client's forgery of the others
 /// through untouched. Set with
-/// [`RateLimitLayer::client_ip_source`](crate::RateLimitLayer::client_ip_source).
+/// [`LimiterLayer::client_ip_source`](crate::LimiterLayer::client_ip_source).
 ///
 /// | source | reads | written by, for example |
 /// |---|---|---|
@@ -34,7 +34,7 @@ const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
 /// | [`RightmostForwarded`](Self::RightmostForwarded) | the `for=` parameters of `Forwarded` (RFC 7239) | HAProxy (`option forwarded`), a proxy set to write RFC 7239 |
 /// | [`XRealIp`](Self::XRealIp) | `X-Real-IP` | nginx (`proxy_set_header X-Real-IP $remote_addr`) |
 ///
-/// Headers are believed only from a [trusted proxy](crate::RateLimitLayer::trusted_proxies):
+/// Headers are believed only from a [trusted proxy](crate::LimiterLayer::trusted_proxies):
 /// without any, or when the peer is not one, the client is the peer, whatever
 /// the source. Behind trusted proxies the client is the rightmost address in
 /// the header that is not a trusted proxy (each proxy appends the address it
@@ -59,10 +59,10 @@ const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
 ///   no way around it.
 ///
 /// ```
-/// use limiter_tower::{ClientIpSource, Limiter, MemoryStore, RateLimitLayer};
+/// use limiter_tower::{ClientIpSource, Limiter, LimiterLayer, MemoryStore};
 ///
 /// // Behind a load balancer in 10.0.0.0/8 that writes `Forwarded`:
-/// let layer = RateLimitLayer::new(Limiter::new(MemoryStore::new()))
+/// let layer = LimiterLayer::new(Limiter::new(MemoryStore::new()))
 ///     .trusted_proxies(["10.0.0.0/8".parse()?])
 ///     .client_ip_source(ClientIpSource::RightmostForwarded);
 /// # Ok::<(), Box<dyn std::error::Error>>(())

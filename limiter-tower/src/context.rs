@@ -11,9 +11,9 @@ use limiter_core::{
     Guarded, HotKeys, Identity, OnStoreError, Policy, Store, TopDenied, Verdict, Waiters, required,
 };
 
-use crate::business::Common;
 use crate::client_ip::ClientIp;
 use crate::key::Resolver;
+use crate::options::CommonOptions;
 use crate::response::HeaderOptions;
 
 /// The capability a limit counted by outcome needs, as its absence is named.
@@ -63,7 +63,7 @@ pub(crate) trait DynStore: Send + Sync + 'static {
 /// The store the layer holds, honouring the policies' hot-key modes: the
 /// application's (one that never fails, such as the memory store, or one
 /// it guarded itself), or the layer's guard of it.
-struct Held<S> {
+struct LayerStore<S> {
     store: HotKeys<S>,
     /// The failure policy the store applies to a policy that names none.
     applies: Applies,
@@ -80,7 +80,7 @@ enum Applies {
     Unknown,
 }
 
-impl<S> Held<S> {
+impl<S> LayerStore<S> {
     /// The failure policy a call must name for the store to decide by
     /// `wanted` (the route's or the router layer's) when it fails, given
     /// the one its policy or limit names already (`own`): `None` when the
@@ -100,7 +100,7 @@ impl<S> Held<S> {
     }
 }
 
-impl<S: Store> DynStore for Held<S> {
+impl<S: Store> DynStore for LayerStore<S> {
     #[inline]
     fn check_now(&self, key: &str, policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
         self.store.try_check_now(key, policy, cost)
@@ -169,17 +169,17 @@ pub(crate) fn store_builder<S: Store + Clone>(store: S) -> StoreBuilder {
         let store = hot.store().clone();
         if !store.is_remote() {
             let store = HotKeys::sharing(store, &hot);
-            Arc::new(Held {
+            Arc::new(LayerStore {
                 store,
                 applies: Applies::Nothing,
             })
         } else if !store.is_guarded() {
             let applies = Applies::Guard(config.on_store_error);
             let store = HotKeys::sharing(Guarded::new(store, config), &hot);
-            Arc::new(Held { store, applies })
+            Arc::new(LayerStore { store, applies })
         } else {
             let store = HotKeys::sharing(store, &hot);
-            Arc::new(Held {
+            Arc::new(LayerStore {
                 store,
                 applies: Applies::Unknown,
             })
@@ -212,7 +212,7 @@ pub(crate) struct Context {
     pub(crate) missing_identity: StatusCode,
     /// Allow lists, shadow mode and waiting for every limit below: `None`
     /// when none is configured.
-    pub(crate) business: Option<Box<Common>>,
+    pub(crate) options: Option<Box<CommonOptions>>,
     /// The queues of requests waiting for their retry time.
     pub(crate) waiters: Waiters,
     /// The identities each limit below denied most, on this instance:
@@ -265,7 +265,7 @@ impl fmt::Debug for Context {
             .field("user", &self.user.as_ref().map(|_| ".."))
             .field("headers", &self.headers)
             .field("missing_identity", &self.missing_identity)
-            .field("business", &self.business)
+            .field("options", &self.options)
             .field("waiters", &self.waiters)
             .finish_non_exhaustive()
     }

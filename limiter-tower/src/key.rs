@@ -8,15 +8,15 @@ use http::request::Parts;
 
 /// Finds an identity in a request: `Some(identity)`, or `None` when the
 /// request has none (the request is then refused, see
-/// [`RateLimitLayer::missing_identity_status`](crate::RateLimitLayer::missing_identity_status)).
+/// [`LimiterLayer::missing_identity_status`](crate::LimiterLayer::missing_identity_status)).
 pub type Resolver = Arc<dyn Fn(&Parts) -> Option<String> + Send + Sync>;
 
 /// What a limit counts by: whose quota a request uses.
 ///
 /// | source | identity | needs |
 /// |---|---|---|
-/// | [`ip`](Self::ip) | the client address: the peer, or behind [trusted proxies](crate::RateLimitLayer::trusted_proxies) the forwarded client; IPv6 grouped by prefix | the peer address in the request, `ConnectInfo<SocketAddr>` (axum's `into_make_service_with_connect_info::<SocketAddr>()`) |
-/// | [`user`](Self::user) | what the router layer's resolver returns | a [user resolver](crate::RateLimitLayer::user) |
+/// | [`ip`](Self::ip) | the client address: the peer, or behind [trusted proxies](crate::LimiterLayer::trusted_proxies) the forwarded client; IPv6 grouped by prefix | the peer address in the request, `ConnectInfo<SocketAddr>` (axum's `into_make_service_with_connect_info::<SocketAddr>()`) |
+/// | [`user`](Self::user) | what the router layer's resolver returns | a [user resolver](crate::LimiterLayer::user) |
 /// | [`header`](Self::header) | the value of a request header, such as an API key | |
 /// | [`global`](Self::global) | none: one quota shared by every client | |
 /// | [`custom`](Self::custom) | what your function returns | |
@@ -78,19 +78,19 @@ impl fmt::Debug for KeySource {
 }
 
 /// An entry of an identity allow or deny list
-/// ([`RateLimitLayer::allow_identities`](crate::RateLimitLayer::allow_identities),
+/// ([`LimiterLayer::allow_identities`](crate::LimiterLayer::allow_identities),
 /// [`LimitLayer::deny_identities`](crate::LimitLayer::deny_identities)...):
 /// a typed [`Identity`](limiter_core::Identity), which matches only
 /// identities of its kind, or plain text, which means the limit's own kind
 /// on a [`LimitLayer`](crate::LimitLayer) (its `by`), and on the
-/// [`RateLimitLayer`](crate::RateLimitLayer) (whose lists reach limits of
+/// [`LimiterLayer`](crate::LimiterLayer) (whose lists reach limits of
 /// every kind) a client address when it parses as one, else a user: an
 /// API key spelled like an allowed user is not allowed.
 ///
 /// ```
-/// use limiter_tower::{Identity, Limiter, MemoryStore, RateLimitLayer};
+/// use limiter_tower::{Identity, Limiter, LimiterLayer, MemoryStore};
 ///
-/// let layer = RateLimitLayer::new(Limiter::new(MemoryStore::new()))
+/// let layer = LimiterLayer::new(Limiter::new(MemoryStore::new()))
 ///     .allow_identities(["batch-jobs"]) // the user batch-jobs
 ///     .deny_identities([Identity::header("x-api-key", "leaked-key")]);
 /// ```

@@ -4,7 +4,7 @@
 //! ```
 //! use std::net::SocketAddr;
 //! use axum::{Router, routing::post};
-//! use limiter_tower::{Limiter, MemoryStore, RateLimitLayer, rate_limit};
+//! use limiter_tower::{Limiter, LimiterLayer, MemoryStore, rate_limit};
 //!
 //! #[rate_limit(rules = [(10, 60s), (20, 120s)], by = ip, prevent_duplicate)]
 //! async fn create_post() -> &'static str {
@@ -13,7 +13,7 @@
 //!
 //! let app: Router = Router::new()
 //!     .route("/posts", post(create_post))
-//!     .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())));
+//!     .layer(LimiterLayer::new(Limiter::new(MemoryStore::new())));
 //! // Serve with the client address known, for `by = ip`:
 //! // axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
 //! ```
@@ -27,7 +27,7 @@
 //! instead: `grpc-status` 8 (`RESOURCE_EXHAUSTED`) with its retry time in
 //! `grpc-retry-pushback-ms` and in a `google.rpc.RetryInfo`.
 //!
-//! - [`RateLimitLayer`] goes on the router once: it holds the store
+//! - [`LimiterLayer`] goes on the router once: it holds the store
 //!   ([`MemoryStore`] or [`RedisStore`]), the key prefix, how to find the
 //!   client address (trusted proxies, the header they write:
 //!   [`ClientIpSource`]; IPv6 grouping) and the user.
@@ -48,14 +48,14 @@
 //! ```
 //! use std::time::Duration;
 //! use axum::{Router, routing::post};
-//! use limiter_tower::{ConcurrencyLimit, KeySource, Limiter, LimitLayer, MaxWait, MemoryStore, RateLimitLayer};
+//! use limiter_tower::{ConcurrencyLimit, KeySource, LimitLayer, Limiter, LimiterLayer, MaxWait, MemoryStore};
 //!
 //! let exports = LimitLayer::concurrent("exports", ConcurrencyLimit::new(2)?, KeySource::ip())
 //!     .wait(MaxWait::new(Duration::from_secs(2))?);
 //! let app: Router = Router::new()
 //!     .route("/exports", post(|| async { "exported" }).layer(exports))
 //!     .layer(
-//!         RateLimitLayer::new(Limiter::new(MemoryStore::new()))
+//!         LimiterLayer::new(Limiter::new(MemoryStore::new()))
 //!             .allow_ips(["10.20.0.0/16".parse()?])
 //!             .shadow(false),
 //!     );
@@ -63,7 +63,7 @@
 //! ```
 //!
 //! A limit that cannot work as the application is put together (no
-//! `RateLimitLayer` above it, `by = ip` served without the peer address,
+//! `LimiterLayer` above it, `by = ip` served without the peer address,
 //! `by = user` without a user resolver) answers 500 and logs why at `error`;
 //! in debug builds the body of the 500 names the fix.
 //!
@@ -72,15 +72,15 @@
 //! Read from `Cargo.toml`, so the list and its defaults are the crate's own.
 #![doc = document_features::document_features!()]
 
-mod business;
 mod client_ip;
 mod context;
 mod control;
 mod counters;
 mod key;
 mod limit;
+mod limiter_layer;
 mod misconfigured;
-mod rate_limit;
+mod options;
 mod response;
 mod scope;
 mod setters;
@@ -90,8 +90,10 @@ mod setters;
 pub mod __private;
 
 pub use client_ip::{ClientIpSource, DEFAULT_IPV6_PREFIX};
+#[allow(deprecated)]
+pub use control::OverrideHeld;
 pub use control::{
-    Attempt, Control, DEFAULT_API_KEY_HEADER, LimitInfo, LimitState, Offender, OverrideHeld,
+    Attempt, Control, DEFAULT_API_KEY_HEADER, LimitInfo, LimitState, Offender, OverrideInForce,
     OverrideState, UnknownLimit, WrittenRules,
 };
 pub use ipnet::IpNet;
@@ -111,6 +113,9 @@ pub use limiter_core::{
     SystemClock, Waiters,
 };
 pub use limiter_core::{MAX_OVERRIDE, MAX_OVERRIDES, Override, OverrideMode};
+pub use limiter_layer::{LimiterFuture, LimiterLayer, LimiterService};
+#[allow(deprecated)]
+pub use limiter_layer::{RateLimit, RateLimitFuture, RateLimitLayer};
 #[cfg(feature = "macros")]
 pub use limiter_macros::rate_limit;
 #[cfg(feature = "redis")]
@@ -120,7 +125,6 @@ pub use limiter_regional::{
     KnownCounts, Region, RegionError, RegionStats, RegionalConfig, RegionalStore,
     RegionsNotConfirmed,
 };
-pub use rate_limit::{RateLimit, RateLimitFuture, RateLimitLayer};
 pub use response::{
     BLOCKED, DENIED, QUOTA_EXCEEDED, RATELIMIT, RATELIMIT_POLICY, too_many_requests,
 };

@@ -17,7 +17,7 @@ use crate::scope;
 /// What a limit found missing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Missing {
-    /// No [`RateLimitLayer`](crate::RateLimitLayer) is calling the route.
+    /// No [`LimiterLayer`](crate::LimiterLayer) is calling the route.
     RouterLayer,
     /// `by = ip`, and the request carries no `ConnectInfo<SocketAddr>`.
     PeerAddress,
@@ -30,15 +30,15 @@ impl Missing {
     pub(crate) fn explain(self, limit: &str) -> String {
         match self {
             Self::RouterLayer if scope::layer_exists() => format!(
-                "the rate limit `{limit}` found no RateLimitLayer above its route, though the \
+                "the rate limit `{limit}` found no LimiterLayer above its route, though the \
                  application has one: axum's `Router::layer` covers only the routes added \
-                 before it, so add this route before `.layer(RateLimitLayer::new(..))`. \
+                 before it, so add this route before `.layer(LimiterLayer::new(..))`. \
                  (If it is added before, a layer in between runs it on a task of its own: \
-                 put a RateLimitLayer below that layer.)"
+                 put a LimiterLayer below that layer.)"
             ),
             Self::RouterLayer => format!(
-                "the rate limit `{limit}` found no RateLimitLayer above its route: add \
-                 `.layer(RateLimitLayer::new(limiter))` to the Router after its last route \
+                "the rate limit `{limit}` found no LimiterLayer above its route: add \
+                 `.layer(LimiterLayer::new(limiter))` to the Router after its last route \
                  (or around the service, outside the LimitLayer)."
             ),
             Self::PeerAddress => format!(
@@ -49,8 +49,8 @@ impl Missing {
                  (hyper, tonic)."
             ),
             Self::UserResolver => format!(
-                "the rate limit `{limit}` counts by user, but the RateLimitLayer above it \
-                 has no user resolver: set one with `RateLimitLayer::user(..)`."
+                "the rate limit `{limit}` counts by user, but the LimiterLayer above it \
+                 has no user resolver: set one with `LimiterLayer::user(..)`."
             ),
         }
     }

@@ -2,7 +2,7 @@
 //! router layer calls and polls what is below it, not a request extension,
 //! which would cost every request an `Arc` clone, a box, a map insert and
 //! their frees (about 290 instructions; see
-//! [`RateLimitLayer`](crate::RateLimitLayer)).
+//! [`LimiterLayer`](crate::LimiterLayer)).
 
 use std::cell::Cell;
 use std::mem::ManuallyDrop;
@@ -14,23 +14,23 @@ use crate::context::Context;
 /// A context as the thread-local holds it. The thread-local needs no
 /// destructor (so no registration to check on each access): every scope puts
 /// back the context it found, so the thread ends with none.
-type Held = Option<ManuallyDrop<Arc<Context>>>;
+type InScope = Option<ManuallyDrop<Arc<Context>>>;
 
 thread_local! {
-    /// The context of the innermost [`RateLimitLayer`](crate::RateLimitLayer)
+    /// The context of the innermost [`LimiterLayer`](crate::LimiterLayer)
     /// calling or polling on this thread.
-    static IN_SCOPE: Cell<Held> = const { Cell::new(None) };
+    static IN_SCOPE: Cell<InScope> = const { Cell::new(None) };
 }
 
-fn hold(context: Option<Arc<Context>>) -> Held {
+fn hold(context: Option<Arc<Context>>) -> InScope {
     context.map(ManuallyDrop::new)
 }
 
-fn release(held: Held) -> Option<Arc<Context>> {
+fn release(held: InScope) -> Option<Arc<Context>> {
     held.map(ManuallyDrop::into_inner)
 }
 
-/// Whether this process has made a [`RateLimitLayer`](crate::RateLimitLayer):
+/// Whether this process has made a [`LimiterLayer`](crate::LimiterLayer):
 /// a limit that finds none in scope then knows the application has one, but
 /// not above this route. (Made, not applied: axum applies a router's layers
 /// to handler routes only when it is served.)
@@ -50,7 +50,7 @@ pub(crate) fn layer_exists() -> bool {
 /// moves into the thread-local and back: no reference count changes.
 pub(crate) struct Scope {
     /// The scope around this one, until it is put back.
-    outer: Option<Held>,
+    outer: Option<InScope>,
 }
 
 impl Scope {

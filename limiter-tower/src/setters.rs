@@ -5,13 +5,13 @@
 
 use limiter_core::OnStoreError;
 
-use crate::business::Common;
 use crate::key::{ListedIdentity, Source};
+use crate::options::CommonOptions;
 
 /// Where a layer keeps what the common setters set.
 pub(crate) trait Configure {
     /// The allow lists, shadow mode and waiting the layer sets.
-    fn common(&mut self) -> &mut Common;
+    fn common(&mut self) -> &mut CommonOptions;
 
     /// Sets the layer's failure policy.
     fn set_on_store_error(&mut self, policy: OnStoreError);
@@ -71,7 +71,7 @@ macro_rules! common_setters {
             /// ([`LimitLayer::on_store_error`](crate::LimitLayer::on_store_error),
             /// or `on_store_error = ...` in `#[rate_limit]`) applies instead
             /// of the router layer's
-            /// ([`RateLimitLayer::on_store_error`](crate::RateLimitLayer::on_store_error)),
+            /// ([`LimiterLayer::on_store_error`](crate::LimiterLayer::on_store_error)),
             /// which is the local fallback unless set.
             $(#[$on_store_error])*
             pub fn on_store_error(mut self, policy: ::limiter_core::OnStoreError) -> Self {
@@ -82,7 +82,7 @@ macro_rules! common_setters {
             #[doc = concat!("Clients whom ", $limits, " lets through, neither checking nor")]
             /// counting their requests nor adding its RateLimit fields to
             /// them. The client is found as for `by = ip` (the peer, or
-            /// behind [trusted proxies](crate::RateLimitLayer::trusted_proxies)
+            /// behind [trusted proxies](crate::LimiterLayer::trusted_proxies)
             /// the forwarded client), so a client cannot buy a bypass with a
             /// forged header; a request without its peer address is never on
             /// the list. A limit lets through the clients of its own list and
@@ -164,7 +164,7 @@ macro_rules! common_setters {
             /// leaves the queue. A limit's own setting applies instead of
             /// the router layer's. How many may wait at once, and the clock,
             /// are the router layer's
-            /// ([`RateLimitLayer::waiters`](crate::RateLimitLayer::waiters)).
+            /// ([`LimiterLayer::waiters`](crate::LimiterLayer::waiters)).
             $(#[$wait])*
             pub fn wait(mut self, max: ::limiter_core::MaxWait) -> Self {
                 $crate::setters::Configure::common(&mut self).wait = Some(max);

@@ -1,4 +1,4 @@
-//! A limit in a process where no `RateLimitLayer` wraps anything: the 500
+//! A limit in a process where no `LimiterLayer` wraps anything: the 500
 //! says which layer to add. Alone in its test binary, since the message
 //! depends on whether the process has a router layer anywhere.
 
@@ -28,8 +28,8 @@ async fn a_limit_without_a_router_layer_names_the_layer_to_add() {
     if cfg!(debug_assertions) {
         assert!(
             body.contains(
-                "the rate limit `posts` found no RateLimitLayer above its route: \
-                 add `.layer(RateLimitLayer::new(limiter))` to the Router after its last route"
+                "the rate limit `posts` found no LimiterLayer above its route: \
+                 add `.layer(LimiterLayer::new(limiter))` to the Router after its last route"
             ),
             "{body}"
         );

@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 
 use axum::{Router, routing::get};
-use limiter_tower::{Limiter, MemoryStore, RateLimitLayer, rate_limit};
+use limiter_tower::{Limiter, LimiterLayer, MemoryStore, rate_limit};
 
 // At most 3 requests in any 60 s per client IP; the 4th gets 429.
 #[rate_limit(rules = [(3, 60s)], by = ip)]
@@ -15,7 +15,7 @@ async fn hello() -> &'static str {
 async fn main() -> std::io::Result<()> {
     let app = Router::new()
         .route("/", get(hello))
-        .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())));
+        .layer(LimiterLayer::new(Limiter::new(MemoryStore::new())));
 
     let addr = std::env::var("LIMITER_ADDR").unwrap_or_else(|_| "127.0.0.1:3000".into());
     let listener = tokio::net::TcpListener::bind(addr).await?;

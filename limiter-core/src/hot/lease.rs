@@ -77,7 +77,7 @@ impl Leases {
 
 #[derive(Default)]
 struct KeyState {
-    held: Option<Held>,
+    held: Option<LocalLease>,
     /// Wakes the callers waiting for the lease being fetched.
     fetching: Option<Arc<Notify>>,
     /// The permits the callers waiting for that fetch need: the next lease
@@ -130,7 +130,7 @@ impl Rate {
 }
 
 /// A lease this instance holds.
-struct Held {
+struct LocalLease {
     grant: LeaseGrant,
     used: u64,
     /// When it ends on this instance's clock (the call's start plus its length).
@@ -213,7 +213,7 @@ fn next_step(
     now: u64,
     lease: Lease,
     cost: u64,
-) -> (Step, Option<Held>) {
+) -> (Step, Option<LocalLease>) {
     let mut ended = None;
     if let Some(held) = &mut state.held {
         if now < held.end && held.grant.granted - held.used >= cost {
@@ -307,7 +307,7 @@ fn spawn_fetch<S: Store>(
                         .increment(grant.granted);
                     let end = sent + grant.length_us;
                     let id = grant.id;
-                    state.held = Some(Held {
+                    state.held = Some(LocalLease {
                         grant,
                         used: 0,
                         end,
@@ -350,13 +350,25 @@ fn spawn_fetch<S: Store>(
     });
 }
 
-fn spawn_return<S: Store>(store: &Arc<S>, key: &str, policy: &Policy, ended: Held, expired: bool) {
+fn spawn_return<S: Store>(
+    store: &Arc<S>,
+    key: &str,
+    policy: &Policy,
+    ended: LocalLease,
+    expired: bool,
+) {
     let store = Arc::clone(store);
     let (key, policy) = (key.to_owned(), policy.clone());
     tokio::spawn(async move { give_back(&*store, &key, &policy, ended, expired).await });
 }
 
-async fn give_back<S: Store>(store: &S, key: &str, policy: &Policy, ended: Held, expired: bool) {
+async fn give_back<S: Store>(
+    store: &S,
+    key: &str,
+    policy: &Policy,
+    ended: LocalLease,
+    expired: bool,
+) {
     if expired {
         metrics::counter!("limiter_leases_expired_total").increment(1);
     }

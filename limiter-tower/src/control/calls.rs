@@ -28,10 +28,10 @@ impl Control {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use limiter_tower::{Limiter, MemoryStore, Policy, RateLimitLayer, Rule};
+    /// use limiter_tower::{Limiter, LimiterLayer, MemoryStore, Policy, Rule};
     ///
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-    /// let control = RateLimitLayer::new(Limiter::new(MemoryStore::new())).control();
+    /// let control = LimiterLayer::new(Limiter::new(MemoryStore::new())).control();
     /// // 5 failed logins per user in 15 minutes; successes never count.
     /// let failures = Policy::sliding_log([Rule::new(5, Duration::from_secs(900))?])?;
     /// for _ in 0..20 {
@@ -67,7 +67,7 @@ impl Control {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use limiter_tower::{Identity, KeySource, Limiter, LimitLayer, MemoryStore, Policy, RateLimitLayer, Rule};
+    /// use limiter_tower::{Identity, KeySource, LimitLayer, Limiter, LimiterLayer, MemoryStore, Policy, Rule};
     ///
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
     /// let per_user = LimitLayer::new(
@@ -75,7 +75,7 @@ impl Control {
     ///     Policy::sliding_log([Rule::new(5, Duration::from_secs(900))?])?,
     ///     KeySource::user(),
     /// );
-    /// let control = RateLimitLayer::new(Limiter::new(MemoryStore::new()))
+    /// let control = LimiterLayer::new(Limiter::new(MemoryStore::new()))
     ///     .control()
     ///     .limit("POST /login", &per_user);
     /// let alice = Identity::user("alice");
@@ -103,7 +103,7 @@ impl Control {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use limiter_tower::{Identity, KeySource, Limiter, LimitLayer, MemoryStore, Policy, RateLimitLayer, Rule};
+    /// use limiter_tower::{Identity, KeySource, LimitLayer, Limiter, LimiterLayer, MemoryStore, Policy, Rule};
     ///
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
     /// let exports = LimitLayer::new(
@@ -111,7 +111,7 @@ impl Control {
     ///     Policy::sliding_log([Rule::new(1, Duration::from_secs(60))?])?,
     ///     KeySource::user(),
     /// );
-    /// let control = RateLimitLayer::new(Limiter::new(MemoryStore::new())).control();
+    /// let control = LimiterLayer::new(Limiter::new(MemoryStore::new())).control();
     /// let alice = Identity::user("alice");
     /// assert!(control.check_on(&exports, &alice).await?.allowed());
     /// assert!(!control.check_on(&exports, &alice).await?.allowed());
@@ -189,12 +189,12 @@ impl Control {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use limiter_tower::{KeySource, Limiter, LimitLayer, MemoryStore, Override, Policy, RateLimitLayer, Rule};
+    /// use limiter_tower::{KeySource, LimitLayer, Limiter, LimiterLayer, MemoryStore, Override, Policy, Rule};
     ///
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
     /// let per_minute = |n| Policy::sliding_log([Rule::new(n, Duration::from_secs(60)).unwrap()]).unwrap();
     /// let posts = LimitLayer::new("posts", per_minute(10), KeySource::user());
-    /// let layer = RateLimitLayer::new(Limiter::new(MemoryStore::new()));
+    /// let layer = LimiterLayer::new(Limiter::new(MemoryStore::new()));
     /// let control = layer.control().limit("POST /posts", &posts);
     ///
     /// // An incident: 2 a minute for the next hour.
@@ -272,14 +272,14 @@ impl Control {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use limiter_tower::{Identity, KeySource, Limiter, LimitLayer, MemoryStore, Policy, RateLimitLayer, Rule};
+    /// use limiter_tower::{Identity, KeySource, LimitLayer, Limiter, LimiterLayer, MemoryStore, Policy, Rule};
     ///
     /// let replies = LimitLayer::new(
     ///     "replies",
     ///     Policy::sliding_log([Rule::new(5, Duration::from_secs(60))?])?,
     ///     KeySource::user(),
     /// );
-    /// let layer = RateLimitLayer::new(Limiter::new(MemoryStore::new()));
+    /// let layer = LimiterLayer::new(Limiter::new(MemoryStore::new()));
     /// let control = layer.control().limit("POST /replies", &replies);
     /// // Nobody was denied yet.
     /// assert!(control.top_denied("replies", 10)?.is_empty());
@@ -337,8 +337,8 @@ impl Control {
     /// idempotent).
     ///
     /// ```
-    /// # use limiter_tower::{Limiter, MemoryStore, RateLimitLayer};
-    /// # let layer = RateLimitLayer::new(Limiter::new(MemoryStore::new()));
+    /// # use limiter_tower::{Limiter, LimiterLayer, MemoryStore};
+    /// # let layer = LimiterLayer::new(Limiter::new(MemoryStore::new()));
     /// let admin: axum::Router = axum::Router::new().nest("/admin", layer.control().router());
     /// // .layer(your_authentication) on `admin` before merging it into the app
     /// ```
@@ -355,7 +355,7 @@ impl Control {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use limiter_tower::{KeySource, Limiter, LimitLayer, MemoryStore, Override, Policy, RateLimitLayer, Rule};
+    /// use limiter_tower::{KeySource, LimitLayer, Limiter, LimiterLayer, MemoryStore, Override, Policy, Rule};
     ///
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
     /// let replies = LimitLayer::new(
@@ -363,7 +363,7 @@ impl Control {
     ///     Policy::sliding_log([Rule::new(5, Duration::from_secs(60))?])?,
     ///     KeySource::user(),
     /// );
-    /// let control = RateLimitLayer::new(Limiter::new(MemoryStore::new()))
+    /// let control = LimiterLayer::new(Limiter::new(MemoryStore::new()))
     ///     .control()
     ///     .limit("POST /replies", &replies);
     /// let tighter = Policy::sliding_log([Rule::new(1, Duration::from_secs(60))?])?;

@@ -15,8 +15,10 @@ pub use attempt::Attempt;
 pub use offenders::{Offender, UnknownLimit};
 pub use overrides::{OverrideState, WrittenRules};
 pub use router::DEFAULT_API_KEY_HEADER;
+#[allow(deprecated)]
+pub use state::OverrideHeld;
 use state::{InForce, states_of};
-pub use state::{LimitInfo, LimitState, OverrideHeld};
+pub use state::{LimitInfo, LimitState, OverrideInForce};
 
 use std::fmt;
 use std::sync::Arc;
@@ -28,12 +30,12 @@ use crate::key::Source;
 use crate::limit::LimitLayer;
 use crate::limit::RouteLimit;
 
-/// The limits of a [`RateLimitLayer`](crate::RateLimitLayer), read and
+/// The limits of a [`LimiterLayer`](crate::LimiterLayer), read and
 /// reset per identity through the layer's own store: the same guard, deny
 /// cache and hot-key state as its requests, so a reset is honoured by this
 /// instance at once.
 ///
-/// Made by [`RateLimitLayer::control`](crate::RateLimitLayer::control)
+/// Made by [`LimiterLayer::control`](crate::LimiterLayer::control)
 /// once the layer is configured; each limit it answers for is named with
 /// [`limit`](Self::limit) (a `#[rate_limit]` handler's is
 /// `handler::limit()`). Cheap to clone.
@@ -41,7 +43,7 @@ use crate::limit::RouteLimit;
 /// ```
 /// use std::time::Duration;
 /// use axum::{Router, routing::post};
-/// use limiter_tower::{Identity, KeySource, Limiter, LimitLayer, MemoryStore, Policy, RateLimitLayer, Rule};
+/// use limiter_tower::{Identity, KeySource, LimitLayer, Limiter, LimiterLayer, MemoryStore, Policy, Rule};
 ///
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// let replies = LimitLayer::new(
@@ -49,7 +51,7 @@ use crate::limit::RouteLimit;
 ///     Policy::sliding_log([Rule::new(5, Duration::from_secs(60))?])?,
 ///     KeySource::user(),
 /// );
-/// let layer = RateLimitLayer::new(Limiter::new(MemoryStore::new()))
+/// let layer = LimiterLayer::new(Limiter::new(MemoryStore::new()))
 ///     .user(|parts| parts.headers.get("x-user-id")?.to_str().ok().map(str::to_owned));
 /// let control = layer.control().limit("POST /replies", &replies);
 /// let app: Router = Router::new()
@@ -117,7 +119,7 @@ impl Control {
     }
 
     /// Answers for `other`'s limits too (those of another
-    /// [`RateLimitLayer`](crate::RateLimitLayer), whose routes have a store
+    /// [`LimiterLayer`](crate::LimiterLayer), whose routes have a store
     /// of their own, such as a regional store), each through its own
     /// layer's store: [`limits`](Self::limits) and [`reset`](Self::reset)
     /// reach the store of each limit, [`block`](Self::block) and
@@ -128,14 +130,14 @@ impl Control {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use limiter_tower::{Identity, KeySource, Limiter, LimitLayer, MemoryStore, Policy, RateLimitLayer, Rule};
+    /// use limiter_tower::{Identity, KeySource, LimitLayer, Limiter, LimiterLayer, MemoryStore, Policy, Rule};
     ///
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
     /// let per_minute = Policy::sliding_log([Rule::new(5, Duration::from_secs(60))?])?;
     /// let search = LimitLayer::new("search", per_minute, KeySource::user());
     /// // The search route's own store (a regional one, say), inside the app's.
-    /// let search_layer = RateLimitLayer::new(Limiter::new(MemoryStore::new()));
-    /// let app_layer = RateLimitLayer::new(Limiter::new(MemoryStore::new()));
+    /// let search_layer = LimiterLayer::new(Limiter::new(MemoryStore::new()));
+    /// let app_layer = LimiterLayer::new(Limiter::new(MemoryStore::new()));
     /// let control = app_layer
     ///     .control()
     ///     .merge(search_layer.control().limit("GET /search", &search));
@@ -176,11 +178,11 @@ impl Control {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use limiter_tower::{Limiter, MemoryStore, Policy, RateLimitLayer, Rule, too_many_requests};
+    /// use limiter_tower::{Limiter, LimiterLayer, MemoryStore, Policy, Rule, too_many_requests};
     ///
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
     /// // Memory or Redis, as the environment says: the layer hides which.
-    /// let layer = RateLimitLayer::new(Limiter::new(MemoryStore::new()));
+    /// let layer = LimiterLayer::new(Limiter::new(MemoryStore::new()));
     /// let control = layer.control();
     /// let policy = Policy::sliding_log([Rule::new(1, Duration::from_secs(900))?])?;
     /// assert!(control.check("login:alice", &policy).await?.allowed());
@@ -266,7 +268,7 @@ impl Control {
             let policy = &named.limit.policy;
             let penalized = named
                 .limit
-                .business
+                .options
                 .as_ref()
                 .is_some_and(|b| b.penalty.is_some());
             if penalized {

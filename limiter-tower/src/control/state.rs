@@ -40,18 +40,22 @@ pub struct LimitState {
     pub retry_after: Option<u64>,
     /// The live override in force, when one holds.
     #[serde(rename = "override", skip_serializing_if = "Option::is_none")]
-    pub overridden: Option<OverrideHeld>,
+    pub overridden: Option<OverrideInForce>,
 }
 
 /// A live override in force on a limit, as [`LimitState`] and
 /// [`LimitInfo`] show it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct OverrideHeld {
+pub struct OverrideInForce {
     /// `enforce`, `shadow` or `off`.
     pub mode: &'static str,
     /// Seconds until the compiled limit is back, rounded up.
     pub seconds: u64,
 }
+
+/// The former name of [`OverrideInForce`].
+#[deprecated(since = "0.1.0", note = "renamed `OverrideInForce`")]
+pub type OverrideHeld = OverrideInForce;
 
 /// One limit a [`Control`] answers for, as [`Control::limit_list`] lists
 /// it and the admin router answers it (`GET /limits`).
@@ -76,7 +80,7 @@ pub struct LimitInfo {
     pub compiled: Vec<String>,
     /// The live override in force, when one holds.
     #[serde(rename = "override", skip_serializing_if = "Option::is_none")]
-    pub overridden: Option<OverrideHeld>,
+    pub overridden: Option<OverrideInForce>,
 }
 
 /// What the next check of a limit takes: a live override's rules, or the
@@ -86,7 +90,7 @@ pub(super) struct InForce<'a> {
     pub(super) policy: Option<&'a Arc<Policy>>,
     /// `false` while an override switches the limit off.
     pub(super) checked: bool,
-    pub(super) held: Option<OverrideHeld>,
+    pub(super) held: Option<OverrideInForce>,
 }
 
 impl<'a> InForce<'a> {
@@ -101,7 +105,7 @@ impl<'a> InForce<'a> {
         Self {
             policy: value.shared_policy(),
             checked: value.mode() != OverrideMode::Off,
-            held: Some(OverrideHeld {
+            held: Some(OverrideInForce {
                 mode: value.mode().name(),
                 seconds: u64::try_from(left.as_micros().div_ceil(1_000_000)).unwrap_or(u64::MAX),
             }),

@@ -18,8 +18,8 @@ use limiter_core::{
 };
 
 use super::route::RouteLimit;
-use crate::business::CountWhen;
 use crate::context::{BoxFuture, COUNTING, DynStore};
+use crate::options::CountWhen;
 use crate::response::{HeaderOptions, Refusal, RouteFields};
 
 /// What the store answered a request: the permit (when the limit has a
@@ -64,7 +64,7 @@ pub(crate) struct Reading {
 }
 
 impl Reading {
-    /// How the answer of a limit without business features is read.
+    /// How the answer of a limit without options is read.
     #[inline]
     pub(crate) fn plain(headers: HeaderOptions) -> Self {
         Self {

@@ -20,14 +20,14 @@ use crate::response::{self, Protocol, RateLimitHeaders};
 
 /// A concurrency permit held, and its fields.
 #[derive(Default)]
-struct Held {
+struct Granted {
     permit: Option<Permit>,
     fields: Option<RateLimitHeaders>,
 }
 
 /// What a concurrency permit's answer leads to.
 enum Permitted {
-    Held(Held),
+    Granted(Granted),
     Denied(Response),
     Failed(Error),
 }
@@ -42,10 +42,10 @@ pub(crate) fn answer<B>(
     context: &Context,
     request: &mut Request<B>,
 ) -> Next {
-    let mut held = Held::default();
+    let mut held = Granted::default();
     if let Some(acquired) = admission.permit {
         match on_permit(limit, acquired, context, &reading, request) {
-            Permitted::Held(permit) => held = permit,
+            Permitted::Granted(permit) => held = permit,
             Permitted::Denied(response) => return Next::Respond(response),
             // The rate check's receipt stays: the response still says
             // whether the request counts (shadow mode, or a failure
@@ -195,7 +195,7 @@ fn on_permit<B>(
     request: &mut Request<B>,
 ) -> Permitted {
     let concurrency = limit
-        .business
+        .options
         .as_deref()
         .and_then(|b| b.concurrency.as_ref())
         .expect("a permit is asked for a concurrency limit");
@@ -233,7 +233,7 @@ fn on_permit<B>(
             .record("concurrency", &limit.name);
         tracing::info!(limit = %limit.name, "shadow mode: too many requests in flight");
     }
-    Permitted::Held(Held {
+    Permitted::Granted(Granted {
         permit: acquired.permit(),
         fields: (options.on_allowed || !decision.allowed())
             .then(|| concurrency.fields.of(&decision, options)),

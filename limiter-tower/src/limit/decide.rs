@@ -32,10 +32,10 @@ use super::admission::{Admission, Checks, PlanFields, Reading, Refund, admit};
 use super::answer;
 use super::future::Next;
 use super::route::{RouteLimit, with_parts};
-use crate::business::{CountWhen, RouteBusiness};
 use crate::context::Context;
 use crate::counters::Counted;
 use crate::misconfigured::Missing;
+use crate::options::{CountWhen, RouteOptions};
 use crate::response::{self, Protocol, RouteFields};
 use crate::scope::Current;
 
@@ -89,12 +89,12 @@ impl RouteLimit {
                 context
             }
         };
-        let business = self.business.is_some() || context.business.is_some();
-        if business && self.is_denied(context, request) {
+        let optioned = self.options.is_some() || context.options.is_some();
+        if optioned && self.is_denied(context, request) {
             return answer::deny_listed(self, request);
         }
         // An allowed client needs no identity for this limit.
-        if business && self.bypasses(context, request) {
+        if optioned && self.bypasses(context, request) {
             self.record(Counted::Bypassed);
             return Next::UNCHECKED;
         }
@@ -115,8 +115,8 @@ impl RouteLimit {
         }
         // The override itself is looked up on the cold path: the plain
         // path holds nothing to drop.
-        let (cost, reading) = if business || self.may_be_overridden(context) {
-            let checks = match self.business_checks(context, request) {
+        let (cost, reading) = if optioned || self.may_be_overridden(context) {
+            let checks = match self.option_checks(context, request) {
                 Ok(Some(checks)) => checks,
                 not_checked => {
                     KEY_BUFFER.set(key);
@@ -263,20 +263,20 @@ impl RouteLimit {
         context.tables.as_ref()?.override_of(&self.name)
     }
 
-    /// How a request to a limit with business features (or a live
+    /// How a request to a limit with options (or a live
     /// override) is checked; `None` when it is not checked at all (an
     /// unlimited plan, a cost of 0, a limit switched off, and no
     /// concurrency limit). A cost no request could pay is refused.
     #[cold]
     #[inline(never)]
     #[allow(clippy::result_large_err)]
-    pub(crate) fn business_checks<B>(
+    pub(crate) fn option_checks<B>(
         &self,
         context: &Context,
         request: &mut Request<B>,
     ) -> Result<Option<RequestChecks>, Response> {
-        let route = self.business.as_deref();
-        let layer = context.business.as_deref();
+        let route = self.options.as_deref();
+        let layer = context.options.as_deref();
         let overridden = self.override_of(context);
         let overridden = overridden.as_deref();
         let mode = overridden.map(Override::mode);
@@ -333,8 +333,8 @@ impl RouteLimit {
     /// Whether this limit's denials are shadowed: by its settings, the
     /// router layer's, or an override in `mode`.
     pub(crate) fn in_shadow(&self, context: &Context, mode: Option<OverrideMode>) -> bool {
-        self.business.as_deref().is_some_and(|r| r.common.shadow)
-            || context.business.as_deref().is_some_and(|l| l.shadow)
+        self.options.as_deref().is_some_and(|r| r.common.shadow)
+            || context.options.as_deref().is_some_and(|l| l.shadow)
             || mode == Some(OverrideMode::Shadow)
     }
 
@@ -346,7 +346,7 @@ impl RouteLimit {
     #[allow(clippy::result_large_err)]
     fn rate_check<B>(
         &self,
-        route: Option<&RouteBusiness>,
+        route: Option<&RouteOptions>,
         request: &mut Request<B>,
         overriding: Option<&Arc<Policy>>,
     ) -> Result<Option<RateCheck>, Response> {
@@ -487,7 +487,7 @@ impl RouteLimit {
             None => Arc::clone(&self.policy),
         };
         let shadow = self.in_shadow(context, mode);
-        let penalty = self.business.as_deref().and_then(|b| b.penalty.clone());
+        let penalty = self.options.as_deref().and_then(|b| b.penalty.clone());
         let counts: Option<CountWhen> = refundable
             .then(|| Arc::new(|_: http::StatusCode, _: &http::HeaderMap| true) as CountWhen);
         let mut pending = admit(Checks {

@@ -37,18 +37,18 @@ use limiter_core::{OnStoreError, Policy};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::RateLimitLayer;
-use crate::business::Common;
+use crate::LimiterLayer;
 use crate::key::KeySource;
+use crate::options::CommonOptions;
 use crate::setters::{Configure, common_setters};
 
 /// One policy and one key source, on a route, a handler or any service: the
 /// same limiting as `#[rate_limit]`, without the macro.
 ///
-/// The store comes from the [`RateLimitLayer`] above it, so a `LimitLayer`
-/// works below one: on an axum route, with the `RateLimitLayer` on the
+/// The store comes from the [`LimiterLayer`] above it, so a `LimitLayer`
+/// works below one: on an axum route, with the `LimiterLayer` on the
 /// router (added after the route); around any other service, with the
-/// `RateLimitLayer` outside it. Without one, requests are answered 500,
+/// `LimiterLayer` outside it. Without one, requests are answered 500,
 /// naming the fix in debug builds, unless the limit was given a router
 /// layer's settings itself ([`router_layer`](Self::router_layer)). Keys are
 /// `{prefix}:{identity}:{name}`.
@@ -56,7 +56,7 @@ use crate::setters::{Configure, common_setters};
 /// ```
 /// use std::time::Duration;
 /// use axum::{Router, routing::post};
-/// use limiter_tower::{KeySource, Limiter, LimitLayer, MemoryStore, Policy, RateLimitLayer, Rule};
+/// use limiter_tower::{KeySource, LimitLayer, Limiter, LimiterLayer, MemoryStore, Policy, Rule};
 ///
 /// let uploads = Policy::sliding_log([Rule::new(3, Duration::from_secs(60))?])?;
 /// let app: Router = Router::new()
@@ -64,7 +64,7 @@ use crate::setters::{Configure, common_setters};
 ///         "/uploads",
 ///         post(|| async { "stored" }).layer(LimitLayer::new("uploads", uploads, KeySource::ip())),
 ///     )
-///     .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())));
+///     .layer(LimiterLayer::new(Limiter::new(MemoryStore::new())));
 /// # Ok::<(), limiter_tower::ConfigError>(())
 /// ```
 ///
@@ -73,7 +73,7 @@ use crate::setters::{Configure, common_setters};
 ///
 /// ```
 /// # use std::time::Duration;
-/// use limiter_tower::{KeySource, Limiter, LimitLayer, MemoryStore, Policy, RateLimitLayer, Rule};
+/// use limiter_tower::{KeySource, LimitLayer, Limiter, LimiterLayer, MemoryStore, Policy, Rule};
 /// use tower::ServiceBuilder;
 ///
 /// # let service = tower::service_fn(|_: http::Request<String>| async {
@@ -81,7 +81,7 @@ use crate::setters::{Configure, common_setters};
 /// # });
 /// let policy = Policy::sliding_log([Rule::new(100, Duration::from_secs(60))?])?;
 /// let service = ServiceBuilder::new()
-///     .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())))
+///     .layer(LimiterLayer::new(Limiter::new(MemoryStore::new())))
 ///     .layer(LimitLayer::new("api", policy, KeySource::header("x-api-key".parse()?)))
 ///     .service(service);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -140,18 +140,18 @@ impl LimitLayer {
 
     /// The router layer whose store and settings (key prefix, client
     /// address, user, headers, failure policy, allow and deny lists) this
-    /// limit uses itself, instead of finding a [`RateLimitLayer`] above it:
+    /// limit uses itself, instead of finding a [`LimiterLayer`] above it:
     /// the limit then works alone, on a route or around any service, as a
-    /// layer of its own. Limits given the same `RateLimitLayer` share its
-    /// store, and its [`control`](RateLimitLayer::control) reaches them.
+    /// layer of its own. Limits given the same `LimiterLayer` share its
+    /// store, and its [`control`](LimiterLayer::control) reaches them.
     /// The settings are taken as they are now: configure the router layer
     /// first (a setter called on it afterwards changes its own copy only).
     ///
     /// ```
     /// use axum::{Router, routing::get};
-    /// use limiter_tower::{KeySource, Limiter, LimitLayer, MemoryStore, Policy, RateLimitLayer, Rate};
+    /// use limiter_tower::{KeySource, LimitLayer, Limiter, LimiterLayer, MemoryStore, Policy, Rate};
     ///
-    /// let settings = RateLimitLayer::new(Limiter::new(MemoryStore::new())).rate_limit_headers(false);
+    /// let settings = LimiterLayer::new(Limiter::new(MemoryStore::new())).rate_limit_headers(false);
     /// let feed = Policy::gcra(Rate::per_minute(100)?, 20)?;
     /// let app: Router = Router::new().route(
     ///     "/feed",
@@ -160,7 +160,7 @@ impl LimitLayer {
     /// );
     /// # Ok::<(), limiter_tower::ConfigError>(())
     /// ```
-    pub fn router_layer(mut self, layer: &RateLimitLayer) -> Self {
+    pub fn router_layer(mut self, layer: &LimiterLayer) -> Self {
         self.limit().context = Some(Arc::clone(layer.shared()));
         self
     }
@@ -208,8 +208,8 @@ impl Configure for LimitLayer {
         Some(self.limit.source.0.clone())
     }
 
-    fn common(&mut self) -> &mut Common {
-        &mut self.limit().business.get_or_insert_default().common
+    fn common(&mut self) -> &mut CommonOptions {
+        &mut self.limit().options.get_or_insert_default().common
     }
 
     fn set_on_store_error(&mut self, policy: OnStoreError) {

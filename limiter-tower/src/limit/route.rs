@@ -12,12 +12,12 @@ use http::Request;
 use http::request::Parts;
 use limiter_core::{ControlTables, Identity, Key, OnStoreError, Policy};
 
-use crate::business::{ClientList, Common, RouteBusiness};
 use crate::client_ip::push_ipv4;
 use crate::context::Context;
 use crate::counters::{Counted, DecisionCounters, ShadowCounter};
 use crate::key::{KeySource, Source};
 use crate::misconfigured::Missing;
+use crate::options::{ClientList, CommonOptions, RouteOptions};
 use crate::response::RouteFields;
 
 /// One policy and one key source, as a [`LimitLayer`](crate::LimitLayer)
@@ -38,7 +38,7 @@ pub(crate) struct RouteLimit {
     pub(crate) decision_extension: bool,
     /// Plans, allow lists, shadow mode, waiting, concurrency, costs: `None`
     /// when none is configured, so a plain limit pays one test for them.
-    pub(crate) business: Option<Box<RouteBusiness>>,
+    pub(crate) options: Option<Box<RouteOptions>>,
     pub(crate) shadow_counter: ShadowCounter,
     /// Whether blocks deny this limit's requests.
     pub(crate) honours_blocks: bool,
@@ -62,7 +62,7 @@ impl RouteLimit {
             on_store_error: None,
             counters: DecisionCounters::default(),
             decision_extension: true,
-            business: None,
+            options: None,
             shadow_counter: ShadowCounter::default(),
             honours_blocks: true,
             context: None,
@@ -317,11 +317,11 @@ impl RouteLimit {
         &self,
         context: &Context,
         request: &mut Request<B>,
-        list: impl Fn(&Common) -> &ClientList,
+        list: impl Fn(&CommonOptions) -> &ClientList,
     ) -> bool {
         let lists = [
-            self.business.as_deref().map(|r| list(&r.common)),
-            context.business.as_deref().map(&list),
+            self.options.as_deref().map(|r| list(&r.common)),
+            context.options.as_deref().map(&list),
         ];
         let lists = || lists.into_iter().flatten().filter(|l| !l.is_empty());
         if lists().any(ClientList::has_nets)
@@ -346,11 +346,11 @@ impl RouteLimit {
         &self,
         context: &Context,
         identity: &limiter_core::Identity,
-        list: impl Fn(&Common) -> &ClientList,
+        list: impl Fn(&CommonOptions) -> &ClientList,
     ) -> bool {
         let lists = [
-            self.business.as_deref().map(|r| list(&r.common)),
-            context.business.as_deref().map(&list),
+            self.options.as_deref().map(|r| list(&r.common)),
+            context.options.as_deref().map(&list),
         ];
         let mut lists = lists
             .into_iter()

@@ -10,14 +10,14 @@ use axum::extract::ConnectInfo;
 use axum::http::{Request, StatusCode};
 use axum::routing::post;
 use limiter_tower::{
-    Control, Identity, KeySource, LimitLayer, Limiter, MemoryStore, Policy, RateLimitLayer, Rule,
+    Control, Identity, KeySource, LimitLayer, Limiter, LimiterLayer, MemoryStore, Policy, Rule,
 };
 use tower::ServiceExt;
 
 fn app() -> (Router, Control) {
     let policy = Policy::sliding_log([Rule::new(100, Duration::from_secs(60)).unwrap()]).unwrap();
     let replies = LimitLayer::new("replies", policy, KeySource::user());
-    let layer = RateLimitLayer::new(Limiter::new(MemoryStore::new()))
+    let layer = LimiterLayer::new(Limiter::new(MemoryStore::new()))
         .user(|parts| Some(parts.headers.get("x-user-id")?.to_str().ok()?.to_owned()));
     let control = layer.control().limit("POST /replies", &replies);
     let router = Router::new()
@@ -86,7 +86,7 @@ async fn a_merged_handle_blocks_in_every_store_and_lists_each_key_once() {
     let user = |parts: &axum::http::request::Parts| {
         Some(parts.headers.get("x-user-id")?.to_str().ok()?.to_owned())
     };
-    let search_layer = RateLimitLayer::new(Limiter::new(MemoryStore::new())).user(user);
+    let search_layer = LimiterLayer::new(Limiter::new(MemoryStore::new())).user(user);
     let search_control = search_layer.control();
     let (router, control) = app();
     let control = control.merge(search_control.clone().limit("POST /search", &search));

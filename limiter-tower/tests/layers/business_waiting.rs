@@ -11,8 +11,8 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::get;
 use limiter_tower::{
-    ConcurrencyLimit, KeySource, LimitLayer, Limiter, ManualClock, MaxWait, MemoryStore, Policy,
-    RateLimitLayer, Rule, Waiters,
+    ConcurrencyLimit, KeySource, LimitLayer, Limiter, LimiterLayer, ManualClock, MaxWait,
+    MemoryStore, Policy, Rule, Waiters,
 };
 use tokio::sync::Semaphore;
 use tower::ServiceExt;
@@ -70,7 +70,7 @@ async fn a_cancelled_waiter_leaves_its_queue() {
     let router = Router::new()
         .route("/r", get(|| async { "ok" }).layer(limit))
         .layer(
-            RateLimitLayer::new(Limiter::new(MemoryStore::with_clock(clock.clone())))
+            LimiterLayer::new(Limiter::new(MemoryStore::with_clock(clock.clone())))
                 .waiters(shared.clone()),
         );
     let send = || router.clone().oneshot(request("203.0.113.7", &[]));
@@ -106,7 +106,7 @@ async fn a_permit_is_held_until_the_body_ends_or_is_dropped() {
     };
     let router = Router::new()
         .route("/r", handler.layer(limit))
-        .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())));
+        .layer(LimiterLayer::new(Limiter::new(MemoryStore::new())));
     let send = || router.clone().oneshot(request("203.0.113.7", &[]));
     let first = tokio::spawn(send());
     let second = tokio::spawn(send());
@@ -151,7 +151,7 @@ async fn a_cancelled_request_gives_its_permit_back() {
     );
     let router = Router::new()
         .route("/r", get(std::future::pending::<&'static str>).layer(limit))
-        .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())));
+        .layer(LimiterLayer::new(Limiter::new(MemoryStore::new())));
     let send = || router.clone().oneshot(request("203.0.113.7", &[]));
     let mut held = Box::pin(send());
     assert!(poll_once(&mut held).await.is_pending());
@@ -189,7 +189,7 @@ async fn a_request_waits_for_a_permit_and_takes_it_once_one_is_given_back() {
         })
     };
     let router = Router::new().route("/r", handler.layer(limit)).layer(
-        RateLimitLayer::new(Limiter::new(MemoryStore::with_clock(clock.clone())))
+        LimiterLayer::new(Limiter::new(MemoryStore::with_clock(clock.clone())))
             .waiters(Waiters::with_clock(clock.clone())),
     );
     let send = || router.clone().oneshot(request("203.0.113.7", &[]));

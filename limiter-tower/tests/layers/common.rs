@@ -13,7 +13,7 @@ use axum::extract::ConnectInfo;
 use axum::http::Request;
 use axum::response::Response;
 use axum::routing::get;
-use limiter_tower::{LimitLayer, Limiter, ManualClock, MemoryStore, RateLimitLayer, Waiters};
+use limiter_tower::{LimitLayer, Limiter, LimiterLayer, ManualClock, MemoryStore, Waiters};
 use tower::ServiceExt;
 
 pub(crate) struct App {
@@ -23,7 +23,7 @@ pub(crate) struct App {
 }
 
 /// `/r` behind `limit`, under a router layer set up by `layer`.
-pub(crate) fn app(limit: LimitLayer, layer: impl FnOnce(RateLimitLayer) -> RateLimitLayer) -> App {
+pub(crate) fn app(limit: LimitLayer, layer: impl FnOnce(LimiterLayer) -> LimiterLayer) -> App {
     let clock = ManualClock::new(Duration::from_secs(1_750_000_000));
     let runs = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&runs);
@@ -34,7 +34,7 @@ pub(crate) fn app(limit: LimitLayer, layer: impl FnOnce(RateLimitLayer) -> RateL
     .layer(limit);
     let limiter = Limiter::new(MemoryStore::with_clock(clock.clone()));
     let router = Router::new().route("/r", handler).layer(layer(
-        RateLimitLayer::new(limiter)
+        LimiterLayer::new(limiter)
             .waiters(Waiters::with_clock(clock.clone()))
             .trusted_proxies(["10.0.0.0/8".parse().unwrap()]),
     ));

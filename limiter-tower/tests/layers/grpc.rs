@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use axum::http::HeaderName;
 use limiter_tower::{
-    KeySource, LimitLayer, Limiter, ManualClock, MemoryStore, Policy, RateLimitLayer, Rule,
+    KeySource, LimitLayer, Limiter, LimiterLayer, ManualClock, MemoryStore, Policy, Rule,
 };
 use tokio::net::TcpListener;
 use tonic::transport::server::TcpIncoming;
@@ -27,7 +27,7 @@ async fn serve(clock: &ManualClock) -> HealthClient<Channel> {
     let policy = Policy::sliding_log([Rule::new(2, Duration::from_secs(60)).unwrap()]).unwrap();
     let store = MemoryStore::with_clock(clock.clone());
     let layers = ServiceBuilder::new()
-        .layer(RateLimitLayer::new(Limiter::new(store)))
+        .layer(LimiterLayer::new(Limiter::new(store)))
         .layer(LimitLayer::new(
             "health",
             policy,

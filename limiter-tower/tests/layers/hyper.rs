@@ -15,7 +15,7 @@ use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use limiter_tower::{
-    KeySource, LimitLayer, Limiter, ManualClock, MemoryStore, Policy, RateLimitLayer, Rule,
+    KeySource, LimitLayer, Limiter, LimiterLayer, ManualClock, MemoryStore, Policy, Rule,
 };
 use tokio::net::{TcpListener, TcpStream};
 use tower::ServiceBuilder;
@@ -32,7 +32,7 @@ async fn hello(request: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infa
 /// Serves `hello` behind 2 requests a minute per client address.
 async fn serve(clock: &ManualClock) -> SocketAddr {
     let policy = Policy::sliding_log([Rule::new(2, Duration::from_secs(60)).unwrap()]).unwrap();
-    let router_layer = RateLimitLayer::new(Limiter::new(MemoryStore::with_clock(clock.clone())));
+    let router_layer = LimiterLayer::new(Limiter::new(MemoryStore::with_clock(clock.clone())));
     let limit = LimitLayer::new("hello", policy, KeySource::ip());
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();

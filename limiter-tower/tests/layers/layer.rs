@@ -13,7 +13,7 @@ use axum::http::{Request, StatusCode};
 use axum::response::Response;
 use axum::routing::post;
 use limiter_tower::{
-    KeySource, LimitLayer, Limiter, ManualClock, MemoryStore, Policy, RateLimitLayer, Rule,
+    KeySource, LimitLayer, Limiter, LimiterLayer, ManualClock, MemoryStore, Policy, Rule,
 };
 use tower::ServiceExt;
 
@@ -31,7 +31,7 @@ struct App {
     runs: Arc<AtomicUsize>,
 }
 
-fn app(source: KeySource, layer: impl FnOnce(RateLimitLayer) -> RateLimitLayer) -> App {
+fn app(source: KeySource, layer: impl FnOnce(LimiterLayer) -> LimiterLayer) -> App {
     let clock = ManualClock::new(Duration::from_secs(1_750_000_000));
     let runs = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&runs);
@@ -46,7 +46,7 @@ fn app(source: KeySource, layer: impl FnOnce(RateLimitLayer) -> RateLimitLayer) 
     let limiter = Limiter::new(MemoryStore::with_clock(clock.clone()));
     let router = Router::new()
         .route("/posts", handler)
-        .layer(layer(RateLimitLayer::new(limiter)));
+        .layer(layer(LimiterLayer::new(limiter)));
     App {
         router,
         clock,
@@ -155,7 +155,7 @@ impl futures_util::Stream for Unreadable {
 
 #[tokio::test]
 async fn a_request_without_a_user_gets_401_and_the_status_is_configurable() {
-    let by_user = |l: RateLimitLayer| {
+    let by_user = |l: LimiterLayer| {
         l.user(|parts| {
             parts
                 .headers
@@ -175,7 +175,7 @@ async fn a_request_without_a_user_gets_401_and_the_status_is_configurable() {
     let response = named_users.send_request(named).await;
     assert_eq!(response.status(), StatusCode::OK);
 
-    let app = app(KeySource::user(), |l: RateLimitLayer| {
+    let app = app(KeySource::user(), |l: LimiterLayer| {
         l.user(|_| None)
             .missing_identity_status(StatusCode::FORBIDDEN)
     });
@@ -212,7 +212,7 @@ async fn a_leaky_bucket_paces_handlers_and_handlers_see_the_decision() {
     let clock = ManualClock::new(Duration::from_secs(1_750_000_000));
     let router = Router::new()
         .route("/posts", handler)
-        .layer(RateLimitLayer::new(Limiter::new(MemoryStore::with_clock(
+        .layer(LimiterLayer::new(Limiter::new(MemoryStore::with_clock(
             clock,
         ))));
     let mut runs = Vec::new();
@@ -261,7 +261,7 @@ async fn macro_handlers_get_the_decision_only_when_they_take_it() {
     let router = Router::new()
         .route("/takes", post(takes_the_decision))
         .route("/looks", post(does_not_take_it))
-        .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())));
+        .layer(LimiterLayer::new(Limiter::new(MemoryStore::new())));
     let body = |path: &'static str| {
         let router = router.clone();
         async move {
@@ -297,7 +297,7 @@ async fn two_limits_on_one_route_both_count_and_both_report() {
         ));
     let router = Router::new()
         .route("/posts", handler)
-        .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())));
+        .layer(LimiterLayer::new(Limiter::new(MemoryStore::new())));
     let send = |from: &'static str| router.clone().oneshot(request(from));
     let all = |response: &Response, name: &str| -> Vec<String> {
         let values = response.headers().get_all(name).iter();
@@ -324,4 +324,43 @@ async fn two_limits_on_one_route_both_count_and_both_report() {
             "\"3-per-60s\";r=2;t=60"
         ]
     );
+}
+
+/// The names before `LimiterLayer` still build and limit alike, for one
+/// release.
+#[tokio::test]
+#[allow(deprecated)]
+async fn the_former_names_still_limit() {
+    let limiter = Limiter::new(MemoryStore::new());
+    let layer: limiter_tower::RateLimitLayer = limiter_tower::RateLimitLayer::new(limiter);
+    let router: Router = Router::new()
+        .route(
+            "/posts",
+            post(|| async { "created" }).layer(LimitLayer::new(
+                "posts-create",
+                posts_policy(),
+                KeySource::ip(),
+            )),
+        )
+        .layer(layer);
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        let response = router
+            .clone()
+            .oneshot(request("203.0.113.7"))
+            .await
+            .unwrap();
+        statuses.push(response.status());
+    }
+    assert_eq!(
+        statuses,
+        [
+            StatusCode::OK,
+            StatusCode::OK,
+            StatusCode::TOO_MANY_REQUESTS
+        ]
+    );
+    let _: Option<limiter_tower::RateLimit<()>> = None;
+    let _: Option<limiter_tower::RateLimitFuture<()>> = None;
+    let _: Option<limiter_tower::OverrideHeld> = None;
 }

@@ -11,7 +11,7 @@ use axum::http::{Request, StatusCode};
 use axum::response::Response;
 use axum::routing::get;
 use limiter_tower::{
-    KeySource, LimitLayer, Limiter, MemoryStore, Policy, RateLimitLayer, Rule, rate_limit,
+    KeySource, LimitLayer, Limiter, LimiterLayer, MemoryStore, Policy, Rule, rate_limit,
 };
 use tower::ServiceExt;
 
@@ -20,8 +20,8 @@ fn once_a_minute(name: &str, source: KeySource) -> LimitLayer {
     LimitLayer::new(name, policy, source)
 }
 
-fn layer() -> RateLimitLayer {
-    RateLimitLayer::new(Limiter::new(MemoryStore::new()))
+fn layer() -> LimiterLayer {
+    LimiterLayer::new(Limiter::new(MemoryStore::new()))
 }
 
 async fn get_path(router: &Router, path: &str) -> Response {
@@ -76,9 +76,9 @@ async fn a_route_added_after_the_router_layer_is_told_so() {
         let body = assert_names_the_fix(
             get_path(&router, path).await,
             &format!(
-                "the rate limit `{limit}` found no RateLimitLayer above its route, though the \
+                "the rate limit `{limit}` found no LimiterLayer above its route, though the \
                  application has one: axum's `Router::layer` covers only the routes added \
-                 before it, so add this route before `.layer(RateLimitLayer::new(..))`."
+                 before it, so add this route before `.layer(LimiterLayer::new(..))`."
             ),
         )
         .await;
@@ -118,8 +118,8 @@ async fn by_user_without_a_resolver_names_the_setter() {
         .layer(layer());
     assert_names_the_fix(
         get_path(&router, "/replies").await,
-        "the rate limit `replies` counts by user, but the RateLimitLayer above it has no user \
-         resolver: set one with `RateLimitLayer::user(..)`.",
+        "the rate limit `replies` counts by user, but the LimiterLayer above it has no user \
+         resolver: set one with `LimiterLayer::user(..)`.",
     )
     .await;
 }
@@ -143,7 +143,7 @@ async fn a_grpc_call_gets_the_fix_as_an_internal_status() {
     let message = percent_decode(message);
     if cfg!(debug_assertions) {
         assert!(
-            message.contains("set one with `RateLimitLayer::user(..)`"),
+            message.contains("set one with `LimiterLayer::user(..)`"),
             "{message}"
         );
     } else {

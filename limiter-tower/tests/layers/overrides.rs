@@ -12,8 +12,8 @@ use axum::response::Response;
 use axum::routing::post;
 use http_body_util::BodyExt;
 use limiter_tower::{
-    Control, KeySource, LimitLayer, Limiter, ManualClock, MemoryStore, Override, Policy,
-    RateLimitLayer, Rule,
+    Control, KeySource, LimitLayer, Limiter, LimiterLayer, ManualClock, MemoryStore, Override,
+    Policy, Rule,
 };
 use tower::ServiceExt;
 
@@ -31,7 +31,7 @@ fn app() -> App {
     let clock = ManualClock::new(Duration::from_secs(1_750_000_000));
     let posts = LimitLayer::new("posts-create", per_minute(5), KeySource::user());
     let layer =
-        RateLimitLayer::new(Limiter::new(MemoryStore::with_clock(clock.clone()))).user(|parts| {
+        LimiterLayer::new(Limiter::new(MemoryStore::with_clock(clock.clone()))).user(|parts| {
             parts
                 .headers
                 .get("x-user")?

@@ -1,5 +1,5 @@
 //! A `LimitLayer` given a router layer's settings (`router_layer`): alone
-//! on its route, with no `RateLimitLayer` around it, it limits as it would
+//! on its route, with no `LimiterLayer` around it, it limits as it would
 //! below one, with that layer's store, prefix and headers.
 
 use std::net::SocketAddr;
@@ -12,8 +12,8 @@ use axum::http::{Request, StatusCode};
 use axum::response::Response;
 use axum::routing::get;
 use limiter_tower::{
-    Control, Identity, KeySource, LimitLayer, Limiter, ManualClock, MemoryStore, Policy, Rate,
-    RateLimitLayer,
+    Control, Identity, KeySource, LimitLayer, Limiter, LimiterLayer, ManualClock, MemoryStore,
+    Policy, Rate,
 };
 use tower::ServiceExt;
 
@@ -40,7 +40,7 @@ fn header<'a>(response: &'a Response, name: &str) -> &'a str {
 #[tokio::test]
 async fn a_limit_with_its_own_router_layer_limits_without_one_around_it() {
     let clock = clock();
-    let settings = RateLimitLayer::new(Limiter::new(MemoryStore::with_clock(clock.clone())));
+    let settings = LimiterLayer::new(Limiter::new(MemoryStore::with_clock(clock.clone())));
     let feed = LimitLayer::new("feed", feed_policy(), KeySource::ip()).router_layer(&settings);
     let router = Router::new().route("/feed", get(|| async { "posts" }).layer(feed));
 
@@ -65,8 +65,8 @@ async fn a_limit_with_its_own_router_layer_limits_without_one_around_it() {
 
 #[tokio::test]
 async fn limits_given_one_router_layer_share_its_store_and_settings() {
-    let settings = RateLimitLayer::new(Limiter::new(MemoryStore::with_clock(clock())))
-        .rate_limit_headers(false);
+    let settings =
+        LimiterLayer::new(Limiter::new(MemoryStore::with_clock(clock()))).rate_limit_headers(false);
     let feed = LimitLayer::new("feed", feed_policy(), KeySource::ip()).router_layer(&settings);
     let router = Router::new()
         .route("/feed", get(|| async { "posts" }).layer(feed.clone()))
@@ -99,9 +99,9 @@ async fn limits_given_one_router_layer_share_its_store_and_settings() {
 
 #[tokio::test]
 async fn a_limit_with_its_own_router_layer_ignores_the_one_around_it() {
-    let own = RateLimitLayer::new(Limiter::new(MemoryStore::with_clock(clock())));
-    let around = RateLimitLayer::new(Limiter::new(MemoryStore::with_clock(clock())))
-        .rate_limit_headers(false);
+    let own = LimiterLayer::new(Limiter::new(MemoryStore::with_clock(clock())));
+    let around =
+        LimiterLayer::new(Limiter::new(MemoryStore::with_clock(clock()))).rate_limit_headers(false);
     let feed = LimitLayer::new("feed", feed_policy(), KeySource::ip()).router_layer(&own);
     let router = Router::new()
         .route("/feed", get(|| async { "posts" }).layer(feed.clone()))

@@ -11,7 +11,7 @@ use limiter_core::{
     Acquired, Capabilities, ConcurrencyLimit, Decision, Error, Identity, KeyState, Permits, Policy,
     Receipt, Rule, Store, async_trait,
 };
-use limiter_tower::{Control, KeySource, LimitLayer, Limiter, MemoryStore, RateLimitLayer};
+use limiter_tower::{Control, KeySource, LimitLayer, Limiter, LimiterLayer, MemoryStore};
 use tower::ServiceExt;
 
 /// The memory store, whose permits fail.
@@ -77,7 +77,7 @@ async fn a_failed_permit_in_shadow_mode_keeps_the_rate_counts_refund() {
         .count_failures()
         .unwrap()
         .shadow(true);
-    let layer = RateLimitLayer::new(Limiter::new(PermitsFail::default()))
+    let layer = LimiterLayer::new(Limiter::new(PermitsFail::default()))
         .user(|parts| Some(parts.headers.get("x-user-id")?.to_str().ok()?.to_owned()));
     let control: Control = layer.control().limit("POST /exports", &exports);
     let router = Router::new()

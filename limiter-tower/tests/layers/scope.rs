@@ -14,7 +14,7 @@ use axum::error_handling::HandleErrorLayer;
 use axum::http::{Request, StatusCode};
 use axum::response::Response;
 use axum::routing::post;
-use limiter_tower::{KeySource, LimitLayer, Limiter, MemoryStore, Policy, RateLimitLayer, Rule};
+use limiter_tower::{KeySource, LimitLayer, Limiter, LimiterLayer, MemoryStore, Policy, Rule};
 use tower::buffer::BufferLayer;
 use tower::{BoxError, Layer, Service, ServiceBuilder, ServiceExt};
 
@@ -24,8 +24,8 @@ fn once_a_minute(name: &str) -> LimitLayer {
     LimitLayer::new(name, policy, KeySource::global())
 }
 
-fn layer() -> RateLimitLayer {
-    RateLimitLayer::new(Limiter::new(MemoryStore::new()))
+fn layer() -> LimiterLayer {
+    LimiterLayer::new(Limiter::new(MemoryStore::new()))
 }
 
 async fn status(router: &Router, path: &str) -> StatusCode {

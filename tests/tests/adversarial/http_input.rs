@@ -12,7 +12,7 @@ use axum::routing::post;
 use limiter_examples::{Options, app};
 use limiter_tests::http::{parse_response, send, serve};
 use limiter_tower::{
-    KeySource, LimitLayer, Limiter, ManualClock, MemoryStore, Policy, RateLimitLayer, Rule,
+    KeySource, LimitLayer, Limiter, LimiterLayer, ManualClock, MemoryStore, Policy, Rule,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -127,7 +127,7 @@ async fn header_identities_that_are_not_utf8_are_limited_as_themselves() {
             policy,
             KeySource::header("x-user-id".parse().unwrap()),
         ))
-        .layer(RateLimitLayer::new(limiter));
+        .layer(LimiterLayer::new(limiter));
     let addr = serve(router).await;
     // Each its own quota: bytes that are not text, their lossy decoding,
     // and the percent-encoded text of those bytes.

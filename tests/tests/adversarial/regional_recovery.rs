@@ -88,7 +88,7 @@ async fn a_regions_redis_back_after_a_quiet_period_decides_the_first_check() {
             .peer_deadline(DEADLINE),
     )
     .unwrap();
-    // As the UGC server guards its regional route (`RateLimitLayer::guard`):
+    // As the UGC server guards its regional route (`LimiterLayer::guard`):
     // the default breaker and failure policy (a local fallback).
     let guarded = Guarded::new(
         store.clone(),

@@ -12,8 +12,8 @@ use limiter_examples::{Options, app};
 use limiter_tests::http::{Response, send, serve};
 use limiter_tests::{TestRedis, redis};
 use limiter_tower::{
-    ConcurrencyLimit, GuardConfig, KeySource, LimitLayer, Limiter, ManualClock, MaxWait,
-    MemoryStore, Policy, RateLimitLayer, Rule, Waiters,
+    ConcurrencyLimit, GuardConfig, KeySource, LimitLayer, Limiter, LimiterLayer, ManualClock,
+    MaxWait, MemoryStore, Policy, Rule, Waiters,
 };
 use tokio::task::JoinSet;
 use tower::ServiceExt;
@@ -269,7 +269,7 @@ async fn waiting_app(redis: &TestRedis) -> (axum::Router, Waiters) {
     let limiter = Limiter::new(redis.store().await).with_prefix(redis.prefix());
     let router = axum::Router::new()
         .route("/", axum::routing::get(|| async { "ok" }).layer(limit))
-        .layer(RateLimitLayer::new(limiter).waiters(waiters.clone()));
+        .layer(LimiterLayer::new(limiter).waiters(waiters.clone()));
     (router, waiters)
 }
 
@@ -336,7 +336,7 @@ async fn a_cancelled_request_gives_its_permit_back_on_redis() {
             "/",
             axum::routing::get(std::future::pending::<&'static str>).layer(limit),
         )
-        .layer(RateLimitLayer::new(limiter));
+        .layer(LimiterLayer::new(limiter));
     let get = || {
         let request = axum::http::Request::get("/")
             .body(axum::body::Body::empty())
@@ -385,7 +385,7 @@ async fn a_cost_from_the_request_is_charged_on_redis() {
             "/",
             axum::routing::post(|| async { "imported" }).layer(limit),
         )
-        .layer(RateLimitLayer::new(limiter).guard(GuardConfig {
+        .layer(LimiterLayer::new(limiter).guard(GuardConfig {
             deadline: Duration::from_secs(5),
             ..GuardConfig::default()
         }));

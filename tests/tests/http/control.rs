@@ -184,16 +184,16 @@ async fn a_programmatic_denial_is_the_layers_own_429() {
     use axum::response::IntoResponse;
     use axum::routing::post;
     use limiter_tower::{
-        Control, KeySource, LimitLayer, Policy, RateLimitLayer, Rule, too_many_requests,
+        Control, KeySource, LimitLayer, LimiterLayer, Policy, Rule, too_many_requests,
     };
 
     let clock = ManualClock::new(T0);
     let redis_url = std::env::var("LIMITER_TEST_NO_SUCH_VARIABLE").ok();
     let layer = match redis_url {
         Some(url) => {
-            RateLimitLayer::new(Limiter::new(limiter_tower::RedisStore::open(&url).unwrap()))
+            LimiterLayer::new(Limiter::new(limiter_tower::RedisStore::open(&url).unwrap()))
         }
-        None => RateLimitLayer::new(Limiter::new(MemoryStore::with_clock(clock.clone()))),
+        None => LimiterLayer::new(Limiter::new(MemoryStore::with_clock(clock.clone()))),
     };
     let policy = Policy::sliding_log([Rule::new(1, Duration::from_secs(60)).unwrap()]).unwrap();
     async fn login(State((control, policy)): State<(Control, Policy)>) -> axum::response::Response {

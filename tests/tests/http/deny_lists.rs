@@ -8,7 +8,7 @@ use axum::Router;
 use axum::routing::post;
 use limiter_tests::http::{Response, send, send_from, serve};
 use limiter_tower::{
-    Identity, KeySource, LimitLayer, Limiter, MemoryStore, Policy, RateLimitLayer, Rule, rate_limit,
+    Identity, KeySource, LimitLayer, Limiter, LimiterLayer, MemoryStore, Policy, Rule, rate_limit,
 };
 use serde_json::Value;
 
@@ -26,7 +26,7 @@ async fn server() -> SocketAddr {
         .route("/replies", post(|| async { "sent" }).layer(replies))
         .route("/uploads", post(upload))
         .layer(
-            RateLimitLayer::new(Limiter::new(MemoryStore::new()))
+            LimiterLayer::new(Limiter::new(MemoryStore::new()))
                 .user(|parts| {
                     parts
                         .headers
@@ -111,7 +111,7 @@ async fn a_router_layers_identity_lists_hold_one_kind_each() {
         .route("/search", post(|| async { "found" }).layer(by_key))
         .route("/replies", post(|| async { "sent" }).layer(by_user))
         .layer(
-            RateLimitLayer::new(Limiter::new(MemoryStore::new()))
+            LimiterLayer::new(Limiter::new(MemoryStore::new()))
                 .user(|parts| {
                     let user = parts.headers.get("x-user-id")?.to_str().ok()?;
                     Some(user.to_owned())

@@ -10,7 +10,7 @@ use axum::extract::State;
 use axum::routing::post;
 use limiter_examples::{Options, app};
 use limiter_tests::http::{send, serve};
-use limiter_tower::{Limiter, MemoryStore, RateLimitLayer, rate_limit};
+use limiter_tower::{Limiter, LimiterLayer, MemoryStore, rate_limit};
 
 async fn server(proxies: &[&str]) -> SocketAddr {
     let options = Options {
@@ -168,7 +168,7 @@ async fn a_denied_request_never_runs_the_handler_nor_reads_the_body() {
     let router = Router::new()
         .route("/counted", post(counted))
         .with_state(Arc::clone(&runs))
-        .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())));
+        .layer(LimiterLayer::new(Limiter::new(MemoryStore::new())));
     let addr = serve(router).await;
     assert_eq!(
         send(addr, "POST", "/counted", &[], b"first")

@@ -16,7 +16,7 @@ use common::{ADMIN_TOKEN, admin, memory_server, reply};
 use limiter_tests::http::{Response, send, send_from};
 use limiter_tests::redis;
 use limiter_tower::{
-    Identity, KeySource, LimitLayer, Limiter, MemoryStore, Policy, RateLimitLayer, Rule, Store,
+    Identity, KeySource, LimitLayer, Limiter, LimiterLayer, MemoryStore, Policy, Rule, Store,
 };
 use serde_json::{Value, json};
 
@@ -37,7 +37,7 @@ async fn server<S: Store + Clone>(limiter: Limiter<S>) -> (SocketAddr, limiter_t
     );
     let feed = LimitLayer::new("feed", one_per_minute(), KeySource::global());
     let drafts = LimitLayer::new("drafts", one_per_minute(), KeySource::user()).shadow(true);
-    let layer = RateLimitLayer::new(limiter).user(|parts| {
+    let layer = LimiterLayer::new(limiter).user(|parts| {
         let user = parts.headers.get("x-user-id")?.to_str().ok()?;
         Some(user.to_owned())
     });
@@ -285,7 +285,7 @@ async fn concurrency_denials_are_counted() {
         ConcurrencyLimit::new(1).unwrap(),
         KeySource::user(),
     );
-    let layer = RateLimitLayer::new(Limiter::new(MemoryStore::new())).user(|parts| {
+    let layer = LimiterLayer::new(Limiter::new(MemoryStore::new())).user(|parts| {
         let user = parts.headers.get("x-user-id")?.to_str().ok()?;
         Some(user.to_owned())
     });

@@ -220,7 +220,7 @@ async fn a_penalty_on_a_route_counts_its_denials_in_every_region() {
     use axum::routing::get;
     use limiter_core::{GuardConfig, Identity, Limiter, Policy, Rule};
     use limiter_tests::http::{send, serve};
-    use limiter_tower::{KeySource, LimitLayer, RateLimitLayer};
+    use limiter_tower::{KeySource, LimitLayer, LimiterLayer};
 
     let world = World::start().await;
     let app = |region: usize| {
@@ -232,7 +232,7 @@ async fn a_penalty_on_a_route_counts_its_denials_in_every_region() {
             deadline: Duration::from_secs(5),
             ..GuardConfig::default()
         };
-        let layer = RateLimitLayer::new(Limiter::new(world.stores[region].clone())).guard(guard);
+        let layer = LimiterLayer::new(Limiter::new(world.stores[region].clone())).guard(guard);
         let control = layer.control();
         let router = Router::new()
             .route("/api/search", get(|| async { "results" }).layer(limit))

@@ -238,7 +238,7 @@ async fn a_route_limited_across_regions_answers_429_in_every_region() {
     use axum::http::HeaderName;
     use axum::routing::get;
     use limiter_tests::http::{send, serve};
-    use limiter_tower::{KeySource, LimitLayer, RateLimitLayer};
+    use limiter_tower::{KeySource, LimitLayer, LimiterLayer};
 
     let world = World::start(config()).await;
     let window = Duration::from_secs(6);
@@ -251,7 +251,7 @@ async fn a_route_limited_across_regions_answers_429_in_every_region() {
         );
         Router::new()
             .route("/api/search", get(|| async { "results" }).layer(limit))
-            .layer(RateLimitLayer::new(Limiter::new(
+            .layer(LimiterLayer::new(Limiter::new(
                 world.stores[region].store.clone(),
             )))
     };

@@ -126,7 +126,7 @@ async fn a_redis_check_dropped_at_every_await_point_leaves_the_store_sound() {
 async fn a_guarded_store_keeps_its_own_failure_policy_behind_the_layer() {
     use axum::Router;
     use axum::routing::get;
-    use limiter_tower::{KeySource, LimitLayer, Limiter, RateLimitLayer};
+    use limiter_tower::{KeySource, LimitLayer, Limiter, LimiterLayer};
 
     let dead = format!("redis://127.0.0.1:{}/", RedisServer::unused_port());
     let closed = GuardConfig {
@@ -144,7 +144,7 @@ async fn a_guarded_store_keeps_its_own_failure_policy_behind_the_layer() {
                     .on_store_error(OnStoreError::FailOpen),
             ),
         )
-        .layer(RateLimitLayer::new(Limiter::new(store.clone())));
+        .layer(LimiterLayer::new(Limiter::new(store.clone())));
     let addr = limiter_tests::http::serve(router).await;
     for _ in 0..4 {
         let response = send(addr, "GET", "/", &[], b"").await.unwrap();

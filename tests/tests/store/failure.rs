@@ -250,7 +250,7 @@ async fn the_server_starts_while_redis_refuses_connections_and_uses_it_once_up()
 async fn fail_open_and_fail_closed_over_http() {
     use axum::Router;
     use axum::routing::get;
-    use limiter_tower::{KeySource, LimitLayer, Limiter, RateLimitLayer};
+    use limiter_tower::{KeySource, LimitLayer, Limiter, LimiterLayer};
 
     let dead = format!("redis://127.0.0.1:{}/", RedisServer::unused_port());
     let limiter = Limiter::new(RedisStore::open(&dead).unwrap());
@@ -270,7 +270,7 @@ async fn fail_open_and_fail_closed_over_http() {
                     .on_store_error(OnStoreError::FailClosed),
             ),
         )
-        .layer(RateLimitLayer::new(limiter));
+        .layer(LimiterLayer::new(limiter));
     let addr = limiter_tests::http::serve(router).await;
     for _ in 0..3 {
         let open = send(addr, "GET", "/open", &[], b"").await.unwrap();
@@ -292,7 +292,7 @@ async fn fail_open_and_fail_closed_over_http() {
 async fn the_route_and_the_layer_name_the_failure_policy_over_the_policys_own() {
     use axum::Router;
     use axum::routing::get;
-    use limiter_tower::{KeySource, LimitLayer, Limiter, RateLimitLayer};
+    use limiter_tower::{KeySource, LimitLayer, Limiter, LimiterLayer};
 
     let dead = || format!("redis://127.0.0.1:{}/", RedisServer::unused_port());
     // One a minute, failing open unless told otherwise.
@@ -301,7 +301,7 @@ async fn the_route_and_the_layer_name_the_failure_policy_over_the_policys_own() 
             .unwrap()
             .with_on_store_error(OnStoreError::FailOpen)
     };
-    let closed_layer = RateLimitLayer::new(Limiter::new(RedisStore::open(&dead()).unwrap()))
+    let closed_layer = LimiterLayer::new(Limiter::new(RedisStore::open(&dead()).unwrap()))
         .on_store_error(OnStoreError::FailClosed);
     let told = Router::new()
         .route(
@@ -325,7 +325,7 @@ async fn the_route_and_the_layer_name_the_failure_policy_over_the_policys_own() 
                 KeySource::global(),
             )),
         )
-        .layer(RateLimitLayer::new(Limiter::new(
+        .layer(LimiterLayer::new(Limiter::new(
             RedisStore::open(&dead()).unwrap(),
         )));
     let (told, untold) = (

@@ -16,8 +16,8 @@ use axum::routing::post;
 use limiter_conformance::poll_then_drop;
 use limiter_tests::redis;
 use limiter_tower::{
-    Control, KeySource, LimitLayer, Limiter, ManualClock, MemoryStore, Penalty, Policy,
-    RateLimitLayer, Rule,
+    Control, KeySource, LimitLayer, Limiter, LimiterLayer, ManualClock, MemoryStore, Penalty,
+    Policy, Rule,
 };
 use tokio::task::JoinSet;
 use tower::ServiceExt;
@@ -42,7 +42,7 @@ fn counted_route(
     )
     .count_failures()
     .unwrap();
-    let layer = RateLimitLayer::new(limiter);
+    let layer = LimiterLayer::new(limiter);
     let control = layer.control().limit("POST /ok", &ok);
     let handler = |State(made): State<Arc<AtomicUsize>>| async move {
         made.fetch_add(1, Ordering::SeqCst);
@@ -137,7 +137,7 @@ async fn a_denial_dropped_at_every_await_of_the_penalty_blocks_at_the_first_step
         KeySource::ip(),
     )
     .penalty(Penalty::new(1, 10 * minute, [minute, 60 * minute]).unwrap());
-    let layer = RateLimitLayer::new(limiter);
+    let layer = LimiterLayer::new(limiter);
     let control = layer.control();
     let router = Router::new()
         .route("/ok", post(|| async { StatusCode::OK }).layer(limit))
@@ -267,7 +267,7 @@ async fn count_when_reads_the_response_and_every_refunding_algorithm_gives_back(
             response
         };
         let clock = ManualClock::new(T0);
-        let layer = RateLimitLayer::new(Limiter::new(MemoryStore::with_clock(clock)));
+        let layer = LimiterLayer::new(Limiter::new(MemoryStore::with_clock(clock)));
         let router = Router::new()
             .route("/upload", post(handler).layer(limit))
             .layer(layer);
@@ -340,7 +340,7 @@ async fn a_refund_forgets_the_cached_denial_of_its_key_on_redis() {
     let router = Router::new()
         .route("/once", post(handler).layer(limit))
         .with_state((Arc::clone(&started), Arc::clone(&release)))
-        .layer(RateLimitLayer::new(limiter));
+        .layer(LimiterLayer::new(limiter));
     let send = |uri: &str| {
         let mut request = Request::post(uri).body(axum::body::Body::empty()).unwrap();
         request

@@ -113,7 +113,7 @@ async fn after_waiting_retry_after_the_next_request_passes_on_redis() {
     let limiter = Limiter::new(redis.store().await).with_prefix(redis.prefix());
     let router = axum::Router::new()
         .route("/brief", axum::routing::get(brief))
-        .layer(limiter_tower::RateLimitLayer::new(limiter));
+        .layer(limiter_tower::LimiterLayer::new(limiter));
     let addr = serve(router).await;
     assert_eq!(
         send(addr, "GET", "/brief", &[], b"").await.unwrap().status,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use axum::http::request::Parts;
 use axum::{Router, routing::get, routing::post};
-use limiter_tower::{Limiter, MemoryStore, Plan, Plans, Policy, RateLimitLayer, Rule, rate_limit};
+use limiter_tower::{Limiter, LimiterLayer, MemoryStore, Plan, Plans, Policy, Rule, rate_limit};
 
 static PLANS: LazyLock<Plans> = LazyLock::new(|| {
     let per_minute = |n| Policy::sliding_log([Rule::new(n, Duration::from_secs(60)).unwrap()]).unwrap();
@@ -86,5 +86,5 @@ fn main() {
         .route("/login", post(login))
         .route("/sign-in", post(sign_in))
         .route("/sign-up", post(sign_up))
-        .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())));
+        .layer(LimiterLayer::new(Limiter::new(MemoryStore::new())));
 }

@@ -12,8 +12,8 @@ use axum::Router;
 use axum::body::Body;
 use axum::routing::post;
 use limiter_tower::{
-    Control, Identity, KeySource, LimitLayer, Limiter, ManualClock, MemoryStore, Override, Penalty,
-    Policy, RateLimitLayer, Rule, Store,
+    Control, Identity, KeySource, LimitLayer, Limiter, LimiterLayer, ManualClock, MemoryStore,
+    Override, Penalty, Policy, Rule, Store,
 };
 use metrics_util::debugging::{DebugValue, Snapshotter};
 use proptest::prelude::*;
@@ -176,7 +176,7 @@ pub(super) fn on_route<S: Store + Clone>(
     limiter: Limiter<S>,
     limit: &LimitLayer,
 ) -> (Router, Control) {
-    let layer = RateLimitLayer::new(limiter)
+    let layer = LimiterLayer::new(limiter)
         .user(|parts| Some(parts.headers.get("x-user-id")?.to_str().ok()?.to_owned()));
     let control = layer.control().limit("POST /r", limit);
     let app = Router::new()

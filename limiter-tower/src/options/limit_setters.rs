@@ -9,9 +9,9 @@ use http::request::Parts;
 use limiter_core::{ConcurrencyLimit, ConfigError, Penalty, Plan, Policy, Rule};
 
 use crate::LimitLayer;
-use crate::business::{Concurrency, RouteBusiness};
 use crate::key::KeySource;
 use crate::limit::RouteLimit;
+use crate::options::{Concurrency, RouteOptions};
 
 impl LimitLayer {
     /// A limit named `name` with no rate limit, only at most `limit.max()`
@@ -20,12 +20,12 @@ impl LimitLayer {
     ///
     /// ```
     /// use axum::{Router, routing::post};
-    /// use limiter_tower::{ConcurrencyLimit, KeySource, Limiter, LimitLayer, MemoryStore, RateLimitLayer};
+    /// use limiter_tower::{ConcurrencyLimit, KeySource, LimitLayer, Limiter, LimiterLayer, MemoryStore};
     ///
     /// let exports = LimitLayer::concurrent("exports", ConcurrencyLimit::new(2)?, KeySource::user());
     /// let app: Router = Router::new()
     ///     .route("/exports", post(|| async { "exported" }).layer(exports))
-    ///     .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())).user(|parts| {
+    ///     .layer(LimiterLayer::new(Limiter::new(MemoryStore::new())).user(|parts| {
     ///         parts.headers.get("x-user-id")?.to_str().ok().map(str::to_owned)
     ///     }));
     /// # Ok::<(), limiter_tower::ConfigError>(())
@@ -40,15 +40,15 @@ impl LimitLayer {
                 source,
             )),
         };
-        let business = layer.business();
-        business.rate = false;
-        business.concurrency = Some(Concurrency::new(limit));
+        let options = layer.options();
+        options.rate = false;
+        options.concurrency = Some(Concurrency::new(limit));
         layer
     }
 
-    fn business(&mut self) -> &mut RouteBusiness {
+    fn options(&mut self) -> &mut RouteOptions {
         Arc::make_mut(&mut self.limit)
-            .business
+            .options
             .get_or_insert_default()
     }
 
@@ -65,7 +65,7 @@ impl LimitLayer {
     /// `"2-concurrent";q=2;qu="concurrent-requests"`. The permits' keys
     /// are the limit's keys followed by `:concurrent`.
     pub fn concurrency(mut self, limit: ConcurrencyLimit) -> Self {
-        self.business().concurrency = Some(Concurrency::new(limit));
+        self.options().concurrency = Some(Concurrency::new(limit));
         self
     }
 
@@ -88,7 +88,7 @@ impl LimitLayer {
     /// ```
     /// use std::time::Duration;
     /// use axum::{Router, routing::get};
-    /// use limiter_tower::{KeySource, Limiter, LimitLayer, MemoryStore, Plan, Plans, Policy, RateLimitLayer, Rule};
+    /// use limiter_tower::{KeySource, LimitLayer, Limiter, LimiterLayer, MemoryStore, Plan, Plans, Policy, Rule};
     ///
     /// let per_minute = |n| Policy::sliding_log([Rule::new(n, Duration::from_secs(60))?]);
     /// let plans = Plans::new([Plan::new("free", per_minute(10)?)?, Plan::new("pro", per_minute(100)?)?])?;
@@ -102,14 +102,14 @@ impl LimitLayer {
     ///     });
     /// let app: Router = Router::new()
     ///     .route("/search", get(|| async { "results" }).layer(search))
-    ///     .layer(RateLimitLayer::new(Limiter::new(MemoryStore::new())));
+    ///     .layer(LimiterLayer::new(Limiter::new(MemoryStore::new())));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn plans(
         mut self,
         resolve: impl Fn(&Parts) -> Option<Plan> + Send + Sync + 'static,
     ) -> Self {
-        self.business().plans = Some(Arc::new(resolve));
+        self.options().plans = Some(Arc::new(resolve));
         self
     }
 
@@ -130,7 +130,7 @@ impl LimitLayer {
     /// # Ok::<(), limiter_tower::ConfigError>(())
     /// ```
     pub fn cost(mut self, cost: impl Fn(&Parts) -> u64 + Send + Sync + 'static) -> Self {
-        self.business().cost = Some(Arc::new(cost));
+        self.options().cost = Some(Arc::new(cost));
         self
     }
 
@@ -156,7 +156,7 @@ impl LimitLayer {
     /// # Ok::<(), limiter_tower::ConfigError>(())
     /// ```
     pub fn penalty(mut self, penalty: Penalty) -> Self {
-        self.business().penalty = Some(Arc::new(penalty));
+        self.options().penalty = Some(Arc::new(penalty));
         self
     }
 
@@ -193,13 +193,13 @@ impl LimitLayer {
         mut self,
         counts: impl Fn(http::StatusCode, &http::HeaderMap) -> bool + Send + Sync + 'static,
     ) -> Result<Self, ConfigError> {
-        if !self.business().rate {
+        if !self.options().rate {
             return Err(ConfigError::NotRefundable {
                 algorithm: "a concurrency limit alone",
             });
         }
         self.limit.policy.counts_by_outcome()?;
-        self.business().count_when = Some(Arc::new(counts));
+        self.options().count_when = Some(Arc::new(counts));
         Ok(self)
     }
 
@@ -226,7 +226,7 @@ impl LimitLayer {
     /// Waits ([`wait`](Self::wait)) only for the requests `when` answers
     /// `true` for; the others are answered 429 at once.
     pub fn wait_when(mut self, when: impl Fn(&Parts) -> bool + Send + Sync + 'static) -> Self {
-        self.business().wait_when = Some(Arc::new(when));
+        self.options().wait_when = Some(Arc::new(when));
         self
     }
 }

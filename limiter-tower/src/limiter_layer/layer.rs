@@ -5,12 +5,12 @@ use http::request::Parts;
 use limiter_core::{GuardConfig, Limiter, OnStoreError, Store, Waiters};
 use tower_layer::Layer;
 
-use super::RateLimit;
-use crate::business::Common;
+use super::LimiterService;
 use crate::client_ip::{ClientIp, ClientIpSource};
 use crate::context::tables_of;
 use crate::context::{Context, store_builder};
 use crate::control::Control;
+use crate::options::CommonOptions;
 use crate::response::HeaderOptions;
 use crate::scope;
 use crate::setters::{Configure, common_setters};
@@ -33,10 +33,10 @@ use ipnet::IpNet;
 /// when first polled, so layers between this one and the handlers change
 /// nothing, including `Buffer`, but a service that runs a limited route on
 /// a task of its own (`tokio::spawn` of the route's future) hides this
-/// layer from it; put the `RateLimitLayer` below that service
+/// layer from it; put the `LimiterLayer` below that service
 /// (`MethodRouter::layer` works too).
 ///
-/// A limit that finds no `RateLimitLayer`, or one without what it needs (a
+/// A limit that finds no `LimiterLayer`, or one without what it needs (a
 /// user resolver for `by = user`; for `by = ip`, the peer address in the
 /// request), answers 500 and logs why at `error`; in debug builds the body
 /// of the 500 says how to fix it. axum boxes each route before a router
@@ -47,9 +47,9 @@ use ipnet::IpNet;
 ///
 /// ```
 /// use axum::{Router, routing::get};
-/// use limiter_tower::{Limiter, MemoryStore, RateLimitLayer};
+/// use limiter_tower::{Limiter, LimiterLayer, MemoryStore};
 ///
-/// let layer = RateLimitLayer::new(Limiter::new(MemoryStore::new()))
+/// let layer = LimiterLayer::new(Limiter::new(MemoryStore::new()))
 ///     .trusted_proxies(["10.0.0.0/8".parse().unwrap()])
 ///     .user(|parts| {
 ///         parts.headers.get("x-user-id")?.to_str().ok().map(str::to_owned)
@@ -57,11 +57,11 @@ use ipnet::IpNet;
 /// let app: Router = Router::new().route("/", get(|| async { "hi" })).layer(layer);
 /// ```
 #[derive(Debug, Clone)]
-pub struct RateLimitLayer {
+pub struct LimiterLayer {
     context: Arc<Context>,
 }
 
-impl RateLimitLayer {
+impl LimiterLayer {
     /// A layer over `limiter`'s store, with its key prefix.
     ///
     /// A remote store (Redis) is guarded: every call has a deadline
@@ -94,7 +94,7 @@ impl RateLimitLayer {
                     legacy: false,
                 },
                 missing_identity: StatusCode::UNAUTHORIZED,
-                business: None,
+                options: None,
                 waiters: Waiters::new(),
                 offenders: Arc::default(),
             }),
@@ -212,15 +212,15 @@ impl RateLimitLayer {
 }
 
 common_setters! {
-    RateLimitLayer, "every limit below";
+    LimiterLayer, "every limit below";
 
     fn on_store_error;
 
     /// ```
-    /// use limiter_tower::{Limiter, MemoryStore, RateLimitLayer};
+    /// use limiter_tower::{Limiter, LimiterLayer, MemoryStore};
     ///
     /// // The monitoring network and the internal batch key pass every limit.
-    /// let layer = RateLimitLayer::new(Limiter::new(MemoryStore::new()))
+    /// let layer = LimiterLayer::new(Limiter::new(MemoryStore::new()))
     ///     .allow_ips(["10.20.0.0/16".parse()?])
     ///     .allow_identities(["batch-jobs"]);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -230,9 +230,9 @@ common_setters! {
     fn allow_identities;
 
     /// ```
-    /// use limiter_tower::{Limiter, MemoryStore, RateLimitLayer};
+    /// use limiter_tower::{Limiter, LimiterLayer, MemoryStore};
     ///
-    /// let layer = RateLimitLayer::new(Limiter::new(MemoryStore::new()))
+    /// let layer = LimiterLayer::new(Limiter::new(MemoryStore::new()))
     ///     .deny_ips(["198.51.100.0/24".parse()?])
     ///     .deny_identities(["spammer-42"]);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -246,13 +246,13 @@ common_setters! {
     fn wait;
 }
 
-impl Configure for RateLimitLayer {
+impl Configure for LimiterLayer {
     fn plain_identities(&self) -> Option<crate::key::Source> {
         None
     }
 
-    fn common(&mut self) -> &mut Common {
-        self.context().business.get_or_insert_default()
+    fn common(&mut self) -> &mut CommonOptions {
+        self.context().options.get_or_insert_default()
     }
 
     fn set_on_store_error(&mut self, policy: OnStoreError) {
@@ -265,10 +265,10 @@ impl Configure for RateLimitLayer {
     }
 }
 
-impl<S> Layer<S> for RateLimitLayer {
-    type Service = RateLimit<S>;
+impl<S> Layer<S> for LimiterLayer {
+    type Service = LimiterService<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        RateLimit::new(inner, Arc::clone(&self.context))
+        LimiterService::new(inner, Arc::clone(&self.context))
     }
 }

@@ -1,4 +1,4 @@
-//! What makes a limit follow the business: a policy from the request's
+//! What a limit can add to its policy: a policy from the request's
 //! plan, allow lists, shadow mode, waiting instead of 429, a concurrency
 //! limit and a cost computed from the request. Configured on the layers;
 //! none of it costs a request anything when it is not configured.
@@ -31,7 +31,7 @@ pub(crate) type CountWhen = Arc<dyn Fn(http::StatusCode, &http::HeaderMap) -> bo
 /// What both layers can set: the router layer for every limit below it, a
 /// limit for itself (see [`common_setters`](crate::setters::common_setters)).
 #[derive(Clone, Default)]
-pub(crate) struct Common {
+pub(crate) struct CommonOptions {
     pub(crate) allow: ClientList,
     pub(crate) deny: ClientList,
     pub(crate) shadow: bool,
@@ -40,10 +40,10 @@ pub(crate) struct Common {
 
 /// What one route's limit adds to its policy.
 #[derive(Clone)]
-pub(crate) struct RouteBusiness {
+pub(crate) struct RouteOptions {
     /// Whether the route has a rate limit besides its concurrency limit.
     pub(crate) rate: bool,
-    pub(crate) common: Common,
+    pub(crate) common: CommonOptions,
     pub(crate) plans: Option<PlanResolver>,
     pub(crate) wait_when: Option<WaitWhen>,
     pub(crate) cost: Option<CostResolver>,
@@ -54,11 +54,11 @@ pub(crate) struct RouteBusiness {
     pub(crate) count_when: Option<CountWhen>,
 }
 
-impl Default for RouteBusiness {
+impl Default for RouteOptions {
     fn default() -> Self {
         Self {
             rate: true,
-            common: Common::default(),
+            common: CommonOptions::default(),
             plans: None,
             wait_when: None,
             cost: None,
@@ -91,9 +91,9 @@ impl Concurrency {
     }
 }
 
-impl fmt::Debug for Common {
+impl fmt::Debug for CommonOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Common")
+        f.debug_struct("CommonOptions")
             .field("allow", &self.allow)
             .field("shadow", &self.shadow)
             .field("wait", &self.wait)
@@ -101,9 +101,9 @@ impl fmt::Debug for Common {
     }
 }
 
-impl fmt::Debug for RouteBusiness {
+impl fmt::Debug for RouteOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RouteBusiness")
+        f.debug_struct("RouteOptions")
             .field("rate", &self.rate)
             .field("common", &self.common)
             .field("plans", &self.plans.as_ref().map(|_| ".."))

@@ -10,28 +10,28 @@ use tower_service::Service;
 use crate::context::Context;
 use crate::scope::Scope;
 
-/// The service of [`RateLimitLayer`](crate::RateLimitLayer): calls `inner`,
+/// The service of [`LimiterLayer`](crate::LimiterLayer): calls `inner`,
 /// and polls its future, with the shared context in scope for the limits
 /// below.
 #[derive(Debug, Clone)]
-pub struct RateLimit<S> {
+pub struct LimiterService<S> {
     inner: S,
     context: Arc<Context>,
 }
 
-impl<S> RateLimit<S> {
+impl<S> LimiterService<S> {
     pub(crate) fn new(inner: S, context: Arc<Context>) -> Self {
         Self { inner, context }
     }
 }
 
-impl<S, B> Service<Request<B>> for RateLimit<S>
+impl<S, B> Service<Request<B>> for LimiterService<S>
 where
     S: Service<Request<B>>,
 {
     type Response = S::Response;
     type Error = S::Error;
-    type Future = RateLimitFuture<S::Future>;
+    type Future = LimiterFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -42,7 +42,7 @@ where
         // them when first polled.
         let scope = Scope::enter(Arc::clone(&self.context));
         // Built in place: the inner future is not moved again.
-        RateLimitFuture {
+        LimiterFuture {
             future: self.inner.call(request),
             context: scope.leave(),
         }
@@ -50,16 +50,16 @@ where
 }
 
 pin_project! {
-    /// The response future of [`RateLimit`]: `inner`'s, polled with the
+    /// The response future of [`LimiterService`]: `inner`'s, polled with the
     /// context in scope.
-    pub struct RateLimitFuture<F> {
+    pub struct LimiterFuture<F> {
         #[pin]
         future: F,
         context: Option<Arc<Context>>,
     }
 }
 
-impl<F: Future> Future for RateLimitFuture<F> {
+impl<F: Future> Future for LimiterFuture<F> {
     type Output = F::Output;
 
     fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<F::Output> {
@@ -74,8 +74,8 @@ impl<F: Future> Future for RateLimitFuture<F> {
     }
 }
 
-impl<F> std::fmt::Debug for RateLimitFuture<F> {
+impl<F> std::fmt::Debug for LimiterFuture<F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RateLimitFuture").finish_non_exhaustive()
+        f.debug_struct("LimiterFuture").finish_non_exhaustive()
     }
 }
