@@ -22,6 +22,16 @@ pub trait ControlCalls: SharedControl {
         })
     }
 
+    /// Blocks `key` for `duration`, as an operator does.
+    fn operator_block<'a>(&'a self, key: &'a str, duration: Duration) -> Changing<'a> {
+        self.block(key, duration, BlockOrigin::Operator)
+    }
+
+    /// Blocks `key` for `duration`, as a penalty does.
+    fn penalty_block<'a>(&'a self, key: &'a str, duration: Duration) -> Changing<'a> {
+        self.block(key, duration, BlockOrigin::Penalty)
+    }
+
     /// Lifts `key`'s blocks.
     fn unblock<'a>(&'a self, key: &'a str) -> Changing<'a> {
         self.change(Change::Unblock { key })

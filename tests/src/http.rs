@@ -102,6 +102,19 @@ pub async fn send(
     exchange(TcpStream::connect(addr).await?, method, path, headers, body).await
 }
 
+/// The status of one request with no body, as [`send`] gets it.
+pub async fn status_of(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &[u8])],
+) -> u16 {
+    let response = send(addr, method, path, headers, b"").await;
+    response
+        .unwrap_or_else(|error| panic!("{method} {path}: {error}"))
+        .status
+}
+
 /// [`send`] from the local address `from` (any of 127.0.0.0/8 reaches a
 /// server on 127.0.0.1), for a peer other than 127.0.0.1.
 pub async fn send_from(
@@ -141,6 +154,21 @@ pub async fn admin(
         None => send(addr, method, path, &headers, body.as_bytes()).await,
     };
     sent.unwrap_or_else(|error| panic!("{method} {path}: {error}"))
+}
+
+/// The seconds left of a block, as `GET {path}` on an admin route
+/// answered `response`: 200 `{"seconds": N}`, or `None` for 404.
+pub fn block_seconds(path: &str, response: &Response) -> Option<u64> {
+    match response.status {
+        404 => None,
+        200 => {
+            let body: serde_json::Value = serde_json::from_str(&response.body).unwrap();
+            let seconds = body["seconds"].as_u64();
+            assert_eq!(body, serde_json::json!({ "seconds": seconds }), "{path}");
+            seconds
+        }
+        _ => panic!("{path}: {response:#?}"),
+    }
 }
 
 async fn exchange(

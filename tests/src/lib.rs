@@ -22,12 +22,16 @@ use limiter_redis::{RedisConfig, RedisStore};
 pub mod at;
 mod cluster;
 pub mod control;
+pub mod eventually;
 pub mod http;
 mod load;
 pub mod metric_names;
+pub mod property;
 pub mod proxy;
 pub mod regions;
 pub mod ugc;
+
+pub use eventually::until;
 
 /// The value of the sample of a Prometheus text exposition (`/metrics`)
 /// whose name and labels contain every part of `needles`.
@@ -475,6 +479,11 @@ impl UgcServer {
         Self::start(&[("REDIS_URL", url), ("LIMITER_STORE_DEADLINE_MS", "5000")])
     }
 
+    /// Two `ugc` processes sharing the Redis at `url`, as [`on_redis`](Self::on_redis).
+    pub fn two_on_redis(url: &str) -> [Self; 2] {
+        [Self::on_redis(url), Self::on_redis(url)]
+    }
+
     /// Starts `ugc` with the given extra environment, on a port the kernel
     /// picks: the address comes from the server's own "listening on" log
     /// line, so a port taken meanwhile by another test's server cannot be
@@ -645,21 +654,4 @@ pub fn metrics_snapshotter() -> &'static metrics_util::debugging::Snapshotter {
             .expect("the only recorder of this binary");
         snapshotter
     })
-}
-
-/// Runs `step` every `every` until it answers `true`, and answers how long
-/// that took since `since`; fails with `what` (read when it fails) once
-/// `bound` has passed since `since` without it.
-pub async fn until(
-    since: std::time::Instant,
-    bound: std::time::Duration,
-    every: std::time::Duration,
-    what: impl Fn() -> String,
-    mut step: impl AsyncFnMut() -> bool,
-) -> std::time::Duration {
-    while !step().await {
-        assert!(since.elapsed() < bound, "{}", what());
-        tokio::time::sleep(every).await;
-    }
-    since.elapsed()
 }

@@ -134,3 +134,18 @@ pub async fn next_second(into: Duration) -> u64 {
     tokio::time::sleep(Duration::from_secs(1) - past + into).await;
     unix_second()
 }
+
+/// Runs `attempt` on a fresh key (`k1`, then `k2`, then `k3`) from just
+/// past the start of a second of the servers' clock, until one run fits
+/// in its second, and answers that run's result: a run on a machine too
+/// busy to fit tries again. Fails when three runs in a row did not fit.
+pub async fn in_one_second<T>(mut attempt: impl AsyncFnMut(&'static str) -> T) -> T {
+    for key in ["k1", "k2", "k3"] {
+        let started = next_second(Duration::from_millis(5)).await;
+        let run = attempt(key).await;
+        if unix_second() == started {
+            return run;
+        }
+    }
+    panic!("three runs in a row did not fit in one second");
+}

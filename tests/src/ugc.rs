@@ -62,3 +62,42 @@ pub async fn like(addr: SocketAddr, user: &str) -> Response {
         .await
         .unwrap()
 }
+
+/// Two posts at once: the first is created, the second refused by the
+/// duplicate rule, with every rule's fields.
+pub async fn assert_a_second_post_is_a_duplicate(addr: SocketAddr) {
+    let first = send(addr, "POST", "/posts", &[], b"").await.unwrap();
+    assert_eq!(first.status, 201, "{first:#?}");
+    let duplicate = send(addr, "POST", "/posts", &[], b"").await.unwrap();
+    assert_post_denied(&duplicate, "5", [(9, 60), (19, 120), (0, 5)]);
+}
+
+/// A post refused, to retry after `retry_after` seconds, with each of the
+/// posts' rules (10 per 60 s, 20 per 120 s, 1 per 5 s) at its
+/// `(remaining, reset)`.
+pub fn assert_post_denied(response: &Response, retry_after: &str, rules: [(i64, i64); 3]) {
+    let [(r1, t1), (r2, t2), (r3, t3)] = rules;
+    response.assert_denied(
+        retry_after,
+        &[
+            ("10-per-60s", 10, 60, r1, t1),
+            ("20-per-120s", 20, 120, r2, t2),
+            ("1-per-5s", 1, 5, r3, t3),
+        ],
+    );
+}
+
+/// A client whose feed burst is spent (`feed` sends its next request):
+/// denied with the feed's fields, still denied 599 ms later, allowed at
+/// 600 ms, when GCRA's 100 a minute lets one more through.
+pub async fn assert_the_feed_refills_in_600_ms(
+    clock: &ManualClock,
+    mut feed: impl AsyncFnMut() -> Response,
+) {
+    let denied = feed().await;
+    denied.assert_denied("1", &[("100-per-60s-burst-20", 20, 12, 0, 1)]);
+    clock.advance(Duration::from_millis(599));
+    assert_eq!(feed().await.status, 429);
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(feed().await.status, 200);
+}

@@ -120,16 +120,7 @@ impl Ugc {
     async fn blocked(&self, identity: &str) -> Option<u64> {
         let path = format!("/admin/blocks/{identity}");
         let response = self.admin("GET", &path, "").await;
-        match response.status {
-            404 => None,
-            200 => {
-                let body: Value = serde_json::from_str(&response.body).unwrap();
-                let seconds = body["seconds"].as_u64();
-                assert_eq!(body, json!({ "seconds": seconds }), "{path}");
-                seconds
-            }
-            _ => panic!("{path}: {response:#?}"),
-        }
+        limiter_tests::http::block_seconds(&path, &response)
     }
 
     /// The remaining count of `route`'s limit for `identity`, as `GET

@@ -13,8 +13,10 @@
 
 use std::time::Duration;
 
+use limiter_regional::RegionalConfig;
+
 use crate::regional_share::LOCAL_P99;
-use crate::regional_traffic::{Event, Plan, TICKS_PER_WINDOW, run};
+use crate::regional_traffic::{Event, Plan, Run, TICKS_PER_WINDOW, run};
 use crate::regional_world::{ONE_AT_A_TIME, REGIONS, World, config};
 
 const SOUTH: usize = 2;
@@ -25,23 +27,38 @@ async fn a_region_cut_off_and_back_never_lets_the_quota_pass() {
     let _turn = ONE_AT_A_TIME.lock().await;
     // The default peer deadline: calls into the cut fail as in production.
     let config = config().peer_deadline(Duration::from_millis(300));
+    let route = |tick| tick as usize % REGIONS;
+    cut_off(what, config, ("cut-off", route), (SOUTH, 3, 6)).await;
+}
+
+/// `windows` windows of real traffic on `key`, routed by `route`, on a
+/// world of `config` whose region `region` is cut off half way through
+/// window 1 and back half way through window `back`: the run, checked
+/// clean, its decisions made at once (the cut-off region's included),
+/// within the quota.
+pub(crate) async fn cut_off(
+    what: &str,
+    config: RegionalConfig,
+    (key, route): (&'static str, fn(u64) -> usize),
+    (region, back, windows): (usize, u64, u64),
+) -> Run {
     let world = World::start(Duration::from_millis(40), config).await;
     let half = TICKS_PER_WINDOW / 2;
     let plan = Plan {
-        key: "cut-off",
-        windows: 6,
-        route: |tick| tick as usize % REGIONS,
+        key,
+        windows,
+        route,
         junk: false,
         events: vec![
-            (TICKS_PER_WINDOW + half, Event::Partition(SOUTH)),
-            (3 * TICKS_PER_WINDOW + half, Event::Heal),
+            (TICKS_PER_WINDOW + half, Event::Partition(region)),
+            (back * TICKS_PER_WINDOW + half, Event::Heal),
         ],
         drain: Duration::from_secs(3),
     };
     let run = run(&world, &plan).await;
     run.print(what);
-    // South decided every one of its checks, cut off or not, at once.
     run.assert_clean(what);
     run.assert_p99_below(what, LOCAL_P99);
     run.assert_at_most_the_quota(what);
+    run
 }

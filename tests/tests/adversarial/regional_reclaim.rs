@@ -23,9 +23,9 @@
 
 use std::time::Duration;
 
-use crate::regional_share::LOCAL_P99;
-use crate::regional_traffic::{Event, Plan, Run, TICKS_PER_WINDOW, run};
-use crate::regional_world::{ONE_AT_A_TIME, QUOTA, World, config};
+use crate::regional_partition::cut_off;
+use crate::regional_traffic::Run;
+use crate::regional_world::{ONE_AT_A_TIME, QUOTA, config};
 
 const NORTH: usize = 0;
 
@@ -36,25 +36,7 @@ async fn north_cut_off(what: &str, key: &'static str, route: fn(u64) -> usize) -
     let config = config()
         .peer_deadline(Duration::from_millis(300))
         .reclaim_after(Duration::from_secs(2));
-    let world = World::start(Duration::from_millis(40), config).await;
-    let half = TICKS_PER_WINDOW / 2;
-    let plan = Plan {
-        key,
-        windows: 8,
-        route,
-        junk: false,
-        events: vec![
-            (TICKS_PER_WINDOW + half, Event::Partition(NORTH)),
-            (5 * TICKS_PER_WINDOW + half, Event::Heal),
-        ],
-        drain: Duration::from_secs(3),
-    };
-    let run = run(&world, &plan).await;
-    run.print(what);
-    run.assert_clean(what);
-    run.assert_p99_below(what, LOCAL_P99);
-    run.assert_at_most_the_quota(what);
-    run
+    cut_off(what, config, (key, route), (NORTH, 5, 8)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

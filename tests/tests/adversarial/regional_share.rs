@@ -30,6 +30,10 @@ pub(crate) fn share(percent: u64) -> u64 {
     (QUOTA * percent).div_ceil(100)
 }
 
+/// The links' delays each way.
+const FORTY_MS: Duration = Duration::from_millis(40);
+const HUNDRED_MS: Duration = Duration::from_millis(100);
+
 fn plan(key: &'static str, windows: u64, route: fn(u64) -> usize) -> Plan {
     Plan {
         key,
@@ -60,24 +64,14 @@ fn north_only(_: u64) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lone_busy_region_gets_nine_tenths_of_the_quota_behind_40ms_links() {
     let what = "north alone, 40 ms each way";
-    let run = measure(
-        Duration::from_millis(40),
-        plan("lone-40", WINDOWS, north_only),
-        what,
-    )
-    .await;
+    let run = measure(FORTY_MS, plan("lone-40", WINDOWS, north_only), what).await;
     run.assert_at_least(what, share(90), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lone_busy_region_gets_four_fifths_of_the_quota_behind_100ms_links() {
     let what = "north alone, 100 ms each way";
-    let run = measure(
-        Duration::from_millis(100),
-        plan("lone-100", WINDOWS, north_only),
-        what,
-    )
-    .await;
+    let run = measure(HUNDRED_MS, plan("lone-100", WINDOWS, north_only), what).await;
     run.assert_at_least(what, share(80), 1);
 }
 
@@ -91,7 +85,7 @@ fn seventy_thirty(tick: u64) -> usize {
 async fn traffic_split_seventy_thirty_gets_the_quota_in_sum() {
     let what = "70 a second in north, 30 in middle";
     let run = measure(
-        Duration::from_millis(40),
+        FORTY_MS,
         plan("seventy-thirty", WINDOWS, seventy_thirty),
         what,
     )
@@ -113,11 +107,6 @@ async fn traffic_moving_to_another_region_gets_the_quota_again_within_two_window
     let what = "north, then south from half way through window 1";
     // The move's window, the next, then two more that must have the quota.
     let windows = MOVE_WINDOW + 4;
-    let run = measure(
-        Duration::from_millis(40),
-        plan("moving", windows, north_then_south),
-        what,
-    )
-    .await;
+    let run = measure(FORTY_MS, plan("moving", windows, north_then_south), what).await;
     run.assert_at_least(what, share(90), MOVE_WINDOW + 2);
 }

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use limiter_tests::UgcServer;
-use limiter_tests::http::send;
+use limiter_tests::http::{send, status_of};
 use tokio::task::JoinSet;
 
 use crate::regional_share::share;
@@ -46,16 +46,13 @@ fn start_servers(network: &Network) -> Vec<UgcServer> {
 }
 
 async fn search(server: std::net::SocketAddr, key: &'static str) -> u16 {
-    send(
+    status_of(
         server,
         "GET",
         "/api/search",
         &[("x-api-key", key.as_bytes())],
-        b"",
     )
     .await
-    .expect("ugc answers")
-    .status
 }
 
 /// One window's responses.

@@ -99,12 +99,8 @@ async fn lowering_admits_only_what_the_new_limit_leaves<S: Store + Clone>(store:
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn lowering_a_limit_admits_only_what_it_leaves_in_memory() {
+async fn lowering_a_limit_admits_only_what_it_leaves_in_memory_and_on_redis() {
     lowering_admits_only_what_the_new_limit_leaves(MemoryStore::new(), "memory").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn lowering_a_limit_admits_only_what_it_leaves_on_redis() {
     let redis = redis();
     lowering_admits_only_what_the_new_limit_leaves(redis.store().await, redis.prefix()).await;
 }
@@ -150,12 +146,8 @@ async fn a_plan_lowered_under_load_admits_nothing_above_it<S: Store + Clone>(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_plan_lowered_under_load_admits_nothing_above_it_in_memory() {
+async fn a_plan_lowered_under_load_admits_nothing_above_it_in_memory_and_on_redis() {
     a_plan_lowered_under_load_admits_nothing_above_it(MemoryStore::new(), "memory").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_plan_lowered_under_load_admits_nothing_above_it_on_redis() {
     let redis = redis();
     a_plan_lowered_under_load_admits_nothing_above_it(redis.store().await, redis.prefix()).await;
 }

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::*;
-use limiter_tests::http::{Response, send};
+use limiter_tests::http::{Response, send, status_of};
 use limiter_tests::redis;
 use limiter_tower::{Limiter, ManualClock, MemoryStore};
 use serde_json::{Value, json};
@@ -214,10 +214,7 @@ async fn a_programmatic_denial_is_the_layers_own_429() {
         .layer(layer);
     let addr = limiter_tests::http::serve(router).await;
     for path in ["/login", "/limited"] {
-        assert_eq!(
-            send(addr, "POST", path, &[], b"").await.unwrap().status,
-            200
-        );
+        assert_eq!(status_of(addr, "POST", path, &[]).await, 200);
     }
     clock.advance(Duration::from_secs(15));
     let ours = send(addr, "POST", "/login", &[], b"").await.unwrap();
@@ -237,10 +234,7 @@ async fn a_programmatic_denial_is_the_layers_own_429() {
 
 async fn search(addr: SocketAddr, key: &str) -> u16 {
     let headers: [(&str, &[u8]); 1] = [("x-api-key", key.as_bytes())];
-    send(addr, "GET", "/search", &headers, b"")
-        .await
-        .unwrap()
-        .status
+    status_of(addr, "GET", "/search", &headers).await
 }
 
 async fn set_plan(addr: SocketAddr, key: &str, plan: &str) -> Response {

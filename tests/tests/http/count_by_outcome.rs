@@ -32,6 +32,19 @@ async fn login(addr: SocketAddr, from: IpAddr, user: &str, password: &str) -> Re
         .unwrap()
 }
 
+/// The first limit state in `response`'s list that is `wanted`.
+fn login_limit(response: &Response, wanted: impl Fn(&Value) -> bool) -> Value {
+    let states: Value = serde_json::from_str(&response.body).unwrap();
+    let found = states
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|state| wanted(state));
+    found
+        .cloned()
+        .unwrap_or_else(|| panic!("no such limit in {states}"))
+}
+
 /// The per-user login limit's state as `/me/limits` shows it.
 async fn user_logins_left(addr: SocketAddr, user: &str) -> u64 {
     let headers: [(&str, &[u8]); 1] = [("x-user-id", user.as_bytes())];
@@ -39,13 +52,7 @@ async fn user_logins_left(addr: SocketAddr, user: &str) -> u64 {
         .await
         .unwrap();
     assert_eq!(response.status, 200, "{response:#?}");
-    let states: Value = serde_json::from_str(&response.body).unwrap();
-    let login = states
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["route"] == "POST /login")
-        .unwrap_or_else(|| panic!("no login limit in {states}"));
+    let login = login_limit(&response, |state| state["route"] == "POST /login");
     assert_eq!(login["policy"], "5-per-900s", "{login}");
     login["remaining"].as_u64().unwrap()
 }
@@ -57,13 +64,9 @@ async fn address_logins_left(addr: SocketAddr, ip: IpAddr) -> u64 {
     let path = format!("/admin/limits/ip/{ip}");
     let response = send(addr, "GET", &path, &headers, b"").await.unwrap();
     assert_eq!(response.status, 200, "{response:#?}");
-    let states: Value = serde_json::from_str(&response.body).unwrap();
-    let login = states
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["route"] == "POST /login" && s["policy"] == "5-per-60s")
-        .unwrap_or_else(|| panic!("no login limit by address in {states}"));
+    let login = login_limit(&response, |state| {
+        state["route"] == "POST /login" && state["policy"] == "5-per-60s"
+    });
     login["remaining"].as_u64().unwrap()
 }
 
@@ -99,17 +102,39 @@ struct Statuses {
     too_many: usize,
 }
 
+/// 100 failed logins of `user` from `from` racing over `servers`: exactly
+/// 5 reach the password check.
+async fn assert_five_of_a_hundred_reach_the_check(
+    servers: &[SocketAddr],
+    from: IpAddr,
+    user: &str,
+) {
+    let statuses = concurrent_failures(servers, from, user, 100).await;
+    let expected = Statuses {
+        unauthorized: 5,
+        too_many: 95,
+    };
+    assert_eq!(statuses, expected);
+}
+
+/// 100 right logins of `user` from `from`, alternating over `servers`:
+/// every one passes, and neither limit counts any.
+async fn assert_successes_never_count(servers: &[SocketAddr], from: IpAddr, user: &str) {
+    for i in 0..100 {
+        let response = login(servers[i % servers.len()], from, user, RIGHT).await;
+        assert_eq!(response.status, 200, "login {i}: {response:#?}");
+    }
+    assert_eq!(user_logins_left(servers[0], user).await, 5);
+    assert_eq!(
+        address_logins_left(servers[servers.len() - 1], from).await,
+        5
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_failed_logins_let_exactly_five_reach_the_password_check_on_memory() {
     let (addr, _clock) = memory_server().await;
-    let statuses = concurrent_failures(&[addr], client(2), "alice", 100).await;
-    assert_eq!(
-        statuses,
-        Statuses {
-            unauthorized: 5,
-            too_many: 95
-        }
-    );
+    assert_five_of_a_hundred_reach_the_check(&[addr], client(2), "alice").await;
     // Over the limit, the right password gets 429 too.
     assert_eq!(login(addr, client(2), "alice", RIGHT).await.status, 429);
     assert_eq!(address_logins_left(addr, client(2)).await, 0);
@@ -118,12 +143,7 @@ async fn racing_failed_logins_let_exactly_five_reach_the_password_check_on_memor
 #[tokio::test]
 async fn successful_logins_never_count_and_failures_do_on_memory() {
     let (addr, clock) = memory_server().await;
-    for i in 0..100 {
-        let response = login(addr, client(3), "bob", RIGHT).await;
-        assert_eq!(response.status, 200, "login {i}: {response:#?}");
-    }
-    assert_eq!(user_logins_left(addr, "bob").await, 5);
-    assert_eq!(address_logins_left(addr, client(3)).await, 5);
+    assert_successes_never_count(&[addr], client(3), "bob").await;
     // Four failures, then successes still pass.
     for _ in 0..4 {
         assert_eq!(login(addr, client(3), "bob", WRONG).await.status, 401);
@@ -190,23 +210,10 @@ async fn two_instances_on_redis_count_failures_together_and_successes_never() {
     let a = redis_server(&redis).await;
     let b = redis_server(&redis).await;
     // 100 racing failures, half on each instance: exactly 5 reach the check.
-    let statuses = concurrent_failures(&[a, b], client(30), "frank", 100).await;
-    assert_eq!(
-        statuses,
-        Statuses {
-            unauthorized: 5,
-            too_many: 95
-        }
-    );
+    assert_five_of_a_hundred_reach_the_check(&[a, b], client(30), "frank").await;
     assert_eq!(login(b, client(30), "frank", RIGHT).await.status, 429);
     // 100 successes in a row, alternating: every one passes, nothing counts.
-    for i in 0..100 {
-        let addr = if i % 2 == 0 { a } else { b };
-        let response = login(addr, client(31), "grace", RIGHT).await;
-        assert_eq!(response.status, 200, "login {i}: {response:#?}");
-    }
-    assert_eq!(user_logins_left(a, "grace").await, 5);
-    assert_eq!(address_logins_left(b, client(31)).await, 5);
+    assert_successes_never_count(&[a, b], client(31), "grace").await;
     // Failures on A count on B.
     for _ in 0..4 {
         assert_eq!(login(a, client(32), "heidi", WRONG).await.status, 401);

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::post;
-use limiter_tests::http::{Response, send, send_from, serve};
+use limiter_tests::http::{Response, send, send_from, serve, status_of};
 use limiter_tower::{
     Identity, KeySource, LimitLayer, Limiter, LimiterLayer, MemoryStore, Policy, Rule, rate_limit,
 };
@@ -127,10 +127,7 @@ async fn a_router_layers_identity_lists_hold_one_kind_each() {
         } else {
             "/replies"
         };
-        send(addr, "POST", path, &headers, b"")
-            .await
-            .unwrap()
-            .status
+        status_of(addr, "POST", path, &headers).await
     };
     // The user partner bypasses the replies limit: three pass.
     for _ in 0..3 {

@@ -62,14 +62,17 @@ async fn admin_json(addr: SocketAddr, path: &str) -> Value {
 /// The state `GET /admin/limits/user/{user}` shows of the limit `name`.
 async fn state_of(addr: SocketAddr, user: &str, name: &str) -> Value {
     let states = admin_json(addr, &format!("/admin/limits/user/{user}")).await;
-    let found = states
+    named(&states, name).clone()
+}
+
+/// The entry of `listed` (a JSON list of limits) named `name`.
+fn named<'a>(listed: &'a Value, name: &str) -> &'a Value {
+    let found = listed
         .as_array()
         .unwrap()
         .iter()
-        .find(|s| s["name"] == name);
-    found
-        .unwrap_or_else(|| panic!("no {name} in {states}"))
-        .clone()
+        .find(|l| l["name"] == name);
+    found.unwrap_or_else(|| panic!("no {name} in {listed}"))
 }
 
 async fn put_override(addr: SocketAddr, path: &str, body: &str) -> Response {
@@ -329,12 +332,7 @@ async fn every_limit_is_listed_by_name() {
             "posts-like",
         ]
     );
-    let login = listed
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|l| l["name"] == "login-per-user")
-        .unwrap();
+    let login = named(&listed, "login-per-user");
     let seconds = login["override"]["seconds"].as_u64().unwrap();
     // The memory store's clock is moved by hand: exactly the override's.
     assert_eq!(seconds, 300, "{login}");
@@ -346,12 +344,7 @@ async fn every_limit_is_listed_by_name() {
             "override": { "mode": "enforce", "seconds": seconds },
         })
     );
-    let search = listed
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|l| l["name"] == "business-search")
-        .unwrap();
+    let search = named(&listed, "business-search");
     assert_eq!(
         search,
         &json!({

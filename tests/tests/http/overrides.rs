@@ -27,13 +27,10 @@ const ONE_PER_MINUTE: &str = r#"{"rules": [[1, "60s"]], "seconds": 3600}"#;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_override_set_on_one_instance_decides_on_another_until_deleted_there() {
     let redis = RedisServer::start();
-    let a = redis_instance(&redis).await;
-    let b = redis_instance(&redis).await;
-    subscribed(&redis, &[a, b]).await;
+    let [a, b] = subscribed_instances(&redis).await;
     assert_compiled(b, 1).await;
 
-    let set = admin(a, "PUT", POSTS_OVERRIDE, ONE_PER_MINUTE, Some(TOKEN)).await;
-    assert_eq!((set.status, set.body.as_str()), (204, ""), "{set:#?}");
+    put_override(a, POSTS_OVERRIDE, ONE_PER_MINUTE).await;
     // B decides by it at once: a fresh client gets 1, and the client that
     // posted before is over it already (its post is still counted).
     assert_overridden(b, 2).await;
@@ -69,14 +66,11 @@ async fn an_override_set_on_one_instance_decides_on_another_until_deleted_there(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_override_ends_by_itself_on_every_instance() {
     let redis = RedisServer::start();
-    let a = redis_instance(&redis).await;
-    let b = redis_instance(&redis).await;
-    subscribed(&redis, &[a, b]).await;
+    let [a, b] = subscribed_instances(&redis).await;
     // Long enough that a loaded machine still checks B under it.
     let body = r#"{"rules": [[1, "60s"]], "seconds": 5}"#;
     let asked = Instant::now();
-    let set = admin(a, "PUT", POSTS_OVERRIDE, body, Some(TOKEN)).await;
-    assert_eq!(set.status, 204, "{set:#?}");
+    put_override(a, POSTS_OVERRIDE, body).await;
     assert_overridden(b, 1).await;
 
     for instance in [a, b] {
@@ -105,12 +99,7 @@ async fn on_the_memory_store_an_override_ends_exactly_at_its_end() {
     let clock = ManualClock::new(T0);
     let addr = memory_instance_with(clock.clone()).await;
     let body = r#"{"rules": [[1, "60s"]], "seconds": 2}"#;
-    assert_eq!(
-        admin(addr, "PUT", POSTS_OVERRIDE, body, Some(TOKEN))
-            .await
-            .status,
-        204
-    );
+    put_override(addr, POSTS_OVERRIDE, body).await;
     let state = |seconds| override_state("enforce", Some("sliding_log"), &["1-per-60s"], seconds);
     assert_eq!(overrides(addr).await, json!([state(2)]));
     clock.advance(Duration::from_secs(2) - Duration::from_micros(1));
@@ -125,9 +114,7 @@ async fn on_the_memory_store_an_override_ends_exactly_at_its_end() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_overrides_say_why_and_change_nothing() {
     let redis = RedisServer::start();
-    let a = redis_instance(&redis).await;
-    let b = redis_instance(&redis).await;
-    subscribed(&redis, &[a, b]).await;
+    let [a, b] = subscribed_instances(&redis).await;
     // Every refusal's message is checked in process
     // (`limiter-tower/tests/layers/overrides.rs`); here one of the compiler's and
     // one of the override's own, through the UGC server's admin routes.
@@ -184,10 +171,8 @@ async fn refused_overrides_say_why_and_change_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_instance_started_after_the_override_decides_by_it_once_subscribed() {
     let redis = RedisServer::start();
-    let a = redis_instance(&redis).await;
-    subscribed(&redis, &[a]).await;
-    let set = admin(a, "PUT", POSTS_OVERRIDE, ONE_PER_MINUTE, Some(TOKEN)).await;
-    assert_eq!(set.status, 204, "{set:#?}");
+    let [a] = subscribed_instances(&redis).await;
+    put_override(a, POSTS_OVERRIDE, ONE_PER_MINUTE).await;
 
     let c = redis_instance(&redis).await;
     // Its first request to a limited route starts its subscription, which
@@ -214,10 +199,8 @@ async fn an_instance_started_after_the_override_decides_by_it_once_subscribed() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_synced_before_serving_decides_its_first_request_by_the_override() {
     let redis = RedisServer::start();
-    let a = redis_instance(&redis).await;
-    subscribed(&redis, &[a]).await;
-    let set = admin(a, "PUT", POSTS_OVERRIDE, ONE_PER_MINUTE, Some(TOKEN)).await;
-    assert_eq!(set.status, 204, "{set:#?}");
+    let [a] = subscribed_instances(&redis).await;
+    put_override(a, POSTS_OVERRIDE, ONE_PER_MINUTE).await;
 
     let config = RedisConfig::new().response_timeout(Duration::from_secs(5));
     let store = RedisStore::connect_with(&redis.url(), config)
@@ -240,11 +223,8 @@ async fn a_store_synced_before_serving_decides_its_first_request_by_the_override
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_restarted_empty_brings_the_compiled_limit_back_everywhere() {
     let mut redis = RedisServer::start();
-    let a = redis_instance(&redis).await;
-    let b = redis_instance(&redis).await;
-    subscribed(&redis, &[a, b]).await;
-    let set = admin(a, "PUT", POSTS_OVERRIDE, ONE_PER_MINUTE, Some(TOKEN)).await;
-    assert_eq!(set.status, 204, "{set:#?}");
+    let [a, b] = subscribed_instances(&redis).await;
+    put_override(a, POSTS_OVERRIDE, ONE_PER_MINUTE).await;
     assert_overridden(b, 1).await;
 
     redis.restart();
@@ -265,13 +245,10 @@ async fn a_redis_restarted_empty_brings_the_compiled_limit_back_everywhere() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_bucket_override_takes_a_rate_and_a_burst() {
     let redis = RedisServer::start();
-    let a = redis_instance(&redis).await;
-    let b = redis_instance(&redis).await;
-    subscribed(&redis, &[a, b]).await;
+    let [a, b] = subscribed_instances(&redis).await;
     let path = "/admin/overrides/posts-like";
     let body = r#"{"rate": [1, "60s"], "burst": 2, "seconds": 3600}"#;
-    let set = admin(a, "PUT", path, body, Some(TOKEN)).await;
-    assert_eq!(set.status, 204, "{set:#?}");
+    put_override(a, path, body).await;
     let listed = overrides(b).await;
     assert_eq!(listed[0]["algorithm"], "token_bucket");
     assert_eq!(listed[0]["rules"], json!(["1-per-60s-burst-2"]));
@@ -300,39 +277,27 @@ async fn a_token_bucket_override_takes_a_rate_and_a_burst() {
 #[tokio::test]
 async fn rules_of_the_wrong_kind_are_refused_saying_what_the_limit_takes() {
     let addr = memory_instance().await;
-    let bucket_given_rules = admin(
-        addr,
-        "PUT",
-        "/admin/overrides/posts-like",
-        r#"{"rules": [[1, "60s"]], "seconds": 60}"#,
-        Some(TOKEN),
-    )
-    .await;
-    let detail = problem(&bucket_given_rules, 400);
-    assert_eq!(detail, "token_bucket takes a rate and a size, not rules.");
-    let log_given_a_rate = admin(
-        addr,
-        "PUT",
-        POSTS_OVERRIDE,
-        r#"{"rate": [10, "1s"], "burst": 20, "seconds": 60}"#,
-        Some(TOKEN),
-    )
-    .await;
-    let detail = problem(&log_given_a_rate, 400);
-    assert_eq!(detail, "sliding_log takes rules, not a rate and a size.");
-    let off_given_rules = admin(
-        addr,
-        "PUT",
-        POSTS_OVERRIDE,
-        r#"{"rules": [[1, "60s"]], "mode": "off", "seconds": 60}"#,
-        Some(TOKEN),
-    )
-    .await;
-    let detail = problem(&off_given_rules, 400);
-    assert_eq!(
-        detail,
-        "invalid override: a limit switched off takes no rules."
-    );
+    let refused = [
+        (
+            "/admin/overrides/posts-like",
+            r#"{"rules": [[1, "60s"]], "seconds": 60}"#,
+            "token_bucket takes a rate and a size, not rules.",
+        ),
+        (
+            POSTS_OVERRIDE,
+            r#"{"rate": [10, "1s"], "burst": 20, "seconds": 60}"#,
+            "sliding_log takes rules, not a rate and a size.",
+        ),
+        (
+            POSTS_OVERRIDE,
+            r#"{"rules": [[1, "60s"]], "mode": "off", "seconds": 60}"#,
+            "invalid override: a limit switched off takes no rules.",
+        ),
+    ];
+    for (path, body, detail) in refused {
+        let response = admin(addr, "PUT", path, body, Some(TOKEN)).await;
+        assert_eq!(problem(&response, 400), detail, "{body}");
+    }
     assert_eq!(overrides(addr).await, json!([]));
 }
 
@@ -342,13 +307,11 @@ async fn rules_of_the_wrong_kind_are_refused_saying_what_the_limit_takes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_looser_override_admits_a_client_the_compiled_limit_denied() {
     let redis = RedisServer::start();
-    let a = redis_instance(&redis).await;
-    subscribed(&redis, &[a]).await;
+    let [a] = subscribed_instances(&redis).await;
     // A duplicate: denied for 5 s by the compiled limit.
     assert_compiled(a, 1).await;
     let looser = r#"{"rules": [[10, "60s"]], "seconds": 3600}"#;
-    let set = admin(a, "PUT", POSTS_OVERRIDE, looser, Some(TOKEN)).await;
-    assert_eq!(set.status, 204, "{set:#?}");
+    put_override(a, POSTS_OVERRIDE, looser).await;
     // One post counted of 10 per 60 s: the second is allowed.
     let second = post(a, 1).await;
     assert_eq!(second.status, 201, "{second:#?}");
@@ -359,11 +322,9 @@ async fn a_looser_override_admits_a_client_the_compiled_limit_denied() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_denied_by_a_deleted_override_is_decided_by_the_compiled_limit() {
     let redis = RedisServer::start();
-    let a = redis_instance(&redis).await;
-    subscribed(&redis, &[a]).await;
+    let [a] = subscribed_instances(&redis).await;
     let path = "/admin/overrides/posts-create_reply";
-    let set = admin(a, "PUT", path, ONE_PER_MINUTE, Some(TOKEN)).await;
-    assert_eq!(set.status, 204, "{set:#?}");
+    put_override(a, path, ONE_PER_MINUTE).await;
     assert_eq!(reply(a, "laoqian").await.status, 201);
     assert_denied_by(&reply(a, "laoqian").await, &[("1-per-60s", 1, 60)]);
     let cleared = admin(a, "DELETE", path, "", Some(TOKEN)).await;
@@ -384,12 +345,7 @@ async fn shadow_never_denies_and_off_never_checks() {
     assert_compiled(addr, 1).await;
 
     let shadow = r#"{"mode": "shadow", "seconds": 60}"#;
-    assert_eq!(
-        admin(addr, "PUT", POSTS_OVERRIDE, shadow, Some(TOKEN))
-            .await
-            .status,
-        204
-    );
+    put_override(addr, POSTS_OVERRIDE, shadow).await;
     let listed = overrides(addr).await;
     let seconds = listed[0]["seconds"].as_u64().unwrap();
     assert!((59..=60).contains(&seconds), "{listed}");
@@ -418,12 +374,7 @@ async fn shadow_never_denies_and_off_never_checks() {
 
     // Shadow with rules of its own: tried, never denying.
     let trial = r#"{"rules": [[1, "60s"]], "mode": "shadow", "seconds": 60}"#;
-    assert_eq!(
-        admin(addr, "PUT", POSTS_OVERRIDE, trial, Some(TOKEN))
-            .await
-            .status,
-        204
-    );
+    put_override(addr, POSTS_OVERRIDE, trial).await;
     let listed = overrides(addr).await;
     assert_eq!(listed[0]["mode"], "shadow");
     assert_eq!(listed[0]["rules"], json!(["1-per-60s"]));
@@ -436,12 +387,7 @@ async fn shadow_never_denies_and_off_never_checks() {
     // Off: not even the denial client 1 earned before (remembered in the
     // deny cache) answers.
     let off = r#"{"mode": "off", "seconds": 60}"#;
-    assert_eq!(
-        admin(addr, "PUT", POSTS_OVERRIDE, off, Some(TOKEN))
-            .await
-            .status,
-        204
-    );
+    put_override(addr, POSTS_OVERRIDE, off).await;
     assert_eq!(overrides(addr).await[0]["mode"], "off");
     for i in 0..5 {
         let unchecked = post(addr, 1).await;
@@ -472,8 +418,7 @@ async fn decisions_under_an_override_are_counted_apart() {
     let ugc = ugc_server(&redis);
     let addr = ugc.addr();
     assert_eq!(post(addr, 1).await.status, 201);
-    let set = admin(addr, "PUT", POSTS_OVERRIDE, ONE_PER_MINUTE, Some(TOKEN)).await;
-    assert_eq!(set.status, 204, "{set:#?}");
+    put_override(addr, POSTS_OVERRIDE, ONE_PER_MINUTE).await;
     assert_overridden(addr, 2).await;
     let metrics = metrics(addr).await;
     assert_eq!(decisions(&metrics, "allowed", "store", false), 1.0);

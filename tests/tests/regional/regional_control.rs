@@ -15,7 +15,7 @@ mod world;
 
 use std::time::{Duration, Instant};
 
-use limiter_core::{BlockOrigin, Error, Penalty, SharedControl};
+use limiter_core::{Error, Penalty, SharedControl};
 use limiter_regional::{MAX_RELAYS_IN_FLIGHT, RegionsNotConfirmed};
 use limiter_tests::control::ControlCalls;
 use world::{MINUTE, NORTH, RELAY_BOUND, SOUTH, World};
@@ -53,10 +53,7 @@ async fn a_block_made_in_north_is_answered_in_every_region_once_block_returns() 
     let world = World::start().await;
     let north = &world.stores[NORTH];
     let started = Instant::now();
-    north
-        .block("api:k1", MINUTE, BlockOrigin::Operator)
-        .await
-        .unwrap();
+    north.operator_block("api:k1", MINUTE).await.unwrap();
     // South's second instance made no call: its region's notice told it.
     assert_eq!(world.blocked("api:k1", MINUTE, started), [true; 4]);
     assert_eq!(world.unblocked("api:k2"), [true; 4], "another key");
@@ -65,10 +62,7 @@ async fn a_block_made_in_north_is_answered_in_every_region_once_block_returns() 
     // Made in south's second instance, answered in north.
     let started = Instant::now();
     let south = &world.stores[3];
-    south
-        .block("api:k3", MINUTE, BlockOrigin::Operator)
-        .await
-        .unwrap();
+    south.operator_block("api:k3", MINUTE).await.unwrap();
     assert_eq!(world.blocked("api:k3", MINUTE, started), [true; 4]);
     let stats = north.stats();
     assert_eq!((stats.cross_region_calls, stats.remote_errors), (4, 0));
@@ -80,10 +74,7 @@ async fn a_region_cut_off_is_named_and_repeating_the_change_completes_it() {
     let north = &world.stores[NORTH];
     world.partition(SOUTH);
     let started = Instant::now();
-    let error = north
-        .block("api:k1", MINUTE, BlockOrigin::Operator)
-        .await
-        .unwrap_err();
+    let error = north.operator_block("api:k1", MINUTE).await.unwrap_err();
     let (missed, made) = regions_of(&error);
     assert_eq!(
         (missed, made),
@@ -100,10 +91,7 @@ async fn a_region_cut_off_is_named_and_repeating_the_change_completes_it() {
     );
     world.heal();
     let started = Instant::now();
-    north
-        .block("api:k1", MINUTE, BlockOrigin::Operator)
-        .await
-        .unwrap();
+    north.operator_block("api:k1", MINUTE).await.unwrap();
     assert_eq!(world.blocked("api:k1", MINUTE, started), [true; 4]);
 
     world.partition(SOUTH);
@@ -119,6 +107,9 @@ async fn a_region_cut_off_is_named_and_repeating_the_change_completes_it() {
     assert_eq!(world.unblocked("api:k1"), [true; 4]);
 }
 
+/// Where `k1`'s denials of the search limit are counted for its penalty.
+const PENALTY_KEY: &str = "api:k1:search:penalty";
+
 /// Three denials within a minute earn a block of 30 s.
 fn three_strikes() -> Penalty {
     Penalty::new(3, MINUTE, [Duration::from_secs(30)]).unwrap()
@@ -128,8 +119,7 @@ fn three_strikes() -> Penalty {
 async fn denials_in_north_and_south_add_up_to_the_penalty() {
     let world = World::start().await;
     let (north, south) = (&world.stores[NORTH], &world.stores[SOUTH]);
-    let penalty = three_strikes();
-    let (key, block_key) = ("api:k1:search:penalty", "api:k1");
+    let (penalty, key, block_key) = (three_strikes(), PENALTY_KEY, "api:k1");
     for _ in 0..2 {
         let earned = north.penalize(key, &penalty, block_key).await;
         assert_eq!(earned.unwrap(), None);
@@ -142,10 +132,7 @@ async fn denials_in_north_and_south_add_up_to_the_penalty() {
     // Its caller blocks it, as the HTTP layer does: answered here at once,
     // relayed to the others.
     let started = Instant::now();
-    south
-        .block(block_key, block, BlockOrigin::Penalty)
-        .await
-        .unwrap();
+    south.penalty_block(block_key, block).await.unwrap();
     assert!(south.blocked(block_key).is_some());
     let everywhere = within(RELAY_BOUND, || world.blocked(block_key, block, started)).await;
     assert_eq!(everywhere, [true; 4]);
@@ -156,8 +143,7 @@ async fn denials_in_north_and_south_add_up_to_the_penalty() {
 async fn a_block_earned_by_another_regions_count_reaches_every_region() {
     let world = World::start().await;
     let (north, south) = (&world.stores[NORTH], &world.stores[SOUTH]);
-    let penalty = three_strikes();
-    let (key, block_key) = ("api:k1:search:penalty", "api:k1");
+    let (penalty, key, block_key) = (three_strikes(), PENALTY_KEY, "api:k1");
     let started = Instant::now();
     // South's denial reaches north 80 ms later: after north's two, so it
     // is the third there, and the relay blocks the identity everywhere.

@@ -15,7 +15,7 @@ use std::time::Duration;
 use limiter_core::{Algorithm, BreakerConfig, Error, Limiter, Policy, Rule};
 use limiter_regional::{Region, RegionalConfig, RegionalStore};
 use limiter_tests::RedisServer;
-use world::{QUOTA, REGIONS, ROUNDS, SHORTEST_ROUND_TRIP, Traffic, World};
+use world::{QUOTA, REGIONS, ROUNDS, Traffic, World};
 
 fn config() -> RegionalConfig {
     RegionalConfig::new()
@@ -53,11 +53,7 @@ async fn traffic_from_one_region_gets_exactly_the_quota() {
         let calls = after[0].cross_region_calls - before[0].cross_region_calls;
         assert_eq!(calls, 2 * asks[0], "window {window}");
     }
-    assert!(
-        traffic.p99() < SHORTEST_ROUND_TRIP,
-        "local decisions waited for another region: p99 {:?}",
-        traffic.p99()
-    );
+    traffic.assert_local();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -72,11 +68,7 @@ async fn even_traffic_gets_exactly_the_quota_each_region_its_share() {
         tally.assert_no_false_denial(window);
     }
     traffic.print();
-    assert!(
-        traffic.p99() < SHORTEST_ROUND_TRIP,
-        "local decisions waited for another region: p99 {:?}",
-        traffic.p99()
-    );
+    traffic.assert_local();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -137,11 +129,7 @@ async fn a_region_cut_off_mid_window_keeps_its_share_and_rejoins_without_over_ad
     for region in [0, south] {
         assert!(cut_off[region].remote_errors > 0, "{:?}", cut_off[region]);
     }
-    assert!(
-        traffic.p99() < SHORTEST_ROUND_TRIP,
-        "local decisions waited for another region: p99 {:?}",
-        traffic.p99()
-    );
+    traffic.assert_local();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -13,11 +13,12 @@
 use std::time::{Duration, Instant};
 
 use limiter_core::{
-    BlockOrigin, Error, Forget, GuardConfig, Guarded, KeyState, OnStoreError, Policy, Rule,
-    SharedControl, Store, Verdict,
+    Error, Forget, GuardConfig, Guarded, KeyState, OnStoreError, Policy, Rule, SharedControl,
+    Store, Verdict,
 };
 use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::control::ControlCalls;
+use limiter_tests::eventually::{assert_found_within, first_true, warmed};
 use limiter_tests::{RedisCluster, RedisServer};
 
 /// The store's deadline: what an admin change answers within while Redis
@@ -26,10 +27,6 @@ const DEADLINE: Duration = Duration::from_millis(150);
 /// The promise: in effect on every instance or on none within 2 s of Redis
 /// answering again.
 const BOUND: Duration = Duration::from_secs(2);
-/// How often the test looks.
-const LOOK_EVERY: Duration = Duration::from_millis(50);
-/// How long a warm-up step may take on a loaded machine.
-const WARM_UP: Duration = Duration::from_secs(10);
 
 const BLOCKED: &str = "test:mallory";
 const PLANNED: &str = "test:key-123";
@@ -54,56 +51,19 @@ fn guarded(store: RedisStore) -> Guarded<RedisStore> {
     Guarded::new(store, config)
 }
 
-/// How long after `since` `holds` first answered true, looking every
-/// [`LOOK_EVERY`] for `within`; `None` when it never did.
-async fn first_true(
-    since: Instant,
-    within: Duration,
-    mut holds: impl AsyncFnMut() -> bool,
-) -> Option<Duration> {
-    loop {
-        if holds().await {
-            return Some(since.elapsed());
-        }
-        if since.elapsed() > within {
-            return None;
-        }
-        tokio::time::sleep(LOOK_EVERY).await;
-    }
-}
-
-/// Waits for `holds` through a warm-up step, or fails naming it.
-async fn warmed(step: &str, holds: impl AsyncFnMut() -> bool) {
-    let found = first_true(Instant::now(), WARM_UP, holds).await;
-    assert!(found.is_some(), "warm-up: {step}");
-}
-
 /// Loads every admin script on Redis (a script Redis lacks answers
 /// NOSCRIPT, which runs nothing: there would be no late write to see),
 /// and waits for both instances' subscriptions.
 async fn warm_up(a: &RedisStore, b: &RedisStore) {
-    a.block(
-        "test:warm-a",
-        Duration::from_secs(60),
-        BlockOrigin::Operator,
-    )
-    .await
-    .unwrap();
-    warmed("B reads A's block", async || {
-        b.blocked("test:warm-a").is_some()
-    })
-    .await;
-    b.block(
-        "test:warm-b",
-        Duration::from_secs(60),
-        BlockOrigin::Operator,
-    )
-    .await
-    .unwrap();
-    warmed("A reads B's block", async || {
-        a.blocked("test:warm-b").is_some()
-    })
-    .await;
+    for (from, to, key) in [(a, b, "test:warm-a"), (b, a, "test:warm-b")] {
+        from.operator_block(key, Duration::from_secs(60))
+            .await
+            .unwrap();
+        warmed(&format!("the other reads {key}"), async || {
+            to.blocked(key).is_some()
+        })
+        .await;
+    }
     a.unblock("test:warm-a").await.unwrap();
     a.unblock("test:warm-b").await.unwrap();
     a.assign_plan("test:warm", Some("pro")).await.unwrap();
@@ -126,7 +86,7 @@ async fn allowed_on(b: &Guarded<RedisStore>) -> bool {
 async fn change_while_hung(a: &Guarded<RedisStore>) {
     let policy = once_a_minute();
     let (block, plan, reset) = tokio::join!(
-        a.block(BLOCKED, Duration::from_secs(600), BlockOrigin::Operator),
+        a.operator_block(BLOCKED, Duration::from_secs(600)),
         a.assign_plan(PLANNED, Some("pro")),
         a.reset(RESET, &policy),
     );
@@ -184,7 +144,7 @@ async fn changes_that_run_late_reach_every_instance_within_two_seconds() {
     })
     .await;
     println!("A and B agree with Redis {agreed:?} after it resumed");
-    assert!(agreed.is_some_and(|after| after <= BOUND + LOOK_EVERY));
+    assert_found_within(agreed, BOUND);
 
     // An instance started now reads the same state.
     let c = instance(&url).await;
@@ -223,7 +183,7 @@ async fn changes_that_never_run_take_effect_nowhere() {
     c.on_reset(Box::new(|_| true));
     // C has read the blocks once it sees one made after it started.
     b.store()
-        .block("test:after", Duration::from_secs(60), BlockOrigin::Operator)
+        .operator_block("test:after", Duration::from_secs(60))
         .await
         .unwrap();
     warmed("C reads B's block", async || {
@@ -265,10 +225,7 @@ async fn on_a_cluster_an_unannounced_change_is_read_by_every_instance() {
         a.assigned_plan(PLANNED) == pro && b.assigned_plan(PLANNED) == pro
     })
     .await;
-    assert!(
-        read.is_some_and(|after| after <= BOUND + LOOK_EVERY),
-        "{read:?}"
-    );
+    assert_found_within(read, BOUND);
 
     // A failed reset, counted: every instance forgets everything.
     redis(&["HINCRBY", version, "resets", "1"]);
@@ -277,8 +234,5 @@ async fn on_a_cluster_an_unannounced_change_is_read_by_every_instance() {
         forgotten.lock().unwrap().contains(&Forget::Everything)
     })
     .await;
-    assert!(
-        forgot.is_some_and(|after| after <= BOUND + LOOK_EVERY),
-        "{forgot:?}"
-    );
+    assert_found_within(forgot, BOUND);
 }

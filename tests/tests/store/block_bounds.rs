@@ -94,21 +94,25 @@ async fn in_redis(raw: &mut redis::aio::MultiplexedConnection) -> Vec<String> {
     keys
 }
 
+/// `user=victim` blocked for 15 minutes by an operator, through `store`:
+/// its key.
+async fn operator_blocks_the_victim(store: &RedisStore) -> String {
+    let victim = key("user=victim");
+    store
+        .operator_block(&victim, FIFTEEN_MINUTES)
+        .await
+        .unwrap();
+    victim
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_penalty_blocks_keeps_the_bound_in_redis_and_in_every_instance() {
     let (server, mut raw) = own_redis().await;
     let first = store(&server.url(), BOUND).await;
-    let victim = key("user=victim");
-    first
-        .block(&victim, FIFTEEN_MINUTES, BlockOrigin::Operator)
-        .await
-        .unwrap();
+    let victim = operator_blocks_the_victim(&first).await;
     for i in 0..200 {
         let key = key(&format!("user=x{i:03}"));
-        first
-            .block(&key, FIFTEEN_MINUTES, BlockOrigin::Penalty)
-            .await
-            .unwrap();
+        first.penalty_block(&key, FIFTEEN_MINUTES).await.unwrap();
     }
     // The 50 that end last (the last 50 blocked) are kept, in Redis and here.
     let kept: Vec<String> = (150..200).map(|i| key(&format!("user=x{i:03}"))).collect();
@@ -118,10 +122,7 @@ async fn a_flood_of_penalty_blocks_keeps_the_bound_in_redis_and_in_every_instanc
 
     // A fresh offender is blocked: x150, the soonest-ending, gives way.
     let fresh = key("user=fresh");
-    first
-        .block(&fresh, FIFTEEN_MINUTES, BlockOrigin::Penalty)
-        .await
-        .unwrap();
+    first.penalty_block(&fresh, FIFTEEN_MINUTES).await.unwrap();
     assert!(first.blocked(&fresh).is_some());
     let mut kept: Vec<String> = kept[1..].to_vec();
     kept.push(fresh.clone());
@@ -148,10 +149,7 @@ async fn a_flood_of_penalty_blocks_keeps_the_bound_in_redis_and_in_every_instanc
 
     // Notices carry the origin: the second instance's copy keeps the bound too.
     let later = key("user=later");
-    first
-        .block(&later, FIFTEEN_MINUTES, BlockOrigin::Penalty)
-        .await
-        .unwrap();
+    first.penalty_block(&later, FIFTEEN_MINUTES).await.unwrap();
     assert!(second.blocked(&later).is_some());
     assert_eq!(second.tables().blocks().held(BlockOrigin::Penalty), BOUND);
     assert_eq!(
@@ -160,10 +158,7 @@ async fn a_flood_of_penalty_blocks_keeps_the_bound_in_redis_and_in_every_instanc
     );
 
     // Unblocking lifts both kinds, everywhere.
-    first
-        .block(&victim, FIFTEEN_MINUTES, BlockOrigin::Penalty)
-        .await
-        .unwrap();
+    first.penalty_block(&victim, FIFTEEN_MINUTES).await.unwrap();
     first.unblock(&victim).await.unwrap();
     assert_eq!(second.blocked(&victim), None);
     let operators: Vec<String> = raw.hkeys(OPERATORS).await.unwrap();
@@ -224,11 +219,7 @@ async fn an_operator_block_past_the_bound_is_refused_in_redis() {
     }
     let store = store(&server.url(), BOUND).await;
     let refused = store
-        .block(
-            &key("user=one-more"),
-            FIFTEEN_MINUTES,
-            BlockOrigin::Operator,
-        )
+        .operator_block(&key("user=one-more"), FIFTEEN_MINUTES)
         .await;
     let error = refused.unwrap_err().to_string();
     assert!(
@@ -240,7 +231,7 @@ async fn an_operator_block_past_the_bound_is_refused_in_redis() {
     // A penalty still blocks.
     let offender = key("user=offender");
     store
-        .block(&offender, FIFTEEN_MINUTES, BlockOrigin::Penalty)
+        .penalty_block(&offender, FIFTEEN_MINUTES)
         .await
         .unwrap();
     assert!(store.blocked(&offender).is_some());
@@ -258,18 +249,10 @@ async fn on_a_cluster_the_bound_holds_on_the_node_of_the_channel() {
     let first = RedisStore::connect_cluster(urls.iter().map(String::as_str), config.clone())
         .await
         .unwrap();
-    let victim = key("user=victim");
-    first
-        .block(&victim, FIFTEEN_MINUTES, BlockOrigin::Operator)
-        .await
-        .unwrap();
+    let victim = operator_blocks_the_victim(&first).await;
     for i in 0..20 {
         first
-            .block(
-                &key(&format!("user=x{i:02}")),
-                FIFTEEN_MINUTES,
-                BlockOrigin::Penalty,
-            )
+            .penalty_block(&key(&format!("user=x{i:02}")), FIFTEEN_MINUTES)
             .await
             .unwrap();
     }

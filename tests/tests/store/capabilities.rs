@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use limiter_core::{
-    BlockOrigin, Capabilities, Change, ConcurrencyLimit, Decision, Error, GuardConfig, Guarded,
-    HotKeys, KeyState, MemoryStore, Override, Penalty, Permits, Policy, Rule, SharedControl, Store,
+    Capabilities, Change, ConcurrencyLimit, Decision, Error, GuardConfig, Guarded, HotKeys,
+    KeyState, MemoryStore, Override, Penalty, Permits, Policy, Rule, SharedControl, Store,
     async_trait,
 };
 use limiter_redis::RedisStore;
@@ -287,7 +287,7 @@ async fn refunds_back(case: &str, refunds: &dyn KeyState, key: &str, policy: &Po
 async fn blocks_and_lifts(case: &str, blocks: &dyn SharedControl, key: &str) {
     let minute = Duration::from_secs(60);
     let started = std::time::Instant::now();
-    let blocked = blocks.block(key, minute, BlockOrigin::Operator).await;
+    let blocked = blocks.operator_block(key, minute).await;
     ok(case, "block", blocked);
     let left = blocks.blocked(key);
     // The minute less what has passed since the call (less the store's

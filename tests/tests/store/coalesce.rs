@@ -4,19 +4,19 @@
 //! costs), and many concurrent checks of one hot key from several
 //! instances admit exactly the limit, on a standalone Redis and a cluster.
 
-use crate::differential::params;
+use crate::differential::{Reference, params};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use limiter_conformance::{KeyModel, Outcome, Params};
+use limiter_conformance::Params;
 use limiter_core::{Decision, Limiter, Policy, Rate, Rule, Store};
 use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::at::{self, At};
+use limiter_tests::property::each_case_on;
 use limiter_tests::{RedisCluster, RedisServer, TestRedis};
 use params::params;
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
 
 const T0: u64 = 1_750_000_000_000_000;
 const KEYS: usize = 2;
@@ -45,8 +45,7 @@ async fn run_case(
     static CASE: AtomicU64 = AtomicU64::new(0);
     let case = CASE.fetch_add(1, Ordering::Relaxed);
     let policy = params.policy();
-    let memory = At::memory();
-    let mut models = vec![KeyModel::default(); KEYS];
+    let mut reference = Reference::new(KEYS);
     let mut now = T0;
     for (b, (advance, key, costs)) in batches.iter().enumerate() {
         now += advance;
@@ -57,39 +56,17 @@ async fn run_case(
             .unwrap();
         prop_assert_eq!(from_redis.len(), costs.len());
         for (i, (&cost, from_redis)) in costs.iter().zip(&from_redis).enumerate() {
-            let from_memory = memory.decide_at(&name, &policy, cost, now).unwrap();
-            let expected = models[*key].check(&params, now, cost);
-            prop_assert_eq!(
-                &Outcome::of(&from_memory),
-                &expected,
-                "memory vs model, batch {} request {}",
-                b,
-                i
-            );
-            prop_assert_eq!(
+            let at = format_args!("batch {b} request {i} (costs {costs:?})");
+            reference.agrees(
+                (&policy, &params),
+                (*key, &name),
+                (cost, now),
                 from_redis,
-                &from_memory,
-                "batch vs one at a time, batch {} request {} (costs {:?})",
-                b,
-                i,
-                costs
-            );
+                at,
+            )?;
         }
     }
     Ok(())
-}
-
-fn agree(redis: &At<RedisStore>, prefix: &str, cases: u32, runtime: &tokio::runtime::Runtime) {
-    let mut runner = TestRunner::new(Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    });
-    runner
-        .run(&case(), |case| {
-            runtime.block_on(run_case(redis, prefix, case))
-        })
-        .unwrap();
 }
 
 #[test]
@@ -97,7 +74,9 @@ fn a_batch_decides_as_checks_one_after_another_at_the_same_time() {
     let test_redis: TestRedis = limiter_tests::redis();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let redis = runtime.block_on(At::redis(test_redis.url(), at::patient()));
-    agree(&redis, test_redis.prefix(), 256, &runtime);
+    each_case_on(&runtime, 256, case(), |case| {
+        run_case(&redis, test_redis.prefix(), case)
+    });
 }
 
 #[test]
@@ -106,7 +85,10 @@ fn a_batch_on_a_cluster_decides_as_checks_one_after_another() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let (config, clock) = at::clocked(at::patient());
     let store = runtime.block_on(cluster.store_with(config));
-    agree(&At { store, clock }, "cluster", 96, &runtime);
+    let redis = At { store, clock };
+    each_case_on(&runtime, 96, case(), |case| {
+        run_case(&redis, "cluster", case)
+    });
 }
 
 /// Every algorithm with room for 100 requests now, and (for the rates)

@@ -98,6 +98,15 @@ fn redis_failing_mid_batch_fails_each_waiting_check_once() {
     });
 }
 
+/// One check of `key` through `store`, decided by Redis: the connection
+/// and the script are ready.
+async fn decided_by_redis(store: &Guarded<RedisStore>, key: &str) {
+    let warm = store
+        .check_with(key, &roomy(), 1, OnStoreError::default())
+        .await;
+    assert!(matches!(warm, Ok(Verdict::Store(_))), "{warm:?}");
+}
+
 async fn failing_mid_batch(snapshotter: &Snapshotter) {
     let take_recorded = || take_recorded(snapshotter);
     let mut server = RedisServer::start();
@@ -105,11 +114,7 @@ async fn failing_mid_batch(snapshotter: &Snapshotter) {
     // Killed: the call in flight (one check) and the batch queued behind it
     // (every other check) both fail at once, each check exactly once.
     let store = guarded(&server.url(), Duration::from_secs(5));
-    let warm = store
-        .check_with("hot", &roomy(), 1, OnStoreError::default())
-        .await
-        .unwrap();
-    assert!(matches!(warm, Verdict::Store(_)), "{warm:?}");
+    decided_by_redis(&store, "hot").await;
     take_recorded();
     server.signal("STOP");
     let tasks = hot_checks(&store, "hot").await;
@@ -132,11 +137,7 @@ async fn failing_mid_batch(snapshotter: &Snapshotter) {
     let mut server = RedisServer::start();
     let deadline = Duration::from_millis(300);
     let store = guarded(&server.url(), deadline);
-    let warm = store
-        .check_with("hung", &roomy(), 1, OnStoreError::default())
-        .await
-        .unwrap();
-    assert!(matches!(warm, Verdict::Store(_)), "{warm:?}");
+    decided_by_redis(&store, "hung").await;
     take_recorded();
     server.signal("STOP");
     let started = std::time::Instant::now();

@@ -12,8 +12,8 @@ use limiter_core::{Decision, Policy, Rule};
 use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::RedisServer;
 use limiter_tests::at::At;
+use limiter_tests::property::each_case;
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
 
 const T0: u64 = 1_750_000_000_000_000;
 
@@ -67,28 +67,21 @@ fn a_batch_decides_as_checks_one_at_a_time_when_the_clock_steps_back() {
     let server = RedisServer::start();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let store = runtime.block_on(At::redis(&server.url(), RedisConfig::new()));
-    let mut runner = TestRunner::new(Config {
-        cases: 128,
-        failure_persistence: None,
-        ..Config::default()
-    });
     let case_number = std::sync::atomic::AtomicU64::new(0);
-    runner
-        .run(&case(), |(policy, batches)| {
-            let case_number = case_number.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let keys = (
-                format!("batched{case_number}"),
-                format!("single{case_number}"),
-            );
-            let mut now = T0;
-            for (step, costs) in &batches {
-                now = now.saturating_add_signed(*step);
-                runtime.block_on(both(&store, (&keys.0, &keys.1), &policy, costs, now));
-                prop_assert_eq!(entries(&server, &keys.0), entries(&server, &keys.1));
-            }
-            Ok(())
-        })
-        .unwrap();
+    each_case(128, case(), |(policy, batches)| {
+        let case_number = case_number.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let keys = (
+            format!("batched{case_number}"),
+            format!("single{case_number}"),
+        );
+        let mut now = T0;
+        for (step, costs) in &batches {
+            now = now.saturating_add_signed(*step);
+            runtime.block_on(both(&store, (&keys.0, &keys.1), &policy, costs, now));
+            prop_assert_eq!(entries(&server, &keys.0), entries(&server, &keys.1));
+        }
+        Ok(())
+    });
 }
 
 /// Another instance recorded requests in the same microsecond just before

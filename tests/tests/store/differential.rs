@@ -11,12 +11,13 @@ pub(crate) mod params;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use limiter_conformance::{KeyModel, Outcome, Params};
+use limiter_core::{Decision, ManualClock, MemoryStore, Policy};
 use limiter_redis::RedisStore;
 use limiter_tests::TestRedis;
 use limiter_tests::at::At;
+use limiter_tests::property::{each_case, each_case_on};
 use params::{params, window};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
 
 const T0: u64 = 1_750_000_000_000_000;
 const KEYS: usize = 3;
@@ -60,44 +61,63 @@ async fn run_case(
     static CASE: AtomicU64 = AtomicU64::new(0);
     let case = CASE.fetch_add(1, Ordering::Relaxed);
     let policy = params.policy();
-    let memory = At::memory();
-    let mut models = vec![KeyModel::default(); KEYS];
+    let mut reference = Reference::new(KEYS);
     let mut now = T0 + start;
     for (i, step) in steps.iter().enumerate() {
         now += step.advance_us;
-        let key = format!("{prefix}:case{case}:k{}", step.key);
-        let from_memory = memory.decide_at(&key, &policy, step.cost, now).unwrap();
-        let from_redis = redis.check_at(&key, &policy, step.cost, now).await.unwrap();
-        let expected = models[step.key].check(&params, now, step.cost);
-        prop_assert_eq!(
-            &Outcome::of(&from_memory),
-            &expected,
-            "memory vs model at step {} ({:?})",
-            i,
-            step
-        );
-        prop_assert_eq!(
-            from_redis,
-            from_memory,
-            "redis vs memory at step {} ({:?})",
-            i,
-            step
-        );
+        let name = format!("{prefix}:case{case}:k{}", step.key);
+        let from_redis = redis
+            .check_at(&name, &policy, step.cost, now)
+            .await
+            .unwrap();
+        let at = format_args!("step {i} ({step:?})");
+        reference.agrees(
+            (&policy, &params),
+            (step.key, &name),
+            (step.cost, now),
+            &from_redis,
+            at,
+        )?;
     }
     Ok(())
 }
 
-fn agree(redis: &At<RedisStore>, prefix: &str, cases: u32, runtime: &tokio::runtime::Runtime) {
-    let mut runner = TestRunner::new(Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    });
-    runner
-        .run(&case(), |case| {
-            runtime.block_on(run_case(redis, prefix, case))
-        })
-        .unwrap();
+/// The memory store and the reference model, deciding beside a Redis
+/// store on the same timestamps.
+pub(crate) struct Reference {
+    memory: At<MemoryStore<ManualClock>>,
+    models: Vec<KeyModel>,
+}
+
+impl Reference {
+    pub(crate) fn new(keys: usize) -> Self {
+        Self {
+            memory: At::memory(),
+            models: vec![KeyModel::default(); keys],
+        }
+    }
+
+    /// The memory store decides `name` (the `key`th) as the model does,
+    /// and the Redis store decided as the memory store: every field.
+    pub(crate) fn agrees(
+        &mut self,
+        (policy, params): (&Policy, &Params),
+        (key, name): (usize, &str),
+        (cost, now): (u64, u64),
+        from_redis: &Decision,
+        at: std::fmt::Arguments<'_>,
+    ) -> Result<(), TestCaseError> {
+        let from_memory = self.memory.decide_at(name, policy, cost, now).unwrap();
+        let expected = self.models[key].check(params, now, cost);
+        prop_assert_eq!(
+            &Outcome::of(&from_memory),
+            &expected,
+            "memory vs model at {}",
+            at
+        );
+        prop_assert_eq!(from_redis, &from_memory, "redis vs memory at {}", at);
+        Ok(())
+    }
 }
 
 #[test]
@@ -105,7 +125,9 @@ fn memory_redis_and_the_model_agree_on_every_decision() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let test_redis: TestRedis = limiter_tests::redis();
     let redis = runtime.block_on(clocked(&test_redis));
-    agree(&redis, test_redis.prefix(), CASES * 5, &runtime);
+    each_case_on(&runtime, CASES * 5, case(), |case| {
+        run_case(&redis, test_redis.prefix(), case)
+    });
 }
 
 #[test]
@@ -114,7 +136,10 @@ fn memory_redis_cluster_and_the_model_agree_on_every_decision() {
     let cluster = limiter_tests::RedisCluster::start();
     let (config, clock) = limiter_tests::at::clocked(limiter_tests::at::patient());
     let store = runtime.block_on(cluster.store_with(config));
-    agree(&At { store, clock }, "cluster", CASES * 2, &runtime);
+    let redis = At { store, clock };
+    each_case_on(&runtime, CASES * 2, case(), |case| {
+        run_case(&redis, "cluster", case)
+    });
 }
 
 /// Two plans a key can move between: one algorithm (sliding windows of one
@@ -166,43 +191,25 @@ fn memory_redis_and_the_model_agree_when_plans_change() {
         );
         (Just((a, b)), prop::collection::vec(step, 1..60))
     });
-    let mut runner = TestRunner::new(Config {
-        cases: CASES * 3,
-        failure_persistence: None,
-        ..Config::default()
-    });
     static CASE: AtomicU64 = AtomicU64::new(0);
-    runner
-        .run(&case, |((a, b), steps)| {
-            let case = CASE.fetch_add(1, Ordering::Relaxed);
-            let plans = [(a.policy(), a), (b.policy(), b)];
-            let memory = At::memory();
-            let mut models = vec![KeyModel::default(); KEYS];
-            let mut now = T0;
-            for (i, &(advance_us, key, cost, second)) in steps.iter().enumerate() {
-                now += advance_us;
-                let (policy, params) = &plans[usize::from(second)];
-                let name = format!("{}:plans{case}:k{key}", test_redis.prefix());
-                let from_memory = memory.decide_at(&name, policy, cost, now).unwrap();
-                let from_redis = runtime
-                    .block_on(redis.check_at(&name, policy, cost, now))
-                    .unwrap();
-                let expected = models[key].check(params, now, cost);
-                prop_assert_eq!(
-                    &Outcome::of(&from_memory),
-                    &expected,
-                    "memory vs model at step {} (plan {}, {} µs, key {}, cost {})",
-                    i,
-                    usize::from(second),
-                    advance_us,
-                    key,
-                    cost
-                );
-                prop_assert_eq!(from_redis, from_memory, "redis vs memory at step {}", i);
-            }
-            Ok(())
-        })
-        .unwrap();
+    each_case(CASES * 3, case, |((a, b), steps)| {
+        let case = CASE.fetch_add(1, Ordering::Relaxed);
+        let plans = [(a.policy(), a), (b.policy(), b)];
+        let mut reference = Reference::new(KEYS);
+        let mut now = T0;
+        for (i, &(advance_us, key, cost, second)) in steps.iter().enumerate() {
+            now += advance_us;
+            let (policy, params) = &plans[usize::from(second)];
+            let name = format!("{}:plans{case}:k{key}", test_redis.prefix());
+            let from_redis = runtime
+                .block_on(redis.check_at(&name, policy, cost, now))
+                .unwrap();
+            let at =
+                format_args!("step {i} (plan {second}, {advance_us} µs, key {key}, cost {cost})");
+            reference.agrees((policy, params), (key, &name), (cost, now), &from_redis, at)?;
+        }
+        Ok(())
+    });
 }
 
 /// The sliding log when the clock steps back (a Redis failover to a node
@@ -230,38 +237,31 @@ fn memory_and_redis_agree_when_the_clock_steps_back() {
         );
         (Just(rules), prop::collection::vec(step, 1..60))
     });
-    let mut runner = TestRunner::new(Config {
-        cases: CASES,
-        failure_persistence: None,
-        ..Config::default()
-    });
     static CASE: AtomicU64 = AtomicU64::new(0);
-    runner
-        .run(&case, |(rules, steps)| {
-            let case = CASE.fetch_add(1, Ordering::Relaxed);
-            let policy = Params::SlidingLog(rules).policy();
-            let memory = At::memory();
-            let mut now = T0;
-            for (i, &(step, key, cost)) in steps.iter().enumerate() {
-                now = now.saturating_add_signed(step);
-                let key = format!("{}:back{case}:k{key}", test_redis.prefix());
-                let from_memory = memory.decide_at(&key, &policy, cost, now).unwrap();
-                let from_redis = runtime
-                    .block_on(redis.check_at(&key, &policy, cost, now))
-                    .unwrap();
-                prop_assert_eq!(
-                    from_redis,
-                    from_memory,
-                    "redis vs memory at step {} ({}, {}, {})",
-                    i,
-                    step,
-                    key,
-                    cost
-                );
-            }
-            Ok(())
-        })
-        .unwrap();
+    each_case(CASES, case, |(rules, steps)| {
+        let case = CASE.fetch_add(1, Ordering::Relaxed);
+        let policy = Params::SlidingLog(rules).policy();
+        let memory = At::memory();
+        let mut now = T0;
+        for (i, &(step, key, cost)) in steps.iter().enumerate() {
+            now = now.saturating_add_signed(step);
+            let key = format!("{}:back{case}:k{key}", test_redis.prefix());
+            let from_memory = memory.decide_at(&key, &policy, cost, now).unwrap();
+            let from_redis = runtime
+                .block_on(redis.check_at(&key, &policy, cost, now))
+                .unwrap();
+            prop_assert_eq!(
+                from_redis,
+                from_memory,
+                "redis vs memory at step {} ({}, {}, {})",
+                i,
+                step,
+                key,
+                cost
+            );
+        }
+        Ok(())
+    });
 }
 
 /// A store of `redis` on a clock of its own.

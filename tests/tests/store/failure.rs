@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use limiter_core::{GuardConfig, Guarded, OnStoreError, Policy, Rule, Store, Verdict};
 use limiter_redis::{RedisConfig, RedisStore};
-use limiter_tests::{RedisServer, UgcServer, http::send, until};
+use limiter_tests::http::{send, status_of};
+use limiter_tests::{RedisServer, UgcServer, until};
 use redis::AsyncCommands;
 
 const DEADLINE: Duration = Duration::from_millis(50);
@@ -213,12 +214,7 @@ async fn the_server_starts_while_redis_refuses_connections_and_uses_it_once_up()
     let user: &[(&str, &[u8])] = &[("x-user-id", b"early")];
     let mut statuses = Vec::new();
     for _ in 0..6 {
-        statuses.push(
-            send(app.addr(), "POST", "/posts/1/replies", user, b"")
-                .await
-                .unwrap()
-                .status,
-        );
+        statuses.push(status_of(app.addr(), "POST", "/posts/1/replies", user).await);
     }
     // Decided by the local fallback with the same rules.
     assert_eq!(statuses, [201, 201, 201, 201, 201, 429]);
@@ -227,10 +223,7 @@ async fn the_server_starts_while_redis_refuses_connections_and_uses_it_once_up()
     tokio::time::sleep(PROBE_INTERVAL + MARGIN).await;
     let late: &[(&str, &[u8])] = &[("x-user-id", b"late")];
     assert_eq!(
-        send(app.addr(), "POST", "/posts/1/replies", late, b"")
-            .await
-            .unwrap()
-            .status,
+        status_of(app.addr(), "POST", "/posts/1/replies", late).await,
         201
     );
     let mut raw = redis::Client::open(server.url())
@@ -249,8 +242,7 @@ async fn the_server_starts_while_redis_refuses_connections_and_uses_it_once_up()
 #[tokio::test]
 async fn fail_open_and_fail_closed_over_http() {
     use axum::Router;
-    use axum::routing::get;
-    use limiter_tower::{KeySource, LimitLayer, Limiter, LimiterLayer};
+    use limiter_tower::{Limiter, LimiterLayer};
 
     let dead = format!("redis://127.0.0.1:{}/", RedisServer::unused_port());
     let limiter = Limiter::new(RedisStore::open(&dead).unwrap());
@@ -258,17 +250,11 @@ async fn fail_open_and_fail_closed_over_http() {
     let router = Router::new()
         .route(
             "/open",
-            get(|| async { "open" }).layer(
-                LimitLayer::new("open", one(), KeySource::global())
-                    .on_store_error(OnStoreError::FailOpen),
-            ),
+            limited("open", one(), Some(OnStoreError::FailOpen)),
         )
         .route(
             "/closed",
-            get(|| async { "closed" }).layer(
-                LimitLayer::new("closed", one(), KeySource::global())
-                    .on_store_error(OnStoreError::FailClosed),
-            ),
+            limited("closed", one(), Some(OnStoreError::FailClosed)),
         )
         .layer(LimiterLayer::new(limiter));
     let addr = limiter_tests::http::serve(router).await;
@@ -291,8 +277,7 @@ async fn fail_open_and_fail_closed_over_http() {
 #[tokio::test]
 async fn the_route_and_the_layer_name_the_failure_policy_over_the_policys_own() {
     use axum::Router;
-    use axum::routing::get;
-    use limiter_tower::{KeySource, LimitLayer, Limiter, LimiterLayer};
+    use limiter_tower::{Limiter, LimiterLayer};
 
     let dead = || format!("redis://127.0.0.1:{}/", RedisServer::unused_port());
     // One a minute, failing open unless told otherwise.
@@ -306,25 +291,12 @@ async fn the_route_and_the_layer_name_the_failure_policy_over_the_policys_own() 
     let told = Router::new()
         .route(
             "/route",
-            get(|| async { "route" }).layer(
-                LimitLayer::new("route", open(), KeySource::global())
-                    .on_store_error(OnStoreError::FailClosed),
-            ),
+            limited("route", open(), Some(OnStoreError::FailClosed)),
         )
-        .route(
-            "/layer",
-            get(|| async { "layer" }).layer(LimitLayer::new("layer", open(), KeySource::global())),
-        )
+        .route("/layer", limited("layer", open(), None))
         .layer(closed_layer);
     let untold = Router::new()
-        .route(
-            "/policy",
-            get(|| async { "policy" }).layer(LimitLayer::new(
-                "policy",
-                open(),
-                KeySource::global(),
-            )),
-        )
+        .route("/policy", limited("policy", open(), None))
         .layer(LimiterLayer::new(Limiter::new(
             RedisStore::open(&dead()).unwrap(),
         )));
@@ -342,4 +314,19 @@ async fn the_route_and_the_layer_name_the_failure_policy_over_the_policys_own() 
         assert_eq!(let_through.status, 200);
         assert!(!let_through.headers.contains_key("ratelimit"));
     }
+}
+
+/// A `GET` route answering 200, limited globally by `policy` under `name`,
+/// with its own failure policy when `on_error` names one.
+fn limited(
+    name: &'static str,
+    policy: Policy,
+    on_error: Option<OnStoreError>,
+) -> axum::routing::MethodRouter {
+    let limit = limiter_tower::LimitLayer::new(name, policy, limiter_tower::KeySource::global());
+    let limit = match on_error {
+        Some(on_error) => limit.on_store_error(on_error),
+        None => limit,
+    };
+    axum::routing::get(|| async { "ok" }).layer(limit)
 }

@@ -233,29 +233,63 @@ async fn check(limiter: &Limiter<impl Store>, policy: &Policy) -> bool {
     limiter.check("trending", policy).await.unwrap().allowed()
 }
 
+/// A log of 10 a second leased in bulk (up to 8 permits, for 50 ms), on
+/// a Redis of its own, through one instance on a manual clock.
+struct LeasedLog {
+    server: RedisServer,
+    store: RedisStore,
+    clock: ManualClock,
+    policy: Policy,
+    limiter: Limiter<RedisStore>,
+}
+
+impl LeasedLog {
+    const KEY: &str = "rate_limit:trending";
+
+    async fn start() -> Self {
+        let server = RedisServer::start();
+        let store = RedisStore::connect(&server.url()).await.unwrap();
+        let clock = ManualClock::new(START);
+        let limiter = instance(store.clone(), &clock);
+        let policy = leased_log(&[(10, 1000)], 8, 50);
+        Self {
+            server,
+            store,
+            clock,
+            policy,
+            limiter,
+        }
+    }
+
+    /// The entries Redis holds for the key.
+    async fn entries(&self) -> u64 {
+        entries(&self.server.url(), Self::KEY).await
+    }
+
+    /// The lease ends: its unused permits go back, leaving `left` entries;
+    /// then another instance gets exactly the rest of the limit.
+    async fn assert_the_lease_ends_leaving(&self, left: u64) {
+        self.clock.advance(ms(50));
+        until_entries(&self.server.url(), Self::KEY, left).await;
+        let other = instance(self.store.clone(), &self.clock);
+        for _ in left..10 {
+            assert!(check(&other, &self.policy).await);
+        }
+        assert!(!check(&other, &self.policy).await);
+    }
+}
+
 #[tokio::test]
 async fn unused_permits_go_back_when_the_lease_ends() {
-    let server = RedisServer::start();
-    let store = RedisStore::connect(&server.url()).await.unwrap();
-    let clock = ManualClock::new(START);
-    let policy = leased_log(&[(10, 1000)], 8, 50);
-    let limiter = instance(store.clone(), &clock);
-    let key = "rate_limit:trending";
+    let leased = LeasedLog::start().await;
     // 1: cold, direct. 2: a lease of 2 (the rate so far). 3: its second
     // permit. 4: a lease of 4, one used.
     for _ in 0..4 {
-        assert!(check(&limiter, &policy).await);
+        assert!(check(&leased.limiter, &leased.policy).await);
     }
-    assert_eq!(entries(&server.url(), key).await, 7);
-    // The lease ends: its three unused permits go back.
-    clock.advance(ms(50));
-    until_entries(&server.url(), key, 4).await;
-    // Another instance gets exactly the rest of the limit.
-    let other = instance(store, &clock);
-    for _ in 0..6 {
-        assert!(check(&other, &policy).await);
-    }
-    assert!(!check(&other, &policy).await);
+    assert_eq!(leased.entries().await, 7);
+    // Its three unused permits go back.
+    leased.assert_the_lease_ends_leaving(4).await;
 }
 
 #[tokio::test]
@@ -308,37 +342,26 @@ async fn the_failure_policy_decides_when_no_lease_can_be_had() {
 
 #[tokio::test]
 async fn a_caller_that_gives_up_mid_fetch_leaks_no_permit() {
-    let server = RedisServer::start();
-    let url = server.url();
-    let store = RedisStore::connect(&url).await.unwrap();
-    let clock = ManualClock::new(START);
-    let policy = leased_log(&[(10, 1000)], 8, 50);
-    let limiter = instance(store.clone(), &clock);
-    let key = "rate_limit:trending";
+    let leased = LeasedLog::start().await;
+    let (limiter, policy) = (&leased.limiter, &leased.policy);
     // 1 direct, 2 and 3 from a lease of 2: three entries.
     for _ in 0..3 {
-        assert!(check(&limiter, &policy).await);
+        assert!(check(limiter, policy).await);
     }
-    assert_eq!(entries(&url, key).await, 3);
+    assert_eq!(leased.entries().await, 3);
     // The 4th starts a fetch (a lease of 4, the rate) and is dropped while
     // it waits for it.
     {
-        let mut gave_up = Box::pin(limiter.check("trending", &policy));
+        let mut gave_up = Box::pin(limiter.check("trending", policy));
         let polled = gave_up
             .as_mut()
             .poll(&mut Context::from_waker(Waker::noop()));
         assert!(matches!(polled, Poll::Pending));
     }
-    until_entries(&url, key, 7).await;
+    until_entries(&leased.server.url(), LeasedLog::KEY, 7).await;
     // The fetched lease serves the next caller: no entry more.
-    assert!(check(&limiter, &policy).await);
-    assert_eq!(entries(&url, key).await, 7);
+    assert!(check(limiter, policy).await);
+    assert_eq!(leased.entries().await, 7);
     // At its end, its three unused permits go back: nothing counted twice.
-    clock.advance(ms(50));
-    until_entries(&url, key, 4).await;
-    let other = instance(store, &clock);
-    for _ in 0..6 {
-        assert!(check(&other, &policy).await);
-    }
-    assert!(!check(&other, &policy).await);
+    leased.assert_the_lease_ends_leaving(4).await;
 }

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use limiter_core::{ConfigError, Error, Limiter, ManualClock, MemoryStore, Policy, Rate, Rule};
+use limiter_core::{
+    ConfigError, Decision, Error, Limiter, ManualClock, MemoryStore, Policy, Rate, Rule,
+};
 use limiter_redis::RedisConfig;
 use limiter_tests::{TimedStore, redis};
 use redis::AsyncCommands;
@@ -35,14 +37,13 @@ fn five_then_fifteen() -> Vec<bool> {
 async fn laoqian_replies_five_times_a_minute_in_memory() {
     let clock = ManualClock::new(Duration::from_micros(T0));
     let limiter = Limiter::new(MemoryStore::with_clock(clock.clone()));
-    assert_eq!(
-        is_allowed_20_times(&limiter, "laoqian").await,
-        five_then_fifteen()
-    );
-    assert_eq!(
-        is_allowed_20_times(&limiter, "xiaoming").await,
-        five_then_fifteen()
-    );
+    for user in ["laoqian", "xiaoming"] {
+        assert_eq!(
+            is_allowed_20_times(&limiter, user).await,
+            five_then_fifteen(),
+            "{user}"
+        );
+    }
     clock.advance(Duration::from_secs(60) - Duration::from_micros(1));
     assert!(
         !limiter
@@ -62,14 +63,13 @@ async fn laoqian_replies_five_times_a_minute_on_redis() {
     let redis = redis();
     let store = redis.store().await;
     let limiter = Limiter::new(store.clone()).with_prefix(redis.prefix());
-    assert_eq!(
-        is_allowed_20_times(&limiter, "laoqian").await,
-        five_then_fifteen()
-    );
-    assert_eq!(
-        is_allowed_20_times(&limiter, "xiaoming").await,
-        five_then_fifteen()
-    );
+    for user in ["laoqian", "xiaoming"] {
+        assert_eq!(
+            is_allowed_20_times(&limiter, user).await,
+            five_then_fifteen(),
+            "{user}"
+        );
+    }
 
     // The key has the documented shape and expires after the window.
     let key = format!("{}:user=laoqian:reply", redis.prefix());
@@ -194,6 +194,18 @@ async fn the_rule_that_frees_last_decides() {
     }
 }
 
+/// What `CL.THROTTLE` answers, read from a decision: allowed, limit,
+/// remaining, retry after, reset after.
+fn cell_reply(d: &Decision) -> (bool, u64, u64, Option<Duration>, Duration) {
+    (
+        d.allowed(),
+        d.limit(),
+        d.remaining(),
+        d.retry_after(),
+        d.reset_after(),
+    )
+}
+
 #[tokio::test]
 async fn gcra_reproduces_redis_cell() {
     // CL.THROTTLE user123 15 30 60 1  ->  0, 16, 15, -1, 2
@@ -203,13 +215,7 @@ async fn gcra_reproduces_redis_cell() {
         let key = redis.key(&format!("{}:user123", store.name()));
         let d = store.check_at(&key, &policy, 1, T0).await.unwrap();
         assert_eq!(
-            (
-                d.allowed(),
-                d.limit(),
-                d.remaining(),
-                d.retry_after(),
-                d.reset_after()
-            ),
+            cell_reply(&d),
             (true, 16, 15, None, Duration::from_secs(2)),
             "{}",
             store.name()
@@ -221,13 +227,7 @@ async fn gcra_reproduces_redis_cell() {
         }
         let d = store.check_at(&key, &policy, 1, T0).await.unwrap();
         assert_eq!(
-            (
-                d.allowed(),
-                d.limit(),
-                d.remaining(),
-                d.retry_after(),
-                d.reset_after()
-            ),
+            cell_reply(&d),
             (
                 false,
                 16,

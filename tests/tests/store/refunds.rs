@@ -29,19 +29,33 @@ fn client(n: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(127, 0, 0, n))
 }
 
+/// The `n`th client address of the test numbered `test`: each request
+/// its own client.
+fn client_number(test: u8, n: u32) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(
+        10,
+        test,
+        (n / 250) as u8,
+        (n % 250) as u8 + 1,
+    ))
+}
+
+/// A limit named `name` of `n` failed requests a minute per client
+/// address.
+fn failures_a_minute(name: &'static str, n: u64) -> LimitLayer {
+    let policy = Policy::sliding_log([Rule::new(n, Duration::from_secs(60)).unwrap()]).unwrap();
+    LimitLayer::new(name, policy, KeySource::ip())
+        .count_failures()
+        .unwrap()
+}
+
 /// A route counting failures only, by client address, whose handler says
 /// how many responses it made.
 fn counted_route(
     limiter: Limiter<impl limiter_tower::Store + Clone>,
     made: Arc<AtomicUsize>,
 ) -> (Router, Control) {
-    let ok = LimitLayer::new(
-        "ok",
-        Policy::sliding_log([Rule::new(100, Duration::from_secs(60)).unwrap()]).unwrap(),
-        KeySource::ip(),
-    )
-    .count_failures()
-    .unwrap();
+    let ok = failures_a_minute("ok", 100);
     let layer = LimiterLayer::new(limiter);
     let control = layer.control().limit("POST /ok", &ok);
     let handler = |State(made): State<Arc<AtomicUsize>>| async move {
@@ -78,12 +92,7 @@ async fn a_request_dropped_at_every_await_of_the_refund_is_given_back_once_answe
     let (router, control) = counted_route(limiter, Arc::clone(&made));
     let mut finished_at = None;
     for polls in 0..300u32 {
-        let ip = IpAddr::V4(Ipv4Addr::new(
-            10,
-            1,
-            (polls / 250) as u8,
-            (polls % 250) as u8 + 1,
-        ));
+        let ip = client_number(1, polls);
         let before = made.load(Ordering::SeqCst);
         let answered =
             poll_then_drop(router.clone().oneshot(request_from(ip)), u64::from(polls)).await;
@@ -144,12 +153,7 @@ async fn a_denial_dropped_at_every_await_of_the_penalty_blocks_at_the_first_step
         .layer(layer);
     let mut finished_at = None;
     for polls in 0..300u32 {
-        let ip = IpAddr::V4(Ipv4Addr::new(
-            10,
-            2,
-            (polls / 250) as u8,
-            (polls % 250) as u8 + 1,
-        ));
+        let ip = client_number(2, polls);
         let first = router.clone().oneshot(request_from(ip)).await.unwrap();
         assert_eq!(first.status(), 200);
         let dropped =
@@ -316,13 +320,7 @@ async fn count_when_reads_the_response_and_every_refunding_algorithm_gives_back(
 async fn a_refund_forgets_the_cached_denial_of_its_key_on_redis() {
     let redis = redis();
     let limiter = Limiter::new(redis.store().await).with_prefix(redis.prefix());
-    let limit = LimitLayer::new(
-        "once",
-        Policy::sliding_log([Rule::new(1, Duration::from_secs(60)).unwrap()]).unwrap(),
-        KeySource::ip(),
-    )
-    .count_failures()
-    .unwrap();
+    let limit = failures_a_minute("once", 1);
     // The slow request says when its handler runs, then waits for `release`.
     let (started, release) = (
         Arc::new(tokio::sync::Notify::new()),

@@ -86,12 +86,8 @@ async fn allow_list_follows_the_resolved_client(redis: Option<&str>) {
 }
 
 #[tokio::test]
-async fn allowed_clients_bypass_every_limit_on_memory() {
+async fn allowed_clients_bypass_every_limit_on_memory_and_on_redis() {
     allow_list_follows_the_resolved_client(None).await;
-}
-
-#[tokio::test]
-async fn allowed_clients_bypass_every_limit_on_redis() {
     let redis = RedisServer::start();
     allow_list_follows_the_resolved_client(Some(&redis.url())).await;
 }
@@ -129,12 +125,8 @@ async fn shadow_mode_counts_what_it_would_deny(redis: Option<&str>) {
 }
 
 #[tokio::test]
-async fn shadow_mode_counts_exactly_what_it_would_deny_on_memory() {
+async fn shadow_mode_counts_exactly_what_it_would_deny_on_memory_and_on_redis() {
     shadow_mode_counts_what_it_would_deny(None).await;
-}
-
-#[tokio::test]
-async fn shadow_mode_counts_exactly_what_it_would_deny_on_redis() {
     let redis = RedisServer::start();
     shadow_mode_counts_what_it_would_deny(Some(&redis.url())).await;
 }

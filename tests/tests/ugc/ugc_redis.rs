@@ -4,7 +4,8 @@
 
 use limiter_examples::{Options, app};
 use limiter_tests::UgcServer;
-use limiter_tests::http::{send, serve};
+use limiter_tests::http::{send, serve, status_of};
+use limiter_tests::ugc::assert_a_second_post_is_a_duplicate;
 use std::time::Duration;
 
 use limiter_tower::{GuardConfig, Limiter, rate_limit};
@@ -29,12 +30,7 @@ async fn every_route_on_redis_allows_exactly_its_limit_with_exact_fields() {
     let user: &[(&str, &[u8])] = &[("x-user-id", b"laoqian")];
     let mut statuses = Vec::new();
     for _ in 0..7 {
-        statuses.push(
-            send(addr, "POST", "/posts/1/replies", user, b"")
-                .await
-                .unwrap()
-                .status,
-        );
+        statuses.push(status_of(addr, "POST", "/posts/1/replies", user).await);
     }
     assert_eq!(statuses, [201, 201, 201, 201, 201, 429, 429]);
     // Redis's clock moves on during the test: a few ms, rounded up to the same seconds.
@@ -52,38 +48,17 @@ async fn every_route_on_redis_allows_exactly_its_limit_with_exact_fields() {
     );
     let other: &[(&str, &[u8])] = &[("x-user-id", b"xiaoming")];
     assert_eq!(
-        send(addr, "POST", "/posts/1/replies", other, b"")
-            .await
-            .unwrap()
-            .status,
+        status_of(addr, "POST", "/posts/1/replies", other).await,
         201
     );
 
     // Posts: the duplicate rule answers first.
-    assert_eq!(
-        send(addr, "POST", "/posts", &[], b"").await.unwrap().status,
-        201
-    );
-    let duplicate = send(addr, "POST", "/posts", &[], b"").await.unwrap();
-    duplicate.assert_denied(
-        "5",
-        &[
-            ("10-per-60s", 10, 60, 9, 60),
-            ("20-per-120s", 20, 120, 19, 120),
-            ("1-per-5s", 1, 5, 0, 5),
-        ],
-    );
+    assert_a_second_post_is_a_duplicate(addr).await;
 
     // Likes: a bucket of 10 (another user's: laoqian is blocked on every
     // limit).
     for _ in 0..10 {
-        assert_eq!(
-            send(addr, "POST", "/posts/1/likes", other, b"")
-                .await
-                .unwrap()
-                .status,
-            200
-        );
+        assert_eq!(status_of(addr, "POST", "/posts/1/likes", other).await, 200);
     }
     let empty = send(addr, "POST", "/posts/1/likes", other, b"")
         .await
@@ -92,10 +67,7 @@ async fn every_route_on_redis_allows_exactly_its_limit_with_exact_fields() {
 
     // Feed: 20 at once.
     for _ in 0..20 {
-        assert_eq!(
-            send(addr, "GET", "/feed", &[], b"").await.unwrap().status,
-            200
-        );
+        assert_eq!(status_of(addr, "GET", "/feed", &[]).await, 200);
     }
     let burst = send(addr, "GET", "/feed", &[], b"").await.unwrap();
     burst.assert_denied("1", &[("100-per-60s-burst-20", 20, 12, 0, 1)]);
@@ -115,42 +87,27 @@ async fn after_waiting_retry_after_the_next_request_passes_on_redis() {
         .route("/brief", axum::routing::get(brief))
         .layer(limiter_tower::LimiterLayer::new(limiter));
     let addr = serve(router).await;
-    assert_eq!(
-        send(addr, "GET", "/brief", &[], b"").await.unwrap().status,
-        200
-    );
-    assert_eq!(
-        send(addr, "GET", "/brief", &[], b"").await.unwrap().status,
-        200
-    );
+    assert_eq!(status_of(addr, "GET", "/brief", &[]).await, 200);
+    assert_eq!(status_of(addr, "GET", "/brief", &[]).await, 200);
     let denied = send(addr, "GET", "/brief", &[], b"").await.unwrap();
     assert_eq!(denied.status, 429);
     let wait: u64 = denied.header("retry-after").parse().unwrap();
     assert_eq!(wait, 1);
     tokio::time::sleep(std::time::Duration::from_secs(wait)).await;
-    assert_eq!(
-        send(addr, "GET", "/brief", &[], b"").await.unwrap().status,
-        200
-    );
+    assert_eq!(status_of(addr, "GET", "/brief", &[]).await, 200);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_server_processes_sharing_redis_allow_exactly_five_replies() {
     let redis = limiter_tests::redis();
-    let servers = [
-        UgcServer::on_redis(redis.url()),
-        UgcServer::on_redis(redis.url()),
-    ];
+    let servers = UgcServer::two_on_redis(redis.url());
     let user = format!("{}-laoqian", redis.prefix());
     let mut requests = tokio::task::JoinSet::new();
     for i in 0..200 {
         let (addr, user) = (servers[i % 2].addr(), user.clone());
         requests.spawn(async move {
             let headers: &[(&str, &[u8])] = &[("x-user-id", user.as_bytes())];
-            send(addr, "POST", "/posts/1/replies", headers, b"")
-                .await
-                .unwrap()
-                .status
+            status_of(addr, "POST", "/posts/1/replies", headers).await
         });
     }
     let statuses = requests.join_all().await;

@@ -8,10 +8,7 @@ use limiter_tests::http::send;
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_servers_serve_trending_through_leases() {
     let redis = limiter_tests::redis();
-    let servers = [
-        UgcServer::on_redis(redis.url()),
-        UgcServer::on_redis(redis.url()),
-    ];
+    let servers = UgcServer::two_on_redis(redis.url());
     let server = redis.server().expect("the test's own Redis");
     let calls = || -> u64 {
         server

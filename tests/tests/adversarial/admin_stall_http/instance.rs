@@ -66,16 +66,7 @@ impl Instance {
     pub(super) async fn blocked(&self, user: &str) -> Option<u64> {
         let path = format!("/admin/blocks/user/{user}");
         let response = self.admin("GET", &path, "").await;
-        match response.status {
-            404 => None,
-            200 => {
-                let body: Value = serde_json::from_str(&response.body).unwrap();
-                let seconds = body["seconds"].as_u64();
-                assert_eq!(body, json!({ "seconds": seconds }), "{path}");
-                seconds
-            }
-            _ => panic!("{path}: {response:#?}"),
-        }
+        limiter_tests::http::block_seconds(&path, &response)
     }
 
     /// `POST /posts/1/replies` as `user`.

@@ -33,6 +33,22 @@ pub(crate) async fn redis_instance(redis: &RedisServer) -> SocketAddr {
     serve(app(Limiter::new(store), options())).await
 }
 
+/// `N` UGC instances on `redis`, each subscribed to its notices.
+pub(crate) async fn subscribed_instances<const N: usize>(redis: &RedisServer) -> [SocketAddr; N] {
+    let mut instances = [SocketAddr::from(([0, 0, 0, 0], 0)); N];
+    for instance in &mut instances {
+        *instance = redis_instance(redis).await;
+    }
+    subscribed(redis, &instances).await;
+    instances
+}
+
+/// `PUT {path}` with `body` on `addr`, answered 204.
+pub(crate) async fn put_override(addr: SocketAddr, path: &str, body: &str) {
+    let set = admin(addr, "PUT", path, body, Some(TOKEN)).await;
+    assert_eq!((set.status, set.body.as_str()), (204, ""), "{set:#?}");
+}
+
 /// A UGC instance (in process) on the memory store, time moved by hand.
 pub(crate) async fn memory_instance_with(clock: ManualClock) -> SocketAddr {
     limiter_tests::ugc::memory_server_with(clock).await

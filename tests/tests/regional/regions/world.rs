@@ -200,6 +200,16 @@ impl<'a> Traffic<'a> {
         eprintln!("{}: p99 {:?}", self.key, self.p99());
     }
 
+    /// Every decision made in its own region: the checks' p99 below the
+    /// shortest round trip to another.
+    pub(crate) fn assert_local(&self) {
+        assert!(
+            self.p99() < SHORTEST_ROUND_TRIP,
+            "local decisions waited for another region: p99 {:?}",
+            self.p99()
+        );
+    }
+
     /// The 99th percentile of the checks' durations.
     pub(crate) fn p99(&self) -> Duration {
         let mut sorted = self.latencies.clone();
