@@ -31,6 +31,9 @@ mod business {}
 #[doc = include_str!("../../docs/control.md")]
 mod control {}
 
+#[doc = include_str!("../../docs/runbook.md")]
+mod runbook {}
+
 // The README's program is `no_run`: it serves until stopped
 // (`examples/tests/readme.rs` runs it as the quickstart binary).
 #[doc = include_str!("../../README.md")]

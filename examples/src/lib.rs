@@ -68,6 +68,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::json;
 
 pub mod admin;
+pub mod body_deadline;
 pub mod business;
 pub mod demo;
 #[cfg(doctest)]

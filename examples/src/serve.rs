@@ -1,13 +1,15 @@
 //! Serving a router as a production service should be served, which
 //! `axum::serve` cannot do alone: a client gets a bounded time to send each
-//! request's head, and a bounded number of connections is served at once.
+//! request's head and then its body, and a bounded number of connections is
+//! served at once.
 //!
-//! Without the timeout, a client that sends half a request and stalls keeps
-//! its connection, and its file descriptor, forever; a few thousand of them
-//! (slowloris) exhaust the process's descriptors and nothing is served. With
-//! it, such a connection is closed after the timeout. The bound keeps the
-//! descriptors in use below the process's limit: connections past it wait in
-//! the listen backlog until one closes, and are served then.
+//! Without the timeouts, a client that sends half a request and stalls, or
+//! drips its body a byte at a time, keeps its connection, and its file
+//! descriptor, forever; a few hundred of them (slowloris) fill every slot
+//! and nothing is served. With them, such a connection is closed after the
+//! timeout (the body's: [`body_deadline`](crate::body_deadline)). The bound
+//! keeps the descriptors in use below the process's limit: connections past
+//! it wait in the listen backlog until one closes, and are served then.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -26,6 +28,12 @@ use tower::Service;
 /// The default [`ServeOptions::header_read_timeout`].
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The default [`ServeOptions::body_read_timeout`]: a few times what a
+/// JSON body takes over a slow mobile link, and short enough that slots
+/// held by clients dripping their bodies free well before a health check
+/// gives up.
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The default [`ServeOptions::max_connections`]: well under the usual
 /// limit of 1,024 open files, leaving room for the listener, Redis
 /// connections and the runtime.
@@ -41,6 +49,11 @@ pub struct ServeOptions {
     /// headers), counted from when the server starts waiting for it, so an
     /// idle keep-alive connection too: then the connection is closed.
     pub header_read_timeout: Duration,
+    /// How long a client may take to send a request's body, counted from
+    /// when its head arrived: then the request is answered `408 Request
+    /// Timeout` and the connection closed. A body the handler does not
+    /// read is not waited for.
+    pub body_read_timeout: Duration,
     /// How many connections are served at once; more wait in the listen
     /// backlog until one closes.
     pub max_connections: usize,
@@ -50,6 +63,7 @@ impl Default for ServeOptions {
     fn default() -> Self {
         Self {
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
@@ -89,6 +103,10 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let Ok(service) = make_service.call(peer).await;
+        let body_read_timeout = options.body_read_timeout;
+        let service = tower::service_fn(move |request| {
+            crate::body_deadline::read_within(service.clone(), request, body_read_timeout)
+        });
         let connection =
             http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
         let connection = graceful.watch(connection);

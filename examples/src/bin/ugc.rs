@@ -15,6 +15,9 @@
 //! - `LIMITER_HEADER_READ_TIMEOUT_MS`: how long a client may take to send a
 //!   request's head, idle keep-alive included, before its connection is
 //!   closed (default 10,000);
+//! - `LIMITER_BODY_READ_TIMEOUT_MS`: how long a client may take to send a
+//!   request's body once its head arrived, before the request is answered
+//!   408 and its connection closed (default 5,000);
 //! - `LIMITER_MAX_CONNECTIONS`: connections served at once; more wait in the
 //!   listen backlog (default 768);
 //! - `LIMITER_ALLOW`: comma-separated networks (CIDRs or single addresses)
@@ -43,7 +46,8 @@ use std::time::Duration;
 
 use limiter_examples::admin::AdminToken;
 use limiter_examples::serve::{
-    DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS, ServeOptions, serve,
+    DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS, ServeOptions,
+    serve,
 };
 use limiter_examples::{
     Options, app, parse_client_ip_header, parse_peer_regions, parse_trusted_proxies,
@@ -107,6 +111,10 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         header_read_timeout: Duration::from_millis(env_number(
             "LIMITER_HEADER_READ_TIMEOUT_MS",
             DEFAULT_HEADER_READ_TIMEOUT.as_millis() as u64,
+        )?),
+        body_read_timeout: Duration::from_millis(env_number(
+            "LIMITER_BODY_READ_TIMEOUT_MS",
+            DEFAULT_BODY_READ_TIMEOUT.as_millis() as u64,
         )?),
         max_connections: env_number("LIMITER_MAX_CONNECTIONS", DEFAULT_MAX_CONNECTIONS)?,
     };
@@ -180,6 +188,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         .map_err(|e| format!("LIMITER_ADDR {addr}: {e}"))?;
     tracing::info!(
         header_read_timeout = ?serve_options.header_read_timeout,
+        body_read_timeout = ?serve_options.body_read_timeout,
         max_connections = serve_options.max_connections,
         "listening on http://{}",
         listener.local_addr()?

@@ -55,6 +55,14 @@ impl Entries {
         }
     }
 
+    /// How many blocks of `origin` are held (ended ones too, until swept).
+    pub(super) fn held(&self, origin: BlockOrigin) -> usize {
+        match origin {
+            BlockOrigin::Operator => self.operator_ends.len(),
+            BlockOrigin::Penalty => self.penalty_ends.len(),
+        }
+    }
+
     pub(super) fn index(&mut self, origin: BlockOrigin) -> &mut BTreeSet<(u64, Arc<str>)> {
         match origin {
             BlockOrigin::Operator => &mut self.operator_ends,

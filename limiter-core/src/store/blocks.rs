@@ -38,6 +38,16 @@ pub enum BlockOrigin {
     Penalty,
 }
 
+impl BlockOrigin {
+    /// Its name in metrics and admin answers: `operator`, `penalty`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Operator => "operator",
+            Self::Penalty => "penalty",
+        }
+    }
+}
+
 /// One live block, as [`BlockList::page`] lists it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ListedBlock {
@@ -83,6 +93,9 @@ pub struct BlockList {
     len: AtomicUsize,
     /// How many of those are address keys (see [`holds_addresses`](Self::holds_addresses)).
     addresses: AtomicUsize,
+    /// How many blocks of each origin this list counts in the process's
+    /// `limiter_blocks` gauge.
+    gauged: [AtomicUsize; 2],
     entries: Mutex<Entries>,
 }
 
@@ -104,6 +117,7 @@ impl BlockList {
         Self {
             len: AtomicUsize::new(0),
             addresses: AtomicUsize::new(0),
+            gauged: [AtomicUsize::new(0), AtomicUsize::new(0)],
             entries: Mutex::new(Entries::new(max)),
         }
     }
@@ -193,7 +207,7 @@ impl BlockList {
 
     /// How many blocks of `origin` are held (ended ones too, until swept).
     pub fn held(&self, origin: BlockOrigin) -> usize {
-        self.lock().index(origin).len()
+        self.lock().held(origin)
     }
 
     /// How long `key` stays blocked at `now` (read only when the list
@@ -240,15 +254,39 @@ impl BlockList {
         (until > now).then(|| Duration::from_micros(until - now))
     }
 
-    /// Makes the counts the lock-free readers load match `entries`.
+    /// Makes the counts the lock-free readers load, and the process's
+    /// `limiter_blocks` gauge, match `entries`.
     fn publish(&self, entries: &Entries) {
         self.len.store(entries.by_key.len(), Ordering::Release);
         self.addresses.store(entries.addresses, Ordering::Release);
+        for (origin, gauged) in ORIGINS.into_iter().zip(&self.gauged) {
+            let held = entries.held(origin);
+            gauge_change(origin, gauged.swap(held, Ordering::Relaxed), held);
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Entries> {
         // Every update leaves the entries whole before it can panic.
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Drop for BlockList {
+    fn drop(&mut self) {
+        for (origin, gauged) in ORIGINS.into_iter().zip(&self.gauged) {
+            gauge_change(origin, gauged.load(Ordering::Relaxed), 0);
+        }
+    }
+}
+
+const ORIGINS: [BlockOrigin; 2] = [BlockOrigin::Operator, BlockOrigin::Penalty];
+
+/// Moves the process's gauge of `origin`'s blocks from `before` to `after`
+/// for one list: the gauge is the sum over every list in the process.
+fn gauge_change(origin: BlockOrigin, before: usize, after: usize) {
+    if before != after {
+        metrics::gauge!("limiter_blocks", "origin" => origin.name())
+            .increment(after as f64 - before as f64);
     }
 }
 

@@ -257,3 +257,59 @@ fn replace_keeps_the_bound_and_the_origins() {
     assert_eq!(keys(&list, T0), ["rl:user=a", "rl:user=d"]);
     assert_eq!(list.max_penalty_blocks(), 1);
 }
+
+/// The process's `limiter_blocks` gauge, by origin: `seen` plus what
+/// `snapshotter` read since (its snapshots give what moved since the last).
+fn blocks_gauge(
+    snapshotter: &metrics_util::debugging::Snapshotter,
+    seen: &mut std::collections::BTreeMap<String, f64>,
+) -> std::collections::BTreeMap<String, f64> {
+    use metrics_util::debugging::DebugValue;
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        if let DebugValue::Gauge(value) = value {
+            let key = key.key();
+            let origin = key.labels().next().unwrap().value().to_owned();
+            *seen.entry(format!("{}:{origin}", key.name())).or_default() += value.into_inner();
+        }
+    }
+    seen.clone()
+}
+
+#[test]
+fn the_blocks_gauge_follows_every_list_of_the_process() {
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let gauge = |operator: f64, penalty: f64| {
+        std::collections::BTreeMap::from([
+            ("limiter_blocks:operator".to_owned(), operator),
+            ("limiter_blocks:penalty".to_owned(), penalty),
+        ])
+    };
+    let mut seen = std::collections::BTreeMap::new();
+    metrics::with_local_recorder(&recorder, || {
+        let first = BlockList::with_max_penalty_blocks(2);
+        first
+            .block("op", secs(60), BlockOrigin::Operator, T0)
+            .unwrap();
+        for (i, s) in [10, 20, 30].into_iter().enumerate() {
+            let key = format!("p{i}");
+            first
+                .block(&key, secs(s), BlockOrigin::Penalty, T0)
+                .unwrap();
+        }
+        // The bound held: two penalty blocks.
+        assert_eq!(blocks_gauge(&snapshotter, &mut seen), gauge(1.0, 2.0));
+        let second = BlockList::new();
+        second
+            .block("p9", secs(5), BlockOrigin::Penalty, T0)
+            .unwrap();
+        assert_eq!(blocks_gauge(&snapshotter, &mut seen), gauge(1.0, 3.0));
+        first.unblock("op");
+        assert_eq!(blocks_gauge(&snapshotter, &mut seen), gauge(0.0, 3.0));
+        // Ended blocks leave it when they are swept.
+        assert_eq!(second.blocked("p9", || T0 + 5 * SECOND), None);
+        assert_eq!(blocks_gauge(&snapshotter, &mut seen), gauge(0.0, 2.0));
+        drop(first);
+        assert_eq!(blocks_gauge(&snapshotter, &mut seen), gauge(0.0, 0.0));
+    });
+}

@@ -130,10 +130,7 @@ async fn list_blocks(State(control): State<Control>, uri: Uri) -> Response {
                 .into_iter()
                 .map(|b| ListedBlockBody {
                     seconds: b.left.as_micros().div_ceil(1_000_000) as u64,
-                    origin: match b.origin {
-                        limiter_core::BlockOrigin::Operator => "operator",
-                        limiter_core::BlockOrigin::Penalty => "penalty",
-                    },
+                    origin: b.origin.name(),
                     key: b.key,
                 })
                 .collect();

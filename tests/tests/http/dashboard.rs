@@ -1,5 +1,6 @@
-//! The Grafana dashboard (`docs/grafana/limiter.json`), the metrics table
-//! of `docs/operations.md` and the queries of the README and the guides
+//! The Grafana dashboard (`docs/grafana/limiter.json`), the alert rules
+//! (`docs/prometheus/alerts.yml`), the metrics table of
+//! `docs/operations.md` and the queries of the README and the guides
 //! cannot drift from the code: every metric and label they name is one the
 //! code exports, read from the `metrics` macros in the crates' sources, and
 //! every metric the code exports is on the dashboard and in the table.
@@ -31,7 +32,16 @@ fn dashboard_queries() -> Vec<(String, String)> {
     let text = fs::read_to_string(workspace().join("docs/grafana/limiter.json")).unwrap();
     let dashboard: serde_json::Value = serde_json::from_str(&text).unwrap();
     let mut queries = Vec::new();
-    for panel in dashboard["panels"].as_array().unwrap() {
+    // A folded row holds its panels.
+    let panels = dashboard["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|panel| {
+            let folded = panel["panels"].as_array().into_iter().flatten();
+            std::iter::once(panel).chain(folded)
+        });
+    for panel in panels {
         let title = panel["title"].as_str().unwrap_or_default();
         for target in panel["targets"].as_array().into_iter().flatten() {
             let expr = target["expr"].as_str().unwrap();
@@ -43,6 +53,35 @@ fn dashboard_queries() -> Vec<(String, String)> {
             let name = variable["name"].as_str().unwrap();
             queries.push((format!("variable {name}"), query.to_owned()));
         }
+    }
+    queries
+}
+
+/// Every alert rule's expression, with its alert's name: a one-line
+/// `expr:` or a folded block (`expr: >`) of the lines indented below it.
+fn alert_queries() -> Vec<(String, String)> {
+    let text = fs::read_to_string(workspace().join("docs/prometheus/alerts.yml")).unwrap();
+    let mut queries = Vec::new();
+    let mut alert = String::new();
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
+        let line = line.trim();
+        if let Some(name) = line.strip_prefix("- alert:") {
+            alert = name.trim().to_owned();
+        }
+        let Some(expr) = line.strip_prefix("expr:").map(str::trim) else {
+            continue;
+        };
+        let expr = if expr == ">" {
+            let mut folded = Vec::new();
+            while let Some(next) = lines.next_if(|l| l.starts_with("          ")) {
+                folded.push(next.trim());
+            }
+            folded.join(" ")
+        } else {
+            expr.to_owned()
+        };
+        queries.push((format!("alert {alert}"), expr));
     }
     queries
 }
@@ -96,6 +135,24 @@ fn the_guides_name_only_what_the_code_exports() {
     assert!(
         queries.len() >= 5,
         "too few queries found in the guides: {queries:?}"
+    );
+    names_only_what_the_code_exports(queries);
+}
+
+#[test]
+fn the_alert_rules_name_only_what_the_code_exports() {
+    let queries = alert_queries();
+    let alerts: Vec<&str> = queries.iter().map(|(place, _)| place.as_str()).collect();
+    assert_eq!(
+        alerts,
+        [
+            "alert LimiterBreakerOpen",
+            "alert LimiterStoreErrors",
+            "alert LimiterDecidingWithoutTheStore",
+            "alert LimiterDeniesAnUnusualShare",
+            "alert LimiterPenaltyBlocksNearTheirBound",
+            "alert LimiterRegionOutOfTouch",
+        ]
     );
     names_only_what_the_code_exports(queries);
 }
