@@ -303,6 +303,9 @@ pub struct ActiveOverride {
 pub struct OverrideTable {
     /// How many limits hold an override (ended ones too, until swept).
     len: AtomicUsize,
+    /// How many of them this table counts in the process's
+    /// `limiter_overrides` gauge.
+    gauged: AtomicUsize,
     /// Each limit's override, and when it ends (µs).
     entries: RwLock<HashMap<Box<str>, InForce>>,
 }
@@ -333,13 +336,13 @@ impl OverrideTable {
         let mut entries = self.entries.write();
         entries.retain(|_, (_, end)| *end > now);
         if entries.len() >= MAX_OVERRIDES && !entries.contains_key(limit) {
-            self.len.store(entries.len(), Ordering::Release);
+            self.publish(entries.len());
             return Err(invalid(format!(
                 "{MAX_OVERRIDES} limits hold an override already"
             )));
         }
         entries.insert(limit.into(), (Arc::new(value), ends));
-        self.len.store(entries.len(), Ordering::Release);
+        self.publish(entries.len());
         Ok(())
     }
 
@@ -347,7 +350,7 @@ impl OverrideTable {
     pub fn clear(&self, limit: &str) {
         let mut entries = self.entries.write();
         entries.remove(limit);
-        self.len.store(entries.len(), Ordering::Release);
+        self.publish(entries.len());
     }
 
     /// Replaces every override with `overrides` (limit, override, time
@@ -363,7 +366,7 @@ impl OverrideTable {
             let ends = now.saturating_add(u64::try_from(left.as_micros()).unwrap_or(u64::MAX));
             entries.insert(limit.into_boxed_str(), (Arc::new(value), ends));
         }
-        self.len.store(entries.len(), Ordering::Release);
+        self.publish(entries.len());
     }
 
     /// `limit`'s override at `now` (µs) and how long it still holds; an
@@ -374,7 +377,31 @@ impl OverrideTable {
         }
         let entries = self.entries.read();
         let (value, ends) = entries.get(limit)?;
-        (*ends > now).then(|| (Arc::clone(value), Duration::from_micros(ends - now)))
+        if *ends > now {
+            return Some((Arc::clone(value), Duration::from_micros(ends - now)));
+        }
+        drop(entries);
+        self.sweep(now);
+        None
+    }
+
+    /// Drops the overrides ended at `now`: once, on the first check of an
+    /// ended override's limit.
+    #[cold]
+    fn sweep(&self, now: u64) {
+        let mut entries = self.entries.write();
+        entries.retain(|_, (_, end)| *end > now);
+        self.publish(entries.len());
+    }
+
+    /// Makes the count the lock-free readers load, and the process's
+    /// `limiter_overrides` gauge, match `len` entries.
+    fn publish(&self, len: usize) {
+        self.len.store(len, Ordering::Release);
+        let before = self.gauged.swap(len, Ordering::Relaxed);
+        if before != len {
+            metrics::gauge!("limiter_overrides").increment(len as f64 - before as f64);
+        }
     }
 
     /// Every override in force at `now`, by limit name.
@@ -391,6 +418,15 @@ impl OverrideTable {
             .collect();
         list.sort_by(|a, b| a.limit.cmp(&b.limit));
         list
+    }
+}
+
+impl Drop for OverrideTable {
+    fn drop(&mut self) {
+        let gauged = *self.gauged.get_mut();
+        if gauged > 0 {
+            metrics::gauge!("limiter_overrides").decrement(gauged as f64);
+        }
     }
 }
 

@@ -81,6 +81,9 @@ mod limit;
 mod limiter_layer;
 mod misconfigured;
 mod options;
+mod peer;
+#[cfg(feature = "prometheus")]
+mod prometheus;
 mod response;
 mod scope;
 mod setters;
@@ -125,6 +128,9 @@ pub use limiter_regional::{
     KnownCounts, Region, RegionError, RegionStats, RegionalConfig, RegionalStore,
     RegionsNotConfirmed,
 };
+pub use peer::from_peer;
+#[cfg(feature = "prometheus")]
+pub use prometheus::prometheus_buckets;
 pub use response::{
     BLOCKED, DENIED, QUOTA_EXCEEDED, RATELIMIT, RATELIMIT_POLICY, too_many_requests,
 };

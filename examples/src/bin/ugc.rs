@@ -52,7 +52,7 @@ use limiter_examples::serve::{
 use limiter_examples::{
     Options, app, parse_client_ip_header, parse_peer_regions, parse_trusted_proxies,
 };
-use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder};
+use metrics_exporter_prometheus::PrometheusBuilder;
 
 use limiter_tower::{
     DEFAULT_DEADLINE, DEFAULT_MAX_PENALTY_BLOCKS, GuardConfig, Limiter, MemoryStore, RedisConfig,
@@ -119,7 +119,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         max_connections: env_number("LIMITER_MAX_CONNECTIONS", DEFAULT_MAX_CONNECTIONS)?,
     };
     let max_penalty_blocks = env_number("LIMITER_MAX_BLOCKS", DEFAULT_MAX_PENALTY_BLOCKS)?;
-    let metrics = prometheus_buckets(PrometheusBuilder::new())
+    let metrics = limiter_tower::prometheus_buckets(PrometheusBuilder::new())
         .and_then(PrometheusBuilder::install_recorder)
         .map_err(|e| format!("metrics: {e}"))?;
     let metrics = Some(metrics);
@@ -289,25 +289,4 @@ fn shutdown() -> impl std::future::Future<Output = ()> {
     async {
         let _ = tokio::signal::ctrl_c().await;
     }
-}
-
-/// Histograms as Prometheus histograms, not summaries, so the dashboard
-/// (`docs/grafana/limiter.json`) can take quantiles across instances: store
-/// calls from 100 µs to 2.5 s, and a coalesced batch from 1 request to 1,024.
-fn prometheus_buckets(builder: PrometheusBuilder) -> Result<PrometheusBuilder, BuildError> {
-    const CALL_SECONDS: [f64; 14] = [
-        0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
-    ];
-    const BATCH_SIZES: [f64; 11] = [
-        1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0,
-    ];
-    builder
-        .set_buckets_for_metric(
-            Matcher::Full("limiter_store_call_seconds".into()),
-            &CALL_SECONDS,
-        )?
-        .set_buckets_for_metric(
-            Matcher::Full("limiter_redis_batch_size".into()),
-            &BATCH_SIZES,
-        )
 }

@@ -192,3 +192,38 @@ fn the_table_is_bounded() {
         .unwrap();
     assert_eq!(table.get("l0", 5_000_000), None);
 }
+
+#[test]
+fn the_overrides_gauge_counts_what_every_table_holds() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    // The snapshots give what moved since the last one.
+    let mut gauge = 0.0;
+    let mut read = || {
+        for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+            if let (DebugValue::Gauge(moved), "limiter_overrides") = (value, key.key().name()) {
+                gauge += moved.into_inner();
+            }
+        }
+        gauge
+    };
+    let now = 1_000_000;
+    metrics::with_local_recorder(&recorder, || {
+        let first = OverrideTable::new();
+        first.set("a", Override::off(), secs(60), now).unwrap();
+        first.set("b", Override::off(), secs(10), now).unwrap();
+        let second = OverrideTable::new();
+        second.set("a", Override::off(), secs(60), now).unwrap();
+        assert_eq!(read(), 3.0);
+        // Ended: gone at its limit's first check after its end.
+        let later = now + 10_000_000;
+        assert_eq!(read(), 3.0);
+        assert!(first.get("b", later).is_none());
+        assert_eq!(read(), 2.0);
+        second.clear("a");
+        assert_eq!(read(), 1.0);
+        drop(first);
+        assert_eq!(read(), 0.0);
+    });
+}

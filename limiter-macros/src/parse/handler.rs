@@ -64,7 +64,22 @@ impl Handler {
                 FnArg::Receiver(_) => None,
             })
             .collect();
-        let (attrs_on_type, attrs_on_items, attrs_on_fn) = split_attrs(item.attrs);
+        // A second `#[rate_limit]` below this one: one error, on it, and
+        // the handler generated without it.
+        let (again, attrs): (Vec<Attribute>, Vec<Attribute>) =
+            item.attrs.into_iter().partition(|attr| {
+                let last = attr.path().segments.last();
+                last.is_some_and(|segment| segment.ident == "rate_limit")
+            });
+        for attr in again {
+            recoverable.push(Error::new_spanned(
+                attr,
+                "one `#[rate_limit]` per handler: put the second limit on the route, as a \
+                 `LimitLayer`: `.route(\"/path\", post(handler).layer(LimitLayer::new(\"name\", \
+                 policy, KeySource::user())))`",
+            ));
+        }
+        let (attrs_on_type, attrs_on_items, attrs_on_fn) = split_attrs(attrs);
         let handler = Self {
             attrs_on_type,
             attrs_on_items,

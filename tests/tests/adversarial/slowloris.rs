@@ -65,6 +65,35 @@ fn assert_nothing_or_408(received: &[u8]) {
     );
 }
 
+/// Three times as many clients as the server serves at once, each opened
+/// by `open` (with its number): each is closed by the server, `timeout`
+/// after it sent or later, with nothing or a 408; a health check waiting
+/// behind them in the backlog is answered once slots free, and the server
+/// stays up.
+async fn assert_each_closed_after<S: AsyncRead + Unpin>(
+    timeout: Duration,
+    mut open: impl AsyncFnMut(SocketAddr, u8) -> (Instant, S),
+) {
+    let mut server = start();
+    let mut clients = Vec::new();
+    for n in 0..3 * MAX_CONNECTIONS as u8 {
+        clients.push(open(server.addr(), n).await);
+    }
+    let during = tokio::spawn(health(server.addr()));
+    for (sent_at, stream) in clients {
+        let (received, closed_at) = closed_by_server(stream).await;
+        assert_nothing_or_408(&received);
+        assert!(
+            closed_at - sent_at >= timeout,
+            "closed after {:?}, before the timeout",
+            closed_at - sent_at
+        );
+    }
+    assert_eq!(during.await.unwrap(), 200);
+    assert_eq!(health(server.addr()).await, 200);
+    assert!(server.is_running());
+}
+
 async fn health(addr: SocketAddr) -> u16 {
     tokio::time::timeout(HANG_GUARD, send(addr, "GET", "/health", &[], b""))
         .await
@@ -75,31 +104,15 @@ async fn health(addr: SocketAddr) -> u16 {
 
 #[tokio::test]
 async fn stalled_requests_are_closed_after_the_header_read_timeout() {
-    let mut server = start();
-    let addr = server.addr();
-    let mut stalled = Vec::new();
-    for _ in 0..3 * MAX_CONNECTIONS {
+    assert_each_closed_after(HEADER_READ_TIMEOUT, async |addr, _| {
         let mut stream = TcpStream::connect(addr).await.unwrap();
         stream
             .write_all(b"GET /health HTTP/1.1\r\nhost: ugc\r\nx-slow: ")
             .await
             .unwrap();
-        stalled.push((Instant::now(), stream));
-    }
-    // Behind them in the backlog, a real request is served once slots free.
-    let during = tokio::spawn(health(addr));
-    for (sent_at, stream) in stalled {
-        let (received, closed_at) = closed_by_server(stream).await;
-        assert_nothing_or_408(&received);
-        assert!(
-            closed_at - sent_at >= HEADER_READ_TIMEOUT,
-            "closed after {:?}, before the timeout",
-            closed_at - sent_at
-        );
-    }
-    assert_eq!(during.await.unwrap(), 200);
-    assert_eq!(health(addr).await, 200);
-    assert!(server.is_running());
+        (Instant::now(), stream)
+    })
+    .await;
 }
 
 /// A `POST /login` of a 100-byte body from `127.0.0.{n}` (each client an
@@ -132,26 +145,10 @@ async fn dripping_login(addr: SocketAddr, n: u8) -> (Instant, impl AsyncRead + U
 
 #[tokio::test]
 async fn dripped_bodies_are_answered_408_and_closed_after_the_body_timeout() {
-    let mut server = start();
-    let addr = server.addr();
-    let mut dripping = Vec::new();
-    for n in 0..3 * MAX_CONNECTIONS {
-        dripping.push(dripping_login(addr, 10 + n as u8).await);
-    }
-    // Behind them in the backlog, a real request is served once slots free.
-    let during = tokio::spawn(health(addr));
-    for (sent_at, stream) in dripping {
-        let (received, closed_at) = closed_by_server(stream).await;
-        assert_nothing_or_408(&received);
-        assert!(
-            closed_at - sent_at >= BODY_READ_TIMEOUT,
-            "closed after {:?}, before the timeout",
-            closed_at - sent_at
-        );
-    }
-    assert_eq!(during.await.unwrap(), 200);
-    assert_eq!(health(addr).await, 200);
-    assert!(server.is_running());
+    assert_each_closed_after(BODY_READ_TIMEOUT, async |addr, n| {
+        dripping_login(addr, 10 + n).await
+    })
+    .await;
 }
 
 #[tokio::test]
