@@ -164,9 +164,10 @@ mod tests;
 /// |---|---|
 /// | `ip` | the client's IP address (the peer, or behind trusted proxies the forwarded client) |
 /// | `user` | the user the `LimiterLayer`'s user resolver finds |
+/// | `user_or_ip` | the user when the resolver finds one (signed in), else the client's IP address; each keeps its kind (its own count, blocks and admin routes) |
 /// | `global` | nothing: one limit for every client together |
 /// | `header("x-api-key")` | the value of a request header; the name is a valid header name in lowercase |
-/// | `custom(path::to::function)` | what your `fn(&http::request::Parts) -> Option<String>` returns |
+/// | `custom(path::to::function)` | what your `fn(&http::request::Parts) -> Option<String>` returns; the client's address as `ip` finds it is in the parts' extensions (`limiter_tower::ClientAddress`) |
 ///
 /// ```
 /// # use limiter_tower::rate_limit;

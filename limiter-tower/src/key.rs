@@ -32,6 +32,7 @@ pub struct KeySource(pub(crate) Source);
 pub(crate) enum Source {
     Ip,
     User,
+    UserOrIp,
     Header(HeaderName),
     Global,
     Custom(Resolver),
@@ -46,6 +47,15 @@ impl KeySource {
     /// By the user the router layer's resolver finds.
     pub fn user() -> Self {
         Self(Source::User)
+    }
+
+    /// By the user when the router layer's resolver finds one (a signed-in
+    /// request), else by client IP address, as [`ip`](Self::ip) finds it.
+    /// Each identity keeps its kind: a user's count, blocks and admin
+    /// routes are the user's; an address's, the address's; a user named
+    /// like an address is not that address.
+    pub fn user_or_ip() -> Self {
+        Self(Source::UserOrIp)
     }
 
     /// By the value of the header `name` (for example `x-api-key`; in gRPC,
@@ -65,11 +75,32 @@ impl KeySource {
     }
 }
 
+/// The client's address as a limit `by = ip` finds it (through the trusted
+/// proxies' header when the peer is one), in a request's extensions when a
+/// [custom](KeySource::custom) resolver reads it: a custom key can fall
+/// back on the address, or combine it with another part of the request.
+///
+/// ```
+/// use limiter_tower::{ClientAddress, KeySource};
+///
+/// // By tenant header when present, else by client address.
+/// let source = KeySource::custom(|parts| {
+///     let tenant = parts.headers.get("x-tenant").and_then(|v| v.to_str().ok());
+///     match tenant {
+///         Some(tenant) => Some(format!("tenant:{tenant}")),
+///         None => parts.extensions.get::<ClientAddress>().map(|a| format!("ip:{}", a.0)),
+///     }
+/// });
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientAddress(pub std::net::IpAddr);
+
 impl fmt::Debug for KeySource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {
             Source::Ip => f.write_str("KeySource::ip()"),
             Source::User => f.write_str("KeySource::user()"),
+            Source::UserOrIp => f.write_str("KeySource::user_or_ip()"),
             Source::Header(name) => write!(f, "KeySource::header({name:?})"),
             Source::Global => f.write_str("KeySource::global()"),
             Source::Custom(_) => f.write_str("KeySource::custom(..)"),
@@ -129,10 +160,15 @@ impl ListedIdentity {
         use limiter_core::Identity;
         let mut text = String::new();
         let source = match (&self, source) {
+            // The router layer's, and a limit by either kind: an address
+            // when it parses as one, else a user.
+            (Self::Plain(plain), None | Some(Source::UserOrIp))
+                if plain.parse::<std::net::IpAddr>().is_ok() =>
+            {
+                &Source::Ip
+            }
+            (_, None | Some(Source::UserOrIp)) => &Source::User,
             (_, Some(source)) => source,
-            // The router layer's: an address when it parses as one.
-            (Self::Plain(plain), None) if plain.parse::<std::net::IpAddr>().is_ok() => &Source::Ip,
-            (_, None) => &Source::User,
         };
         match (self, source) {
             (Self::Typed(identity), _) => identity.push_key(&mut text),
@@ -148,7 +184,7 @@ impl ListedIdentity {
             (Self::Plain(plain), Source::Custom(_)) => {
                 Identity::push_custom_key(&mut text, plain.as_bytes())
             }
-            (Self::Plain(_), Source::Global) => return None,
+            (Self::Plain(_), Source::Global | Source::UserOrIp) => return None,
         }
         Some(text)
     }

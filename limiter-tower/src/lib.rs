@@ -100,7 +100,7 @@ pub use control::{
     OverrideState, UnknownLimit, WrittenRules,
 };
 pub use ipnet::IpNet;
-pub use key::{KeySource, ListedIdentity, Resolver};
+pub use key::{ClientAddress, KeySource, ListedIdentity, Resolver};
 pub use limit::{Limit, LimitLayer, ResponseFuture};
 pub use limiter_core::{
     Acquired, Algorithm, Capabilities, Change, ControlTables, HotKeys, KeyState, Lease, Leases,

@@ -154,8 +154,8 @@ fn the_table_ends_each_override_on_time() {
     assert_eq!(listed, [("a".to_owned(), secs(10))]);
     table.clear("a");
     assert_eq!(table.get("a", now), None);
-    // "b" has ended: the next change sweeps it.
-    assert!(!table.is_empty());
+    // "b" ended: the first check of it after its end swept it.
+    assert!(table.is_empty());
     table
         .set("c", Override::off(), secs(1), now + 10_000_000)
         .unwrap();

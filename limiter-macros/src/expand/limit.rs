@@ -76,6 +76,7 @@ fn key_source(by: Option<&By>) -> TokenStream {
     match by {
         None | Some(By::Ip) => quote!(#private::KeySource::ip()),
         Some(By::User) => quote!(#private::KeySource::user()),
+        Some(By::UserOrIp) => quote!(#private::KeySource::user_or_ip()),
         Some(By::Global) => quote!(#private::KeySource::global()),
         Some(By::Header(name)) => {
             quote!(#private::KeySource::header(#private::http::HeaderName::from_static(#name)))

@@ -27,6 +27,7 @@ pub(crate) mod kw {
     // `by` values.
     syn::custom_keyword!(ip);
     syn::custom_keyword!(user);
+    syn::custom_keyword!(user_or_ip);
     syn::custom_keyword!(global);
     syn::custom_keyword!(header);
     syn::custom_keyword!(custom);
@@ -110,6 +111,7 @@ impl Args {
 pub(crate) enum By {
     Ip,
     User,
+    UserOrIp,
     Global,
     Header(LitStr),
     Custom(Path),
@@ -121,6 +123,9 @@ impl Parse for By {
         if lookahead.peek(kw::ip) {
             input.parse::<kw::ip>()?;
             Ok(Self::Ip)
+        } else if lookahead.peek(kw::user_or_ip) {
+            input.parse::<kw::user_or_ip>()?;
+            Ok(Self::UserOrIp)
         } else if lookahead.peek(kw::user) {
             input.parse::<kw::user>()?;
             Ok(Self::User)

@@ -54,6 +54,7 @@ fn by_values() {
     assert!(by("").is_none());
     assert!(matches!(by("by = ip"), Some(By::Ip)));
     assert!(matches!(by("by = user"), Some(By::User)));
+    assert!(matches!(by("by = user_or_ip"), Some(By::UserOrIp)));
     assert!(matches!(by("by = global"), Some(By::Global)));
     let Some(By::Custom(path)) = by("by = custom(crate::keys::tenant)") else {
         panic!("not custom");

@@ -350,8 +350,8 @@ impl Control {
     /// a limit by address, and `identity` is a user...).
     fn key_of(&self, limit: &RouteLimit, identity: &Identity) -> Option<String> {
         let counts_by_kind = match (&limit.source.0, identity.kind()) {
-            (Source::Ip, IdentityKind::Address)
-            | (Source::User, IdentityKind::User)
+            (Source::Ip | Source::UserOrIp, IdentityKind::Address)
+            | (Source::User | Source::UserOrIp, IdentityKind::User)
             | (Source::Custom(_), IdentityKind::Custom) => true,
             (Source::Header(name), IdentityKind::Header) => {
                 identity.header_name() == Some(name.as_str())
@@ -393,6 +393,7 @@ impl Control {
         match source {
             Source::Ip => ("ip", None),
             Source::User => ("user", None),
+            Source::UserOrIp => ("user_or_ip", None),
             Source::Header(name) if name.as_str() == &*self.api_key_header => ("key", None),
             Source::Header(name) => ("header", Some(name.as_str().to_owned())),
             Source::Custom(_) => ("custom", None),

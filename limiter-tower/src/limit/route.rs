@@ -15,7 +15,7 @@ use limiter_core::{ControlTables, Identity, Key, OnStoreError, Policy};
 use crate::client_ip::push_ipv4;
 use crate::context::Context;
 use crate::counters::{Counted, DecisionCounters, ShadowCounter};
-use crate::key::{KeySource, Source};
+use crate::key::{ClientAddress, KeySource, Source};
 use crate::misconfigured::Missing;
 use crate::options::{ClientList, CommonOptions, RouteOptions};
 use crate::response::RouteFields;
@@ -125,16 +125,7 @@ impl RouteLimit {
         key.push_str(start);
         let present = |identity: Option<String>| identity.filter(|i| !i.is_empty());
         match &self.source.0 {
-            Source::Ip => {
-                let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<SocketAddr>>()
-                else {
-                    return Err(NoKey::NotSetUp(Missing::PeerAddress));
-                };
-                match context.client_ip.resolve(peer.ip(), request.headers()) {
-                    IpAddr::V4(v4) => push_ipv4(key, v4),
-                    v6 => context.client_ip.push_identity(key, v6),
-                }
-            }
+            Source::Ip => push_client_ip(key, context, request)?,
             Source::User => {
                 let Some(resolve) = &context.user else {
                     return Err(NoKey::NotSetUp(Missing::UserResolver));
@@ -142,6 +133,15 @@ impl RouteLimit {
                 let user = present(with_parts(request, |parts| resolve(parts)))
                     .ok_or(NoKey::NotInRequest)?;
                 Identity::push_user_key(key, user.as_bytes());
+            }
+            Source::UserOrIp => {
+                let Some(resolve) = &context.user else {
+                    return Err(NoKey::NotSetUp(Missing::UserResolver));
+                };
+                match present(with_parts(request, |parts| resolve(parts))) {
+                    Some(user) => Identity::push_user_key(key, user.as_bytes()),
+                    None => push_client_ip(key, context, request)?,
+                }
             }
             Source::Header(header) => {
                 let value = request
@@ -156,6 +156,7 @@ impl RouteLimit {
                 return Ok(());
             }
             Source::Custom(resolve) => {
+                note_client_address(context, request);
                 let identity = present(with_parts(request, |parts| resolve(parts)))
                     .ok_or(NoKey::NotInRequest)?;
                 Identity::push_custom_key(key, identity.as_bytes());
@@ -244,12 +245,20 @@ impl RouteLimit {
                 let user = with_parts(request, |parts| resolve(parts))?;
                 Identity::push_user_key(&mut text, user.as_bytes());
             }
+            Source::UserOrIp => {
+                let resolve = context.user.as_ref()?;
+                match with_parts(request, |parts| resolve(parts)).filter(|u| !u.is_empty()) {
+                    Some(user) => Identity::push_user_key(&mut text, user.as_bytes()),
+                    None => Identity::ip(client_ip(context, request)?).push_key(&mut text),
+                }
+            }
             Source::Header(name) => {
                 let value = request.headers().get(name)?;
                 Identity::push_header_key(&mut text, name.as_str(), value.as_bytes());
             }
             Source::Global => return None,
             Source::Custom(resolve) => {
+                note_client_address(context, request);
                 let value = with_parts(request, |parts| resolve(parts))?;
                 Identity::push_custom_key(&mut text, value.as_bytes());
             }
@@ -273,12 +282,20 @@ impl RouteLimit {
                 let user = present(with_parts(request, |parts| resolve(parts)))?;
                 Some(Identity::user(user))
             }
+            Source::UserOrIp => {
+                let resolve = context.user.as_ref()?;
+                match present(with_parts(request, |parts| resolve(parts))) {
+                    Some(user) => Some(Identity::user(user)),
+                    None => Some(context.client_ip.identity_of(client_ip(context, request)?)),
+                }
+            }
             Source::Header(name) => {
                 let value = request.headers().get(name).filter(|v| !v.is_empty())?;
                 Some(Identity::header(name.as_str(), value.as_bytes()))
             }
             Source::Global => None,
             Source::Custom(resolve) => {
+                note_client_address(context, request);
                 let value = present(with_parts(request, |parts| resolve(parts)))?;
                 Some(Identity::custom(value))
             }
@@ -289,6 +306,7 @@ impl RouteLimit {
     pub(crate) fn identity_name(&self) -> String {
         match &self.source.0 {
             Source::User => "user".to_owned(),
+            Source::UserOrIp => "user or client address".to_owned(),
             Source::Header(header) => format!("`{header}` header"),
             _ => "identity".to_owned(),
         }
@@ -366,6 +384,34 @@ impl RouteLimit {
             .address()
             .and_then(|(ip, prefix)| prefix.is_none().then_some(ip));
         lists.any(|l| address.is_some_and(|ip| l.holds_ip(ip)) || l.holds_identity(&text))
+    }
+}
+
+/// Writes the client's address as `by = ip` keys it (an IPv6 client as its
+/// network) into `key`.
+#[inline]
+fn push_client_ip<B>(
+    key: &mut String,
+    context: &Context,
+    request: &Request<B>,
+) -> Result<(), NoKey> {
+    let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<SocketAddr>>() else {
+        return Err(NoKey::NotSetUp(Missing::PeerAddress));
+    };
+    match context.client_ip.resolve(peer.ip(), request.headers()) {
+        IpAddr::V4(v4) => push_ipv4(key, v4),
+        v6 => context.client_ip.push_identity(key, v6),
+    }
+    Ok(())
+}
+
+/// Puts the client's address, as `by = ip` finds it, into the request's
+/// extensions for a custom resolver to read ([`ClientAddress`]), once.
+fn note_client_address<B>(context: &Context, request: &mut Request<B>) {
+    if request.extensions().get::<ClientAddress>().is_none()
+        && let Some(ip) = client_ip(context, request)
+    {
+        request.extensions_mut().insert(ClientAddress(ip));
     }
 }
 

@@ -13,13 +13,17 @@ use axum::extract::ConnectInfo;
 use axum::http::Request;
 use axum::response::Response;
 use axum::routing::get;
-use limiter_tower::{LimitLayer, Limiter, LimiterLayer, ManualClock, MemoryStore, Waiters};
+use limiter_tower::{
+    Control, LimitLayer, Limiter, LimiterLayer, ManualClock, MemoryStore, Waiters,
+};
 use tower::ServiceExt;
 
 pub(crate) struct App {
     pub(crate) router: Router,
     pub(crate) clock: ManualClock,
     pub(crate) runs: Arc<AtomicUsize>,
+    /// The router layer's handle.
+    pub(crate) control: Control,
 }
 
 /// `/r` behind `limit`, under a router layer set up by `layer`.
@@ -33,15 +37,18 @@ pub(crate) fn app(limit: LimitLayer, layer: impl FnOnce(LimiterLayer) -> Limiter
     })
     .layer(limit);
     let limiter = Limiter::new(MemoryStore::with_clock(clock.clone()));
-    let router = Router::new().route("/r", handler).layer(layer(
+    let layer = layer(
         LimiterLayer::new(limiter)
             .waiters(Waiters::with_clock(clock.clone()))
             .trusted_proxies(["10.0.0.0/8".parse().unwrap()]),
-    ));
+    );
+    let control = layer.control();
+    let router = Router::new().route("/r", handler).layer(layer);
     App {
         router,
         clock,
         runs,
+        control,
     }
 }
 

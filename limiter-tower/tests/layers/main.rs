@@ -8,6 +8,7 @@ mod blocks;
 mod business;
 mod business_waiting;
 mod common;
+mod fallback_keys;
 mod grpc;
 mod hyper;
 mod layer;
