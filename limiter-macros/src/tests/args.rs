@@ -180,7 +180,7 @@ fn mistakes_in_rules() {
 fn mistakes_in_by() {
     assert_eq!(
         error("by = tenant"),
-        "unknown `by` value `tenant`, expected one of: `ip`, `user`, `global`, `header`, `custom`"
+        "unknown `by` value `tenant`, expected one of: `ip`, `user_or_ip`, `user`, `global`, `header`, `custom`"
     );
     assert_eq!(
         error(r#"by = header("X-Api-Key")"#),
