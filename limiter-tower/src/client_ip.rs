@@ -220,7 +220,7 @@ impl ClientIp {
 /// need no escaping. (This runs on every request limited by IP: pushing
 /// ASCII characters one by one costs a third of formatting the address or
 /// validating a buffer as UTF-8.)
-#[inline]
+#[inline(always)]
 pub(crate) fn push_ipv4(key: &mut String, ip: Ipv4Addr) {
     let digit = |d: u8| char::from(b'0' + d);
     for (i, octet) in ip.octets().into_iter().enumerate() {
