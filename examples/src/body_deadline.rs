@@ -96,16 +96,19 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.project();
-        // The timer first: nothing is read past the deadline.
+        // The body first: what arrived in time is read, however late the
+        // handler reads it (a request that waited its turn); only a body
+        // still not there when the timer runs out fails.
+        if let Poll::Ready(frame) = this.body.poll_frame(cx) {
+            return Poll::Ready(frame.map(|frame| frame.map_err(Into::into)));
+        }
         if this.timer.poll(cx).is_ready() {
             this.late.store(true, Ordering::Relaxed);
             return Poll::Ready(Some(
                 Err("the request's body did not arrive in time".into()),
             ));
         }
-        this.body
-            .poll_frame(cx)
-            .map(|frame| frame.map(|frame| frame.map_err(Into::into)))
+        Poll::Pending
     }
 
     fn is_end_stream(&self) -> bool {
@@ -114,5 +117,34 @@ where
 
     fn size_hint(&self) -> SizeHint {
         self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A body sent whole at once, read by a handler only after the
+    /// deadline (as a request waiting its turn reads it): read whole.
+    #[tokio::test]
+    async fn a_body_that_arrived_in_time_is_read_however_late() {
+        let router = axum::Router::new().route(
+            "/",
+            axum::routing::post(|request: Request<Body>| async move {
+                tokio::time::sleep(Duration::from_millis(150)).await;
+                let body = axum::body::to_bytes(request.into_body(), 1024).await;
+                body.map(|bytes| bytes.len().to_string())
+                    .unwrap_or_else(|error| error.to_string())
+            }),
+        );
+        let request = Request::post("/").body(Body::from("hello")).unwrap();
+        let response = read_within(router, request, Duration::from_millis(50))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let body = axum::body::to_bytes(response.into_body(), 1024)
+            .await
+            .unwrap();
+        assert_eq!(&body[..], b"5");
     }
 }

@@ -14,11 +14,12 @@ use limiter_tower::{
 };
 use tower::ServiceExt;
 
+use crate::common::user_of;
+
 fn app() -> (Router, Control) {
     let policy = Policy::sliding_log([Rule::new(100, Duration::from_secs(60)).unwrap()]).unwrap();
     let replies = LimitLayer::new("replies", policy, KeySource::user());
-    let layer = LimiterLayer::new(Limiter::new(MemoryStore::new()))
-        .user(|parts| Some(parts.headers.get("x-user-id")?.to_str().ok()?.to_owned()));
+    let layer = LimiterLayer::new(Limiter::new(MemoryStore::new())).user(user_of);
     let control = layer.control().limit("POST /replies", &replies);
     let router = Router::new()
         .route("/replies", post(|| async { "sent" }).layer(replies))
@@ -83,10 +84,7 @@ async fn a_users_block_holds_beside_address_blocks_without_the_peer_address() {
 async fn a_merged_handle_blocks_in_every_store_and_lists_each_key_once() {
     let policy = Policy::sliding_log([Rule::new(100, Duration::from_secs(60)).unwrap()]).unwrap();
     let search = LimitLayer::new("search", policy, KeySource::user());
-    let user = |parts: &axum::http::request::Parts| {
-        Some(parts.headers.get("x-user-id")?.to_str().ok()?.to_owned())
-    };
-    let search_layer = LimiterLayer::new(Limiter::new(MemoryStore::new())).user(user);
+    let search_layer = LimiterLayer::new(Limiter::new(MemoryStore::new())).user(user_of);
     let search_control = search_layer.control();
     let (router, control) = app();
     let control = control.merge(search_control.clone().limit("POST /search", &search));

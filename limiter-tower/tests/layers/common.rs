@@ -52,6 +52,12 @@ pub(crate) fn app(limit: LimitLayer, layer: impl FnOnce(LimiterLayer) -> Limiter
     }
 }
 
+/// The user a request names in its `x-user-id` header: the tests' user
+/// resolver.
+pub(crate) fn user_of(parts: &axum::http::request::Parts) -> Option<String> {
+    Some(parts.headers.get("x-user-id")?.to_str().ok()?.to_owned())
+}
+
 pub(crate) fn request(from: &str, headers: &[(&str, &str)]) -> Request<Body> {
     let mut request = Request::get("/r");
     for (name, value) in headers {

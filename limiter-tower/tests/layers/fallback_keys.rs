@@ -7,20 +7,11 @@ use std::time::Duration;
 use axum::http::request::Parts;
 use limiter_tower::{ClientAddress, Identity, KeySource, LimitLayer, Policy, Rule};
 
-use crate::common::app;
+use crate::common::{app, user_of};
 
 fn two_a_minute(source: KeySource) -> LimitLayer {
     let policy = Policy::sliding_log([Rule::new(2, Duration::from_secs(60)).unwrap()]).unwrap();
     LimitLayer::new("comments", policy, source)
-}
-
-fn user_of(parts: &Parts) -> Option<String> {
-    parts
-        .headers
-        .get("x-user-id")?
-        .to_str()
-        .ok()
-        .map(str::to_owned)
 }
 
 #[tokio::test]

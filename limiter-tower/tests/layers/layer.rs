@@ -17,6 +17,8 @@ use limiter_tower::{
 };
 use tower::ServiceExt;
 
+use crate::common::user_of;
+
 fn posts_policy() -> Policy {
     Policy::sliding_log([
         Rule::new(2, Duration::from_secs(60)).unwrap(),
@@ -155,16 +157,7 @@ impl futures_util::Stream for Unreadable {
 
 #[tokio::test]
 async fn a_request_without_a_user_gets_401_and_the_status_is_configurable() {
-    let by_user = |l: LimiterLayer| {
-        l.user(|parts| {
-            parts
-                .headers
-                .get("x-user-id")?
-                .to_str()
-                .ok()
-                .map(str::to_owned)
-        })
-    };
+    let by_user = |l: LimiterLayer| l.user(user_of);
     let named_users = app(KeySource::user(), by_user);
     let anonymous = named_users.send("203.0.113.7").await;
     assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);

@@ -14,6 +14,8 @@ use limiter_core::{
 use limiter_tower::{Control, KeySource, LimitLayer, Limiter, LimiterLayer, MemoryStore};
 use tower::ServiceExt;
 
+use crate::common::user_of;
+
 /// The memory store, whose permits fail.
 #[derive(Debug, Clone, Default)]
 struct PermitsFail(MemoryStore);
@@ -77,8 +79,7 @@ async fn a_failed_permit_in_shadow_mode_keeps_the_rate_counts_refund() {
         .count_failures()
         .unwrap()
         .shadow(true);
-    let layer = LimiterLayer::new(Limiter::new(PermitsFail::default()))
-        .user(|parts| Some(parts.headers.get("x-user-id")?.to_str().ok()?.to_owned()));
+    let layer = LimiterLayer::new(Limiter::new(PermitsFail::default())).user(user_of);
     let control: Control = layer.control().limit("POST /exports", &exports);
     let router = Router::new()
         .route("/exports", post(|| async { "started" }).layer(exports))
