@@ -20,7 +20,7 @@
 //! | `PUT /admin/blocks/{kind}/{identity}` | body `{"seconds": N}`: 204, that identity blocked on every instance: an address on every limited route, a user or key on every limit keyed by it (admin) |
 //! | `DELETE /admin/blocks/{kind}/{identity}` | 204: the block lifted (admin) |
 //! | `PUT /admin/overrides/{limit}` | body `{"rules": [[2, "60s"]], "seconds": 3600}` (or `"mode": "shadow"`, `"off"`): 204, the limit (`posts-create_post`, as `/me/limits` and the keys name it) decided by the override on every instance until it ends; `GET /admin/overrides` lists them, `DELETE /admin/overrides/{limit}` ends one (admin; see docs/control.md) |
-//! | `GET /admin/top/{limit}?n={n}` | the `n` identities the limit named `limit` (as its keys end: `posts-create_reply`) denied most in the last 5 to 10 minutes, on the instance that answers (header `limiter-instance`) (admin) |
+//! | `GET /admin/top/{limit}?n={n}` | the `n` identities the limit named `limit` (as its keys end: `posts-create_reply`) denied most in the last 5 to 10 minutes across the instances sharing the store, with each instance's counts' age (admin) |
 //! | `POST /exports` | at most 2 in flight per user (each takes 500 ms) |
 //! | `GET /health` | not limited |
 //! | `GET /metrics` | not limited: the limiter's metrics, Prometheus text |
@@ -54,6 +54,7 @@ use axum::http::request::Parts;
 use axum::response::IntoResponse;
 use axum::routing::{get, post, put};
 use std::net::IpAddr;
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -217,6 +218,14 @@ pub struct Options {
     /// request needs `Authorization: Bearer <token>`. Without one they are
     /// not mounted (404).
     pub admin_token: Option<AdminToken>,
+    /// How often this instance publishes its top offenders for the others
+    /// sharing the store (`GET /admin/top/{limit}` answers across them);
+    /// by default every 5 s.
+    pub publish_offenders_every: Option<Duration>,
+    /// This instance's name among those sharing the store (top offenders
+    /// are published under it); by default the host's name and the
+    /// process id.
+    pub instance_id: Option<String>,
 }
 
 /// The server's routes, limited through `limiter`'s store.
@@ -232,6 +241,8 @@ pub fn app<S: Store + Clone>(limiter: Limiter<S>, options: Options) -> Router {
         waiters,
         plans,
         admin_token,
+        publish_offenders_every,
+        instance_id,
     } = options;
     let business = |layer: LimiterLayer| {
         let layer = layer.allow_ips(allow.iter().copied()).shadow(shadow);
@@ -240,8 +251,13 @@ pub fn app<S: Store + Clone>(limiter: Limiter<S>, options: Options) -> Router {
             None => layer,
         }
     };
+    let layer = LimiterLayer::new(limiter);
+    let layer = match publish_offenders_every {
+        Some(every) => layer.publish_offenders_every(every),
+        None => layer,
+    };
     let layer = business(
-        LimiterLayer::new(limiter)
+        layer
             .guard(guard)
             .trusted_proxies(trusted_proxies.iter().copied())
             .client_ip_source(client_ip_source)
@@ -249,8 +265,11 @@ pub fn app<S: Store + Clone>(limiter: Limiter<S>, options: Options) -> Router {
     );
     // Each user's own limits, which `GET /me/limits` shows them; an
     // administrator sees those of any identity.
-    let mine = layer
-        .control()
+    let control = match instance_id {
+        Some(id) => layer.control().instance_id(id),
+        None => layer.control(),
+    };
+    let mine = control
         .limit("POST /posts/{id}/replies", &posts::create_reply::limit())
         .limit("POST /posts/{id}/likes", &posts::like::limit())
         .limit("POST /login", &login::PER_USER);

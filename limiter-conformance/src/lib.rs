@@ -21,6 +21,7 @@
 //! | [`penalties`] | when the store counts penalties ([`SharedControl`](limiter_core::SharedControl)): every denial of pseudo-random sequences earns the block the model ([`PenaltyState`](limiter_core::PenaltyState)) does |
 //! | [`refunds`] | when the store counts by outcome ([`KeyState`](limiter_core::KeyState)): on pseudo-random traces of the algorithms that refund exactly, with requests given back at random later steps, every decision equals the model's ([`KeyModel::refund`]); the others refuse with [`Error::Config`](limiter_core::Error::Config) |
 //! | [`reset`] | when the store forgets keys ([`KeyState::reset`](limiter_core::KeyState::reset)): a key used up and reset answers as a fresh key; the key beside it keeps its state |
+//! | [`reports`] | when the store keeps reports ([`SharedControl::publish_report`](limiter_core::SharedControl::publish_report)): each instance's latest report on a board is read with its age by the store's clock until its time to live has passed, not a microsecond longer; boards are apart; a report past its bound is refused |
 //! | [`permits`] | when the store keeps [concurrency permits](limiter_core::Permits) ([`Capabilities::as_permits`](limiter_core::Capabilities::as_permits)): at most the maximum held, racing or not; a dropped permit given back |
 //!
 //! A check that fails panics with a message naming the check, the
@@ -83,6 +84,7 @@ pub use checks::failure::failure;
 pub use checks::own_time::{cancellation, concurrency, poll_then_drop};
 pub use checks::permits::permits;
 pub use checks::refunds::refunds;
+pub use checks::reports::reports;
 pub use checks::timed::{costs, expiry};
 pub use checks::traces::traces;
 pub use model::{KeyModel, Outcome};
@@ -165,4 +167,5 @@ pub async fn run<H: Harness>(harness: &H) {
     reset(harness).await;
     penalties(harness).await;
     refunds(harness).await;
+    reports(harness).await;
 }

@@ -87,7 +87,7 @@ pub use limiter_model::{
     MAX_PENALTY_STEPS, MAX_RULES, MAX_WINDOW, MaxWait, OnStoreError, Penalty, PenaltyState, Policy,
     Rate, Receipt, Rule, RuleStatus, Verdict, parse_duration,
 };
-pub use offenders::{Denied, TopDenied};
+pub use offenders::{Denied, DeniedReport, TopDenied};
 pub use overrides::{
     ActiveOverride, MAX_OVERRIDE, MAX_OVERRIDES, Override, OverrideMode, OverrideTable,
     validate_limit_name, validate_override_duration,
@@ -97,7 +97,7 @@ pub use store::memory::{DEFAULT_CAPACITY, MemoryStore};
 pub use store::{
     AssignedPlans, BlockList, BlockOrigin, Capabilities, Change, ControlTables,
     DEFAULT_MAX_PENALTY_BLOCKS, Forget, Forgetter, KeyState, Leases, ListedBlock,
-    MAX_ASSIGNED_PLANS, MAX_BLOCKS, MAX_BLOCKS_PAGE, Permits, SharedControl, Store, forwarded,
-    required,
+    MAX_ASSIGNED_PLANS, MAX_BLOCKS, MAX_BLOCKS_PAGE, MAX_REPORT_BYTES, MAX_REPORTERS, Permits,
+    Report, SharedControl, Store, forwarded, required, validate_report,
 };
 pub use wait::{DEFAULT_MAX_WAITERS, Waitable, Waiters};

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use limiter_core::{
     Acquired, Capabilities, Change, ConcurrencyLimit, ControlTables, Decision, Error, Forgetter,
-    KeyState, Leases, Override, Permits, Policy, Receipt, SharedControl, Store, async_trait,
-    validate_limit_name, validate_override_duration,
+    KeyState, Leases, MAX_REPORTERS, Override, Permits, Policy, Receipt, Report, SharedControl,
+    Store, async_trait, validate_limit_name, validate_override_duration, validate_report,
 };
 
 use super::announce::{self, ResetInFlight};
@@ -165,6 +165,59 @@ impl SharedControl for RedisStore {
         lock(&self.inner.announcer.forgetters).push(forget);
         subscription::subscribe(self);
     }
+
+    /// A field of the board's hash, by the Redis server's clock
+    /// (`report.lua`); the hash expires once its reports have.
+    async fn publish_report(
+        &self,
+        board: &str,
+        instance: &str,
+        body: &str,
+        ttl: Duration,
+    ) -> Result<(), Error> {
+        validate_report(board, instance, body)?;
+        let script = scripts::report();
+        let mut call = script.call(&reports_key(board));
+        let ttl = u64::try_from(ttl.as_micros()).unwrap_or(u64::MAX);
+        call.arg(self.test_now().map_or(String::new(), |now| now.to_string()))
+            .arg("")
+            .arg(instance)
+            .arg(ttl)
+            .arg(body)
+            .arg(MAX_REPORTERS);
+        let kept: Vec<i64> = self.bounded_call(script, &call).await?;
+        if kept.first() != Some(&1) {
+            return Err(Error::Full(format!(
+                "{MAX_REPORTERS} instances report on {board:?} already"
+            )));
+        }
+        Ok(())
+    }
+
+    async fn reports(&self, board: &str) -> Result<Vec<Report>, Error> {
+        let script = scripts::reports();
+        let mut call = script.call(&reports_key(board));
+        call.arg(self.test_now().map_or(String::new(), |now| now.to_string()))
+            .arg("");
+        let flat: Vec<String> = self
+            .bounded_call_until(script, &call, self.deadline())
+            .await?;
+        Ok(flat
+            .chunks_exact(3)
+            .filter_map(|report| {
+                Some(Report {
+                    instance: report[0].clone(),
+                    age: Duration::from_micros(report[1].parse().ok()?),
+                    body: report[2].clone(),
+                })
+            })
+            .collect())
+    }
+}
+
+/// The hash of a board's reports.
+fn reports_key(board: &str) -> String {
+    format!("limiter:reports:{board}")
 }
 
 /// Writes `limit`'s override in Redis and here, then tells every instance.

@@ -25,12 +25,12 @@ const MAX_REDIRECTS: usize = 16;
 
 /// Runs `call`; `redirected` is told of every MOVED, ASK and READONLY (the
 /// slot map has changed).
-pub(crate) async fn run(
+pub(crate) async fn run<T: redis::FromRedisValue>(
     connection: &mut ClusterConnection,
     lua: &Lua,
     call: &Cmd,
     redirected: impl Fn(),
-) -> RedisResult<Vec<i64>> {
+) -> RedisResult<T> {
     let mut asking: Option<(String, u16)> = None;
     let mut redirects = 0;
     loop {

@@ -103,12 +103,12 @@ impl Primary {
     /// dropped and the call is sent once more to the primary found anew (the
     /// Sentinels' answer, or the URL's name resolved again). It never runs
     /// twice: the refusal proves it did not run.
-    pub(crate) async fn run(
+    pub(crate) async fn run<T: redis::FromRedisValue>(
         &self,
         lua: &Lua,
         call: &Cmd,
         config: &RedisConfig,
-    ) -> Result<Vec<i64>, Error> {
+    ) -> Result<T, Error> {
         let mut found_anew = false;
         loop {
             let (mut primary, id) = self.connection(config).await?;

@@ -46,7 +46,7 @@ pub(crate) mod sources;
 
 use sources::{
     ASSIGN, BLOCK, BLOCKS, BUMP, CONCURRENCY, LEASE, OVERRIDE, OVERRIDES, PENALTY, PUBLISH, REFUND,
-    RESET, UNBLOCK,
+    REPORT, REPORTS, RESET, UNBLOCK,
 };
 #[cfg(any(test, feature = "test-util"))]
 pub(crate) use sources::{FILES, all};
@@ -62,6 +62,16 @@ pub(crate) use sources::{FILES, all};
 //   runs: that answer proves nothing executed, so the call may be sent
 //   again to the primary found anew.
 // Shebang scripts must declare the keys they touch; ours touch `KEYS[1]`.
+
+/// Publishes an instance's report on a board (`report.lua`).
+pub(crate) fn report() -> &'static Lua {
+    &REPORT
+}
+
+/// Reads a board's live reports (`reports.lua`).
+pub(crate) fn reports() -> &'static Lua {
+    &REPORTS
+}
 
 /// `PUBLISH` on the channel given as its key (routed to the node serving
 /// the channel's slot in a Cluster) of `ARGV[1]`.

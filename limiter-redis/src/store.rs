@@ -314,12 +314,12 @@ impl RedisStore {
         self.bounded_call_until(lua, call, self.deadline()).await
     }
 
-    pub(crate) async fn bounded_call_until(
+    pub(crate) async fn bounded_call_until<T: redis::FromRedisValue>(
         &self,
         lua: &Lua,
         call: &Cmd,
         until: Instant,
-    ) -> Result<Vec<i64>, Error> {
+    ) -> Result<T, Error> {
         let timeout = self.inner.config.response_timeout;
         let reply = match tokio::time::timeout_at(until, self.call(lua, call)).await {
             // The connection's own timer (its health check, as long as the
@@ -348,7 +348,11 @@ impl RedisStore {
     }
 
     /// `call`, an EVALSHA of `lua`, on the primary or the key's node.
-    pub(super) async fn call(&self, lua: &Lua, call: &Cmd) -> Result<Vec<i64>, Error> {
+    pub(super) async fn call<T: redis::FromRedisValue>(
+        &self,
+        lua: &Lua,
+        call: &Cmd,
+    ) -> Result<T, Error> {
         match &self.inner.backend {
             Backend::Primary(primary) => primary.run(lua, call, &self.inner.config).await,
             Backend::Cluster(cluster) => {

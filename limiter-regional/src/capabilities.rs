@@ -132,6 +132,25 @@ impl SharedControl for RegionalStore {
     fn on_reset(&self, forget: Forgetter) {
         self.inner.local.store.on_reset(forget);
     }
+
+    /// In this region's Redis: the instances of one region read each
+    /// other's reports (a limit's top offenders across them).
+    async fn publish_report(
+        &self,
+        board: &str,
+        instance: &str,
+        body: &str,
+        ttl: Duration,
+    ) -> Result<(), Error> {
+        (self.inner.local.store)
+            .publish_report(board, instance, body, ttl)
+            .await
+    }
+
+    /// This region's instances' reports.
+    async fn reports(&self, board: &str) -> Result<Vec<limiter_core::Report>, Error> {
+        self.inner.local.store.reports(board).await
+    }
 }
 
 impl RegionalStore {

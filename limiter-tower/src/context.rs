@@ -1,18 +1,18 @@
 //! What the router-level layer holds for every limit below it: the store,
 //! the key prefix, how to find clients and users, and which headers to send.
 
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Weak};
 
 use http::StatusCode;
 use limiter_core::{
-    Acquired, Capabilities, ConcurrencyLimit, ControlTables, Decision, Denied, Error, GuardConfig,
-    Guarded, HotKeys, Identity, OnStoreError, Policy, Store, TopDenied, Verdict, Waiters, required,
+    Acquired, Capabilities, ConcurrencyLimit, ControlTables, Decision, Error, GuardConfig, Guarded,
+    HotKeys, Identity, OnStoreError, Policy, Store, Verdict, Waiters, required,
 };
 
 use crate::client_ip::ClientIp;
 use crate::key::Resolver;
+use crate::offenders::{Offenders, board};
 use crate::options::CommonOptions;
 use crate::response::HeaderOptions;
 
@@ -220,39 +220,59 @@ pub(crate) struct Context {
     pub(crate) offenders: Arc<Offenders>,
 }
 
-/// The top offenders of each limit under one router layer, by the limit's
-/// name: a sketch each, made at the limit's first denial. Kept per layer,
-/// not per limit, so that two applications in one process (or two routers
-/// sharing a `#[rate_limit]` handler) each list their own denials.
-#[derive(Debug, Default)]
-pub(crate) struct Offenders(RwLock<HashMap<Box<str>, Arc<TopDenied>>>);
-
-impl Offenders {
-    /// Counts a denial of `identity` by the limit `limit`.
-    pub(crate) fn record(&self, limit: &str, identity: &Identity) {
-        let found = self
-            .0
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(limit)
-            .cloned();
-        let sketch = found.unwrap_or_else(|| {
-            let mut sketches = self.0.write().unwrap_or_else(|p| p.into_inner());
-            Arc::clone(
-                sketches
-                    .entry(limit.into())
-                    .or_insert_with(|| Arc::new(TopDenied::new())),
-            )
-        });
-        sketch.record_identity(identity);
+impl Context {
+    /// Counts a denial of `identity` by the limit `limit` among its top
+    /// offenders, and starts publishing them (once, when a runtime runs).
+    pub(crate) fn record_denial(&self, limit: &str, identity: &Identity) {
+        self.offenders.record(limit, identity);
+        if self.offenders.starts_publishing() {
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => drop(runtime.spawn(publish_offenders(
+                    Arc::downgrade(&self.offenders),
+                    Arc::clone(&self.store),
+                    self.key_start.clone(),
+                ))),
+                Err(_) => self.offenders.stopped_publishing(),
+            }
+        }
     }
+}
 
-    /// The `n` identities the limit `limit` denied most.
-    pub(crate) fn top(&self, limit: &str, n: usize) -> Vec<Denied> {
-        let sketches = self.0.read().unwrap_or_else(|p| p.into_inner());
-        sketches
-            .get(limit)
-            .map_or_else(Vec::new, |sketch| sketch.top(n))
+/// Publishes each limit's counts through `store` every period, until the
+/// layer is gone or the store keeps no reports; a failed publication is
+/// logged and tried again the next period.
+async fn publish_offenders(
+    offenders: Weak<Offenders>,
+    store: Arc<dyn DynStore>,
+    key_start: Box<str>,
+) {
+    let Some(every) = offenders.upgrade().map(|o| o.every()) else {
+        return;
+    };
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let Some(live) = offenders.upgrade() else {
+            return;
+        };
+        let (instance, ttl, reports) = (live.instance(), live.ttl(), live.reports());
+        drop(live);
+        let Some(shared) = store.capabilities().as_shared_control() else {
+            return;
+        };
+        // A limit that denied nobody for two sketch periods has nothing to
+        // say; what it published last is read no longer than its time.
+        for (limit, report) in reports.into_iter().filter(|(_, r)| r.counted > 0) {
+            let board = board(&key_start, &limit);
+            match (shared.publish_report(&board, &instance, &report.to_text(), ttl)).await {
+                Ok(()) => {}
+                Err(Error::Unsupported(_)) => return,
+                Err(error) => {
+                    tracing::debug!(%error, limit = &*limit, "top offenders not published")
+                }
+            }
+        }
     }
 }
 

@@ -80,6 +80,7 @@ mod key;
 mod limit;
 mod limiter_layer;
 mod misconfigured;
+mod offenders;
 mod options;
 mod peer;
 #[cfg(feature = "prometheus")]
@@ -97,7 +98,7 @@ pub use client_ip::{ClientIpSource, DEFAULT_IPV6_PREFIX};
 pub use control::OverrideHeld;
 pub use control::{
     Attempt, Control, DEFAULT_API_KEY_HEADER, LimitInfo, LimitState, Offender, OverrideInForce,
-    OverrideState, UnknownLimit, WrittenRules,
+    OverrideState, Reporting, TopOffenders, UnknownLimit, WrittenRules,
 };
 pub use ipnet::IpNet;
 pub use key::{ClientAddress, KeySource, ListedIdentity, Resolver};

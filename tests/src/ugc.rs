@@ -26,6 +26,8 @@ pub fn options() -> Options {
             deadline: Duration::from_secs(5),
             ..GuardConfig::default()
         },
+        // Instances in one test see each other's top offenders at once.
+        publish_offenders_every: Some(Duration::from_millis(100)),
         ..Options::default()
     }
 }

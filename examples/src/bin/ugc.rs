@@ -30,6 +30,9 @@
 //!   most, in memory or in Redis (default 100,000); past it the one that
 //!   ends soonest gives way to the new one. Blocks set through the admin
 //!   routes are bounded apart (1,000,000) and never give way;
+//! - `LIMITER_INSTANCE`: this instance's name among those sharing the
+//!   store, under which it publishes its top offenders (default the
+//!   host's name and the process id); visible ASCII;
 //! - `LIMITER_ADMIN_TOKEN`: the secret of the admin routes
 //!   (`PUT /admin/plans/{key}`): each request needs
 //!   `Authorization: Bearer <token>` (401 otherwise). Unset, the admin routes
@@ -107,6 +110,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         tracing::warn!("shadow mode: every limit is checked and counted, none denies");
     }
     let admin_token = admin_token()?;
+    let instance_id = std::env::var("LIMITER_INSTANCE").ok();
     let serve_options = ServeOptions {
         header_read_timeout: Duration::from_millis(env_number(
             "LIMITER_HEADER_READ_TIMEOUT_MS",
@@ -164,6 +168,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
                     allow,
                     shadow,
                     admin_token,
+                    instance_id,
                     ..Options::default()
                 },
             )
@@ -177,6 +182,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
                 allow,
                 shadow,
                 admin_token,
+                instance_id,
                 ..Options::default()
             };
             let store = MemoryStore::new().with_max_penalty_blocks(max_penalty_blocks);

@@ -6,6 +6,7 @@ pub(crate) mod failure;
 pub(crate) mod own_time;
 pub(crate) mod permits;
 pub(crate) mod refunds;
+pub(crate) mod reports;
 pub(crate) mod timed;
 pub(crate) mod traces;
 
@@ -55,6 +56,11 @@ impl Keys {
         Self {
             run: format!("conformance:{}.{run}:{check}", std::process::id()),
         }
+    }
+
+    /// The key named `name` of this run.
+    fn key_of(&self, name: &str) -> String {
+        format!("{}:{name}", self.run)
     }
 
     /// The key `key` of case `case` of `algorithm`.

@@ -204,6 +204,23 @@ impl<S: Store, C: Clock + Clone> SharedControl for Guarded<S, C> {
             shared.on_reset(forget);
         }
     }
+
+    async fn publish_report(
+        &self,
+        board: &str,
+        instance: &str,
+        body: &str,
+        ttl: Duration,
+    ) -> Result<(), Error> {
+        let shared = self.shared_control()?;
+        self.through_breaker(board, || shared.publish_report(board, instance, body, ttl))
+            .await
+    }
+
+    async fn reports(&self, board: &str) -> Result<Vec<crate::Report>, Error> {
+        let shared = self.shared_control()?;
+        self.through_breaker(board, || shared.reports(board)).await
+    }
 }
 
 impl<S: Store, C: Clock + Clone> Guarded<S, C> {

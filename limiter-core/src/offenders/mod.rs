@@ -25,6 +25,10 @@ use parking_lot::Mutex;
 
 use crate::clock::{Clock, SystemClock};
 
+mod shared;
+
+pub use shared::DeniedReport;
+
 /// One identity among the most denied: its denials counted, and how many
 /// of them may be another identity's.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -207,12 +211,7 @@ impl<C: Clock> TopDenied<C> {
             windows.rotate(now);
             windows.merged(self.counters)
         };
-        denied.sort_unstable_by(|a, b| {
-            b.count
-                .cmp(&a.count)
-                .then(a.error.cmp(&b.error))
-                .then_with(|| a.identity.cmp(&b.identity))
-        });
+        sort(&mut denied);
         denied.truncate(n);
         denied
     }
@@ -247,6 +246,17 @@ impl<C: Clock> TopDenied<C> {
     pub fn max_memory(&self) -> usize {
         max_bytes(self.counters)
     }
+}
+
+/// Highest count first; equal counts, smaller error first, then by
+/// identity.
+fn sort(denied: &mut [Denied]) {
+    denied.sort_unstable_by(|a, b| {
+        b.count
+            .cmp(&a.count)
+            .then(a.error.cmp(&b.error))
+            .then_with(|| a.identity.cmp(&b.identity))
+    });
 }
 
 /// The most bytes two sketches of `k` counters hold: per counter its entry,

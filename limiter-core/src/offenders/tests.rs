@@ -292,3 +292,110 @@ proptest! {
         prop_assert!(windows.current.heap_holds() && windows.previous.heap_holds());
     }
 }
+
+#[test]
+fn a_report_reads_back_from_its_text_whatever_its_identities() {
+    let clock = ManualClock::new(T0);
+    let top = top_of(2, &clock);
+    for identity in [
+        "a b",
+        "a b",
+        "",
+        "line\nbreak",
+        "line\nbreak",
+        "line\nbreak",
+    ] {
+        top.record(identity);
+    }
+    // The line break took the empty identity's counter over: the sketch is
+    // full, and its floor is its smallest count.
+    let report = top.report(10);
+    let expected = DeniedReport {
+        denied: vec![denied("line\nbreak", 4, 1), denied("a b", 2, 0)],
+        floor: 2,
+        counted: 6,
+    };
+    assert_eq!(report, expected);
+    assert_eq!(
+        DeniedReport::from_text(&report.to_text()),
+        Some(report.clone())
+    );
+    // Cut to one, the first left out bounds the floor too.
+    let cut = top.report(1);
+    assert_eq!((cut.denied.len(), cut.floor), (1, 2));
+    let empty = DeniedReport {
+        denied: vec![denied("", 1, 0)],
+        floor: 0,
+        counted: 1,
+    };
+    assert_eq!(DeniedReport::from_text(&empty.to_text()), Some(empty));
+    for other in [
+        "",
+        "limiter-top-denied 2 0 0 0\n",
+        "limiter-top-denied 1 0 0 1\n",
+    ] {
+        assert_eq!(DeniedReport::from_text(other), None, "{other:?}");
+    }
+    let text = report.to_text();
+    assert_eq!(DeniedReport::from_text(&format!("{text}more")), None);
+    assert_eq!(DeniedReport::from_text(&text[..text.len() - 1]), None);
+}
+
+#[test]
+fn merged_reports_add_counts_and_a_missing_identitys_floor() {
+    let report = |denied: Vec<Denied>, floor| DeniedReport {
+        denied,
+        floor,
+        counted: 0,
+    };
+    let a = report(vec![denied("x", 5, 0), denied("y", 3, 1)], 2);
+    let b = report(vec![denied("y", 4, 0), denied("z", 1, 0)], 0);
+    assert_eq!(
+        DeniedReport::merge([&a, &b], 10),
+        // x: 5 here, at most b's floor (0) there; z: at most a's floor.
+        [denied("y", 7, 1), denied("x", 5, 0), denied("z", 3, 2)]
+    );
+    assert_eq!(DeniedReport::merge([&a, &b], 1), [denied("y", 7, 1)]);
+    assert!(DeniedReport::merge([], 10).is_empty());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// Across instances, each publishing its reports cut to `n` and read
+    /// back from text: every merged count is at least the identity's true
+    /// count over all instances and over it by at most its error; uncut,
+    /// every error is at most `N / k` and every identity denied more than
+    /// `N / k` times in all is listed.
+    #[test]
+    fn merged_reports_keep_the_bounds(
+        k in 1usize..8,
+        n in 1usize..20,
+        streams in proptest::collection::vec(
+            proptest::collection::vec((0u32..6, 0u32..30), 0..200),
+            1..4,
+        ),
+    ) {
+        let clock = ManualClock::new(T0);
+        let name = |(a, b): (u32, u32)| format!("id{}", a.min(b));
+        let mut truth: HashMap<String, u64> = HashMap::new();
+        let mut cut = Vec::new();
+        let mut whole = Vec::new();
+        for stream in &streams {
+            let top = top_of(k, &clock);
+            for &pair in stream {
+                top.record(&name(pair));
+                *truth.entry(name(pair)).or_default() += 1;
+            }
+            let read = |n| DeniedReport::from_text(&top.report(n).to_text()).unwrap();
+            cut.push(read(n));
+            whole.push(read(usize::MAX));
+        }
+        for entry in DeniedReport::merge(&cut, usize::MAX) {
+            let true_count = truth.get(&entry.identity).copied().unwrap_or(0);
+            prop_assert!(entry.count >= true_count, "{:?}, true {}", entry, true_count);
+            prop_assert!(entry.count - entry.error <= true_count, "{:?}, true {}", entry, true_count);
+        }
+        check_bounds(&DeniedReport::merge(&whole, usize::MAX), &truth, k);
+    }
+}

@@ -23,6 +23,7 @@ pub(crate) mod assigned;
 pub(crate) mod blocks;
 pub(crate) mod control;
 pub(crate) mod memory;
+pub(crate) mod reports;
 pub(crate) mod traits;
 
 pub use assigned::{AssignedPlans, MAX_ASSIGNED_PLANS};
@@ -30,6 +31,7 @@ pub use blocks::{
     BlockList, BlockOrigin, DEFAULT_MAX_PENALTY_BLOCKS, ListedBlock, MAX_BLOCKS, MAX_BLOCKS_PAGE,
 };
 pub use control::{Change, ControlTables};
+pub use reports::{MAX_REPORT_BYTES, MAX_REPORTERS, Report, validate_report};
 pub use traits::{
     Capabilities, Forget, Forgetter, KeyState, Leases, Permits, SharedControl, forwarded, required,
 };

@@ -261,4 +261,30 @@ pub trait SharedControl: Send + Sync + 'static {
     fn on_reset(&self, forget: Forgetter) {
         drop(forget);
     }
+
+    /// Publishes `body` as `instance`'s report on `board` (what it counted
+    /// of a limit's top offenders, say), replacing its previous one there;
+    /// [`reports`](Self::reports) reads it until `ttl` has passed. A report
+    /// past [`validate_report`](crate::validate_report)'s bounds, or one
+    /// more instance than [`MAX_REPORTERS`](crate::MAX_REPORTERS) on a
+    /// board, is refused with [`Error::Full`]. A store that no other
+    /// instance shares keeps them in process; one that keeps none refuses
+    /// with [`Error::Unsupported`].
+    async fn publish_report(
+        &self,
+        board: &str,
+        instance: &str,
+        body: &str,
+        ttl: Duration,
+    ) -> Result<(), Error> {
+        let _ = (board, instance, body, ttl);
+        Err(Error::Unsupported("reports"))
+    }
+
+    /// Every instance's latest report on `board` still within its time to
+    /// live, with its age by the store's clock, in no particular order.
+    async fn reports(&self, board: &str) -> Result<Vec<crate::Report>, Error> {
+        let _ = board;
+        Err(Error::Unsupported("reports"))
+    }
 }

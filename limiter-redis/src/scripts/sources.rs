@@ -119,6 +119,8 @@ pub(super) static OVERRIDE: Lua = script!("override.lua");
 pub(super) static OVERRIDES: Lua = script!("overrides.lua");
 pub(super) static BUMP: Lua = script!("bump.lua");
 pub(super) static REFUND: Lua = script!("refund.lua");
+pub(super) static REPORT: Lua = script!("prelude.lua", "report.lua");
+pub(super) static REPORTS: Lua = script!("prelude.lua", "reports.lua");
 
 /// Every `.lua` file here: its name and its text.
 #[cfg(any(test, feature = "test-util"))]
@@ -149,6 +151,8 @@ pub(crate) const FILES: &[(&str, &str)] = &{
         "reads.lua",
         "receipted.lua",
         "refund.lua",
+        "report.lua",
+        "reports.lua",
         "reset.lua",
         "single.lua",
         "sliding_log.lua",
@@ -181,6 +185,8 @@ pub(crate) fn all() -> Vec<(String, &'static Lua)> {
         ("lease", &LEASE),
         ("reset", &RESET),
         ("publish", &PUBLISH),
+        ("report", &REPORT),
+        ("reports", &REPORTS),
         ("block", &BLOCK),
         ("unblock", &UNBLOCK),
         ("blocks", &BLOCKS),

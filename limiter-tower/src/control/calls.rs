@@ -250,9 +250,14 @@ impl Control {
 
 impl Control {
     /// The `n` identities the limit named `limit` denied most in the last
-    /// 5 to 10 minutes, most denied first, as this instance counted them
-    /// (each instance counts its own denials: the admin router says which
-    /// instance answered). `limit` is the limit's name as keys end with it
+    /// 5 to 10 minutes, most denied first, across the instances that share
+    /// the store: this instance's counts, live, added to those each other
+    /// instance published (every 5 s by default, see
+    /// [`LimiterLayer::publish_offenders_every`](crate::LimiterLayer::publish_offenders_every)).
+    /// The answer names each instance counted and how old its counts are;
+    /// when the store does not answer, it holds this instance's counts and
+    /// says why the others' are missing ([`TopOffenders::unread`](super::TopOffenders::unread)).
+    /// `limit` is the limit's name as keys end with it
     /// (a `#[rate_limit]` handler's `{module}-{handler}`, such as
     /// `posts-create_post`; a [`LimitLayer`](crate::LimitLayer)'s own
     /// name), among the limits of this handle and of those it merged.
@@ -263,17 +268,21 @@ impl Control {
     /// blocked. Shadow mode's denials let the request through: not
     /// counted; neither are requests on a deny list, nor a global limit's,
     /// which have no identity. A Space-Saving sketch of 256 counters per
-    /// period counts them (see [`TopDenied`](limiter_core::TopDenied)):
-    /// with `N` denials counted, each count is at most `N / 256` above the
-    /// truth (its `error` says how much) and every identity denied more
-    /// than `N / 256` times is listed; at most
+    /// period counts them on each instance (see
+    /// [`TopDenied`](limiter_core::TopDenied)): with `N` denials counted
+    /// across the instances, each count is at most `N / 256` above the
+    /// truth (its `error` says how much; an instance that does not list an
+    /// identity adds the most it may have counted of it) and every identity
+    /// denied more than `N / 256` times on one instance is listed; at most
     /// [`TopDenied::MAX_BYTES`](limiter_core::TopDenied::MAX_BYTES) per
-    /// limit, allocated at its first denial.
+    /// limit, allocated at its first denial. An instance publishes its 100
+    /// highest counts of each limit.
     ///
     /// ```
     /// use std::time::Duration;
     /// use limiter_tower::{Identity, KeySource, LimitLayer, Limiter, LimiterLayer, MemoryStore, Policy, Rule};
     ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
     /// let replies = LimitLayer::new(
     ///     "replies",
     ///     Policy::sliding_log([Rule::new(5, Duration::from_secs(60))?])?,
@@ -281,13 +290,16 @@ impl Control {
     /// );
     /// let layer = LimiterLayer::new(Limiter::new(MemoryStore::new()));
     /// let control = layer.control().limit("POST /replies", &replies);
-    /// // Nobody was denied yet.
-    /// assert!(control.top_denied("replies", 10)?.is_empty());
-    /// assert!(control.top_denied("posts", 10).is_err());
+    /// // Nobody was denied yet; this instance is the only one counting.
+    /// let top = control.top_denied("replies", 10).await?;
+    /// assert!(top.offenders.is_empty());
+    /// assert_eq!(top.instances.len(), 1);
+    /// assert!(control.top_denied("posts", 10).await.is_err());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
     /// ```
-    pub fn top_denied(&self, limit: &str, n: usize) -> Result<Vec<Offender>, UnknownLimit> {
-        offenders::top_denied(self, limit, n)
+    pub async fn top_denied(&self, limit: &str, n: usize) -> Result<TopOffenders, UnknownLimit> {
+        offenders::top_denied(self, limit, n).await
     }
 
     /// This instance's name ([`instance_id`](Self::instance_id)).
@@ -325,7 +337,7 @@ impl Control {
     /// | `GET /overrides/{limit}` | 200, the limit's [`OverrideState`](super::OverrideState), or 404 when none holds |
     /// | `PUT /overrides/{limit}` | body `{"rules": [[2, "60s"]], "seconds": 3600}` (or `"rate": [10, "1s"], "burst": 20` for a bucket or GCRA; `"mode": "shadow"` tries the rules, or the limit's own, without denying; `"mode": "off"` switches the limit off; `seconds` 1 to 604,800): 204 once every instance holds it ([`set_override`](Self::set_override)); 400 with the attribute's own message for rules it would refuse; 404 for a limit this handle does not answer for |
     /// | `DELETE /overrides/{limit}` | 204 once the compiled limit holds again everywhere ([`clear_override`](Self::clear_override)) |
-    /// | `GET /top/{limit}?n={n}` | 200, a JSON array of the `n` (1 to 100, default 10) identities the limit named `limit` (as keys end with it: `posts-create_post`) denied most in the last 5 to 10 minutes on the instance that answers, most denied first: `[{"kind", "identity", "denied", "error"}...]` ([`Offender`](super::Offender)s, [`top_denied`](Self::top_denied)); the header `limiter-instance` names the instance ([`instance_id`](Self::instance_id)); 404 for an unknown limit |
+    /// | `GET /top/{limit}?n={n}` | 200, the `n` (1 to 100, default 10) identities the limit named `limit` (as keys end with it: `posts-create_post`) denied most in the last 5 to 10 minutes across the instances sharing the store, most denied first, and each instance counted with its counts' age: `{"offenders": [{"kind", "identity", "denied", "error"}...], "instances": [{"instance", "age_ms"}...]}` ([`TopOffenders`](super::TopOffenders), [`top_denied`](Self::top_denied)); the header `limiter-instance` names the instance that answered ([`instance_id`](Self::instance_id)); 404 for an unknown limit |
     ///
     /// An unknown kind is 404, an address that does not parse 400, a query
     /// the route does not take 400. A store

@@ -12,7 +12,7 @@ mod router;
 mod state;
 
 pub use attempt::Attempt;
-pub use offenders::{Offender, UnknownLimit};
+pub use offenders::{Offender, Reporting, TopOffenders, UnknownLimit};
 pub use overrides::{OverrideState, WrittenRules};
 pub use router::DEFAULT_API_KEY_HEADER;
 #[allow(deprecated)]
@@ -95,7 +95,7 @@ impl Control {
             limits: Arc::new([]),
             api_key_header: router::DEFAULT_API_KEY_HEADER.into(),
             merged: Arc::new([]),
-            instance: offenders::default_instance(),
+            instance: context.offenders.instance(),
         }
     }
 
@@ -370,12 +370,18 @@ impl Control {
         Some(key.into_string())
     }
 
-    /// Sets the name of this instance, which the admin router's
+    /// Sets the name of this instance, under which its top offenders are
+    /// published for the other instances and which the admin router's
     /// `GET /top/{limit}` answers in its `limiter-instance` header (by
-    /// default the host's name and the process id: `web-1-4242`). Visible
-    /// ASCII: any other character is replaced by `_`.
+    /// default the host's name and the process id, `web-1-4242`, followed
+    /// by `-2`, `-3`... for each router layer made after the first in the
+    /// process). Names the layer's instance for every handle of it: set it
+    /// before serving, and give each instance sharing a store its own.
+    /// Visible ASCII: any other character is replaced by `_`.
     pub fn instance_id(mut self, id: impl Into<String>) -> Self {
-        self.instance = offenders::sanitized(&id.into());
+        self.instance = crate::offenders::sanitized(&id.into());
+        // Its counts are published under the same name.
+        (self.context.offenders).set_instance(Arc::clone(&self.instance));
         self
     }
 

@@ -1,12 +1,59 @@
-//! The identities each limit denied most lately, on this instance.
+//! The identities each limit denied most lately, across the instances
+//! sharing the store: this instance's counts, live, merged with those the
+//! others published.
 
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
-use limiter_core::{Identity, IdentityKind};
+use limiter_core::{DeniedReport, Error, Identity, IdentityKind};
 use serde::ser::{Serialize, SerializeStruct, Serializer};
 
 use super::Control;
+use crate::offenders::board;
+
+/// A limit's most denied identities across the instances that share the
+/// store ([`Control::top_denied`]), and how fresh each instance's counts
+/// are.
+///
+/// Serialized as the admin router answers it: `{"offenders": [...],
+/// "instances": [{"instance": "web-1-4242", "age_ms": 0}, ...]}`, with
+/// `"unread"` saying why other instances' counts could not be read, when
+/// they could not.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
+pub struct TopOffenders {
+    /// The most denied identities, highest count first.
+    pub offenders: Vec<Offender>,
+    /// The instances whose counts are in, this one first (age 0: read
+    /// live), each with its counts' age.
+    pub instances: Vec<Reporting>,
+    /// Why other instances' counts are not in, when they are not: the
+    /// store failed, or an instance published a format this version does
+    /// not read. `None`: every instance that published within the last
+    /// three publishing periods is in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unread: Option<String>,
+}
+
+/// An instance whose counts a [`TopOffenders`] holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reporting {
+    /// Its name ([`Control::instance_id`]).
+    pub instance: String,
+    /// How old its counts are: 0 for this instance's, read live; else the
+    /// time since it published them, by the store's clock.
+    pub age: Duration,
+}
+
+impl Serialize for Reporting {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut out = serializer.serialize_struct("Reporting", 2)?;
+        out.serialize_field("instance", &self.instance)?;
+        let age_ms = u64::try_from(self.age.as_millis()).unwrap_or(u64::MAX);
+        out.serialize_field("age_ms", &age_ms)?;
+        out.end()
+    }
+}
 
 /// One of the identities a limit denied most lately
 /// ([`Control::top_denied`]), as this instance counted them.
@@ -73,11 +120,11 @@ impl fmt::Display for UnknownLimit {
 
 impl std::error::Error for UnknownLimit {}
 
-pub(super) fn top_denied(
+pub(super) async fn top_denied(
     control: &Control,
     limit: &str,
     n: usize,
-) -> Result<Vec<Offender>, UnknownLimit> {
+) -> Result<TopOffenders, UnknownLimit> {
     let (part, found) = control
         .parts()
         .flat_map(|part| part.limits.iter().map(move |named| (part, named)))
@@ -85,8 +132,45 @@ pub(super) fn top_denied(
         .ok_or_else(|| UnknownLimit(limit.to_owned()))?;
     // The limit's own router layer's, when it has one, as it records.
     let context = found.limit.context.as_ref().unwrap_or(&part.context);
-    let denied = context.offenders.top(limit, n);
-    Ok(denied
+    let offenders = &context.offenders;
+    let instance = offenders.instance();
+    let mut reports = vec![offenders.report(limit)];
+    let mut instances = vec![Reporting {
+        instance: instance.to_string(),
+        age: Duration::ZERO,
+    }];
+    let mut unread = None;
+    let published = match context.store.capabilities().as_shared_control() {
+        Some(shared) => shared.reports(&board(&context.key_start, limit)).await,
+        None => Err(Error::Unsupported("reports")),
+    };
+    match published {
+        Ok(published) => {
+            for report in published.into_iter().filter(|r| *r.instance != *instance) {
+                match DeniedReport::from_text(&report.body) {
+                    Some(read) => {
+                        reports.push(read);
+                        instances.push(Reporting {
+                            instance: report.instance,
+                            age: report.age,
+                        });
+                    }
+                    None => {
+                        unread = Some(format!(
+                            "instance {:?} published its counts in a format this version \
+                             does not read",
+                            report.instance
+                        ))
+                    }
+                }
+            }
+        }
+        // A store no other instance shares: this instance's counts are all.
+        Err(Error::Unsupported(_)) => {}
+        Err(error) => unread = Some(format!("the store did not answer: {error}")),
+    }
+    instances[1..].sort_by(|a, b| a.instance.cmp(&b.instance));
+    let offenders = DeniedReport::merge(&reports, n)
         .into_iter()
         .filter_map(|denied| {
             let (kind, header, identity) = Identity::read_labelled(&denied.identity)?;
@@ -99,36 +183,16 @@ pub(super) fn top_denied(
                 api_key: header == Some(&*control.api_key_header),
             })
         })
-        .collect())
+        .collect();
+    Ok(TopOffenders {
+        offenders,
+        instances,
+        unread,
+    })
 }
 
 pub(super) fn instance(control: &Control) -> &str {
     &control.instance
-}
-
-/// This process's default name: the host's name and the process id.
-pub(super) fn default_instance() -> Arc<str> {
-    static INSTANCE: OnceLock<Arc<str>> = OnceLock::new();
-    let instance = INSTANCE.get_or_init(|| {
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .ok()
-            .or_else(|| std::env::var("HOSTNAME").ok())
-            .or_else(|| std::env::var("COMPUTERNAME").ok())
-            .map(|host| host.trim().to_owned())
-            .filter(|host| !host.is_empty())
-            .unwrap_or_else(|| "localhost".to_owned());
-        sanitized(&format!("{host}-{}", std::process::id()))
-    });
-    Arc::clone(instance)
-}
-
-/// `id` with every character but visible ASCII replaced by `_`: a header's
-/// value.
-pub(super) fn sanitized(id: &str) -> Arc<str> {
-    id.chars()
-        .map(|c| if c.is_ascii_graphic() { c } else { '_' })
-        .collect::<String>()
-        .into()
 }
 
 #[cfg(test)]
@@ -170,6 +234,7 @@ mod tests {
 
     #[test]
     fn instance_names_are_header_values() {
+        use crate::offenders::{default_instance, sanitized};
         assert_eq!(&*sanitized("web 1\né"), "web_1__");
         assert!(default_instance().ends_with(&format!("-{}", std::process::id())));
     }

@@ -162,10 +162,13 @@ async fn top_denied(State(control): State<Control>, uri: Uri) -> Response {
     // The name as keys end with it, raw: escaped as an identity is; or
     // percent-decoded, for a client that encoded it.
     let raw = uri.path().rsplit('/').next().unwrap_or("");
-    let found = control.top_denied(raw, n).or_else(|unknown| {
-        let decoded = percent_decode_str(raw).decode_utf8().map_err(|_| unknown)?;
-        control.top_denied(&decoded, n)
-    });
+    let found = match control.top_denied(raw, n).await {
+        Err(unknown) => match percent_decode_str(raw).decode_utf8() {
+            Ok(decoded) => control.top_denied(&decoded, n).await,
+            Err(_) => Err(unknown),
+        },
+        found => found,
+    };
     let offenders = match found {
         Ok(offenders) => offenders,
         Err(unknown) => {

@@ -83,7 +83,7 @@ impl RouteLimit {
     /// Counts a denial of `identity` among the limit's offenders under the
     /// router layer `context` ([`Control::top_denied`](crate::Control::top_denied)).
     pub(crate) fn record_denial_of(&self, context: &Context, identity: &Identity) {
-        context.offenders.record(&self.name, identity);
+        context.record_denial(&self.name, identity);
     }
 
     /// Counts one answer of this limit's rate check.

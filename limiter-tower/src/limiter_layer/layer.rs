@@ -1,4 +1,5 @@
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::StatusCode;
 use http::request::Parts;
@@ -10,6 +11,7 @@ use crate::client_ip::{ClientIp, ClientIpSource};
 use crate::context::tables_of;
 use crate::context::{Context, store_builder};
 use crate::control::Control;
+use crate::offenders::{DEFAULT_PUBLISH_EVERY, Offenders, layer_instance};
 use crate::options::CommonOptions;
 use crate::response::HeaderOptions;
 use crate::scope;
@@ -96,7 +98,7 @@ impl LimiterLayer {
                 missing_identity: StatusCode::UNAUTHORIZED,
                 options: None,
                 waiters: Waiters::new(),
-                offenders: Arc::default(),
+                offenders: Arc::new(Offenders::new(layer_instance(), DEFAULT_PUBLISH_EVERY)),
             }),
         }
     }
@@ -108,6 +110,21 @@ impl LimiterLayer {
     /// and the hot-key state of the layer's requests.
     pub fn control(&self) -> Control {
         Control::new(&self.context)
+    }
+
+    /// How often this instance publishes its top offenders through the
+    /// store (default 5 s), so that
+    /// [`Control::top_denied`](crate::Control::top_denied) on any instance
+    /// sharing the store answers one view across all of them, each
+    /// instance's counts at most this old. One store call per limit that
+    /// denied anyone, per period, never one per denial; a report is read
+    /// for three periods, so an instance that stopped leaves the view
+    /// within them. `Duration::ZERO`: never published (each instance
+    /// answers its own counts). Set before the first request.
+    pub fn publish_offenders_every(mut self, every: Duration) -> Self {
+        let instance = self.context.offenders.instance();
+        self.context().offenders = Arc::new(Offenders::new(instance, every));
+        self
     }
 
     /// The settings every limit below shares.

@@ -28,6 +28,16 @@ fn one_per_minute() -> Policy {
 /// feed, and a shadowed limit by user, each allowing 1 request a minute,
 /// with the admin routes at `/admin`.
 async fn server<S: Store + Clone>(limiter: Limiter<S>) -> (SocketAddr, limiter_tower::Control) {
+    server_named(limiter, "test-instance-1", Duration::from_secs(5)).await
+}
+
+/// [`server`], its instance named `instance`, publishing its counts every
+/// `every`.
+async fn server_named<S: Store + Clone>(
+    limiter: Limiter<S>,
+    instance: &str,
+    every: Duration,
+) -> (SocketAddr, limiter_tower::Control) {
     let replies = LimitLayer::new("replies", one_per_minute(), KeySource::user());
     let posts = LimitLayer::new("posts", one_per_minute(), KeySource::ip());
     let search = LimitLayer::new(
@@ -37,10 +47,12 @@ async fn server<S: Store + Clone>(limiter: Limiter<S>) -> (SocketAddr, limiter_t
     );
     let feed = LimitLayer::new("feed", one_per_minute(), KeySource::global());
     let drafts = LimitLayer::new("drafts", one_per_minute(), KeySource::user()).shadow(true);
-    let layer = LimiterLayer::new(limiter).user(|parts| {
-        let user = parts.headers.get("x-user-id")?.to_str().ok()?;
-        Some(user.to_owned())
-    });
+    let layer = LimiterLayer::new(limiter)
+        .publish_offenders_every(every)
+        .user(|parts| {
+            let user = parts.headers.get("x-user-id")?.to_str().ok()?;
+            Some(user.to_owned())
+        });
     let control = layer
         .control()
         .limit("POST /replies", &replies)
@@ -48,7 +60,7 @@ async fn server<S: Store + Clone>(limiter: Limiter<S>) -> (SocketAddr, limiter_t
         .limit("POST /search", &search)
         .limit("POST /feed", &feed)
         .limit("POST /drafts", &drafts)
-        .instance_id("test-instance-1");
+        .instance_id(instance);
     let ok = || post(|| async { "ok" });
     let app = Router::new()
         .route("/replies", ok().layer(replies))
@@ -66,8 +78,26 @@ async fn post_as(addr: SocketAddr, path: &str, header: (&str, &str)) -> Response
     send(addr, "POST", path, &headers, b"").await.unwrap()
 }
 
+/// `GET path`; a 200's body becomes its list of offenders, once the
+/// answer is checked to hold this instance's counts, read live.
 async fn top(addr: SocketAddr, path: &str) -> Response {
-    send(addr, "GET", path, &[], b"").await.unwrap()
+    let mut response = send(addr, "GET", path, &[], b"").await.unwrap();
+    if response.status == 200 {
+        response.body = offenders_of(&response.body, response.header("limiter-instance"));
+    }
+    response
+}
+
+/// The offenders of a `GET /top/{limit}` answer's `body` from the instance
+/// `instance`, which it names first, its counts read live.
+fn offenders_of(body: &str, instance: &str) -> String {
+    let mut answer: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(
+        answer["instances"][0],
+        json!({ "instance": instance, "age_ms": 0 }),
+        "{answer}"
+    );
+    answer["offenders"].take().to_string()
 }
 
 fn offender(kind: &str, identity: &str, denied: u64) -> Value {
@@ -128,7 +158,9 @@ async fn denials_are_listed_by_limit(addr: SocketAddr, control: &limiter_tower::
         ])
     );
     // The handle answers the same.
-    let offenders = control.top_denied("replies", 1).unwrap();
+    let answer = control.top_denied("replies", 1).await.unwrap();
+    assert_eq!(answer.instances[0].instance, "test-instance-1");
+    let offenders = answer.offenders;
     assert_eq!(offenders.len(), 1);
     assert_eq!(offenders[0].identity, "mallory");
     assert_eq!((offenders[0].denied, offenders[0].error), (5, 0));
@@ -234,8 +266,9 @@ async fn the_ugc_servers_admin_routes_list_top_offenders() {
     assert_eq!(admin(addr, "GET", path, None).await.status, 401);
     let response = admin(addr, "GET", path, Some(ADMIN_TOKEN)).await;
     assert_eq!(response.status, 200, "{response:#?}");
-    assert!(!response.header("limiter-instance").is_empty());
-    let listed: Value = serde_json::from_str(&response.body).unwrap();
+    let instance = response.header("limiter-instance");
+    assert!(!instance.is_empty());
+    let listed: Value = serde_json::from_str(&offenders_of(&response.body, instance)).unwrap();
     assert_eq!(listed, json!([offender("user", "mallory", 2)]));
     let response = admin(addr, "GET", "/admin/top/nope", Some(ADMIN_TOKEN)).await;
     assert_eq!(response.status, 404);
@@ -267,7 +300,8 @@ async fn two_servers_in_one_process_list_their_own_offenders() {
         )
         .await;
         assert_eq!(response.status, 200, "{response:#?}");
-        let top: Value = serde_json::from_str(&response.body).unwrap();
+        let instance = response.header("limiter-instance");
+        let top: Value = serde_json::from_str(&offenders_of(&response.body, instance)).unwrap();
         assert_eq!(top, json!([listed]));
     }
 }
@@ -331,10 +365,83 @@ async fn fallback_denials_are_counted() {
     // The fallback keeps the limit's rules: one a minute.
     as_user(addr, "/replies", "mallory", 4).await;
     as_user(addr, "/replies", "alice", 2).await;
+    // This instance's counts, and why no other's are in.
+    let response = send(addr, "GET", "/admin/top/replies", &[], b"").await;
+    let answer: Value = serde_json::from_str(&response.unwrap().body).unwrap();
+    let unread = answer["unread"].as_str().unwrap();
+    assert!(unread.starts_with("the store did not answer: "), "{unread}");
     let response = top(addr, "/admin/top/replies").await;
     let listed: Value = serde_json::from_str(&response.body).unwrap();
     assert_eq!(
         listed,
         json!([offender("user", "mallory", 3), offender("user", "alice", 1)])
     );
+}
+
+/// Two instances on one Redis, each publishing its counts every 100 ms:
+/// either answers one view, each identity's denials on both added up
+/// exactly, naming both instances and how fresh the other's counts are.
+#[tokio::test]
+async fn two_instances_on_redis_answer_one_view() {
+    let redis = redis();
+    let every = Duration::from_millis(100);
+    let mut instances = Vec::new();
+    for name in ["web-a", "web-b"] {
+        let limiter = Limiter::new(redis.store().await).with_prefix(redis.prefix());
+        instances.push(server_named(limiter, name, every).await.0);
+    }
+    let (a, b) = (instances[0], instances[1]);
+    // The limits are shared: the API key's first search passes on `a`,
+    // then `a` denies it 3 times and `b` 5; `a` denies alice's replies
+    // twice, `b` carol's once.
+    let sends = [
+        (a, "/search", ("x-api-key", "k-hot"), 4),
+        (b, "/search", ("x-api-key", "k-hot"), 5),
+        (a, "/replies", ("x-user-id", "alice"), 3),
+        (b, "/replies", ("x-user-id", "carol"), 2),
+    ];
+    let mut denied = Vec::new();
+    for (addr, path, header, times) in sends {
+        let mut statuses = Vec::new();
+        for _ in 0..times {
+            statuses.push(post_as(addr, path, header).await.status);
+        }
+        denied.push(statuses.iter().filter(|s| **s == 429).count());
+    }
+    assert_eq!(denied, [3, 5, 2, 1]);
+    let expected = [
+        ("search", json!([offender("key", "k-hot", 8)])),
+        (
+            "replies",
+            json!([offender("user", "alice", 2), offender("user", "carol", 1)]),
+        ),
+    ];
+    for (addr, own, other) in [(a, "web-a", "web-b"), (b, "web-b", "web-a")] {
+        for (limit, expected) in &expected {
+            let path = format!("/admin/top/{limit}");
+            let mut answer = Value::Null;
+            let since = std::time::Instant::now();
+            let what = || format!("{own} never listed both instances' {limit} denials");
+            limiter_tests::eventually::until(
+                since,
+                Duration::from_secs(15),
+                every,
+                what,
+                async || {
+                    let response = send(addr, "GET", &path, &[], b"").await.unwrap();
+                    answer = serde_json::from_str(&response.body).unwrap();
+                    answer["offenders"] == *expected
+                },
+            )
+            .await;
+            let instances = answer["instances"].as_array().unwrap();
+            assert_eq!(instances.len(), 2, "{answer}");
+            assert_eq!(instances[0], json!({ "instance": own, "age_ms": 0 }));
+            assert_eq!(instances[1]["instance"], other, "{answer}");
+            // A report is read for three periods, 300 ms, and no longer.
+            let age = instances[1]["age_ms"].as_u64().unwrap();
+            assert!(age <= 300, "{answer}");
+            assert!(answer.get("unread").is_none(), "{answer}");
+        }
+    }
 }

@@ -5,8 +5,10 @@
 
 use std::net::SocketAddr;
 
+use limiter_examples::{Options, app};
 use limiter_tests::http::send;
-use limiter_tests::ugc::{ADMIN_TOKEN, memory_server, reply};
+use limiter_tests::ugc::{ADMIN_TOKEN, T0, reply};
+use limiter_tower::{Limiter, ManualClock, MemoryStore};
 
 /// Each `sh` block of the runbook's commands, with the `text` block after
 /// it that shows what they print, a line each.
@@ -93,7 +95,13 @@ fn alike(printed: &str, shown: &str) -> bool {
 
 #[tokio::test]
 async fn the_runbooks_commands_print_what_it_shows() {
-    let (addr, _clock) = memory_server().await;
+    // The instance the runbook shows.
+    let options = Options {
+        instance_id: Some("web-1".to_owned()),
+        ..limiter_tests::ugc::options()
+    };
+    let store = MemoryStore::with_clock(ManualClock::new(T0));
+    let addr = limiter_tests::http::serve(app(Limiter::new(store), options)).await;
     // laoqian's 7 replies in a minute, to a limit of 5.
     let mut statuses = Vec::new();
     for _ in 0..7 {

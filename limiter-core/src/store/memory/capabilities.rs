@@ -97,6 +97,24 @@ impl<C: Clock> SharedControl for MemoryStore<C> {
     ) -> Result<Option<Duration>, Error> {
         Ok(self.penalize_at(key, penalty, self.inner.clock.now_micros()))
     }
+
+    async fn publish_report(
+        &self,
+        board: &str,
+        instance: &str,
+        body: &str,
+        ttl: Duration,
+    ) -> Result<(), Error> {
+        let now = self.inner.clock.now_micros();
+        self.inner.reports.publish(board, instance, body, ttl, now)
+    }
+
+    async fn reports(&self, board: &str) -> Result<Vec<crate::Report>, Error> {
+        Ok(self
+            .inner
+            .reports
+            .read(board, self.inner.clock.now_micros()))
+    }
 }
 
 #[async_trait]

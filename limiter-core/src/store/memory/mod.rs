@@ -94,6 +94,8 @@ struct Inner<C> {
     tables: ControlTables,
     /// Penalty states (see `penalties`).
     penalties: Penalized,
+    /// The instances' reports (see [`SharedControl::publish_report`](crate::SharedControl::publish_report)).
+    reports: crate::store::reports::Boards,
 }
 
 impl MemoryStore<SystemClock> {
@@ -134,6 +136,7 @@ impl<C: Clock> MemoryStore<C> {
                 permits: Permits::new(),
                 tables,
                 penalties: Penalized::default(),
+                reports: Default::default(),
             }),
         }
     }

@@ -135,8 +135,9 @@ impl World {
         view
     }
 
-    fn top(&self) -> Value {
-        serde_json::to_value(self.control.top_denied(&self.name, 10).unwrap()).unwrap()
+    async fn top(&self) -> Value {
+        let top = self.control.top_denied(&self.name, 10).await.unwrap();
+        serde_json::to_value(top.offenders).unwrap()
     }
 }
 
@@ -233,7 +234,7 @@ proptest! {
                 prop_assert_eq!(by_route, by_control, "step {} {:?}", i, op);
                 prop_assert_eq!(route.view().await, control.view().await, "step {} {:?}", i, op);
             }
-            prop_assert_eq!(route.top(), control.top());
+            prop_assert_eq!(route.top().await, control.top().await);
             Ok(())
         })?;
         let mut counted = counters();
