@@ -4,6 +4,8 @@
 
 use std::sync::{Arc, OnceLock};
 
+use tokio::sync::watch;
+
 use redis::{AsyncConnectionConfig, Client, Cmd, ConnectionAddr, ConnectionInfo, RedisError};
 
 use super::RedisConfig;
@@ -19,6 +21,11 @@ pub(crate) struct Primary {
     /// Follows Sentinel's announcements of a new primary (Sentinel only),
     /// from the first connection on; stopped when the store is dropped.
     watcher: OnceLock<Watcher>,
+    /// Behind Sentinel, where the primary is as last learned: the node a
+    /// new connection for the calls reached, or the one a Sentinel named
+    /// (its announcement of a switch, or its answer when the watcher
+    /// turns to it). The subscription to the notices follows it.
+    named: Arc<watch::Sender<Option<Address>>>,
 }
 
 /// How the primary is found.
@@ -35,7 +42,28 @@ impl Primary {
             locator,
             link: Link::new(),
             watcher: OnceLock::new(),
+            named: Arc::new(watch::Sender::new(None)),
         }
+    }
+
+    /// Starts following the Sentinels' announcements (Sentinel only), once.
+    pub(crate) fn watch(&self, config: &RedisConfig) {
+        if let Locator::Sentinel(sentinels) = &self.locator {
+            self.watcher.get_or_init(|| {
+                Watcher::spawn(
+                    Arc::clone(sentinels),
+                    Arc::downgrade(&self.link),
+                    Arc::downgrade(&self.named),
+                    config.connection_timeout,
+                )
+            });
+        }
+    }
+
+    /// Where the primary is as last learned, and word when that changes
+    /// (Sentinel only: `None` for a URL, which names its node itself).
+    pub(crate) fn named(&self) -> Option<watch::Receiver<Option<Address>>> {
+        self.is_sentinel().then(|| self.named.subscribe())
     }
 
     pub(crate) fn is_sentinel(&self) -> bool {
@@ -43,15 +71,7 @@ impl Primary {
     }
 
     async fn connection(&self, config: &RedisConfig) -> Result<(Connection, u64), Error> {
-        if let Locator::Sentinel(sentinels) = &self.locator {
-            self.watcher.get_or_init(|| {
-                Watcher::spawn(
-                    Arc::clone(sentinels),
-                    Arc::downgrade(&self.link),
-                    config.connection_timeout,
-                )
-            });
-        }
+        self.watch(config);
         // Made only when the link connects: not on every call.
         let connect = || {
             // The store's deadline bounds each call as a whole; this
@@ -66,13 +86,18 @@ impl Primary {
                 Locator::Url(client) => Err(client.clone()),
                 Locator::Sentinel(sentinels) => Ok(Arc::clone(sentinels)),
             };
+            let named = Arc::clone(&self.named);
             async move {
+                let sentinel = locator.is_ok();
                 let client = match locator {
                     Err(client) => client,
                     Ok(sentinels) => sentinels.primary().await?,
                 };
                 let address = address(client.get_connection_info()).map(Arc::new);
                 let connection = Multiplexed::open(&client, &options).await?;
+                if let (true, Some(reached)) = (sentinel, &address) {
+                    sentinel::name(&named, reached);
+                }
                 Ok(Connection {
                     connection,
                     address,
@@ -82,11 +107,20 @@ impl Primary {
         self.link.get(connect, config.connection_timeout).await
     }
 
-    /// A client for the primary: the URL's, or the one the Sentinels name.
+    /// A client for the primary: the URL's; behind Sentinel, the node last
+    /// learned to be the primary (see [`named`](Self::named)), else the
+    /// one the Sentinels name now.
     pub(crate) async fn client(&self) -> Result<Client, Error> {
         match &self.locator {
             Locator::Url(client) => Ok(client.clone()),
-            Locator::Sentinel(sentinels) => sentinels.primary().await.map_err(crate::redis_error),
+            Locator::Sentinel(sentinels) => {
+                let named = self.named.borrow().clone();
+                match named {
+                    Some((host, port)) => Client::open((host.as_str(), port)),
+                    None => sentinels.primary().await,
+                }
+                .map_err(crate::redis_error)
+            }
         }
     }
 
@@ -149,7 +183,8 @@ pub(crate) fn is_not_primary(error: &RedisError) -> bool {
     )
 }
 
-fn address(info: &ConnectionInfo) -> Option<Address> {
+/// The node a client connects to.
+pub(crate) fn address(info: &ConnectionInfo) -> Option<Address> {
     match info.addr() {
         ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
             Some((host.clone(), *port))

@@ -72,19 +72,21 @@ impl Watcher {
     pub(crate) fn spawn(
         sentinels: Arc<Sentinels>,
         link: Weak<Link<Connection>>,
+        named: Weak<Named>,
         timeout: Duration,
     ) -> Self {
         let task = tokio::spawn(async move {
             let mut failed_in_a_row = 0;
+            let primary = Primary { link, named };
             for node in sentinels.nodes.iter().cycle() {
-                match follow(node, &sentinels.service, &link, timeout).await {
+                match follow(node, &sentinels.service, &primary, timeout).await {
                     Ok(()) => failed_in_a_row = 0,
                     Err(error) => {
                         failed_in_a_row += 1;
                         tracing::debug!(%error, sentinel = ?node.addr(), "lost touch with a Sentinel");
                     }
                 }
-                if link.strong_count() == 0 {
+                if primary.link.strong_count() == 0 {
                     return;
                 }
                 // Every Sentinel failed: wait longer before the next round.
@@ -109,11 +111,21 @@ impl Drop for Watcher {
     }
 }
 
+/// Where the primary is as last learned (the store's `Primary::named`).
+pub(crate) type Named = tokio::sync::watch::Sender<Option<Address>>;
+
+/// What the watcher moves when a Sentinel names a new primary: the
+/// connection the calls go through, and where the subscription goes.
+struct Primary {
+    link: Weak<Link<Connection>>,
+    named: Weak<Named>,
+}
+
 /// Follows one Sentinel until it stops answering.
 async fn follow(
     node: &ConnectionInfo,
     service: &str,
-    link: &Weak<Link<Connection>>,
+    primary_of: &Primary,
     timeout: Duration,
 ) -> RedisResult<()> {
     let client = Client::open(node.clone())?;
@@ -132,7 +144,7 @@ async fn follow(
     .await?;
     drop(connection);
     if let Some(primary) = named {
-        leave_unless(link, &primary, false);
+        leave_unless(primary_of, &primary, false);
     }
     let mut health = tokio::time::interval(HEALTH_CHECK);
     health.tick().await;
@@ -144,7 +156,7 @@ async fn follow(
                 };
                 let payload: String = message.get_payload()?;
                 if let Some(primary) = switched_to(&payload, service) {
-                    leave_unless(link, &primary, true);
+                    leave_unless(primary_of, &primary, true);
                 }
             }
             _ = health.tick() => {
@@ -163,10 +175,14 @@ fn switched_to(payload: &str, service: &str) -> Option<Address> {
     }
 }
 
-/// Drops the connection unless it leads to `primary`. An announced switch
+/// Names `primary` as the primary, and drops the connection unless it
+/// leads there. An announced switch
 /// also abandons a connection being made, which may lead to the old one.
-fn leave_unless(link: &Weak<Link<Connection>>, primary: &Address, announced: bool) {
-    let Some(link) = link.upgrade() else {
+fn leave_unless(primary_of: &Primary, primary: &Address, announced: bool) {
+    if let Some(named) = primary_of.named.upgrade() {
+        name(&named, primary);
+    }
+    let Some(link) = primary_of.link.upgrade() else {
         return;
     };
     let stale = |connection: &Connection| connection.address.as_deref() != Some(primary);
@@ -176,6 +192,18 @@ fn leave_unless(link: &Weak<Link<Connection>>, primary: &Address, announced: boo
             "Redis Sentinel names a new primary: connecting to it"
         );
     }
+}
+
+/// Makes `reached` the primary last learned, telling the subscription when
+/// it moved.
+pub(crate) fn name(named: &Named, reached: &Address) {
+    named.send_if_modified(|named| {
+        let moved = named.as_ref() != Some(reached);
+        if moved {
+            *named = Some(reached.clone());
+        }
+        moved
+    });
 }
 
 async fn within<T>(

@@ -2,7 +2,8 @@
 //! `announce.rs`): made again whenever it breaks, with the blocks, plans
 //! and overrides read whole each time (`replica.rs`), each notice applied
 //! and acknowledged, and the version hash polled between notices
-//! (`reconcile.rs`).
+//! (`reconcile.rs`). Behind Sentinel it follows the primary: made again on
+//! the new one as soon as a Sentinel names it (or a call reaches it).
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -12,7 +13,11 @@ use futures_util::StreamExt;
 use limiter_core::{Error, Forget};
 use redis::{Client, Msg};
 
+use tokio::sync::watch;
+
+use super::multiplexed::Address;
 use super::notice::{CHANNEL, Notice};
+use super::primary::address;
 use super::reconcile::{self, POLL_INTERVAL, Version};
 use super::replica::{self, SharedState};
 use super::store::{Backend, Inner};
@@ -30,6 +35,18 @@ pub(crate) async fn listen(inner: Weak<Inner>) {
             return;
         };
         let timeout = store.inner.config.connection_timeout;
+        // Behind Sentinel, read before subscribing: a primary named
+        // meanwhile moves the subscription.
+        let mut named = match &store.inner.backend {
+            Backend::Primary(primary) => {
+                primary.watch(&store.inner.config);
+                primary.named()
+            }
+            Backend::Cluster(_) => None,
+        };
+        if let Some(named) = &mut named {
+            named.borrow_and_update();
+        }
         let subscribed = tokio::time::timeout(timeout, subscribe_at(&store))
             .await
             .unwrap_or(Err(Error::Timeout(timeout)));
@@ -37,6 +54,7 @@ pub(crate) async fn listen(inner: Weak<Inner>) {
             Ok(Subscribed {
                 pubsub,
                 connection,
+                node,
                 version,
                 state,
             }) => {
@@ -48,10 +66,16 @@ pub(crate) async fn listen(inner: Weak<Inner>) {
                 }
                 first = false;
                 drop(store);
-                if !follow(&inner, pubsub, connection, version).await {
-                    return;
+                let moved = Moved { named, node };
+                match follow(&inner, pubsub, connection, version, moved).await {
+                    Followed::StoreGone => return,
+                    Followed::Lost => {
+                        tracing::warn!("the subscription to resets was lost: subscribing again")
+                    }
+                    Followed::Moved => {
+                        tracing::warn!("the primary moved: subscribing to resets on the new one")
+                    }
                 }
-                tracing::warn!("the subscription to resets was lost: subscribing again");
                 continue;
             }
             Err(error) => tracing::debug!(%error, "not subscribed to resets yet"),
@@ -62,15 +86,52 @@ pub(crate) async fn listen(inner: Weak<Inner>) {
     }
 }
 
+/// How following a subscription ended.
+enum Followed {
+    /// The subscription or the poll's connection broke: subscribe again.
+    Lost,
+    /// The primary is now another node: subscribe there.
+    Moved,
+    /// The store was dropped.
+    StoreGone,
+}
+
+/// Where the subscription is, and where the primary is as last learned
+/// (behind Sentinel).
+struct Moved {
+    named: Option<watch::Receiver<Option<Address>>>,
+    node: Option<Address>,
+}
+
+impl Moved {
+    /// Resolves once the primary is learned to be another node than the
+    /// subscription's; never without Sentinel, or once the store is gone.
+    async fn away(&mut self) {
+        let Some(named) = &mut self.named else {
+            return std::future::pending().await;
+        };
+        loop {
+            if named.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+            let moved = named.borrow_and_update().as_ref() != self.node.as_ref();
+            if moved {
+                return;
+            }
+        }
+    }
+}
+
 /// Applies the notices of a subscription, and polls the version hash
 /// between them (`reconcile.rs`), until the subscription or the poll's
-/// connection breaks (`true`: subscribe again) or the store is gone.
+/// connection breaks, the primary moves, or the store is gone.
 async fn follow(
     inner: &Weak<Inner>,
     pubsub: redis::aio::PubSub,
     mut connection: redis::aio::MultiplexedConnection,
     mut version: Version,
-) -> bool {
+    mut moved: Moved,
+) -> Followed {
     let mut messages = pubsub.into_on_message();
     let mut polls = tokio::time::interval(POLL_INTERVAL);
     polls.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -78,15 +139,16 @@ async fn follow(
     loop {
         tokio::select! {
             message = messages.next() => {
-                let Some(message) = message else { return true };
+                let Some(message) = message else { return Followed::Lost };
                 let Some(store) = inner.upgrade().map(|inner| RedisStore { inner }) else {
-                    return false;
+                    return Followed::StoreGone;
                 };
                 on_message(&store, &message).await;
             }
+            () = moved.away() => return Followed::Moved,
             _ = polls.tick() => {
                 let Some(store) = inner.upgrade().map(|inner| RedisStore { inner }) else {
-                    return false;
+                    return Followed::StoreGone;
                 };
                 match reconcile::poll(&store, &mut connection, &mut version).await {
                     Ok(()) => {}
@@ -96,7 +158,7 @@ async fn follow(
                     }
                     Err(error) => {
                         tracing::warn!(%error, "the version of blocks and plans cannot be read");
-                        return true;
+                        return Followed::Lost;
                     }
                 }
             }
@@ -111,6 +173,8 @@ async fn follow(
 pub(crate) struct Subscribed {
     pubsub: redis::aio::PubSub,
     connection: redis::aio::MultiplexedConnection,
+    /// The node subscribed to.
+    node: Option<Address>,
     version: Version,
     state: SharedState,
 }
@@ -120,6 +184,7 @@ pub(crate) struct Subscribed {
 /// the first poll).
 async fn subscribe_at(store: &RedisStore) -> Result<Subscribed, Error> {
     let client = subscriber(store).await?;
+    let node = address(client.get_connection_info());
     let mut pubsub = client
         .get_async_pubsub()
         .await
@@ -137,12 +202,14 @@ async fn subscribe_at(store: &RedisStore) -> Result<Subscribed, Error> {
     Ok(Subscribed {
         pubsub,
         connection,
+        node,
         version,
         state,
     })
 }
 
-/// A client for the node the notices go through: the primary, or in a
+/// A client for the node the notices go through: the primary (behind
+/// Sentinel, the node last learned to be the primary), or in a
 /// Cluster the node serving the channel's slot (every subscriber and every
 /// publisher meet there, so the count of receivers is every instance's).
 async fn subscriber(store: &RedisStore) -> Result<Client, Error> {

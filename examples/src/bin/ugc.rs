@@ -1,6 +1,9 @@
 //! The UGC community server. Environment:
 //! - `LIMITER_ADDR`: where to listen (default `127.0.0.1:3000`);
 //! - `REDIS_URL`: share limits through this Redis (default: in-memory store);
+//! - `REDIS_SENTINELS`: instead, share them through the primary these
+//!   comma-separated Sentinels (`redis://host:port`) name, followed through
+//!   failovers; `REDIS_SENTINEL_SERVICE` names it (default `mymaster`);
 //! - `LIMITER_TRUSTED_PROXIES`: comma-separated proxies (CIDRs or single
 //!   addresses) whose forwarding header is believed (default none: the client
 //!   is the peer address);
@@ -33,6 +36,8 @@
 //! - `LIMITER_INSTANCE`: this instance's name among those sharing the
 //!   store, under which it publishes its top offenders (default the
 //!   host's name and the process id); visible ASCII;
+//! - `LIMITER_OFFENDERS_EVERY_MS`: how often it publishes them (default
+//!   5,000; 0: never, each instance answers its own);
 //! - `LIMITER_ADMIN_TOKEN`: the secret of the admin routes
 //!   (`PUT /admin/plans/{key}`): each request needs
 //!   `Authorization: Bearer <token>` (401 otherwise). Unset, the admin routes
@@ -111,6 +116,14 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     let admin_token = admin_token()?;
     let instance_id = std::env::var("LIMITER_INSTANCE").ok();
+    // 0 is a setting here: never published.
+    let publish_offenders_every = match std::env::var("LIMITER_OFFENDERS_EVERY_MS") {
+        Err(_) => None,
+        Ok(text) => match text.trim().parse::<u64>() {
+            Ok(ms) => Some(Duration::from_millis(ms)),
+            Err(e) => return Err(format!("LIMITER_OFFENDERS_EVERY_MS {text:?}: {e}").into()),
+        },
+    };
     let serve_options = ServeOptions {
         header_read_timeout: Duration::from_millis(env_number(
             "LIMITER_HEADER_READ_TIMEOUT_MS",
@@ -127,12 +140,19 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         .and_then(PrometheusBuilder::install_recorder)
         .map_err(|e| format!("metrics: {e}"))?;
     let metrics = Some(metrics);
-    let redis_url = std::env::var("REDIS_URL")
-        .ok()
-        .filter(|url| !url.is_empty());
+    let redis_url = non_empty("REDIS_URL");
+    let sentinels = non_empty("REDIS_SENTINELS");
     let regional = regional_store(redis_url.as_deref())?;
-    let router = match redis_url {
-        Some(url) => {
+    let redis = match (redis_url, sentinels) {
+        (Some(_), Some(_)) => {
+            return Err("set REDIS_URL or REDIS_SENTINELS, not both".into());
+        }
+        (Some(url), None) => Some(Redis::Url(url)),
+        (None, Some(sentinels)) => Some(Redis::Sentinels(sentinels)),
+        (None, None) => None,
+    };
+    let router = match redis {
+        Some(redis) => {
             // Connects on first use: the server starts even while Redis is
             // down, and the failure policy decides until Redis answers.
             let deadline = Duration::from_millis(env_number(
@@ -142,9 +162,18 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
             let config = RedisConfig::new()
                 .response_timeout(deadline)
                 .max_penalty_blocks(max_penalty_blocks);
-            let store =
-                RedisStore::open_with(&url, config).map_err(|e| format!("REDIS_URL {url}: {e}"))?;
-            tracing::info!(%url, ?deadline, "limits shared through Redis");
+            let store = match &redis {
+                Redis::Url(url) => RedisStore::open_with(url, config)
+                    .map_err(|e| format!("REDIS_URL {url}: {e}"))?,
+                Redis::Sentinels(sentinels) => {
+                    let service = non_empty("REDIS_SENTINEL_SERVICE")
+                        .unwrap_or_else(|| "mymaster".to_owned());
+                    let urls = sentinels.split(',').map(str::trim);
+                    RedisStore::open_sentinel_with(urls, &service, config)
+                        .map_err(|e| format!("REDIS_SENTINELS {sentinels}: {e}"))?
+                }
+            };
+            tracing::info!(?redis, ?deadline, "limits shared through Redis");
             // Blocks, plans and live overrides set before this instance
             // started decide its first requests.
             if !store.synced(STARTUP_SYNC).await {
@@ -169,6 +198,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
                     shadow,
                     admin_token,
                     instance_id,
+                    publish_offenders_every,
                     ..Options::default()
                 },
             )
@@ -183,6 +213,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
                 shadow,
                 admin_token,
                 instance_id,
+                publish_offenders_every,
                 ..Options::default()
             };
             let store = MemoryStore::new().with_max_penalty_blocks(max_penalty_blocks);
@@ -202,6 +233,22 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     serve(listener, router, serve_options, shutdown()).await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Where the limits are shared.
+#[derive(Debug)]
+enum Redis {
+    /// `REDIS_URL`.
+    Url(String),
+    /// `REDIS_SENTINELS`.
+    Sentinels(String),
+}
+
+/// The variable `name`'s value, unless unset or empty.
+fn non_empty(name: &str) -> Option<String> {
+    std::env::var(name)
+        .ok()
+        .filter(|value| !value.trim().is_empty())
 }
 
 /// The admin routes' token, from `LIMITER_ADMIN_TOKEN`: none when unset

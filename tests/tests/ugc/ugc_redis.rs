@@ -114,3 +114,72 @@ async fn two_server_processes_sharing_redis_allow_exactly_five_replies() {
     assert_eq!(statuses.iter().filter(|&&s| s == 201).count(), 5);
     assert_eq!(statuses.iter().filter(|&&s| s == 429).count(), 195);
 }
+
+/// Two example servers behind Sentinel (`REDIS_SENTINELS`): after a
+/// failover, an override set through one of them, on the new primary,
+/// reaches the other within 2 s; so does its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_behind_sentinel_follow_a_failover() {
+    use limiter_tests::RedisSentinel;
+    use limiter_tests::eventually::until;
+    use std::time::Instant;
+
+    const TOKEN: &str = "sentinel-admin-token";
+    let deployment = RedisSentinel::start(1);
+    let sentinels = deployment.sentinel_urls().join(",");
+    let env = [
+        ("REDIS_SENTINELS", sentinels.as_str()),
+        ("REDIS_SENTINEL_SERVICE", RedisSentinel::SERVICE),
+        ("LIMITER_ADMIN_TOKEN", TOKEN),
+        ("LIMITER_STORE_DEADLINE_MS", "2000"),
+    ];
+    let servers = [UgcServer::start(&env), UgcServer::start(&env)];
+    let (a, b) = (servers[0].addr(), servers[1].addr());
+    let bearer = format!("Bearer {TOKEN}");
+    let admin = [("authorization", bearer.as_bytes())];
+    let json = [
+        ("authorization", bearer.as_bytes()),
+        ("content-type", b"application/json".as_slice()),
+    ];
+    let overrides = async |addr| {
+        let listed = send(addr, "GET", "/admin/overrides", &admin, b"")
+            .await
+            .unwrap();
+        assert_eq!(listed.status, 200, "{listed:#?}");
+        listed.body
+    };
+    // Both subscribed to the notices: each has read the (empty) tables.
+    for addr in [a, b] {
+        assert_eq!(status_of(addr, "GET", "/feed", &[]).await, 200);
+        assert_eq!(overrides(addr).await, "[]");
+    }
+
+    deployment.sentinels[0].command(&["SENTINEL", "FAILOVER", RedisSentinel::SERVICE]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while deployment.named_primary() != Some(1) {
+        assert!(Instant::now() < deadline, "no failover within 20 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let body = br#"{"rules": [[1, "60s"]], "seconds": 600}"#;
+    let path = "/admin/overrides/posts-create_post";
+    for (method, listed) in [("PUT", true), ("DELETE", false)] {
+        // The first calls may meet the old primary, now refusing writes.
+        let made = loop {
+            let sent = send(a, method, path, &json, if listed { body } else { b"" }).await;
+            if sent.is_ok_and(|response| response.status == 204) {
+                break Instant::now();
+            }
+            assert!(Instant::now() < deadline, "{method} never answered 204");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let what = || format!("{method}: b did not follow within 2 s");
+        until(
+            made,
+            Duration::from_secs(2),
+            Duration::from_millis(20),
+            what,
+            async || overrides(b).await.contains("posts-create_post") == listed,
+        )
+        .await;
+    }
+}
