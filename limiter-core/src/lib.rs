@@ -95,7 +95,7 @@ pub use overrides::{
 pub use plans::{Plan, Plans};
 pub use store::memory::{DEFAULT_CAPACITY, MemoryStore};
 pub use store::{
-    AssignedPlans, BlockList, BlockOrigin, Capabilities, Change, ControlTables,
+    AssignedPlans, BlockList, BlockOrigin, CONTROL_STATE_KEY, Capabilities, Change, ControlTables,
     DEFAULT_MAX_PENALTY_BLOCKS, Forget, Forgetter, KeyState, Leases, ListedBlock,
     MAX_ASSIGNED_PLANS, MAX_BLOCKS, MAX_BLOCKS_PAGE, MAX_REPORT_BYTES, MAX_REPORTERS, Permits,
     Report, SharedControl, Store, forwarded, required, validate_report,

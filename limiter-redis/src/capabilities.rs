@@ -215,9 +215,10 @@ impl SharedControl for RedisStore {
     }
 }
 
-/// The hash of a board's reports.
+/// The hash of a board's reports, in the control state's slot: on a
+/// Cluster, the node whose breaker guards them (see [`CONTROL_STATE_KEY`](limiter_core::CONTROL_STATE_KEY)).
 fn reports_key(board: &str) -> String {
-    format!("limiter:reports:{board}")
+    format!("{{limiter:resets}}:reports:{board}")
 }
 
 /// Writes `limit`'s override in Redis and here, then tells every instance.

@@ -189,6 +189,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_control_state_lives_in_the_slot_the_guard_names() {
+        use crate::notice::{BLOCKS, CHANNEL, OVERRIDES, PENALTY_BLOCKS, PLANS, VERSION};
+        let control = slot(limiter_core::CONTROL_STATE_KEY.as_bytes());
+        for key in [BLOCKS, OVERRIDES, PENALTY_BLOCKS, PLANS, VERSION, CHANNEL] {
+            assert_eq!(slot(key.as_bytes()), control, "{key}");
+        }
+        assert_eq!(
+            slot(b"{limiter:resets}:reports:top-denied:rl:login"),
+            control
+        );
+    }
+
+    #[test]
     fn slots_are_redis_cluster_keyslot() {
         // As `CLUSTER KEYSLOT` answers.
         assert_eq!(slot(b"foo"), 12182);

@@ -2,7 +2,9 @@
 //! `announce.rs`): made again whenever it breaks, with the blocks, plans
 //! and overrides read whole each time (`replica.rs`), each notice applied
 //! and acknowledged, and the version hash polled between notices
-//! (`reconcile.rs`). Behind Sentinel it follows the primary: made again on
+//! (`reconcile.rs`). A notice this version does not read (a newer
+//! version's) makes it read everything again rather than guess. Behind
+//! Sentinel it follows the primary: made again on
 //! the new one as soon as a Sentinel names it (or a call reaches it).
 
 use std::sync::atomic::Ordering;
@@ -25,11 +27,18 @@ use super::{RedisStore, scripts};
 
 /// The longest pause between two attempts to subscribe again.
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
+/// How often notices this version does not read make it read everything
+/// again, at most.
+const REREAD_AT_MOST_EVERY: Duration = Duration::from_secs(1);
 
 /// The subscription: runs while the store does.
 pub(crate) async fn listen(inner: Weak<Inner>) {
     let mut backoff = Duration::from_millis(50);
     let mut first = true;
+    // A notice this version does not read: acknowledged once everything
+    // is read again; such re-readings at most once a second.
+    let mut unread: Option<String> = None;
+    let mut last_reread: Option<tokio::time::Instant> = None;
     loop {
         let Some(store) = inner.upgrade().map(|inner| RedisStore { inner }) else {
             return;
@@ -61,6 +70,9 @@ pub(crate) async fn listen(inner: Weak<Inner>) {
                 backoff = Duration::from_millis(50);
                 state.apply(&store);
                 store.inner.announcer.mark_synced();
+                if let Some(id) = unread.take() {
+                    acknowledge(&store, &id).await;
+                }
                 if !first {
                     store.inner.announcer.forget(&Forget::Everything);
                 }
@@ -74,6 +86,17 @@ pub(crate) async fn listen(inner: Weak<Inner>) {
                     }
                     Followed::Moved => {
                         tracing::warn!("the primary moved: subscribing to resets on the new one")
+                    }
+                    Followed::Unread(id) => {
+                        tracing::warn!(
+                            "a notice this version does not read: reading the blocks, plans \
+                             and overrides again rather than guess"
+                        );
+                        unread = id;
+                        if let Some(last) = last_reread {
+                            tokio::time::sleep_until(last + REREAD_AT_MOST_EVERY).await;
+                        }
+                        last_reread = Some(tokio::time::Instant::now());
                     }
                 }
                 continue;
@@ -90,6 +113,9 @@ pub(crate) async fn listen(inner: Weak<Inner>) {
 enum Followed {
     /// The subscription or the poll's connection broke: subscribe again.
     Lost,
+    /// A notice this version does not read (a newer version's, or one
+    /// garbled): read everything again, then acknowledge it (its id).
+    Unread(Option<String>),
     /// The primary is now another node: subscribe there.
     Moved,
     /// The store was dropped.
@@ -143,7 +169,9 @@ async fn follow(
                 let Some(store) = inner.upgrade().map(|inner| RedisStore { inner }) else {
                     return Followed::StoreGone;
                 };
-                on_message(&store, &message).await;
+                if let Handled::Unread(id) = on_message(&store, &message).await {
+                    return Followed::Unread(id);
+                }
             }
             () = moved.away() => return Followed::Moved,
             _ = polls.tick() => {
@@ -222,21 +250,40 @@ async fn subscriber(store: &RedisStore) -> Result<Client, Error> {
     }
 }
 
+/// What became of a notice.
+enum Handled {
+    Applied,
+    /// Not read by this version: its id, when it has one.
+    Unread(Option<String>),
+}
+
 /// A notice: applied to this instance's copy (a reset forgotten), then
 /// acknowledged; an acknowledgement of a notice of this instance counted.
-async fn on_message(store: &RedisStore, message: &Msg) {
+async fn on_message(store: &RedisStore, message: &Msg) -> Handled {
     let Ok(payload) = message.get_payload::<String>() else {
-        return;
+        return Handled::Unread(None);
     };
     let Some(notice) = Notice::parse(&payload) else {
-        return;
+        // `{kind} {id} ...`, as every notice opens.
+        let id = payload.split(' ').nth(1).map(str::to_owned);
+        return Handled::Unread(id);
     };
     match notice {
-        Notice::Ack { id } => return store.inner.announcer.acknowledged(id),
+        Notice::Ack { id } => {
+            store.inner.announcer.acknowledged(id);
+            return Handled::Applied;
+        }
         Notice::Reset { key, .. } => store.inner.announcer.forget(&Forget::Key(key.into())),
         _ => replica::apply(store, &notice),
     }
-    let Some(id) = notice.id() else { return };
+    if let Some(id) = notice.id() {
+        acknowledge(store, id).await;
+    }
+    Handled::Applied
+}
+
+/// Tells the notice's sender that this instance applied the notice `id`.
+async fn acknowledge(store: &RedisStore, id: &str) {
     let publish = scripts::publish();
     let mut call = publish.call(CHANNEL);
     call.arg(format!("a {id}"));

@@ -5,6 +5,7 @@
 use async_trait::async_trait;
 
 use super::*;
+use crate::CONTROL_STATE_KEY;
 use crate::store::{Capabilities, Change, ControlTables, KeyState, SharedControl, forwarded};
 use crate::{Leases, Permits};
 
@@ -166,15 +167,18 @@ impl<S: Store, C: Clock + Clone> KeyState for Guarded<S, C> {
     }
 }
 
-/// Changes within the deadline, through the breaker of the key's part
-/// (an override's: the first part); reads and notices are the wrapped
-/// store's own.
+/// Changes and reports within the deadline, through the breaker of the
+/// part holding the control state ([`CONTROL_STATE_KEY`](crate::CONTROL_STATE_KEY)),
+/// whatever key a change names: on a Redis Cluster, the node holding
+/// `{limiter:resets}`. Reads of the tables and notices are the wrapped
+/// store's own; a penalty is counted on its key, through that key's
+/// breaker.
 #[async_trait]
 impl<S: Store, C: Clock + Clone> SharedControl for Guarded<S, C> {
     async fn change(&self, change: Change<'_>) -> Result<(), Error> {
         let shared = self.shared_control()?;
         unconfirmed(
-            self.through_breaker(change.key(), || shared.change(change))
+            self.through_breaker(CONTROL_STATE_KEY, || shared.change(change))
                 .await,
         )
     }
@@ -213,13 +217,15 @@ impl<S: Store, C: Clock + Clone> SharedControl for Guarded<S, C> {
         ttl: Duration,
     ) -> Result<(), Error> {
         let shared = self.shared_control()?;
-        self.through_breaker(board, || shared.publish_report(board, instance, body, ttl))
-            .await
+        self.through_breaker(CONTROL_STATE_KEY, || {
+            shared.publish_report(board, instance, body, ttl)
+        })
+        .await
     }
 
     async fn reports(&self, board: &str) -> Result<Vec<crate::Report>, Error> {
         let shared = self.shared_control()?;
-        self.through_breaker(board, || shared.reports(board)).await
+        (self.through_breaker(CONTROL_STATE_KEY, || shared.reports(board))).await
     }
 }
 

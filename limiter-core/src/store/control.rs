@@ -56,6 +56,15 @@ pub enum Change<'a> {
     },
 }
 
+/// The key whose part of the store holds the shared control state: the
+/// blocks, plan assignments and overrides, their notices, and the
+/// instances' reports. A store that keeps that state in one part of
+/// itself answers that part's failure domain for this key (the Redis
+/// store keeps it all in this key's slot, so on a Cluster one node holds
+/// it); a guard sends every change and report through that part's breaker,
+/// whatever key the change names.
+pub const CONTROL_STATE_KEY: &str = "{limiter:resets}";
+
 impl Change<'_> {
     /// The key the change writes, for a store whose parts each serve some
     /// keys (an override names no key: `""`).

@@ -30,7 +30,7 @@ pub use assigned::{AssignedPlans, MAX_ASSIGNED_PLANS};
 pub use blocks::{
     BlockList, BlockOrigin, DEFAULT_MAX_PENALTY_BLOCKS, ListedBlock, MAX_BLOCKS, MAX_BLOCKS_PAGE,
 };
-pub use control::{Change, ControlTables};
+pub use control::{CONTROL_STATE_KEY, Change, ControlTables};
 pub use reports::{MAX_REPORT_BYTES, MAX_REPORTERS, Report, validate_report};
 pub use traits::{
     Capabilities, Forget, Forgetter, KeyState, Leases, Permits, SharedControl, forwarded, required,

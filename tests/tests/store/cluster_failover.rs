@@ -245,3 +245,103 @@ async fn a_manual_failover_under_load_keeps_every_decision_exact() {
     // The log's entries and the member that marks the newest one.
     assert_eq!(on_new_master, LIMIT + 1);
 }
+
+/// Control writes go through the breaker of the node holding the control
+/// state (`{limiter:resets}`), whatever key they name. With that node hung,
+/// a key on another node is still decided by Redis, and blocks of that key
+/// answer `Unconfirmed` within the deadline (then `Unavailable` at once),
+/// opening the control node's breaker, never the key's node's; with the key's own node hung instead,
+/// blocking it succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_writes_go_through_the_control_nodes_breaker() {
+    use limiter_core::{BlockOrigin, CONTROL_STATE_KEY, Change, Error};
+
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let cluster = RedisCluster::start_with_replicas(&[
+        "--cluster-replica-no-failover",
+        "yes",
+        "--cluster-require-full-coverage",
+        "no",
+    ]);
+    let urls = cluster.urls();
+    let deadline = Duration::from_millis(500);
+    let config = RedisConfig::new().response_timeout(deadline);
+    let store = RedisStore::connect_cluster(urls.iter().map(String::as_str), config)
+        .await
+        .unwrap();
+    let guarded = Guarded::new(
+        store,
+        GuardConfig {
+            deadline,
+            ..GuardConfig::default()
+        },
+    );
+    let control = cluster.owner_of(CONTROL_STATE_KEY);
+    let keys = keys_per_node(&cluster, 1);
+    let other = (control + 1) % keys.len();
+    let key = &keys[other][0];
+    let started = Instant::now();
+    while guarded.store().failure_domain(key) == guarded.store().failure_domain(CONTROL_STATE_KEY) {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "slots never read"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let shared = guarded.as_shared_control().unwrap();
+    let block = || Change::Block {
+        key,
+        duration: Duration::from_secs(60),
+        origin: BlockOrigin::Operator,
+    };
+    shared.change(block()).await.unwrap();
+
+    cluster.nodes[control].signal("STOP");
+    for attempt in 0..5 {
+        let called = Instant::now();
+        // Sent and cut short by the deadline; once the breaker is open,
+        // refused without a call.
+        let blocked = shared.change(block()).await;
+        assert!(
+            matches!(blocked, Err(Error::Unconfirmed(_)))
+                || attempt > 0 && matches!(blocked, Err(Error::Unavailable(_))),
+            "attempt {attempt}: {blocked:?}"
+        );
+        // "Never hangs": one deadline, and a loaded machine's slack.
+        assert!(called.elapsed() < deadline * 2, "{:?}", called.elapsed());
+        let checked = guarded
+            .check_with(key, &roomy(), 1, OnStoreError::default())
+            .await
+            .unwrap();
+        // The first check after the first timeout may wait on the cluster
+        // client, which recovers its connections after a timeout; every
+        // later one is Redis's.
+        if attempt > 0 {
+            assert!(
+                matches!(checked, Verdict::Store(_)),
+                "attempt {attempt}: {checked:?}"
+            );
+        }
+        assert_eq!(guarded.breaker_state_of(key), BreakerState::Closed);
+    }
+    assert_eq!(
+        guarded.breaker_state_of(CONTROL_STATE_KEY),
+        BreakerState::Open
+    );
+    assert_eq!(guarded.breaker_state_of(key), BreakerState::Closed);
+
+    cluster.nodes[control].signal("CONT");
+    cluster.nodes[other].signal("STOP");
+    // Once the control node's breaker lets a probe through, the block
+    // succeeds, though the key's own node is hung.
+    let resumed = Instant::now();
+    while shared.change(block()).await.is_err() {
+        assert!(resumed.elapsed() < Duration::from_secs(20), "never blocked");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        guarded.breaker_state_of(CONTROL_STATE_KEY),
+        BreakerState::Closed
+    );
+    cluster.nodes[other].signal("CONT");
+}

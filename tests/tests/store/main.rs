@@ -22,6 +22,7 @@ mod lua_scripts;
 mod programmatic;
 mod redis_oom;
 mod refunds;
+mod rolling_upgrade;
 mod sentinel;
 
 /// One Cluster failover world at a time: two clusters under load on a
