@@ -51,13 +51,19 @@ impl Capabilities for RegionalStore {
 /// region has confirmed it, so every instance of every region answers it
 /// then. When some region did not, the call answers [`Error::Backend`] of
 /// kind `region` holding [`RegionsNotConfirmed`](crate::RegionsNotConfirmed), which names them: the
-/// regions that confirmed keep the change, and repeating the call
-/// completes it.
+/// regions that confirmed keep the change, and each other region gets it
+/// again in the background (the latest change of each key waits for it,
+/// up to [`MAX_WAITING`](crate::MAX_WAITING) keys per region, sent every
+/// [`REDELIVER_EVERY`](crate::REDELIVER_EVERY) while its breaker lets
+/// calls through; a block with the time it has left), so the change ends
+/// up in every region within a round and a breaker probe of the region
+/// answering again, without being repeated. Repeating the call completes
+/// it at once.
 ///
 /// A block a penalty earned ([`BlockOrigin::Penalty`]) is answered once
 /// this region has it, and relayed to the others in the background (see
-/// below): the denial that earned it is not held for a
-/// cross-region round trip.
+/// below; a region that misses it gets it again, as an operator's): the
+/// denial that earned it is not held for a cross-region round trip.
 ///
 /// Denials count in every region: each is counted in this region's Redis
 /// (that answer is returned at once) and then relayed to every other
@@ -98,16 +104,14 @@ impl SharedControl for RegionalStore {
                         duration,
                         origin: BlockOrigin::Penalty,
                     };
-                    let blocked = inner.to_peers("block", |store| store.change(block));
+                    let blocked = inner.to_peers("block", block);
                     inner.log_missed(blocked.await);
                 });
                 Ok(())
             }
             Change::Unblock { .. } => {
                 self.inner.local.store.change(change).await?;
-                self.inner
-                    .to_peers("unblock", |store| store.change(change))
-                    .await
+                self.inner.to_peers("unblock", change).await
             }
             other => Err(Error::Unsupported(other.kind())),
         }

@@ -3,7 +3,8 @@
 //! through that store's notices).
 //!
 //! An operator's block or unblock goes into this region's Redis, then into
-//! every other region's at once, and is answered once each has confirmed.
+//! every other region's at once, and is answered once each has confirmed;
+//! a region that did not gets it again from its outbox (`outbox.rs`).
 //! A denial is counted here, answered, then counted in every other region
 //! in the background (a relay), so that denials add up across regions
 //! without a 429 waiting on another region; a block a penalty earns is
@@ -12,7 +13,8 @@
 
 use std::fmt;
 use std::future::Future;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use futures_util::future::join_all;
@@ -20,14 +22,17 @@ use limiter_core::{BackendError, BlockOrigin, Change, Error, Penalty, SharedCont
 use limiter_redis::RedisStore;
 
 use super::inner::{Inner, Peer};
+use super::outbox::{self, REDELIVER_EVERY, Waiting};
 use super::relay;
 use super::stats::bump;
 use super::store::RegionalStore;
 
 /// A block or an unblock that some regions did not confirm: the regions
-/// that did keep it, the others do not have it (or may: a call that timed
-/// out may have run). Repeating the call completes it: blocks and unblocks
-/// are idempotent.
+/// that did keep it, the others do not have it yet (or may: a call that
+/// timed out may have run) and get it again in the background until they
+/// confirm it (see `RegionalStore`'s `SharedControl`). A reset is not sent
+/// again. Repeating the call completes it at once: blocks, unblocks and
+/// resets are idempotent.
 ///
 /// Answered inside [`Error::Backend`] of kind `region`; reached with
 /// [`BackendError::downcast_ref`].
@@ -110,7 +115,7 @@ impl Inner {
 
     /// `key` blocked here, then in every other region.
     pub(crate) async fn block_everywhere(
-        &self,
+        self: &Arc<Self>,
         key: &str,
         duration: Duration,
         origin: BlockOrigin,
@@ -121,31 +126,73 @@ impl Inner {
             origin,
         };
         self.local.store.change(block).await?;
-        self.to_peers("block", |store| store.change(block)).await
+        self.to_peers("block", block).await
     }
 
-    /// `change` made by `call` in every other region at once: `Ok` once
-    /// each has confirmed, else the regions that did not.
-    pub(crate) async fn to_peers<'a, F>(
-        &'a self,
-        change: &'static str,
-        call: impl Fn(&'a RedisStore) -> F,
-    ) -> Result<(), Error>
-    where
-        F: Future<Output = Result<(), Error>> + 'a,
-    {
+    /// `change` (a block or an unblock) made in every other region at
+    /// once: `Ok` once each has confirmed, else the regions that did not.
+    /// A region that did not waits for it in its outbox, which sends it
+    /// again until it confirms (`outbox.rs`), unless a later change of the
+    /// key supersedes it.
+    pub(crate) async fn to_peers(
+        self: &Arc<Self>,
+        name: &'static str,
+        change: Change<'_>,
+    ) -> Result<(), Error> {
+        let key = change.key();
+        let number = self.relays.changes.fetch_add(1, Ordering::Relaxed);
+        let sent = join_all(self.peers.iter().map(|peer| async move {
+            // One change at a time per region: a redelivered one never
+            // lands after this, nor this after a later one.
+            let turn = peer.outbox.turn.lock().await;
+            let answer = self.on_peer(peer, || peer.store.change(change)).await;
+            drop(turn);
+            (peer, answer)
+        }))
+        .await;
         let mut confirmed = vec![self.local.name.clone()];
         let mut not_confirmed = Vec::new();
-        for (peer, answer) in self.on_every_peer(call).await {
+        for (peer, answer) in sent {
             match answer {
-                Ok(()) => confirmed.push(peer.name.clone()),
-                Err(error) => not_confirmed.push((peer.name.clone(), error)),
+                Ok(()) => {
+                    peer.outbox.settled(key, number);
+                    confirmed.push(peer.name.clone());
+                }
+                // Refused there (a bound): an answer, not sent again.
+                Err(error @ (Error::Full(_) | Error::Config(_))) => {
+                    peer.outbox.settled(key, number);
+                    not_confirmed.push((peer.name.clone(), error));
+                }
+                Err(error) => {
+                    self.wait_for(peer, key, number, &change);
+                    not_confirmed.push((peer.name.clone(), error));
+                }
             }
         }
         if not_confirmed.is_empty() {
             return Ok(());
         }
-        Err(not_confirmed_error(change, confirmed, not_confirmed))
+        Err(not_confirmed_error(name, confirmed, not_confirmed))
+    }
+
+    /// `change` of `key`, numbered `number`, waits for `peer` to be sent
+    /// again.
+    fn wait_for(self: &Arc<Self>, peer: &Peer, key: &str, number: u64, change: &Change<'_>) {
+        let Some(waiting) = Waiting::of(change) else {
+            return;
+        };
+        if peer.outbox.wait(key, number, waiting) {
+            redeliver(self, &self.relays.redelivering);
+        } else {
+            metrics::counter!("limiter_region_outbox_dropped_total", "region" => peer.name.to_string())
+                .increment(1);
+            tracing::warn!(
+                region = &*peer.name,
+                key,
+                "a change this region missed is not kept to be sent again: {} keys wait already",
+                outbox::MAX_WAITING
+            );
+        }
     }
 
     /// `call` on every other region's store at once, each through its
@@ -168,7 +215,11 @@ impl Inner {
     /// One call to `peer` (its store bounds it by the peer deadline):
     /// skipped while its breaker is open; a refusal (a bound reached
     /// there) is an answer, not a failure of the region.
-    async fn on_peer<T, F>(&self, peer: &Peer, call: impl FnOnce() -> F) -> Result<T, Error>
+    pub(crate) async fn on_peer<T, F>(
+        &self,
+        peer: &Peer,
+        call: impl FnOnce() -> F,
+    ) -> Result<T, Error>
     where
         F: Future<Output = Result<T, Error>>,
     {
@@ -201,6 +252,63 @@ impl Inner {
         if let Err(error) = blocked {
             let region = &*self.local.name;
             tracing::warn!(region, %error, "a penalty's block is not in every region");
+        }
+    }
+}
+
+/// Starts the task that sends again what waits, once per store.
+fn redeliver(inner: &Arc<Inner>, started: &AtomicBool) {
+    if started.load(Ordering::Acquire) {
+        return;
+    }
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    if !started.swap(true, Ordering::AcqRel) {
+        runtime.spawn(redelivering(Arc::downgrade(inner)));
+    }
+}
+
+/// Every [`REDELIVER_EVERY`], each region's waiting changes sent again,
+/// until the store is dropped.
+async fn redelivering(inner: Weak<Inner>) {
+    let mut rounds = tokio::time::interval(REDELIVER_EVERY);
+    rounds.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        rounds.tick().await;
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        let peers = inner.peers.iter().filter(|peer| peer.outbox.len() > 0);
+        futures_util::future::join_all(peers.map(|peer| send_again(&inner, peer))).await;
+    }
+}
+
+/// `peer`'s waiting changes, sent one at a time until one fails.
+async fn send_again(inner: &Inner, peer: &Peer) {
+    for (key, number, waiting) in peer.outbox.snapshot() {
+        let Some(change) = waiting.change(&key) else {
+            peer.outbox.settled(&key, number);
+            continue;
+        };
+        let turn = peer.outbox.turn.lock().await;
+        // Superseded while this one waited for its turn: the later change
+        // is (or was) sent instead.
+        if !peer.outbox.is_waiting(&key, number) {
+            continue;
+        }
+        let sent = inner.on_peer(peer, || peer.store.change(change)).await;
+        drop(turn);
+        match sent {
+            Ok(()) | Err(Error::Full(_) | Error::Config(_)) => {
+                peer.outbox.settled(&key, number);
+                tracing::info!(
+                    region = &*peer.name,
+                    key = &*key,
+                    "a change it missed was delivered"
+                );
+            }
+            Err(_) => return,
         }
     }
 }

@@ -11,6 +11,7 @@ use super::breaker::PeerBreaker;
 use super::config::RegionalConfig;
 use super::link::Link;
 use super::liveness::Liveness;
+use super::outbox::Outbox;
 use super::registry::Registry;
 use super::shares::share;
 use super::stats::Counters;
@@ -47,6 +48,8 @@ pub(crate) struct Peer {
     pub(crate) breaker: PeerBreaker<SystemClock>,
     /// The region's blocks and penalty counts (`control.rs`).
     pub(crate) store: RedisStore,
+    /// The blocks and unblocks it did not confirm, sent again (`outbox.rs`).
+    pub(crate) outbox: Outbox,
 }
 
 impl Peer {
@@ -63,6 +66,11 @@ pub(crate) struct Relays {
     pub(crate) idle: Notify,
     /// Whether this region's Redis store follows its blocks' notices.
     pub(crate) following: AtomicBool,
+    /// Numbers the blocks and unblocks made, so that a later one of a key
+    /// supersedes an earlier one in the outboxes.
+    pub(crate) changes: AtomicU64,
+    /// Whether the task sending the outboxes' changes again runs.
+    pub(crate) redelivering: AtomicBool,
 }
 
 impl Inner {

@@ -13,6 +13,7 @@ use super::heartbeat;
 use super::inner::{Inner, Local, Peer, Relays};
 use super::link::{CHECK, Link};
 use super::liveness::Liveness;
+use super::outbox::Outbox;
 use super::region::{Region, RegionError};
 use super::registry::{AskRequest, Registry};
 use super::shares::{ranks, share};
@@ -188,6 +189,7 @@ impl RegionalStore {
                     store: store(&region, config.peer_deadline)?,
                     name: region.name,
                     rank,
+                    outbox: Outbox::default(),
                 })
             })
             .collect::<Result<Box<[Peer]>, RegionError>>()?;

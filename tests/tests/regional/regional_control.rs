@@ -107,6 +107,72 @@ async fn a_region_cut_off_is_named_and_repeating_the_change_completes_it() {
     assert_eq!(world.unblocked("api:k1"), [true; 4]);
 }
 
+/// A block or unblock a region did not confirm reaches it once it answers,
+/// without the operator repeating it, within 10 s: cut off (what was sent
+/// is lost), then with its Redis hung for 2 s and for 8 s (past the peer
+/// deadline); an unblock that superseded a block the region missed is
+/// what it gets, never the block after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_change_a_region_missed_reaches_it_once_it_answers() {
+    const BOUND: Duration = Duration::from_secs(10);
+    let world = World::start().await;
+    let north = &world.stores[NORTH];
+
+    // Cut off: the block never reached south.
+    world.partition(SOUTH);
+    let started = Instant::now();
+    let error = north.operator_block("api:cut", MINUTE).await.unwrap_err();
+    assert_eq!(regions_of(&error).0, ["south"]);
+    assert_eq!(
+        world.blocked("api:cut", MINUTE, started),
+        [true, true, false, false]
+    );
+    world.heal();
+    let answers = within(BOUND, || world.blocked("api:cut", MINUTE, started)).await;
+    assert_eq!(
+        answers, [true; 4],
+        "the block not in south within {BOUND:?}"
+    );
+    // The unblock south misses: it stays blocked until it gets it.
+    world.partition(SOUTH);
+    let error = north.unblock("api:cut").await.unwrap_err();
+    assert_eq!(regions_of(&error).0, ["south"]);
+    assert_eq!(world.unblocked("api:cut"), [true, true, false, false]);
+    world.heal();
+    let answers = within(BOUND, || world.unblocked("api:cut")).await;
+    assert_eq!(
+        answers, [true; 4],
+        "the unblock not in south within {BOUND:?}"
+    );
+
+    // Hung: what was sent runs when it resumes, or is sent again.
+    for hung in [Duration::from_secs(2), Duration::from_secs(8)] {
+        let key = format!("api:hung-{}s", hung.as_secs());
+        world.hang(SOUTH);
+        let started = Instant::now();
+        // Confirmed or not, depending on when south answers.
+        let _ = north.operator_block(&key, MINUTE).await;
+        tokio::time::sleep_until((started + hung).into()).await;
+        world.resume(SOUTH);
+        let answers = within(BOUND, || world.blocked(&key, MINUTE, started)).await;
+        assert_eq!(
+            answers, [true; 4],
+            "{key}: not in every region within {BOUND:?}"
+        );
+    }
+
+    // A block, then an unblock, both missed: south gets the unblock only.
+    world.partition(SOUTH);
+    north
+        .operator_block("api:superseded", MINUTE)
+        .await
+        .unwrap_err();
+    north.unblock("api:superseded").await.unwrap_err();
+    world.heal();
+    tokio::time::sleep(limiter_regional::REDELIVER_EVERY * 6).await;
+    assert_eq!(world.unblocked("api:superseded"), [true; 4]);
+}
+
 /// Where `k1`'s denials of the search limit are counted for its penalty.
 const PENALTY_KEY: &str = "api:k1:search:penalty";
 

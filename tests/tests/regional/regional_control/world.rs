@@ -77,6 +77,16 @@ impl World {
         self.network.heal();
     }
 
+    /// Hangs `region`'s Redis (SIGSTOP): what is sent to it waits, and
+    /// runs once it [resumes](Self::resume).
+    pub(crate) fn hang(&self, region: usize) {
+        self.network.server(region).signal("STOP");
+    }
+
+    pub(crate) fn resume(&self, region: usize) {
+        self.network.server(region).signal("CONT");
+    }
+
     /// What each instance answers for `key`'s block now: whether it is
     /// blocked for at most `duration`, at least `duration` less the time
     /// since `since` (and the store's millisecond).
