@@ -119,31 +119,35 @@ async fn check_all(guarded: &Guarded<RedisStore>, keys: &[Vec<String>], tallies:
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dead_master_costs_only_its_own_keys_until_its_replica_takes_over() {
-    let _alone = ONE_AT_A_TIME.lock().await;
-    // Replicas wait for the test to promote them; the cluster serves the
-    // slots it still covers.
-    let mut cluster = RedisCluster::start_with_replicas(&[
+/// A deadline that a loaded machine keeps: the tests below count verdicts.
+const GUARDED_DEADLINE: Duration = Duration::from_millis(500);
+
+/// Three masters with a replica each, the replicas waiting for a test to
+/// promote them and the cluster serving the slots it still covers; and a
+/// store on it, guarded with [`GUARDED_DEADLINE`].
+async fn guarded_cluster() -> (RedisCluster, Guarded<RedisStore>) {
+    let cluster = RedisCluster::start_with_replicas(&[
         "--cluster-replica-no-failover",
         "yes",
         "--cluster-require-full-coverage",
         "no",
     ]);
     let urls = cluster.urls();
-    // A deadline that a loaded machine keeps: this test counts verdicts.
-    let deadline = Duration::from_millis(500);
-    let config = RedisConfig::new().response_timeout(deadline);
+    let config = RedisConfig::new().response_timeout(GUARDED_DEADLINE);
     let store = RedisStore::connect_cluster(urls.iter().map(String::as_str), config)
         .await
         .unwrap();
-    let guarded = Guarded::new(
-        store,
-        GuardConfig {
-            deadline,
-            ..GuardConfig::default()
-        },
-    );
+    let guard = GuardConfig {
+        deadline: GUARDED_DEADLINE,
+        ..GuardConfig::default()
+    };
+    (cluster, Guarded::new(store, guard))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_master_costs_only_its_own_keys_until_its_replica_takes_over() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let (mut cluster, guarded) = guarded_cluster().await;
     let keys = keys_per_node(&cluster, 5);
     // The store reads which node serves which slot in the background.
     let started = Instant::now();
@@ -250,32 +254,15 @@ async fn a_manual_failover_under_load_keeps_every_decision_exact() {
 /// state (`{limiter:resets}`), whatever key they name. With that node hung,
 /// a key on another node is still decided by Redis, and blocks of that key
 /// answer `Unconfirmed` within the deadline (then `Unavailable` at once),
-/// opening the control node's breaker, never the key's node's; with the key's own node hung instead,
-/// blocking it succeeds.
+/// opening the control node's breaker, never the key's node's; with the
+/// key's own node hung instead, blocking it succeeds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn control_writes_go_through_the_control_nodes_breaker() {
     use limiter_core::{BlockOrigin, CONTROL_STATE_KEY, Change, Error};
 
     let _alone = ONE_AT_A_TIME.lock().await;
-    let cluster = RedisCluster::start_with_replicas(&[
-        "--cluster-replica-no-failover",
-        "yes",
-        "--cluster-require-full-coverage",
-        "no",
-    ]);
-    let urls = cluster.urls();
-    let deadline = Duration::from_millis(500);
-    let config = RedisConfig::new().response_timeout(deadline);
-    let store = RedisStore::connect_cluster(urls.iter().map(String::as_str), config)
-        .await
-        .unwrap();
-    let guarded = Guarded::new(
-        store,
-        GuardConfig {
-            deadline,
-            ..GuardConfig::default()
-        },
-    );
+    let (cluster, guarded) = guarded_cluster().await;
+    let deadline = GUARDED_DEADLINE;
     let control = cluster.owner_of(CONTROL_STATE_KEY);
     let keys = keys_per_node(&cluster, 1);
     let other = (control + 1) % keys.len();
