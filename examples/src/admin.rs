@@ -42,7 +42,7 @@ use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
-use axum::middleware::{Next, from_fn_with_state};
+use axum::middleware::{Next, from_fn, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
 use limiter_tower::{KeySource, LimitLayer, Policy, Rule};
 use serde_json::json;
@@ -209,6 +209,10 @@ pub fn failed_authentications() -> LimitLayer {
 pub fn protect(routes: Router, token: AdminToken) -> Router {
     routes
         .route_layer(from_fn_with_state(token, require_token))
+        // A change whose throttle check the store did not answer is refused
+        // at once (503, nothing changed), not sent to wait out a second
+        // deadline.
+        .route_layer(from_fn(limiter_tower::changes_need_the_store))
         // Added last, so outermost: over the limit, the token is not read.
         .route_layer(failed_authentications())
 }

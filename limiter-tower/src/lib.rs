@@ -98,7 +98,7 @@ pub use client_ip::{ClientIpSource, DEFAULT_IPV6_PREFIX};
 pub use control::OverrideHeld;
 pub use control::{
     Attempt, Control, DEFAULT_API_KEY_HEADER, LimitInfo, LimitState, Offender, OverrideInForce,
-    OverrideState, Reporting, TopOffenders, UnknownLimit, WrittenRules,
+    OverrideState, Reporting, TopOffenders, UnknownLimit, WrittenRules, changes_need_the_store,
 };
 pub use ipnet::IpNet;
 pub use key::{ClientAddress, KeySource, ListedIdentity, Resolver};

@@ -10,6 +10,7 @@ mod offenders;
 mod overrides;
 mod router;
 mod state;
+mod unanswered;
 
 pub use attempt::Attempt;
 pub use offenders::{Offender, Reporting, TopOffenders, UnknownLimit};
@@ -19,6 +20,7 @@ pub use router::DEFAULT_API_KEY_HEADER;
 pub use state::OverrideHeld;
 use state::{InForce, states_of};
 pub use state::{LimitInfo, LimitState, OverrideInForce};
+pub use unanswered::changes_need_the_store;
 
 use std::fmt;
 use std::sync::Arc;

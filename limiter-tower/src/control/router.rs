@@ -32,6 +32,7 @@ pub(super) fn router<S>(control: &Control) -> Router<S> {
             get(get_override).put(put_override).delete(delete_override),
         )
         .route("/top/{limit}", get(top_denied))
+        .route_layer(axum::middleware::from_fn(super::changes_need_the_store))
         .with_state(control.clone())
 }
 
