@@ -141,10 +141,16 @@ impl Inner {
     ) -> Result<(), Error> {
         let key = change.key();
         let number = self.relays.changes.fetch_add(1, Ordering::Relaxed);
+        // A block's end as of now, not after the calls that may fail.
+        let waiting = Waiting::of(&change);
         let sent = join_all(self.peers.iter().map(|peer| async move {
-            // One change at a time per region: a redelivered one never
-            // lands after this, nor this after a later one.
-            let turn = peer.outbox.turn.lock().await;
+            // While changes wait for the region, one at a time: a
+            // redelivered one never lands after this one. Otherwise (the
+            // usual case) changes go at once, a flood's relays included.
+            let turn = match peer.outbox.len() {
+                0 => None,
+                _ => Some(peer.outbox.turn.lock().await),
+            };
             let answer = self.on_peer(peer, || peer.store.change(change)).await;
             drop(turn);
             (peer, answer)
@@ -164,7 +170,9 @@ impl Inner {
                     not_confirmed.push((peer.name.clone(), error));
                 }
                 Err(error) => {
-                    self.wait_for(peer, key, number, &change);
+                    if let Some(waiting) = waiting {
+                        self.wait_for(peer, key, number, waiting);
+                    }
                     not_confirmed.push((peer.name.clone(), error));
                 }
             }
@@ -177,10 +185,7 @@ impl Inner {
 
     /// `change` of `key`, numbered `number`, waits for `peer` to be sent
     /// again.
-    fn wait_for(self: &Arc<Self>, peer: &Peer, key: &str, number: u64, change: &Change<'_>) {
-        let Some(waiting) = Waiting::of(change) else {
-            return;
-        };
+    fn wait_for(self: &Arc<Self>, peer: &Peer, key: &str, number: u64, waiting: Waiting) {
         if peer.outbox.wait(key, number, waiting) {
             redeliver(self, &self.relays.redelivering);
         } else {

@@ -8,9 +8,10 @@
 //! [`REDELIVER_EVERY`], while the region's breaker lets calls through,
 //! what waits is sent again, each call within the peer deadline; a block
 //! is sent with the time it has left, and one that ended meanwhile is
-//! dropped (`control.rs` sends them). A region's changes, direct and
-//! redelivered, go one at a time, so a redelivered block never lands after
-//! the unblock that superseded it.
+//! dropped (`control.rs` sends them). While changes wait for a region, its
+//! changes, direct and redelivered, go one at a time, so a redelivered
+//! block never lands after the unblock that superseded it; when nothing
+//! waits (the usual case) they go at once.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
@@ -27,6 +28,9 @@ pub const MAX_WAITING: usize = 10_000;
 /// How often what waits is sent again.
 pub const REDELIVER_EVERY: Duration = Duration::from_millis(500);
 
+/// The longest block the outbox counts down.
+const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 /// A change of a key, as it waits for a region.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Waiting {
@@ -41,7 +45,9 @@ impl Waiting {
             Change::Block {
                 duration, origin, ..
             } => Some(Self::Block {
-                ends: Instant::now() + duration,
+                // A block past a century is one for good: capped, so that
+                // the end is a time (`Duration::MAX` would overflow it).
+                ends: Instant::now() + duration.min(CENTURY),
                 origin,
             }),
             Change::Unblock { .. } => Some(Self::Unblock),
@@ -69,7 +75,7 @@ impl Waiting {
 #[derive(Debug, Default)]
 pub(crate) struct Outbox {
     waiting: Mutex<HashMap<Box<str>, (u64, Waiting)>>,
-    /// Held while a change is sent to the region.
+    /// Held while a change is sent to the region, when some wait.
     pub(crate) turn: tokio::sync::Mutex<()>,
 }
 
@@ -121,9 +127,7 @@ impl Outbox {
             .map(|(key, (number, change))| (key.clone(), *number, *change))
             .collect()
     }
-}
 
-impl Outbox {
     /// Whether the change numbered `number` of `key` is the one waiting.
     pub(crate) fn is_waiting(&self, key: &str, number: u64) -> bool {
         self.waiting()
@@ -167,6 +171,20 @@ mod tests {
         // A key already waiting is still replaced.
         assert!(outbox.wait("0", 2, Waiting::Unblock));
         assert_eq!(outbox.len(), MAX_WAITING);
+    }
+
+    #[test]
+    fn a_block_for_good_waits_without_overflowing() {
+        let change = Change::Block {
+            key: "k",
+            duration: Duration::MAX,
+            origin: BlockOrigin::Operator,
+        };
+        let waiting = Waiting::of(&change).unwrap();
+        assert!(matches!(
+            waiting.change("k"),
+            Some(Change::Block { duration, .. }) if duration > CENTURY - Duration::from_secs(60)
+        ));
     }
 
     #[test]
