@@ -4,6 +4,7 @@
 //! and the layers around hyper and tonic services. (A process with no
 //! router layer at all is `no_router_layer`'s, alone in its binary.)
 
+mod allocations;
 mod blocks;
 mod business;
 mod business_waiting;

@@ -8,15 +8,14 @@
 //! (a thread that read the time a moment earlier than another, a Redis
 //! clock stepped back), and counting them keeps the limit exact.
 
-use std::collections::VecDeque;
+mod entries;
 
 use super::Micros;
 use crate::decision::{Decision, RuleStatus};
 use crate::policy::MAX_RULES;
 use crate::rule::Rule;
 
-/// The log: timestamps of allowed requests, oldest first.
-pub type Log = VecDeque<Micros>;
+pub use entries::Log;
 
 /// Checks (and on success records) a request of `cost` at `now`.
 pub fn check(log: &mut Log, rules: &[Rule], now: Micros, cost: u64) -> Decision {
@@ -24,80 +23,92 @@ pub fn check(log: &mut Log, rules: &[Rule], now: Micros, cost: u64) -> Decision 
     // the front of the log is read: usually none or one entry leaves.
     let longest = longest_window_us(rules);
     if let Some(expired_before) = now.checked_sub(longest) {
-        while log.front().is_some_and(|&t| t <= expired_before) {
-            log.pop_front();
-        }
+        log.expire(expired_before);
     }
-    let mut counts = [0u64; MAX_RULES];
-    let mut starts = [0usize; MAX_RULES];
+    let entries = log.as_slice();
+    let newest = entries.last().copied();
+    // Each rule's status as if the request is recorded (it usually is);
+    // a denial reads them again below.
+    let mut statuses = [RuleStatus::EMPTY; MAX_RULES];
+    let (mut fewest, mut fewest_remaining) = (0, u64::MAX);
     let mut denied = None::<(u64, usize)>;
-    for (i, rule) in rules.iter().enumerate() {
-        // Every entry left is inside the longest window.
-        let start = if rule.window_us() == longest {
-            0
-        } else {
-            window_start(log, now, rule)
-        };
-        let count = (log.len() - start) as u64;
+    for (i, (rule, status)) in rules.iter().zip(&mut statuses).enumerate() {
+        let start = window_start(entries, now, rule, longest);
+        let count = (entries.len() - start) as u64;
+        let window = rule.window_us();
         if count + cost > rule.limit() {
             // The request passes once enough entries have left this window:
             // the oldest `excess` ones, so the last of them decides.
-            let excess = (count + cost - rule.limit()) as usize;
-            let wait = log[start + excess - 1] + rule.window_us() - now;
+            let wait = entries[start + excess(count, cost, rule) - 1] + window - now;
             if denied.is_none_or(|(longest_wait, _)| wait > longest_wait) {
                 denied = Some((wait, i));
             }
         }
-        counts[i] = count;
-        starts[i] = start;
-    }
-
-    if denied.is_none() {
-        record(log, rules, longest, now, cost);
-    }
-    let recorded = if denied.is_none() { cost } else { 0 };
-    let mut statuses = [RuleStatus::EMPTY; MAX_RULES];
-    let mut fewest = 0;
-    for (i, rule) in rules.iter().enumerate() {
-        let count = counts[i];
-        // A rule that denied frees quota once the same request would pass;
-        // another when its oldest entry leaves (the request's own entries,
-        // if recorded, came after every window's start).
-        let available_after_us = if denied.is_some() && count + cost > rule.limit() {
-            let excess = (count + cost - rule.limit()) as usize;
-            log[starts[i] + excess - 1] + rule.window_us() - now
-        } else {
-            log.get(starts[i])
-                .map_or(0, |&oldest| oldest + rule.window_us() - now)
+        // Once recorded, the window's oldest entry is its oldest before, or
+        // the request's own (at `now`, before any later entry).
+        let oldest = entries.get(start).map_or(now, |&t| t.min(now));
+        let remaining = rule.limit().saturating_sub(count + cost);
+        *status = RuleStatus {
+            remaining,
+            available_after_us: oldest + window - now,
         };
-        statuses[i] = RuleStatus {
-            remaining: rule.limit().saturating_sub(count + recorded),
-            available_after_us,
-        };
-        if statuses[i].remaining < statuses[fewest].remaining {
-            fewest = i;
+        if remaining < fewest_remaining {
+            (fewest, fewest_remaining) = (i, remaining);
         }
     }
-    let newest = log.back().map(|&t| t as i64 - now as i64);
-    let decided_by = denied.map_or(fewest, |(_, i)| i);
-    conclude(rules, statuses, decided_by, denied, newest, longest)
+    let (decided_by, newest) = match denied {
+        None if cost > 0 => {
+            log.record(now, cost, || most_entries(rules, longest));
+            (fewest, Some(newest.map_or(now, |t| t.max(now))))
+        }
+        // Nothing recorded.
+        _ => {
+            unrecorded_statuses(&mut statuses, log.as_slice(), rules, now, cost, longest);
+            (denied.map_or(fewest, |(_, i)| i), newest)
+        }
+    };
+    let newest_from_now = newest.map(|t| t as i64 - now as i64);
+    conclude(
+        rules,
+        statuses,
+        decided_by,
+        denied,
+        newest_from_now,
+        longest,
+    )
 }
 
-/// Records `cost` entries at `now`, in order: at the back, unless clocks
-/// disagreed and later entries exist.
-#[inline]
-fn record(log: &mut Log, rules: &[Rule], longest: Micros, now: Micros, cost: u64) {
-    reserve(log, rules, longest, cost);
-    if log.back().is_none_or(|&t| t <= now) {
-        for _ in 0..cost {
-            log.push_back(now);
-        }
-    } else {
-        let at = log.partition_point(|&t| t <= now);
-        for _ in 0..cost {
-            log.insert(at, now);
-        }
+/// Each rule's status when the request is not recorded (denied): a rule
+/// it violates frees quota once the same request would pass, any other
+/// when its oldest entry leaves.
+#[cold]
+fn unrecorded_statuses(
+    statuses: &mut [RuleStatus; MAX_RULES],
+    entries: &[Micros],
+    rules: &[Rule],
+    now: Micros,
+    cost: u64,
+    longest: Micros,
+) {
+    for (rule, status) in rules.iter().zip(statuses) {
+        let start = window_start(entries, now, rule, longest);
+        let count = (entries.len() - start) as u64;
+        let freed_by = match count + cost > rule.limit() {
+            true => entries.get(start + excess(count, cost, rule) - 1),
+            false => entries.get(start),
+        };
+        *status = RuleStatus {
+            remaining: rule.limit().saturating_sub(count),
+            available_after_us: freed_by.map_or(0, |&t| t + rule.window_us() - now),
+        };
     }
+}
+
+/// How many of a window's `count` entries must leave before a request of
+/// `cost` passes its rule.
+#[inline]
+fn excess(count: u64, cost: u64, rule: &Rule) -> usize {
+    (count + cost - rule.limit()) as usize
 }
 
 /// Gives back `cost` entries recorded at `at` (entries at one time are
@@ -105,10 +116,11 @@ fn record(log: &mut Log, rules: &[Rule], longest: Micros, now: Micros, cost: u64
 /// would hold had the request not been recorded. Entries that have left
 /// already are not given back twice.
 pub fn refund(log: &mut Log, at: Micros, cost: u64) {
-    let start = log.partition_point(|&t| t < at);
-    let end = log.partition_point(|&t| t <= at);
-    let gone = (end - start).min(cost as usize);
-    log.drain(start..start + gone);
+    let entries = log.as_slice();
+    let start = entries.partition_point(|&t| t < at);
+    let end = entries.partition_point(|&t| t <= at);
+    let gone = (end - start).min(usize::try_from(cost).unwrap_or(usize::MAX));
+    log.remove(start, gone);
 }
 
 /// The decision from what the log held before the request: each rule's
@@ -172,23 +184,6 @@ fn conclude(
     )
 }
 
-/// Makes room for `cost` more entries, growing by doubling but never past
-/// what the log can hold: every entry is inside the longest window, so the
-/// log never outgrows that window's limit (20 entries for (20, 120 s) take
-/// 160 bytes, where doubling alone would reserve 256).
-fn reserve(log: &mut Log, rules: &[Rule], longest: Micros, cost: u64) {
-    let needed = log.len() + cost as usize;
-    if needed <= log.capacity() {
-        return;
-    }
-    let most = most_entries(rules, longest);
-    let doubled = (log.capacity() * 2).max(4);
-    let target = doubled
-        .min(usize::try_from(most).unwrap_or(usize::MAX))
-        .max(needed);
-    log.reserve_exact(target - log.len());
-}
-
 /// The most entries a log checked against `rules` holds: every entry is
 /// inside the longest window, so no more than that window's limit.
 fn most_entries(rules: &[Rule], longest: Micros) -> u64 {
@@ -209,7 +204,7 @@ pub fn merge(log: &mut Log, mut other: Log) {
         std::mem::swap(log, &mut other);
     }
     let skip = log.len() - other.len();
-    for (mine, theirs) in log.iter_mut().skip(skip).zip(other) {
+    for (mine, theirs) in log.as_mut_slice().iter_mut().skip(skip).zip(other) {
         *mine = (*mine).max(theirs);
     }
 }
@@ -237,11 +232,13 @@ pub fn longest_window_us(rules: &[Rule]) -> Micros {
     rules.iter().map(Rule::window_us).max().unwrap_or(0)
 }
 
-/// The index of the first entry inside the rule's window `(now - W, now]`.
-fn window_start(log: &Log, now: Micros, rule: &Rule) -> usize {
+/// The index of the first entry inside the rule's window `(now - W, now]`:
+/// 0 for the longest window, which every entry left is inside.
+#[inline]
+fn window_start(entries: &[Micros], now: Micros, rule: &Rule, longest: Micros) -> usize {
     match now.checked_sub(rule.window_us()) {
-        Some(outside) => log.partition_point(|&t| t <= outside),
-        None => 0,
+        Some(outside) if rule.window_us() != longest => entries.partition_point(|&t| t <= outside),
+        _ => 0,
     }
 }
 
