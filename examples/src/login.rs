@@ -16,7 +16,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use icu_casemap::CaseMapper;
 use icu_normalizer::ComposingNormalizer;
-use limiter_tower::{Control, Identity, KeySource, LimitLayer, Policy, Rule, rate_limit};
+use limiter_tower::{
+    AttemptResponse, Control, Identity, KeySource, LimitLayer, Policy, Rule, rate_limit,
+};
 use serde::Deserialize;
 use serde_json::json;
 

@@ -50,6 +50,7 @@
 // The pure algorithms, which the memory store runs.
 pub(crate) use limiter_model::algorithm;
 
+mod attempt;
 pub mod backend;
 mod clock;
 mod concurrency;
@@ -67,6 +68,7 @@ mod wait;
 /// Implements a capability trait ([`KeyState`], [`Permits`], …): they are
 /// usable as trait objects, so their methods answer boxed futures.
 pub use async_trait::async_trait;
+pub use attempt::{Attempt, GiveBack, Refunding, Refused};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use concurrency::{Acquired, ConcurrencyLimit, Permit};
 pub use guard::{
@@ -79,7 +81,7 @@ pub use key::{
     HASHED_IDENTITY_PREFIX, Key, MAX_IDENTITY_LEN, identity_key_of, push_identity,
     push_identity_bytes,
 };
-pub use limiter::{Attempt, DEFAULT_PREFIX, Limiter};
+pub use limiter::{DEFAULT_PREFIX, Limiter};
 pub use limiter_model::refund;
 pub use limiter_model::{
     Algorithm, BackendError, ConfigError, DEFAULT_DUPLICATE_WINDOW, DEFAULT_LEASE_TTL,

@@ -1,7 +1,9 @@
 //! The programmatic API: a store plus a key prefix.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use crate::attempt::{Attempt, Refused, StoreRefund};
 use crate::concurrency::{Acquired, ConcurrencyLimit};
 use crate::hot::HotKeys;
 use crate::identity::Identity;
@@ -9,7 +11,7 @@ use crate::key::push_identity;
 use crate::store::{Capabilities, Store};
 use crate::wait::Waiters;
 use crate::{Change, KeyState, Permits, SharedControl};
-use crate::{Decision, Error, Policy, Receipt, Rule};
+use crate::{Decision, Error, Policy, Rule};
 
 /// The key prefix unless another is set: keys look like `rate_limit:user={user}:{action}`.
 pub const DEFAULT_PREFIX: &str = "rate_limit";
@@ -260,27 +262,28 @@ impl<S: Store> Limiter<S> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// # }).unwrap();
     /// ```
-    pub async fn attempt(&self, key: &str, policy: &Policy) -> Result<Attempt<'_, S>, Error>
+    pub async fn attempt(&self, key: &str, policy: &Policy) -> Result<Attempt, Error>
     where
-        S: KeyState,
+        S: KeyState + Clone,
     {
         let mut full = self.key_with_prefix();
         full.push_str(key);
-        let (decision, receipt) = match self.block_of_key(&full) {
-            Some(left) => (Decision::blocked(policy, left), None),
-            None => {
-                self.store
-                    .store()
-                    .check_refundable(&full, policy, policy.cost())
-                    .await?
-            }
-        };
-        Ok(Attempt {
-            limiter: self,
-            key: full,
-            policy: policy.clone(),
-            decision,
-            receipt,
+        let policy = Arc::new(policy.clone());
+        if let Some(left) = self.block_of_key(&full) {
+            return Ok(Attempt::refused(Refused::Blocked(left), policy));
+        }
+        let (decision, receipt) = (self.store.store())
+            .check_refundable(&full, &policy, policy.cost())
+            .await?;
+        let attempt = Attempt::new(decision, Arc::clone(&policy));
+        Ok(match receipt {
+            Some(receipt) => attempt.giving_back(Box::new(StoreRefund {
+                store: self.store.store().clone(),
+                key: full,
+                policy,
+                receipt,
+            })),
+            None => attempt,
         })
     }
 
@@ -381,45 +384,5 @@ impl<S: Store> Limiter<S> {
         key.push_str(&self.prefix);
         key.push(':');
         key
-    }
-}
-
-/// A request checked by [`Limiter::attempt`]: counted unless
-/// [refunded](Self::refund).
-#[derive(Debug)]
-#[must_use = "an attempt counts unless it is refunded"]
-pub struct Attempt<'a, S> {
-    limiter: &'a Limiter<S>,
-    key: String,
-    policy: Policy,
-    decision: Decision,
-    receipt: Option<Receipt>,
-}
-
-impl<S: Store + KeyState> Attempt<'_, S> {
-    /// The check's decision.
-    pub fn decision(&self) -> &Decision {
-        &self.decision
-    }
-
-    /// What the store recorded (`None`: the request was denied, or decided
-    /// without the store, and nothing can be given back).
-    pub fn receipt(&self) -> Option<&Receipt> {
-        self.receipt.as_ref()
-    }
-
-    /// Gives the request back: it no longer counts. Does nothing for a
-    /// request that was not recorded.
-    pub async fn refund(self) -> Result<(), Error> {
-        match &self.receipt {
-            Some(receipt) => {
-                self.limiter
-                    .store
-                    .store()
-                    .refund(&self.key, &self.policy, receipt)
-                    .await
-            }
-            None => Ok(()),
-        }
     }
 }

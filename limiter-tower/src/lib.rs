@@ -97,15 +97,16 @@ pub use client_ip::{ClientIpSource, DEFAULT_IPV6_PREFIX};
 #[allow(deprecated)]
 pub use control::OverrideHeld;
 pub use control::{
-    Attempt, Control, DEFAULT_API_KEY_HEADER, LimitInfo, LimitState, Offender, OverrideInForce,
-    OverrideState, Reporting, TopOffenders, UnknownLimit, WrittenRules, changes_need_the_store,
+    AttemptResponse, Control, DEFAULT_API_KEY_HEADER, LimitInfo, LimitState, Offender,
+    OverrideInForce, OverrideState, Reporting, TopOffenders, UnknownLimit, WrittenRules,
+    changes_need_the_store,
 };
 pub use ipnet::IpNet;
 pub use key::{ClientAddress, KeySource, ListedIdentity, Resolver};
 pub use limit::{Limit, LimitLayer, ResponseFuture};
 pub use limiter_core::{
-    Acquired, Algorithm, Capabilities, Change, ControlTables, HotKeys, KeyState, Lease, Leases,
-    Permits, Receipt, SharedControl, Verdict,
+    Acquired, Algorithm, Attempt, Capabilities, Change, ControlTables, HotKeys, KeyState, Lease,
+    Leases, Permits, Receipt, Refused, SharedControl, Verdict,
 };
 pub use limiter_core::{
     BlockOrigin, DEFAULT_MAX_PENALTY_BLOCKS, ListedBlock, MAX_BLOCKS, MAX_BLOCKS_PAGE, TopDenied,

@@ -2,40 +2,17 @@
 //! its route decides a request, and counting by outcome (given back when
 //! the outcome says it does not count).
 
-use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::response::Response;
-use limiter_core::{ConfigError, Decision, Error, Identity, Policy, Receipt, required};
+use limiter_core::{
+    Attempt, ConfigError, Decision, Error, GiveBack, Identity, Policy, Receipt, Refunding, Refused,
+    required,
+};
 
 use super::Control;
-use crate::context::{COUNTING, DynStore};
+use crate::context::COUNTING;
 use crate::limit::{Checked, LimitLayer, Refund, RouteLimit};
-
-/// A request checked by [`Control::attempt`] or [`Control::attempt_on`]:
-/// it counts unless it is [refunded](Self::refund); dropped without a
-/// refund, it stays counted.
-#[must_use = "an attempt counts unless it is refunded"]
-pub struct Attempt {
-    decision: Decision,
-    policy: Arc<Policy>,
-    blocked: Option<Duration>,
-    deny_listed: bool,
-    give_back: Option<GiveBack>,
-}
-
-/// What gives an attempt back.
-enum GiveBack {
-    /// A limit's check, as its route would give it back.
-    Limit(Box<Refund>),
-    /// A check on a key of the caller's.
-    Key {
-        store: Arc<dyn DynStore>,
-        key: String,
-        receipt: Receipt,
-    },
-}
 
 pub(super) async fn attempt(
     control: &Control,
@@ -46,31 +23,21 @@ pub(super) async fn attempt(
     full.push_str(key);
     let policy = Arc::new(policy.clone());
     if let Some(left) = control.block_of_key(&full) {
-        return Ok(Attempt {
-            decision: Decision::blocked(&policy, left),
-            policy,
-            blocked: Some(left),
-            deny_listed: false,
-            give_back: None,
-        });
+        return Ok(Attempt::refused(Refused::Blocked(left), policy));
     }
-    let refunds = required(
-        control.context.store.capabilities().as_key_state(),
-        COUNTING,
-    )?;
-    let (decision, receipt) = refunds
+    let store = &control.context.store;
+    let (decision, receipt) = required(store.capabilities().as_key_state(), COUNTING)?
         .check_refundable(&full, &policy, policy.cost())
         .await?;
-    Ok(Attempt {
-        decision,
-        policy,
-        blocked: None,
-        deny_listed: false,
-        give_back: receipt.map(|receipt| GiveBack::Key {
-            store: Arc::clone(&control.context.store),
-            key: full,
+    let attempt = Attempt::new(decision, Arc::clone(&policy));
+    Ok(match receipt {
+        Some(receipt) => attempt.giving_back(Box::new(Refund::always_counted(
+            Arc::clone(store),
+            full,
+            policy,
             receipt,
-        }),
+        ))),
+        None => attempt,
     })
 }
 
@@ -80,12 +47,14 @@ pub(super) async fn attempt_on(
     identity: &Identity,
 ) -> Result<Attempt, Error> {
     let checked = check_limit(control, &limit.limit, identity, true).await?;
-    Ok(Attempt {
-        decision: checked.decision,
-        policy: checked.policy,
-        blocked: checked.blocked,
-        deny_listed: checked.deny_listed,
-        give_back: checked.refund.map(GiveBack::Limit),
+    let attempt = match (checked.deny_listed, checked.blocked) {
+        (true, _) => Attempt::refused(Refused::DenyListed, checked.policy),
+        (false, Some(left)) => Attempt::refused(Refused::Blocked(left), checked.policy),
+        (false, None) => Attempt::new(checked.decision, checked.policy),
+    };
+    Ok(match checked.refund {
+        Some(refund) => attempt.giving_back(refund),
+        None => attempt,
     })
 }
 
@@ -98,59 +67,36 @@ pub(super) async fn check_on(
     Ok(checked.decision)
 }
 
-impl Attempt {
-    /// The check's decision.
-    pub fn decision(&self) -> &Decision {
-        &self.decision
-    }
+/// The layers' own 429 for a denied [`Attempt`].
+pub trait AttemptResponse {
+    /// The layers' own answer to a denied attempt: the deny lists' 403
+    /// when a list refused the identity, the blocked 429 (a problem of
+    /// type [`BLOCKED`](crate::BLOCKED)) when the identity is blocked, else
+    /// [`too_many_requests`](crate::too_many_requests) naming the policy in
+    /// force (a live override's rules while one holds). A limit above the
+    /// handler that counts by outcome never counts it as the handler's
+    /// failure.
+    fn too_many_requests(&self) -> Response;
+}
 
-    /// The block's time left when the identity is blocked: the attempt was
-    /// denied without a check.
-    pub fn blocked(&self) -> Option<Duration> {
-        self.blocked
-    }
-
-    /// The layers' own 429 for a denied attempt: the blocked answer (a
-    /// problem of type [`BLOCKED`](crate::BLOCKED)) when the identity is
-    /// blocked, else [`too_many_requests`](crate::too_many_requests) naming
-    /// the policy in force (a live override's rules while one holds). A
-    /// limit above the handler that counts by outcome never counts it as
-    /// the handler's failure.
-    pub fn too_many_requests(&self) -> Response {
+impl AttemptResponse for Attempt {
+    fn too_many_requests(&self) -> Response {
         let http = crate::response::Protocol::Http;
-        match self.blocked {
-            _ if self.deny_listed => crate::response::deny_listed(http),
-            Some(left) => crate::response::blocked(http, left),
-            None => crate::too_many_requests(&self.decision, &self.policy),
-        }
-    }
-
-    /// Gives the request back: it no longer counts. Does nothing for a
-    /// request that was not recorded (denied, or decided without the store).
-    pub async fn refund(self) -> Result<(), Error> {
-        match &self.give_back {
-            Some(GiveBack::Limit(refund)) => refund.give_back().await,
-            Some(GiveBack::Key {
-                store,
-                key,
-                receipt,
-            }) => {
-                required(store.capabilities().as_key_state(), COUNTING)?
-                    .refund(key, &self.policy, receipt)
-                    .await
-            }
-            None => Ok(()),
+        match self.refusal() {
+            Some(Refused::DenyListed) => crate::response::deny_listed(http),
+            Some(Refused::Blocked(left)) => crate::response::blocked(http, left),
+            _ => crate::too_many_requests(self.decision(), self.policy()),
         }
     }
 }
 
-impl fmt::Debug for Attempt {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Attempt")
-            .field("decision", &self.decision)
-            .field("blocked", &self.blocked)
-            .field("refundable", &self.give_back.is_some())
-            .finish_non_exhaustive()
+impl GiveBack for Refund {
+    fn receipt(&self) -> &Receipt {
+        &self.receipt
+    }
+
+    fn give_back(self: Box<Self>) -> Refunding {
+        Box::pin(async move { self.refund_now().await })
     }
 }
 

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use axum::Router;
-use limiter_core::{ListedBlock, Override, OverrideMode};
+use limiter_core::{Attempt, ListedBlock, Override, OverrideMode};
 
 use super::*;
 
@@ -16,7 +16,7 @@ impl Control {
     /// now, so concurrent attempts count while in flight and no more pass
     /// than `policy` allows, and given back by [`Attempt::refund`] (the
     /// login succeeded). A denial becomes the layers' own 429 with
-    /// [`Attempt::too_many_requests`]. `key` is used as given: build it
+    /// [`AttemptResponse::too_many_requests`]. `key` is used as given: build it
     /// with [`Identity::push_key`] and `:{action}`, so that a block of that
     /// identity denies the attempt (the identity is the key up to its
     /// first `:`). A key names no limit, so no live override, decision
@@ -52,7 +52,7 @@ impl Control {
     /// in the body). It takes the route's steps: the limit's and the router
     /// layer's deny and allow lists, matched against the identity (a
     /// denied identity's attempt is denied without end, and
-    /// [`too_many_requests`](Attempt::too_many_requests) is the lists' 403;
+    /// [`too_many_requests`](AttemptResponse::too_many_requests) is the lists' 403;
     /// an allowed one passes unchecked), the identity's block (a
     /// blocked identity is denied for the block's time left, and counts
     /// nothing: [`Attempt::blocked`]), a live override of the limit (its

@@ -12,7 +12,7 @@ mod router;
 mod state;
 mod unanswered;
 
-pub use attempt::Attempt;
+pub use attempt::AttemptResponse;
 pub use offenders::{Offender, Reporting, TopOffenders, UnknownLimit};
 pub use overrides::{OverrideState, WrittenRules};
 pub use router::DEFAULT_API_KEY_HEADER;

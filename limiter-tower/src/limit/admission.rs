@@ -283,6 +283,23 @@ pub(crate) struct Refund {
 }
 
 impl Refund {
+    /// A refund made only when asked ([`Attempt::refund`](limiter_core::Attempt::refund)):
+    /// no response settles it.
+    pub(crate) fn always_counted(
+        store: Arc<dyn DynStore>,
+        key: String,
+        policy: Arc<Policy>,
+        receipt: Receipt,
+    ) -> Self {
+        Self {
+            store,
+            key,
+            policy,
+            receipt,
+            counts: Arc::new(|_: http::StatusCode, _: &http::HeaderMap| true),
+        }
+    }
+
     /// Gives the request back unless its response says it counts: `None`
     /// when it counts or the refund is made already (the memory store's,
     /// on the first poll), else the refund under way. A response the
@@ -301,14 +318,15 @@ impl Refund {
     }
 
     /// Gives the request back now.
-    pub(crate) async fn give_back(&self) -> Result<(), Error> {
+    /// Gives the request back now, whatever its response.
+    pub(crate) async fn refund_now(&self) -> Result<(), Error> {
         required(self.store.capabilities().as_key_state(), COUNTING)?
             .refund(&self.key, &self.policy, &self.receipt)
             .await
     }
 
     async fn run(self) {
-        match self.give_back().await {
+        match self.refund_now().await {
             Ok(()) => metrics::counter!(REFUNDS).increment(1),
             // The request stays counted: the safe side of a limit.
             Err(error) => {

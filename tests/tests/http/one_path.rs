@@ -445,3 +445,59 @@ async fn allow_and_deny_lists_answer_alike_on_the_route_and_in_a_handler() {
         assert_eq!((user, in_handler), (user, expected.to_vec()));
     }
 }
+
+/// Every entry point answers one `Attempt` type, read and given back
+/// alike: `Limiter::attempt`, `Control::attempt` and `Control::attempt_on`
+/// on one store. A recorded attempt carries its receipt and its refund
+/// leaves the key as it was; a blocked identity's attempt says so through
+/// each.
+#[tokio::test]
+async fn every_entry_point_answers_one_attempt_type() {
+    use limiter_tower::{
+        Attempt, Identity, KeySource, LimitLayer, Limiter, LimiterLayer, MemoryStore, Policy,
+        Refused, Rule,
+    };
+
+    let policy = Policy::sliding_log([Rule::new(2, Duration::from_secs(60)).unwrap()]).unwrap();
+    let limiter = Limiter::new(MemoryStore::new());
+    let control = LimiterLayer::new(limiter.clone()).control();
+    let per_user = LimitLayer::new("one-attempt", policy.clone(), KeySource::user());
+    let ada = Identity::user("ada");
+    // The limit's key after the prefix: the identity's part, then its name.
+    let mut key = String::new();
+    ada.push_key(&mut key);
+    key.push_str(":one-attempt");
+    let attempts = async || -> [Attempt; 3] {
+        [
+            limiter.attempt(&key, &policy).await.unwrap(),
+            control.attempt(&key, &policy).await.unwrap(),
+            control.attempt_on(&per_user, &ada).await.unwrap(),
+        ]
+    };
+    // Each of the three counts on the same key: the third is denied.
+    let [first, second, third] = attempts().await;
+    let allowed = [&first, &second, &third].map(|a| a.decision().allowed());
+    assert_eq!(allowed, [true, true, false]);
+    assert!(first.receipt().is_some() && second.receipt().is_some());
+    assert_eq!((third.receipt(), third.refusal()), (None, None));
+    first.refund().await.unwrap();
+    second.refund().await.unwrap();
+    third.refund().await.unwrap();
+    // Given back: the key holds nothing, so two pass again.
+    let [first, second, third] = attempts().await;
+    let allowed = [&first, &second, &third].map(|a| a.decision().allowed());
+    assert_eq!(allowed, [true, true, false]);
+    for attempt in [first, second] {
+        attempt.refund().await.unwrap();
+    }
+
+    control.block(&ada, Duration::from_secs(60)).await.unwrap();
+    for attempt in attempts().await {
+        assert!(!attempt.decision().allowed());
+        assert!(
+            matches!(attempt.refusal(), Some(Refused::Blocked(_))),
+            "{attempt:?}"
+        );
+        assert_eq!(attempt.receipt(), None);
+    }
+}

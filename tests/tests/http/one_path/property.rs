@@ -12,8 +12,8 @@ use axum::Router;
 use axum::body::Body;
 use axum::routing::post;
 use limiter_tower::{
-    Control, Identity, KeySource, LimitLayer, Limiter, LimiterLayer, ManualClock, MemoryStore,
-    Override, Penalty, Policy, Rule, Store,
+    AttemptResponse, Control, Identity, KeySource, LimitLayer, Limiter, LimiterLayer, ManualClock,
+    MemoryStore, Override, Penalty, Policy, Rule, Store,
 };
 use metrics_util::debugging::{DebugValue, Snapshotter};
 use proptest::prelude::*;
