@@ -166,7 +166,7 @@ impl LimitLayer {
     /// more pass than the policy allows, and is given back once its
     /// response says it does not count. A request whose response never
     /// comes (dropped, timed out) stays counted. A response limiter made
-    /// itself (another limit's 429, as [`Attempt::too_many_requests`](crate::Attempt::too_many_requests)
+    /// itself (another limit's 429, as [`AttemptResponse::too_many_requests`](crate::AttemptResponse::too_many_requests)
     /// answers in a handler; a block's 429; a deny list's 403; limiter's own
     /// 503) never counts, whatever `counts` says: the handler decided no
     /// outcome. See [`count_failures`](Self::count_failures) for the common
