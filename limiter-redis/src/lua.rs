@@ -14,9 +14,13 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, Script, ServerErrorKind};
 
-/// The shebang every script of ours opens with: no flag declared, so Redis
-/// refuses the whole script while over `maxmemory` and on a replica.
+/// The shebang every script of ours that writes opens with: no flag
+/// declared, so Redis refuses the whole script while over `maxmemory` and
+/// on a replica.
 pub const SHEBANG: &str = "#!lua\n";
+/// The shebang of a script that only reads: Redis runs it while over
+/// `maxmemory`, and refuses a write in it.
+pub const READ_ONLY_SHEBANG: &str = "#!lua flags=no-writes\n";
 /// The part every script shares: the time (the server's, or the caller's
 /// under test) and the cost, read from the arguments, and `db`, the
 /// `call` and `pcall` of Redis through which the helpers reach it.

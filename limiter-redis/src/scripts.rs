@@ -51,7 +51,9 @@ use sources::{
 #[cfg(any(test, feature = "test-util"))]
 pub(crate) use sources::{FILES, all};
 
-// Every script starts with the shebang `#!lua` and declares no flag. Redis
+// Every script that writes starts with the shebang `#!lua` and declares no
+// flag (the one that only reads, `reports.lua`, declares `no-writes`, so
+// the instances' reports stay readable while Redis is over `maxmemory`). Redis
 // (7.0 and later) checks a script that declares itself so before running
 // any of it, and the flags left out are what make the store safe:
 // - without `allow-oom`, the whole script is refused with `OOM` while Redis

@@ -1,5 +1,7 @@
 -- The live reports of the hash KEYS[1] (see `report.lua`): instance, age
--- in µs and body, flat; those past their time deleted.
+-- in µs and body, flat. Read-only, so Redis runs it while over `maxmemory`:
+-- the reports past their time stay until `report.lua` needs their room or
+-- the hash expires.
 local live = {}
 local all = redis.call('HGETALL', KEYS[1])
 for i = 1, #all, 2 do
@@ -8,8 +10,6 @@ for i = 1, #all, 2 do
     live[#live + 1] = all[i]
     live[#live + 1] = string.format('%d', now - tonumber(at))
     live[#live + 1] = body
-  else
-    redis.call('HDEL', KEYS[1], all[i])
   end
 end
 return live

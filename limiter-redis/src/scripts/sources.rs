@@ -2,13 +2,20 @@
 //! order (the layout is described in `scripts.rs`).
 
 use super::Lua;
-use crate::lua::SHEBANG;
+use crate::lua::{READ_ONLY_SHEBANG, SHEBANG};
 use limiter_core::Algorithm;
 
 /// The shebang, then `files`, each whole.
 macro_rules! script {
     ($($file:literal),+) => {
         Lua::new(&[SHEBANG, $(include_str!($file)),+])
+    };
+}
+
+/// The read-only shebang, then `files`, each whole.
+macro_rules! read_only {
+    ($($file:literal),+) => {
+        Lua::new(&[READ_ONLY_SHEBANG, $(include_str!($file)),+])
     };
 }
 
@@ -120,7 +127,7 @@ pub(super) static OVERRIDES: Lua = script!("overrides.lua");
 pub(super) static BUMP: Lua = script!("bump.lua");
 pub(super) static REFUND: Lua = script!("refund.lua");
 pub(super) static REPORT: Lua = script!("prelude.lua", "report.lua");
-pub(super) static REPORTS: Lua = script!("prelude.lua", "reports.lua");
+pub(super) static REPORTS: Lua = read_only!("prelude.lua", "reports.lua");
 
 /// Every `.lua` file here: its name and its text.
 #[cfg(any(test, feature = "test-util"))]
@@ -228,9 +235,13 @@ mod tests {
     }
 
     #[test]
-    fn every_script_starts_with_a_shebang_without_flags() {
+    fn every_script_starts_with_a_shebang_without_flags_but_the_read_only_one() {
         for (name, lua) in all() {
-            assert_eq!(lua.source().lines().next(), Some("#!lua"), "{name}");
+            let shebang = match name.as_str() {
+                "reports" => "#!lua flags=no-writes",
+                _ => "#!lua",
+            };
+            assert_eq!(lua.source().lines().next(), Some(shebang), "{name}");
         }
     }
 

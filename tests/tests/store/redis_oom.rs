@@ -1,12 +1,14 @@
 //! Redis over its `maxmemory` with `noeviction`: every algorithm's script is
 //! refused before it runs (`OOM`), the store answers an error of kind
 //! `oom`, `Guarded` decides by its failure policy, and Redis holds not one
-//! key more.
+//! key more. The instances' reports (top offenders across instances) stay
+//! readable: that script only reads.
 
 use std::time::Duration;
 
 use limiter_core::{
-    BreakerConfig, GuardConfig, Guarded, OnStoreError, Policy, Rate, Rule, Store, Verdict,
+    BreakerConfig, Capabilities, GuardConfig, Guarded, OnStoreError, Policy, Rate, Rule, Store,
+    Verdict,
 };
 use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::RedisServer;
@@ -33,6 +35,19 @@ fn info_field(server: &RedisServer, section: &str, field: &str) -> u64 {
         .unwrap_or_else(|| panic!("INFO {section} has no {field}"))
 }
 
+/// Fills Redis with one big value, then sets its limit below what it holds.
+fn over_maxmemory(server: &RedisServer) {
+    server.command(&["SETRANGE", "filler", "4000000", "x"]);
+    let used = info_field(server, "memory", "used_memory");
+    let limit = (used - 1_000_000).to_string();
+    assert_eq!(
+        server
+            .command(&["CONFIG", "SET", "maxmemory", &limit])
+            .trim(),
+        "OK"
+    );
+}
+
 fn keys(server: &RedisServer) -> u64 {
     server.command(&["DBSIZE"]).trim().parse().unwrap()
 }
@@ -44,16 +59,7 @@ async fn over_maxmemory_every_script_is_refused_and_nothing_is_recorded() {
     let store = RedisStore::connect_with(&server.url(), config)
         .await
         .unwrap();
-    // One big value, then a limit below what Redis holds.
-    server.command(&["SETRANGE", "filler", "4000000", "x"]);
-    let used = info_field(&server, "memory", "used_memory");
-    let limit = (used - 1_000_000).to_string();
-    assert_eq!(
-        server
-            .command(&["CONFIG", "SET", "maxmemory", &limit])
-            .trim(),
-        "OK"
-    );
+    over_maxmemory(&server);
     assert_eq!(keys(&server), 1);
 
     for (algorithm, policy) in every_algorithm().iter().enumerate() {
@@ -102,4 +108,30 @@ async fn over_maxmemory_every_script_is_refused_and_nothing_is_recorded() {
         assert!(store.check(&key, policy, 1).await.unwrap().allowed());
     }
     assert_eq!(keys(&server), 1 + every_algorithm().len() as u64);
+}
+
+#[tokio::test]
+async fn over_maxmemory_the_instances_reports_stay_readable() {
+    let server = RedisServer::start_with(&["--maxmemory-policy", "noeviction"]);
+    let store = RedisStore::connect(&server.url()).await.unwrap();
+    let reports = store.as_shared_control().unwrap();
+    let ttl = Duration::from_secs(60);
+    reports
+        .publish_report("board", "a", "a's counts", ttl)
+        .await
+        .unwrap();
+    reports
+        .publish_report("board", "b", "b's counts", ttl)
+        .await
+        .unwrap();
+    over_maxmemory(&server);
+
+    let mut read = reports.reports("board").await.unwrap();
+    read.sort_by(|x, y| x.instance.cmp(&y.instance));
+    let read: Vec<_> = read.iter().map(|r| (&*r.instance, &*r.body)).collect();
+    assert_eq!(read, [("a", "a's counts"), ("b", "b's counts")]);
+    // Publishing writes: refused, and what was read is unchanged.
+    let refused = reports.publish_report("board", "c", "c's", ttl).await;
+    assert_eq!(refused.unwrap_err().kind(), "oom");
+    assert_eq!(reports.reports("board").await.unwrap().len(), 2);
 }
