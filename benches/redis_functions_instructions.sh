@@ -1,0 +1,86 @@
+#!/bin/sh
+# Redis's instructions per call of the default algorithm's check (the
+# sliding log of two rules, 10 per 60 s and 20 per 120 s; keys drawn from
+# 100,000, so nearly each call a new one, or from 1,000, each called again
+# while its entries last): sent as EVALSHA of the script the store runs, and
+# as FCALL of the same functions loaded once as a library (FUNCTION LOAD),
+# whose per-call values become the library's upvalues. redis-server runs
+# under callgrind for 5,000 and then 15,000 calls of redis-benchmark; the
+# difference over 10,000 is one call, start-up left out; beside them, an
+# EVALSHA of a script that does nothing. Deterministic where
+# Redis's microseconds per call on a shared VM are not. Run from the
+# workspace root. Needs valgrind, redis-server (redis-benchmark, redis-cli)
+# and python3.
+set -eu
+scripts=limiter-redis/src/scripts
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+# A script that does nothing with the same arguments: the cost of any call.
+printf '#!lua\nreturn { -1 }\n' >"$out/empty.lua"
+# The check as the store sends it: the shebang, the prelude, the log, the driver.
+{ printf '#!lua\n'; cat "$scripts/prelude.lua" "$scripts/sliding_log.lua" "$scripts/single.lua"; } >"$out/eval.lua"
+# The same functions as a library: what the prelude and the log's first
+# lines read from the call becomes the library's upvalues, set by the
+# registered function on each call (a library may not reach `redis` or
+# `string` while it loads).
+python3 - "$scripts/sliding_log.lua" "$out/library.lua" <<'EOF'
+import sys
+log = open(sys.argv[1]).read()
+for per_call in ("local key = KEYS[1]\n",
+                 "local format = string.format\n",
+                 "local longest, n = tonumber(ARGV[4]), tonumber(ARGV[5])\n"):
+    assert per_call in log, per_call
+    log = log.replace(per_call, "")
+open(sys.argv[2], "w").write("""#!lua name=limiter_measure
+local ARGV, key, now, longest, n, format, db
+""" + log + """
+redis.register_function('sliding_log', function(keys, args)
+  key, ARGV, db, format = keys[1], args, redis, string.format
+  if args[1] == '' then
+    local t = redis.call('TIME')
+    now = t[1] * 1000000 + t[2]
+  else
+    now = tonumber(args[1])
+  end
+  longest, n = tonumber(args[4]), tonumber(args[5])
+  return decide(tonumber(args[2]), true)
+end)
+""")
+EOF
+
+# Prints the instructions of a server that answered $2 calls of $1 over $3 keys.
+count() {
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  valgrind --tool=callgrind --callgrind-out-file="$out/cg" \
+    redis-server --port "$port" --save "" --appendonly no >/dev/null 2>&1 &
+  server=$!
+  until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.2; done
+  sha=$(redis-cli -p "$port" script load "$(cat "$out/eval.lua")")
+  empty=$(redis-cli -p "$port" script load "$(cat "$out/empty.lua")")
+  redis-cli -p "$port" function load "$(cat "$out/library.lua")" >/dev/null
+  case $1 in
+    empty) call="evalsha $empty" ;;
+    evalsha) call="evalsha $sha" ;;
+    fcall) call="fcall sliding_log" ;;
+  esac
+  # Both answer as the store reads a check: allowed, with each rule's count.
+  [ "$(redis-cli -p "$port" $call 1 probe "" 1 120000 120000000 2 10 60000000 20 120000000 | head -n 1)" = -1 ]
+  redis-benchmark -p "$port" -n "$2" -r "$3" -c 4 \
+    $call 1 key:__rand_int__ "" 1 120000 120000000 2 10 60000000 20 120000000 >/dev/null
+  redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
+  wait "$server" || true
+  callgrind_annotate "$out/cg" | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }'
+}
+
+echo "| sent as | a new key each call | 1,000 keys, each called again |"
+echo "|---|---:|---:|"
+for call in empty evalsha fcall; do
+  row="| $call |"
+  for keys in 100000 1000; do
+    small=$(count "$call" 5000 "$keys")
+    large=$(count "$call" 15000 "$keys")
+    row="$row $(( (large - small) / 10000 )) |"
+  done
+  echo "$row"
+done
