@@ -1,21 +1,27 @@
 #!/bin/sh
-# Redis's instructions per call of the default algorithm's check (the
+# Redis's instructions per decision of the default algorithm's check (the
 # sliding log of two rules, 10 per 60 s and 20 per 120 s; keys drawn from
-# 100,000, so nearly each call a new one, or from 1,000, each called again
-# while its entries last): sent as EVALSHA of the script the store runs, and
-# as FCALL of the same functions loaded once as a library (FUNCTION LOAD),
-# whose per-call values become the library's upvalues. redis-server runs
-# under callgrind for 5,000 and then 15,000 calls of redis-benchmark; the
-# difference over 10,000 is one call, start-up left out; beside them, an
-# EVALSHA of a script that does nothing. Deterministic where
-# Redis's microseconds per call on a shared VM are not. Run from the
-# workspace root. Needs valgrind, redis-server (redis-benchmark, redis-cli)
-# and python3.
+# 100,000, so nearly each a new one, or from 1,000, each checked again
+# while its entries last), as the call is sent: EVALSHA of the script the
+# store runs; FCALL of the same functions loaded once as a library
+# (FUNCTION LOAD), whose per-call values become the library's upvalues;
+# one EVALSHA deciding 16 distinct keys in turn; and an EVALSHA of a script
+# that does nothing. redis-server runs under callgrind for about 5,000 and
+# then 15,000 decisions from redis-benchmark -c 4 (312 and 936 calls of 16
+# keys); the difference in instructions over the difference in decisions
+# is one decision, start-up left out. Deterministic where Redis's
+# microseconds per call on a shared VM are not. About 2 minutes. Run from
+# the workspace root. Needs valgrind, redis-server (redis-benchmark,
+# redis-cli) and python3.
 set -eu
 scripts=limiter-redis/src/scripts
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
+# Several keys' checks in one call, each decided alone, one after another.
+{ printf '#!lua\n'; cat "$scripts/prelude.lua" "$scripts/sliding_log.lua"; printf '%s\n' \
+  'local replies = {}' 'for i = 1, #KEYS do' '  key = KEYS[i]' '  replies[i] = decide(cost, true)' 'end' 'return replies'
+} >"$out/batch.lua"
 # A script that does nothing with the same arguments: the cost of any call.
 printf '#!lua\nreturn { -1 }\n' >"$out/empty.lua"
 # The check as the store sends it: the shebang, the prelude, the log, the driver.
@@ -58,29 +64,34 @@ count() {
   until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.2; done
   sha=$(redis-cli -p "$port" script load "$(cat "$out/eval.lua")")
   empty=$(redis-cli -p "$port" script load "$(cat "$out/empty.lua")")
+  batch=$(redis-cli -p "$port" script load "$(cat "$out/batch.lua")")
   redis-cli -p "$port" function load "$(cat "$out/library.lua")" >/dev/null
+  keys="1 key:__rand_int__"
   case $1 in
     empty) call="evalsha $empty" ;;
     evalsha) call="evalsha $sha" ;;
     fcall) call="fcall sliding_log" ;;
+    batch) call="evalsha $batch" keys="16$(printf ' key:__rand_int__%.0s' $(seq 16))" ;;
   esac
-  # Both answer as the store reads a check: allowed, with each rule's count.
+  # Each answers as the store reads a check: allowed, with each rule's count.
   [ "$(redis-cli -p "$port" $call 1 probe "" 1 120000 120000000 2 10 60000000 20 120000000 | head -n 1)" = -1 ]
   redis-benchmark -p "$port" -n "$2" -r "$3" -c 4 \
-    $call 1 key:__rand_int__ "" 1 120000 120000000 2 10 60000000 20 120000000 >/dev/null
+    $call $keys "" 1 120000 120000000 2 10 60000000 20 120000000 >/dev/null
   redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
   wait "$server" || true
   callgrind_annotate "$out/cg" | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }'
 }
 
-echo "| sent as | a new key each call | 1,000 keys, each called again |"
-echo "|---|---:|---:|"
-for call in empty evalsha fcall; do
-  row="| $call |"
+echo "| sent as | decisions a call | per decision, a new key each | 1,000 keys, each checked again |"
+echo "|---|---:|---:|---:|"
+for call in empty evalsha fcall batch; do
+  decisions=1 calls=5000
+  [ "$call" = batch ] && decisions=16 calls=312
+  row="| $call | $decisions |"
   for keys in 100000 1000; do
-    small=$(count "$call" 5000 "$keys")
-    large=$(count "$call" 15000 "$keys")
-    row="$row $(( (large - small) / 10000 )) |"
+    small=$(count "$call" "$calls" "$keys")
+    large=$(count "$call" $((3 * calls)) "$keys")
+    row="$row $(( (large - small) / (2 * calls) / decisions )) |"
   done
   echo "$row"
 done
