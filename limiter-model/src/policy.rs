@@ -188,6 +188,9 @@ pub struct Policy {
     kind: Kind,
     cost: u64,
     len: u8,
+    /// The index of the first rule with the longest window, which the
+    /// sliding log reads on every check.
+    longest: u8,
     rules: [Rule; MAX_RULES],
     /// The hot-key mode (see [`HotKey`]), set in `hot/mode.rs`.
     pub(crate) hot: Option<HotKey>,
@@ -306,6 +309,7 @@ impl Policy {
             kind,
             cost: 1,
             len: rules.len() as u8,
+            longest: longest_index(rules),
             rules: inline,
             hot: None,
             on_store_error: None,
@@ -340,6 +344,7 @@ impl Policy {
         }
         self.rules[len] = rule;
         self.len += 1;
+        self.longest = longest_index(self.rules());
         self.validate_cost(self.cost)?;
         Ok(self)
     }
@@ -390,6 +395,13 @@ impl Policy {
     /// The cost of one request (1 unless set with [`with_cost`](Self::with_cost)).
     pub const fn cost(&self) -> u64 {
         self.cost
+    }
+
+    /// The longest of the rules' windows, in µs: how long a sliding log's
+    /// entry counts at all.
+    #[inline]
+    pub fn longest_window_us(&self) -> u64 {
+        self.rules[usize::from(self.longest) % MAX_RULES].window_us()
     }
 
     /// The quotas this policy enforces, one per `RateLimit` header item.
@@ -661,6 +673,17 @@ const fn gcd(mut a: u64, mut b: u64) -> u64 {
     a
 }
 
+/// The index of the first of `rules` with the longest window.
+fn longest_index(rules: &[Rule]) -> u8 {
+    let mut longest = 0;
+    for (i, rule) in rules.iter().enumerate() {
+        if rule.window_us() > rules[longest].window_us() {
+            longest = i;
+        }
+    }
+    longest as u8
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -795,5 +818,22 @@ mod tests {
         assert_eq!(bucket.rules(), [rule(10, 10)]);
         let gcra = Policy::gcra(Rate::new(100, Duration::from_secs(60)).unwrap(), 20).unwrap();
         assert_eq!(gcra.rules(), [rule(20, 12)]);
+    }
+
+    #[test]
+    fn the_longest_window_is_kept_as_rules_are_added() {
+        let log = Policy::sliding_log([rule(10, 60), rule(20, 120), rule(5, 120)]).unwrap();
+        assert_eq!(log.longest_window_us(), 120_000_000);
+        let longer = log
+            .clone()
+            .with_prevent_duplicate(Duration::from_secs(300))
+            .unwrap();
+        assert_eq!(longer.longest_window_us(), 300_000_000);
+        let shorter = log.with_prevent_duplicate(Duration::from_secs(1)).unwrap();
+        assert_eq!(shorter.longest_window_us(), 120_000_000);
+        assert_eq!(
+            Policy::fixed_window(rule(3, 7)).longest_window_us(),
+            7_000_000
+        );
     }
 }

@@ -310,7 +310,13 @@ impl<C: Clock> MemoryStore<C> {
                 |log: &mut Option<Log>| {
                     record.run(log, |log| {
                         let entries = log.get_or_insert_with(Log::new);
-                        let decision = sliding_log::check(entries, policy.rules(), now, cost);
+                        let decision = sliding_log::check_within(
+                            entries,
+                            policy.rules(),
+                            policy.longest_window_us(),
+                            now,
+                            cost,
+                        );
                         if entries.is_empty() {
                             *log = None;
                         }

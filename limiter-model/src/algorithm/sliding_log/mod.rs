@@ -19,9 +19,22 @@ pub use entries::Log;
 
 /// Checks (and on success records) a request of `cost` at `now`.
 pub fn check(log: &mut Log, rules: &[Rule], now: Micros, cost: u64) -> Decision {
+    check_within(log, rules, longest_window_us(rules), now, cost)
+}
+
+/// [`check`] given the rules' longest window (as
+/// [`Policy::longest_window_us`](crate::Policy::longest_window_us) keeps it).
+#[inline]
+pub fn check_within(
+    log: &mut Log,
+    rules: &[Rule],
+    longest: Micros,
+    now: Micros,
+    cost: u64,
+) -> Decision {
+    debug_assert_eq!(longest, longest_window_us(rules));
     // Entries at or before `now - longest` are outside every window. Only
     // the front of the log is read: usually none or one entry leaves.
-    let longest = longest_window_us(rules);
     if let Some(expired_before) = now.checked_sub(longest) {
         log.expire(expired_before);
     }
