@@ -2,7 +2,8 @@
 //! refused before it runs (`OOM`), the store answers an error of kind
 //! `oom`, `Guarded` decides by its failure policy, and Redis holds not one
 //! key more. The instances' reports (top offenders across instances) stay
-//! readable: that script only reads.
+//! readable: that script only reads; the reports past their time leave at
+//! the next publication, so a board holds only the live ones.
 
 use std::time::Duration;
 
@@ -134,4 +135,37 @@ async fn over_maxmemory_the_instances_reports_stay_readable() {
     let refused = reports.publish_report("board", "c", "c's", ttl).await;
     assert_eq!(refused.unwrap_err().kind(), "oom");
     assert_eq!(reports.reports("board").await.unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn a_board_holds_only_the_live_reports() {
+    let server = RedisServer::start();
+    let store = limiter_tests::at::At::redis(&server.url(), limiter_tests::at::patient()).await;
+    let reports = store.as_shared_control().unwrap();
+    let second = 1_000_000;
+    let t0 = 1_750_000_000 * second;
+    let ttl = Duration::from_secs(60);
+    // Instances that came and went: each published once, within a minute.
+    for instance in 0..20 {
+        store.now(t0 + instance * second);
+        let name = format!("gone-{instance}");
+        reports
+            .publish_report("board", &name, "counts", ttl)
+            .await
+            .unwrap();
+    }
+    let held = || server.command(&["HLEN", "{limiter:resets}:reports:board"]);
+    assert_eq!(held().trim(), "20");
+    // Past their time, they are read as gone, and still held...
+    store.now(t0 + 100 * second);
+    assert!(reports.reports("board").await.unwrap().is_empty());
+    assert_eq!(held().trim(), "20");
+    // ...until the next publication, which leaves the live ones only.
+    reports
+        .publish_report("board", "live", "counts", ttl)
+        .await
+        .unwrap();
+    assert_eq!(held().trim(), "1");
+    let read = reports.reports("board").await.unwrap();
+    assert_eq!((read.len(), &*read[0].instance), (1, "live"));
 }
