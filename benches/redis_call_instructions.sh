@@ -18,10 +18,10 @@ scripts=limiter-redis/src/scripts
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-# Several keys' checks in one call, each decided alone, one after another.
-{ printf '#!lua\n'; cat "$scripts/prelude.lua" "$scripts/sliding_log.lua"; printf '%s\n' \
-  'local replies = {}' 'for i = 1, #KEYS do' '  key = KEYS[i]' '  replies[i] = decide(cost, true)' 'end' 'return replies'
-} >"$out/batch.lua"
+# Several keys' checks in one call, each decided alone, one after another,
+# as the store sends the checks of other keys meeting a call in flight.
+{ printf '#!lua\n'; cat "$scripts/prelude.lua" "$scripts/sliding_log.lua" "$scripts/sliding_log_keys.lua" \
+  "$scripts/keys.lua"; } >"$out/batch.lua"
 # A script that does nothing with the same arguments: the cost of any call.
 printf '#!lua\nreturn { -1 }\n' >"$out/empty.lua"
 # The check as the store sends it: the shebang, the prelude, the log, the driver.

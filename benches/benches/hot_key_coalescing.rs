@@ -1,8 +1,9 @@
 //! Hot keys: decisions per second and Redis calls per decision of the Redis
 //! store with its checks coalesced (the default) and direct
-//! (`RedisConfig::coalesce(false)`), on one hot key and on 100,000 keys
-//! (a token bucket that never denies), and on one key flooded far over a
-//! sliding log's limit, on a standalone Redis and a 3-master cluster.
+//! (`RedisConfig::coalesce(false)`), on one hot key (a token bucket that
+//! never denies) and on one key flooded far over a sliding log's limit, on
+//! a standalone Redis and a 3-master cluster (many distinct keys:
+//! `distinct_keys.rs`).
 //!
 //! Two instances (two `RedisStore`s, each on connections of its own) run 64
 //! tasks each, checking as fast as they can. Redis calls are read from
@@ -16,16 +17,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use limiter_benches::{evalsha_field, process_cpu_us, thousands};
+use limiter_benches::redis_stats::{admins, evalsha_stats, reset};
+use limiter_benches::{process_cpu_us, redis_instances, thousands};
 use limiter_core::{Policy, Rate, Rule, Store};
-use limiter_redis::{RedisConfig, RedisStore};
+use limiter_redis::RedisStore;
 use limiter_tests::{RedisCluster, RedisServer};
 use redis::aio::MultiplexedConnection;
 
 const INSTANCES: usize = 2;
 const TASKS_PER_INSTANCE: usize = 64;
-/// The spread load's keys.
-const KEYS: usize = 100_000;
 /// Unmeasured run of each side before the measurement.
 const WARM_UP: Duration = Duration::from_millis(500);
 /// Each side is measured for `SLICES` slices of `SLICE`, alternating which
@@ -37,8 +37,6 @@ const SLICES: usize = 16;
 enum Load {
     /// Every check on one key.
     Hot,
-    /// Each task cycles through its share of `KEYS` keys.
-    Spread,
     /// Every check on one key under a sliding log of two rules, far over
     /// its limit: a flood of one client (nearly every check denied).
     Flood,
@@ -92,23 +90,6 @@ fn policy(load: Load) -> Policy {
     Policy::token_bucket(Rate::per_second(1).expect("a rate"), 1 << 30).expect("a policy")
 }
 
-/// `INSTANCES` stores on connections of their own.
-async fn instances(seeds: &[String], cluster: bool, coalesce: bool) -> Vec<RedisStore> {
-    let config = RedisConfig::new()
-        .response_timeout(Duration::from_secs(5))
-        .coalesce(coalesce);
-    let mut stores = Vec::new();
-    for _ in 0..INSTANCES {
-        let store = if cluster {
-            RedisStore::connect_cluster(seeds.iter().map(String::as_str), config.clone()).await
-        } else {
-            RedisStore::connect_with(&seeds[0], config.clone()).await
-        };
-        stores.push(store.expect("connect the store"));
-    }
-    stores
-}
-
 /// Runs every task for `duration`; returns the decisions made and the time
 /// until the last check in flight returned.
 async fn run(stores: &[RedisStore], load: Load, duration: Duration) -> (u64, Duration) {
@@ -122,13 +103,9 @@ async fn run(stores: &[RedisStore], load: Load, duration: Duration) -> (u64, Dur
             let (policy, stop) = (Arc::clone(&policy), Arc::clone(&stop));
             tokio::spawn(async move {
                 let mut done = 0u64;
-                let mut key = String::from(if load == Load::Flood { "flood" } else { "hot" });
+                let key = if load == Load::Flood { "flood" } else { "hot" };
                 while !stop.load(Ordering::Relaxed) {
-                    if load == Load::Spread {
-                        let n = (task + tasks * done as usize) % KEYS;
-                        key = format!("spread:{n}");
-                    }
-                    let decision = store.check(&key, &policy, 1).await;
+                    let decision = store.check(key, &policy, 1).await;
                     let allowed = decision.expect("a decision").allowed();
                     assert!(allowed || load == Load::Flood, "the bucket never denies");
                     done += 1;
@@ -144,36 +121,6 @@ async fn run(stores: &[RedisStore], load: Load, duration: Duration) -> (u64, Dur
         decisions += handle.await.expect("a benchmark task");
     }
     (decisions, start.elapsed())
-}
-
-/// `CONFIG RESETSTAT` on every node.
-async fn reset(admins: &mut [MultiplexedConnection]) {
-    for admin in admins {
-        let _: () = redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .query_async(admin)
-            .await
-            .expect("CONFIG RESETSTAT");
-    }
-}
-
-/// EVALSHA calls and the microseconds they took since the last reset,
-/// over every node.
-async fn evalsha_stats(admins: &mut [MultiplexedConnection]) -> (u64, u64) {
-    let (mut calls, mut usec) = (0, 0);
-    for admin in admins {
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query_async(admin)
-            .await
-            .expect("INFO commandstats");
-        let field = |name: &str| -> u64 {
-            evalsha_field(&info, name).map_or(0, |value| value.parse().expect("a count"))
-        };
-        calls += field("calls");
-        usec += field("usec");
-    }
-    (calls, usec)
 }
 
 async fn measure(
@@ -201,8 +148,8 @@ async fn compare(
     load: Load,
     admins: &mut [MultiplexedConnection],
 ) -> (Tally, Tally) {
-    let direct = instances(seeds, cluster, false).await;
-    let coalesced = instances(seeds, cluster, true).await;
+    let direct = redis_instances(seeds, cluster, false, INSTANCES).await;
+    let coalesced = redis_instances(seeds, cluster, true, INSTANCES).await;
     run(&direct, load, WARM_UP).await;
     run(&coalesced, load, WARM_UP).await;
     let (mut d, mut c) = (Tally::default(), Tally::default());
@@ -216,20 +163,6 @@ async fn compare(
         }
     }
     (d, c)
-}
-
-async fn admins(urls: &[String]) -> Vec<MultiplexedConnection> {
-    let mut admins = Vec::new();
-    for url in urls {
-        let client = redis::Client::open(url.as_str()).expect("a URL");
-        admins.push(
-            client
-                .get_multiplexed_async_connection()
-                .await
-                .expect("connect redis-rs"),
-        );
-    }
-    admins
 }
 
 /// The median of coalesced / direct over the pairs of slices run side by
@@ -277,7 +210,6 @@ async fn main() {
         let mut admins = admins(&urls).await;
         let loads = [
             (Load::Hot, "1 (hot)"),
-            (Load::Spread, "100,000"),
             (Load::Flood, "1 (hot), sliding log over its limit"),
         ];
         for (load, keys) in loads {
@@ -310,7 +242,7 @@ async fn client_only() {
         .and_then(|seconds| seconds.parse().ok())
         .unwrap_or(4);
     let server = RedisServer::start();
-    let coalesced = instances(&[server.url()], false, true).await;
+    let coalesced = redis_instances(&[server.url()], false, true, INSTANCES).await;
     let (decisions, elapsed) = run(&coalesced, Load::Hot, Duration::from_secs(seconds)).await;
     let calls = evalsha_stats(&mut admins(&[server.url()]).await).await.0;
     println!("{decisions} decisions, {calls} Redis calls in {elapsed:?}");

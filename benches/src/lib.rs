@@ -6,6 +6,7 @@ use tower_governor::GovernorLayer;
 use tower_governor::governor::GovernorConfigBuilder;
 
 pub mod evalsha;
+pub mod redis_stats;
 
 /// `route` at `/` behind tower_governor with room for everything (one
 /// request a nanosecond, a burst of `u32::MAX`): first with its default of
@@ -119,4 +120,29 @@ pub fn thousands(x: f64) -> String {
         out.push(c);
     }
     out
+}
+
+/// `count` Redis stores at `urls` (a cluster's seeds when `cluster`), each
+/// on connections of its own, as instances of a service are; checks that
+/// meet a call in flight batched or not (`coalesce`).
+pub async fn redis_instances(
+    urls: &[String],
+    cluster: bool,
+    coalesce: bool,
+    count: usize,
+) -> Vec<limiter_redis::RedisStore> {
+    use limiter_redis::{RedisConfig, RedisStore};
+    let config = RedisConfig::new()
+        .response_timeout(std::time::Duration::from_secs(5))
+        .coalesce(coalesce);
+    let mut stores = Vec::new();
+    for _ in 0..count {
+        let store = if cluster {
+            RedisStore::connect_cluster(urls.iter().map(String::as_str), config.clone()).await
+        } else {
+            RedisStore::connect_with(&urls[0], config.clone()).await
+        };
+        stores.push(store.expect("connect the store"));
+    }
+    stores
 }

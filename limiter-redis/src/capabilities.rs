@@ -343,6 +343,22 @@ impl RedisStore {
         super::check::decide_batch(self, key, policy, costs, now, deadline).await
     }
 
+    /// Checks a request of `cost` on each of `keys` in one call of the
+    /// script of several keys, as checks of other keys meeting a call in
+    /// flight are: for tests that compare it with as many checks one after
+    /// another.
+    #[cfg(feature = "test-util")]
+    pub async fn check_keys(
+        &self,
+        keys: &[&str],
+        policy: &Policy,
+        cost: u64,
+    ) -> Result<Vec<Decision>, Error> {
+        policy.validate_cost(cost)?;
+        let (now, deadline) = (self.test_now(), self.deadline());
+        super::check::decide_keys(self, keys, policy, cost, now, deadline).await
+    }
+
     /// Tells every instance using this Redis that `key` was reset, without
     /// touching the key: for a store built on this crate whose state of the
     /// key this store does not hold (the regional store resets its own

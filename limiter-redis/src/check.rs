@@ -1,5 +1,6 @@
-//! A check's way to Redis: one script call, deciding one request or a
-//! coalesced batch of them, within the response timeout as a whole.
+//! A check's way to Redis: one script call, deciding one request, a
+//! coalesced batch of them, or the requests of several keys, within the
+//! response timeout as a whole.
 
 use redis::Cmd;
 use tokio::time::Instant;
@@ -42,8 +43,34 @@ pub(crate) async fn decide_batch(
 ) -> Result<Vec<Decision>, Error> {
     let lua = batch::lua(policy.algorithm());
     let call = batch::evalsha(key, policy, costs, now);
-    let reply = script_until(store, lua, &call, costs.len(), until).await?;
+    let reply: Vec<i64> = script_until(store, lua, &call, costs.len(), until).await?;
     batch::parse_reply(&reply, policy, costs)
+}
+
+/// A request of `cost` on each of `keys`, in this order, in one call of the
+/// algorithm's script of several keys, answered by `until` (the latest of
+/// its callers' deadlines) or abandoned.
+pub(crate) async fn decide_keys(
+    store: &RedisStore,
+    keys: &[&str],
+    policy: &Policy,
+    cost: u64,
+    now: Option<u64>,
+    until: Instant,
+) -> Result<Vec<Decision>, Error> {
+    let lua = scripts::sources::keys(policy.algorithm());
+    let call = scripts::evalsha_keys(lua, keys, policy, cost, now);
+    let replies: Vec<Vec<i64>> = script_until(store, lua, &call, keys.len(), until).await?;
+    if replies.len() != keys.len() {
+        return Err(Error::Protocol(format!(
+            "{} replies to the checks of {} keys",
+            replies.len(),
+            keys.len()
+        )));
+    }
+    (replies.iter())
+        .map(|reply| scripts::parse_reply(reply, policy, cost))
+        .collect()
 }
 
 /// Runs `call` (deciding `decisions` requests) within the response
@@ -60,13 +87,13 @@ pub(crate) async fn script(
 }
 
 /// [`script`](Self::script), answered by `until` or abandoned.
-pub(crate) async fn script_until(
+pub(crate) async fn script_until<T: redis::FromRedisValue>(
     store: &RedisStore,
     lua: &Lua,
     call: &Cmd,
     decisions: usize,
     until: Instant,
-) -> Result<Vec<i64>, Error> {
+) -> Result<T, Error> {
     metrics::counter!(CALLS).increment(1);
     metrics::histogram!(BATCH_SIZE).record(decisions as f64);
     store.bounded_call_until(lua, call, until).await

@@ -26,9 +26,9 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::link::lock;
-use super::queue::{Queue, Waiter};
+use super::queue::{self, Queue, Waiter};
 use super::subscription;
-use super::{RedisStore, check};
+use super::{RedisStore, check, node_batch};
 use limiter_core::Decision;
 use limiter_core::Error;
 use limiter_core::Policy;
@@ -86,17 +86,10 @@ pub(super) async fn check(
                 now,
                 id,
             };
-            check::decide_one(store, key, policy, cost, now).await
+            node_batch::decide(store, key, policy, cost, now).await
         }
-        // Answered by its deadline by the batches' task (`Batches::send`).
-        Err((receiver, false)) => receiver.await.unwrap_or_else(|_| Err(abandoned())),
-        Err((receiver, true)) => {
-            let timeout = store.inner.config.response_timeout;
-            match tokio::time::timeout(timeout, receiver).await {
-                Ok(Ok(decision)) => decision,
-                Ok(Err(_)) => Err(abandoned()),
-                Err(_) => Err(Error::Timeout(timeout)),
-            }
+        Err((receiver, own_timer)) => {
+            queue::answer_of(receiver, own_timer, store.inner.config.response_timeout).await
         }
     }
 }
@@ -177,52 +170,13 @@ impl Batches {
         let Some(last) = batch.iter().map(|waiter| waiter.deadline).max() else {
             return;
         };
-        let mut answers: Vec<_> = batch
+        let answers = batch
             .into_iter()
-            .map(|waiter| Some((waiter.deadline, waiter.answer)))
+            .map(|waiter| (waiter.deadline, waiter.answer))
             .collect();
         let call =
             check::decide_batch(&self.store, &self.key, &self.policy, &costs, self.now, last);
-        tokio::pin!(call);
-        let decided = loop {
-            // Every caller timed out: the call is abandoned in flight.
-            let Some(next) = answers
-                .iter()
-                .flatten()
-                .map(|(deadline, _)| *deadline)
-                .min()
-            else {
-                return;
-            };
-            tokio::select! {
-                biased;
-                decided = &mut call => break decided,
-                () = tokio::time::sleep_until(next) => {
-                    let now = Instant::now();
-                    let timeout = self.store.inner.config.response_timeout;
-                    for answer in &mut answers {
-                        if let Some((_, late)) = answer.take_if(|(deadline, _)| *deadline <= now) {
-                            let _ = late.send(Err(Error::Timeout(timeout)));
-                        }
-                    }
-                }
-            }
-        };
-        let waiting = answers.into_iter().map(|answer| answer.map(|(_, to)| to));
-        match decided {
-            Ok(decisions) => {
-                for (answer, decision) in waiting.zip(decisions) {
-                    if let Some(answer) = answer {
-                        let _ = answer.send(Ok(decision));
-                    }
-                }
-            }
-            Err(error) => {
-                for answer in waiting.flatten() {
-                    let _ = answer.send(Err(error.clone()));
-                }
-            }
-        }
+        queue::answer_by_deadlines(call, answers, self.store.inner.config.response_timeout).await;
     }
 }
 
@@ -256,13 +210,6 @@ fn next(store: &RedisStore, key: &str, id: u64) -> Option<Vec<Waiter>> {
     }
     list[index].in_task = true;
     Some(std::mem::take(&mut list[index].waiting))
-}
-
-fn abandoned() -> Error {
-    crate::redis_error(redis::RedisError::from(std::io::Error::new(
-        std::io::ErrorKind::ConnectionAborted,
-        "the coalesced call was abandoned",
-    )))
 }
 
 /// One check: coalesced with the checks of the same key and policy in

@@ -1,5 +1,5 @@
 //! How the Redis store connects, how long it waits, and whether it
-//! coalesces.
+//! batches checks that meet a call in flight.
 
 use std::time::Duration;
 
@@ -30,8 +30,8 @@ impl Default for RedisConfig {
 }
 
 impl RedisConfig {
-    /// The default: 50 ms per call, 500 ms to connect, checks of a key
-    /// coalesced, at most
+    /// The default: 50 ms per call, 500 ms to connect, checks meeting a
+    /// call in flight batched ([`coalesce`](Self::coalesce)), at most
     /// [`DEFAULT_MAX_PENALTY_BLOCKS`](limiter_core::DEFAULT_MAX_PENALTY_BLOCKS)
     /// penalty blocks.
     pub fn new() -> Self {
@@ -65,12 +65,20 @@ impl RedisConfig {
         self
     }
 
-    /// Whether checks of one key are coalesced (the default): while a call
-    /// for a key is in flight, this process's further checks of that key
-    /// under the same policy wait and go together in the next call, which
-    /// decides each exactly as if they had come one after another. A hot
-    /// key then costs Redis one call per round trip rather than one per
-    /// check. `false` sends every check in a call of its own.
+    /// Whether checks that meet a call in flight wait for the next call
+    /// (the default), which decides each exactly as if they had come one
+    /// after another:
+    /// - checks of one key: while a call for a key is in flight, this
+    ///   process's further checks of that key under the same policy go
+    ///   together in the next call. A hot key then costs Redis one call per
+    ///   round trip rather than one per check;
+    /// - checks of other keys, on a standalone Redis or behind Sentinel:
+    ///   while a check's call is in flight, the first checks of other keys
+    ///   go together in the next call, one for each policy among them. Many
+    ///   distinct keys then cost Redis a call's fixed part once a batch.
+    ///
+    /// A check that meets no call in flight sends its own at once. `false`
+    /// sends every check in a call of its own.
     ///
     /// ```
     /// use limiter_redis::RedisConfig;

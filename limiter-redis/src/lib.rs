@@ -44,6 +44,7 @@ mod lease;
 mod link;
 pub mod lua;
 mod multiplexed;
+mod node_batch;
 mod notice;
 mod overrides;
 mod permits;

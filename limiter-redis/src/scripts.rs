@@ -19,7 +19,8 @@
 //!   `peek.lua` (a check without its writes, every call of Redis through a
 //!   guard that lets only reads of the given keys through),
 //!   `hash_batch.lua` and `sliding_log_batch.lua` (coalesced checks,
-//!   `batch.rs`).
+//!   `batch.rs`), `keys.lua` and `sliding_log_keys.lua` (checks of several
+//!   keys, `node_batch.rs`).
 //!
 //! No file opens a block another closes, nor uses another's locals but
 //! those it defines at its top level: each compiles on its own.
@@ -177,7 +178,29 @@ pub(crate) fn evalsha_of(
     cost: impl redis::ToRedisArgs,
     now: Option<u64>,
 ) -> Cmd {
-    let mut cmd = lua.call(key);
+    with_arguments(lua.call(key), policy, cost, now)
+}
+
+/// `EVALSHA {sha} {n} {keys...} {now} {cost} {parameters...}`: a call of
+/// `lua` checking each of `keys` (`sources::keys`).
+pub(crate) fn evalsha_keys(
+    lua: &Lua,
+    keys: &[&str],
+    policy: &Policy,
+    cost: u64,
+    now: Option<u64>,
+) -> Cmd {
+    with_arguments(lua.call_keys(keys), policy, cost, now)
+}
+
+/// `cmd` followed by a check's arguments: the time, the cost, the policy's
+/// parameters.
+fn with_arguments(
+    mut cmd: Cmd,
+    policy: &Policy,
+    cost: impl redis::ToRedisArgs,
+    now: Option<u64>,
+) -> Cmd {
     match now {
         Some(now) => cmd.arg(now),
         None => cmd.arg(""),

@@ -15,6 +15,7 @@ use crate::announcer::Announcer;
 use crate::cluster;
 use crate::config::RedisConfig;
 use crate::link::Link;
+use crate::node_batch;
 use crate::primary::{Locator, Primary};
 use crate::queue;
 use crate::redis_error;
@@ -29,9 +30,10 @@ use limiter_core::Error;
 /// One multiplexed connection carries all checks (clones share it); when it
 /// breaks, or leads to a node that is no longer the primary, the next call
 /// connects afresh. Every call keeps [`RedisConfig::response_timeout`], the
-/// connection included. Time is the Redis server's. Checks of one key that
-/// meet in flight are coalesced into one call, with the same decisions
-/// ([`RedisConfig::coalesce`]).
+/// connection included. Time is the Redis server's. Checks that meet a
+/// call in flight go together in the next call, with the same decisions:
+/// those of one key, and on a standalone Redis or behind Sentinel those of
+/// other keys ([`RedisConfig::coalesce`]).
 ///
 /// ```no_run
 /// use limiter_core::Limiter;
@@ -62,8 +64,10 @@ pub struct RedisStore {
 pub(crate) struct Inner {
     pub(crate) backend: Backend,
     pub(crate) config: RedisConfig,
-    /// The checks waiting for a call in flight (coalescing).
+    /// The checks waiting for their key's call in flight (coalescing).
     pub(crate) pending: queue::Pending,
+    /// The checks of other keys waiting for the call in flight.
+    pub(crate) gathering: node_batch::Gathering,
     /// Resets announced to every instance, and this one's subscription.
     pub(crate) announcer: Announcer,
     /// The blocks, plan assignments and live overrides, as this instance
@@ -230,6 +234,7 @@ impl RedisStore {
                 backend,
                 config,
                 pending: queue::Pending::default(),
+                gathering: node_batch::Gathering::default(),
                 announcer: Announcer::default(),
                 tables,
             }),

@@ -108,6 +108,18 @@ impl At<RedisStore> {
         self.now(now).check_batch(key, policy, costs).await
     }
 
+    /// Checks `keys` (one request of `cost` each, in order) at `now` µs in
+    /// one call of the script of several keys.
+    pub async fn check_keys_at(
+        &self,
+        keys: &[&str],
+        policy: &Policy,
+        cost: u64,
+        now: u64,
+    ) -> Result<Vec<Decision>, Error> {
+        self.now(now).check_keys(keys, policy, cost).await
+    }
+
     /// Takes a permit at `now` µs (not renewed).
     pub async fn acquire_permit_at(
         &self,

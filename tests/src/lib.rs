@@ -655,3 +655,18 @@ pub fn metrics_snapshotter() -> &'static metrics_util::debugging::Snapshotter {
         snapshotter
     })
 }
+
+/// Runs `test` on a runtime of this thread alone, whose every task records
+/// its metrics to a recorder of the test's own, read through the
+/// snapshotter `test` is given: the binary's other tests record too.
+pub fn with_own_recorder<F: std::future::Future<Output = ()>>(
+    test: impl FnOnce(metrics_util::debugging::Snapshotter) -> F,
+) {
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    metrics::with_local_recorder(&recorder, || runtime.block_on(test(snapshotter)));
+}

@@ -7,7 +7,7 @@
 -- it makes more quota available) }.
 local function decide(cost, writes)
   if read_state() and writes then
-    db.call('DEL', KEYS[1])
+    db.call('DEL', key)
   end
   local reply = { answer(cost, step(cost)) }
   if writes and reply[1] == 1 then

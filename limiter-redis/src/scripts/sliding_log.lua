@@ -30,6 +30,11 @@
 local key = KEYS[1]
 local format = string.format
 local longest, n = tonumber(ARGV[4]), tonumber(ARGV[5])
+-- Set by a call of several keys (`sliding_log_keys.lua`), which formats
+-- them once for all: each rule's window's lower bound at now (`[i]`), the
+-- trim's bound (`trim`) and now (`now`), as text. A call of one key formats
+-- each where it needs it: making them all would cost it more.
+local texts
 
 -- Opens the log and counts each rule's window for a request of `cost`. A
 -- check (`writes`) first trims what every window has left, and deletes a
@@ -51,7 +56,8 @@ local function count(cost, writes)
       total = db.call('ZCOUNT', key, trimmed, '+inf')
     end
   elseif now >= longest then
-    if type(db.pcall('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - longest))) == 'table' then
+    local trim = texts and texts.trim or format('%d', now - longest)
+    if type(db.pcall('ZREMRANGEBYSCORE', key, '-inf', trim)) == 'table' then
       db.call('DEL', key)
     end
     total = db.call('ZCARD', key)
@@ -71,14 +77,18 @@ local function count(cost, writes)
     -- stepped back) count too, which keeps the limit exact either way.
     local counted, after = total, nil
     if window < longest then
-      after = format('(%d', now - window)
-      counted = absent and 0 or db.call('ZCOUNT', key, after, '+inf')
-      counted = counted > 0 and counted - 1 or 0
+      after = texts and texts[i] or format('(%d', now - window)
+      -- A shorter window holds no more than the longest: an empty log (a
+      -- key's first check) needs no count of it.
+      if total > 0 then
+        counted = db.call('ZCOUNT', key, after, '+inf')
+        counted = counted > 0 and counted - 1 or 0
+      end
     end
     reply[3 + i], afters[i] = counted, after
     if counted + cost > limit then
       -- Passes once the oldest `excess` entries have left; the last of them decides.
-      after = after or format('(%d', now - window)
+      after = after or texts and texts[i] or format('(%d', now - window)
       local blocking = absent and {} or db.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES',
         'LIMIT', format('%d', counted + cost - limit - 1), 1)
       local wait = tonumber(blocking[2]) + window - now
@@ -98,7 +108,7 @@ end
 -- reply is cost + 1 exactly when the log held nothing at or after now.
 -- Answers the newest entry's time when it did (nil otherwise).
 local function record(cost)
-  local at = format('%d', now)
+  local at = texts and texts.now or format('%d', now)
   local changed
   if cost == 1 then
     changed = db.call('ZADD', key, 'GT', 'CH', at, '~', at, at .. '-0')

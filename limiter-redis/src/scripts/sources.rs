@@ -48,12 +48,13 @@ macro_rules! hash_batch {
 }
 
 /// An algorithm's scripts: its check, its peek, its batch of coalesced
-/// checks, and its check counted by outcome (none for the meters, which
-/// do not count by outcome).
+/// checks, its checks of several keys, and its check counted by outcome
+/// (none for the meters, which do not count by outcome).
 pub(super) struct Scripts {
     single: Lua,
     peek: Lua,
     batch: Lua,
+    keys: Lua,
     receipted: Option<Lua>,
 }
 
@@ -61,24 +62,33 @@ static SLIDING_LOG: Scripts = Scripts {
     single: sliding_log!("single.lua"),
     peek: sliding_log!("peek.lua"),
     batch: sliding_log!("sliding_log_batch.lua"),
+    keys: script!(
+        "prelude.lua",
+        "sliding_log.lua",
+        "sliding_log_keys.lua",
+        "keys.lua"
+    ),
     receipted: Some(sliding_log!("receipted.lua")),
 };
 static FIXED_WINDOW: Scripts = Scripts {
     single: hashed!("fixed_window.lua", "single.lua"),
     peek: hashed!("fixed_window.lua", "peek.lua"),
     batch: hash_batch!("fixed_window.lua"),
+    keys: hashed!("fixed_window.lua", "keys.lua"),
     receipted: Some(hashed!("fixed_window.lua", "receipted.lua")),
 };
 static SLIDING_WINDOW: Scripts = Scripts {
     single: hashed!("sliding_window.lua", "single.lua"),
     peek: hashed!("sliding_window.lua", "peek.lua"),
     batch: hash_batch!("sliding_window.lua"),
+    keys: hashed!("sliding_window.lua", "keys.lua"),
     receipted: Some(hashed!("sliding_window.lua", "receipted.lua")),
 };
 static METER: Scripts = Scripts {
     single: hashed!("meter.lua", "single.lua"),
     peek: hashed!("meter.lua", "peek.lua"),
     batch: hash_batch!("meter.lua"),
+    keys: hashed!("meter.lua", "keys.lua"),
     receipted: None,
 };
 
@@ -104,6 +114,11 @@ pub(crate) fn peek(algorithm: Algorithm) -> &'static Lua {
 /// The batch of `algorithm` (`batch.rs`).
 pub(crate) fn batch(algorithm: Algorithm) -> &'static Lua {
     &of(algorithm).batch
+}
+
+/// The checks of several keys under `algorithm` (`node_batch.rs`).
+pub(crate) fn keys(algorithm: Algorithm) -> &'static Lua {
+    &of(algorithm).keys
 }
 
 /// The check of `algorithm` that answers the time it recorded at
@@ -147,6 +162,7 @@ pub(crate) const FILES: &[(&str, &str)] = &{
         "hash_batch.lua",
         "hash_decide.lua",
         "helpers.lua",
+        "keys.lua",
         "lease.lua",
         "meter.lua",
         "override.lua",
@@ -164,6 +180,7 @@ pub(crate) const FILES: &[(&str, &str)] = &{
         "single.lua",
         "sliding_log.lua",
         "sliding_log_batch.lua",
+        "sliding_log_keys.lua",
         "sliding_window.lua",
         "unblock.lua",
     )
@@ -183,6 +200,7 @@ pub(crate) fn all() -> Vec<(String, &'static Lua)> {
         all.push((format!("{name} single"), &scripts.single));
         all.push((format!("{name} peek"), &scripts.peek));
         all.push((format!("{name} batch"), &scripts.batch));
+        all.push((format!("{name} keys"), &scripts.keys));
         if let Some(receipted) = &scripts.receipted {
             all.push((format!("{name} receipted"), receipted));
         }
@@ -254,7 +272,12 @@ mod tests {
                 Algorithm::SlidingWindow => "sliding_window.lua",
                 _ => "meter.lua",
             };
-            let mut scripts = vec![single(algorithm), peek(algorithm), batch(algorithm)];
+            let mut scripts = vec![
+                single(algorithm),
+                peek(algorithm),
+                batch(algorithm),
+                keys(algorithm),
+            ];
             scripts.extend(receipted(algorithm));
             for lua in scripts {
                 assert_eq!(lua.source().matches(file(own)).count(), 1, "{algorithm:?}");

@@ -10,19 +10,19 @@ use std::time::Duration;
 use limiter_core::{GuardConfig, Guarded, OnStoreError, Policy, Rule, Verdict};
 use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::RedisServer;
-use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use metrics_util::debugging::{DebugValue, Snapshotter};
 
 const CHECKS: usize = 200;
 
 /// What was recorded since the last call (a snapshot drains the recorder).
 #[derive(Debug, Default)]
-struct Recorded {
+pub(crate) struct Recorded {
     calls: u64,
     fallbacks: u64,
-    batch_sizes: Vec<f64>,
+    pub(crate) batch_sizes: Vec<f64>,
 }
 
-fn take_recorded(snapshotter: &Snapshotter) -> Recorded {
+pub(crate) fn take_recorded(snapshotter: &Snapshotter) -> Recorded {
     let mut recorded = Recorded::default();
     for (key, _, _, value) in snapshotter.snapshot().into_vec() {
         match (key.key().name(), value) {
@@ -83,18 +83,10 @@ async fn fallbacks(tasks: Vec<tokio::task::JoinHandle<Verdict>>) -> usize {
     fallbacks
 }
 
-/// On a runtime of this thread alone, whose every task records to the
-/// test's own recorder.
 #[test]
 fn redis_failing_mid_batch_fails_each_waiting_check_once() {
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    metrics::with_local_recorder(&recorder, || {
-        runtime.block_on(failing_mid_batch(&snapshotter));
+    limiter_tests::with_own_recorder(|snapshotter| async move {
+        failing_mid_batch(&snapshotter).await;
     });
 }
 

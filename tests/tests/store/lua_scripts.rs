@@ -42,7 +42,7 @@ async fn every_lua_file_compiles_on_its_own() {
     let redis = limiter_tests::redis();
     let mut con = redis.raw().await;
     let files = limiter_redis::lua_files();
-    assert_eq!(files.len(), 28);
+    assert_eq!(files.len(), 30);
     for (name, text) in files {
         let loaded = script_load(&mut con, text).await;
         assert!(loaded.is_ok(), "{name}: {loaded:?}");
@@ -54,7 +54,7 @@ async fn every_script_compiles_and_loads_under_its_hash() {
     let redis = limiter_tests::redis();
     let mut con = redis.raw().await;
     let scripts = limiter_redis::lua_scripts();
-    assert_eq!(scripts.len(), 30);
+    assert_eq!(scripts.len(), 34);
     for (name, script) in scripts {
         let loaded = script_load(&mut con, script.source()).await;
         let loaded = loaded.unwrap_or_else(|e| panic!("{name}: {e}"));

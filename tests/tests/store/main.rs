@@ -19,6 +19,7 @@ mod failure;
 mod hot_lease;
 mod hot_shard_sample;
 mod lua_scripts;
+mod node_batch;
 mod programmatic;
 mod redis_oom;
 mod refunds;

@@ -1,0 +1,235 @@
+//! Batching across keys: while a check's call is in flight to Redis, the
+//! checks of other keys wait, and go together in the next call, which
+//! decides each key in turn with the algorithm's own `decide`
+//! (`scripts/keys.lua`), as a call of its own at the same time would.
+//! Redis then pays what every call costs (reading and parsing it, finding
+//! the script, setting up Lua, the server's time, the reply) once a batch,
+//! not once a key. Coalescing (`coalesce.rs`) comes first: a key's further
+//! checks wait for its own call, so what waits here is each key's first.
+//!
+//! As for coalescing, nothing waits when nothing is in flight: a lone
+//! check sends its own call at once. Checks arriving meanwhile queue; when
+//! that call ends, a task takes the queue and sends it, one call for each
+//! policy, cost and time (tests only) among them (a longer queue than
+//! [`MAX_KEYS`] in several calls sent at once), and again while checks keep
+//! arriving. Each caller keeps its deadline; one that gave up, or whose
+//! deadline passed while it waited, is left out and not counted; one whose
+//! deadline passes once its call is sent counts, as a call of its own
+//! abandoned in flight would. A call that fails answers each of its
+//! callers with its error.
+//!
+//! On a standalone Redis and behind Sentinel only: a Cluster runs a script
+//! only on keys of one slot, which the keys of distinct identities seldom
+//! share, so there every check keeps a call of its own.
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use super::RedisStore;
+use super::check;
+use super::link::lock;
+use super::queue::{self, Waiter};
+use super::store::Backend;
+use limiter_core::{Decision, Error, Policy};
+
+/// The most keys one call decides: the script holds Redis while it runs
+/// (several microseconds a key).
+const MAX_KEYS: usize = 128;
+
+/// The checks waiting for the call in flight to the store's Redis.
+#[derive(Default)]
+pub(crate) struct Gathering {
+    state: std::sync::Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// A call is in flight: a check queues rather than sending its own.
+    busy: bool,
+    /// The call in flight is the batches' task's, which answers every
+    /// caller by its deadline; while it is a check's own, whose future its
+    /// caller may stop polling without dropping it, the callers queued
+    /// behind it keep a timer of their own.
+    in_task: bool,
+    waiting: Vec<Queued>,
+}
+
+/// A queued check: its key and what it is checked with, and its caller.
+struct Queued {
+    key: Box<str>,
+    policy: Policy,
+    now: Option<u64>,
+    waiter: Waiter,
+}
+
+/// A check of `key`: in a call of its own when none is in flight to the
+/// store's Redis (or on a Cluster), else queued for the next call.
+pub(crate) async fn decide(
+    store: &RedisStore,
+    key: &str,
+    policy: &Policy,
+    cost: u64,
+    now: Option<u64>,
+) -> Result<Decision, Error> {
+    if matches!(store.inner.backend, Backend::Cluster(_)) {
+        return check::decide_one(store, key, policy, cost, now).await;
+    }
+    let queued = {
+        let mut state = lock(&store.inner.gathering.state);
+        if state.busy {
+            let (answer, receiver) = oneshot::channel();
+            state.waiting.push(Queued {
+                key: key.into(),
+                policy: policy.clone(),
+                now,
+                waiter: Waiter {
+                    cost,
+                    deadline: store.deadline(),
+                    answer,
+                },
+            });
+            Some((receiver, !state.in_task))
+        } else {
+            state.busy = true;
+            None
+        }
+    };
+    match queued {
+        Some((receiver, own_timer)) => {
+            queue::answer_of(receiver, own_timer, store.inner.config.response_timeout).await
+        }
+        None => {
+            // Hands the queue over when this call ends or is dropped.
+            let _turn = Turn { store };
+            check::decide_one(store, key, policy, cost, now).await
+        }
+    }
+}
+
+/// A check's own call in flight. When it ends (or its future is dropped),
+/// the checks that queued meanwhile go, in a task.
+struct Turn<'a> {
+    store: &'a RedisStore,
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        let Some(waiting) = next(self.store) else {
+            return;
+        };
+        let batches = Batches {
+            store: self.store.clone(),
+            ended: false,
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn(batches.run(waiting))),
+            // No runtime (it is shutting down): the waiting checks fail.
+            Err(_) => drop((batches, waiting)),
+        }
+    }
+}
+
+/// The checks queued during the call that just ended, which the batches'
+/// task takes over; none (and the next check sends its own call) when none
+/// queued.
+fn next(store: &RedisStore) -> Option<Vec<Queued>> {
+    let mut state = lock(&store.inner.gathering.state);
+    if state.waiting.is_empty() {
+        state.busy = false;
+        state.in_task = false;
+        return None;
+    }
+    state.in_task = true;
+    Some(std::mem::take(&mut state.waiting))
+}
+
+/// The task sending the queued checks, call after call, until none queued
+/// during the last one.
+struct Batches {
+    store: RedisStore,
+    /// The queue was handed back (`next` found it empty).
+    ended: bool,
+}
+
+impl Batches {
+    async fn run(mut self, mut waiting: Vec<Queued>) {
+        loop {
+            // Callers that gave up are left out: nothing of theirs is sent.
+            waiting.retain(|queued| !queued.waiter.answer.is_closed());
+            // So are callers whose deadline passed while the call before
+            // theirs ran: they time out.
+            let now = Instant::now();
+            let timeout = self.store.inner.config.response_timeout;
+            for late in waiting.extract_if(.., |queued| queued.waiter.deadline <= now) {
+                let _ = late.waiter.answer.send(Err(Error::Timeout(timeout)));
+            }
+            let mut calls = Vec::new();
+            for mut group in groups(waiting) {
+                while !group.is_empty() {
+                    let rest = group.split_off(group.len().min(MAX_KEYS));
+                    calls.push(self.send(std::mem::replace(&mut group, rest)));
+                }
+            }
+            futures_util::future::join_all(calls).await;
+            match next(&self.store) {
+                Some(more) => waiting = more,
+                None => {
+                    self.ended = true;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// One call deciding `batch` (checks of one policy, cost and time),
+    /// bounded by the latest of its callers' deadlines.
+    async fn send(&self, batch: Vec<Queued>) {
+        let Some(last) = batch.iter().map(|queued| queued.waiter.deadline).max() else {
+            return;
+        };
+        let (policy, cost, now) = (batch[0].policy.clone(), batch[0].waiter.cost, batch[0].now);
+        let mut keys = Vec::with_capacity(batch.len());
+        let mut answers = Vec::with_capacity(batch.len());
+        for queued in batch {
+            keys.push(queued.key);
+            answers.push((queued.waiter.deadline, queued.waiter.answer));
+        }
+        let keys: Vec<&str> = keys.iter().map(|key| &**key).collect();
+        let call = check::decide_keys(&self.store, &keys, &policy, cost, now, last);
+        let timeout = self.store.inner.config.response_timeout;
+        queue::answer_by_deadlines(call, answers, timeout).await;
+    }
+}
+
+impl Drop for Batches {
+    /// The task was dropped before it ended (the runtime shut down): the
+    /// queue goes, and its checks fail (their answers are dropped).
+    fn drop(&mut self) {
+        if self.ended {
+            return;
+        }
+        let mut state = lock(&self.store.inner.gathering.state);
+        state.waiting.clear();
+        state.busy = false;
+        state.in_task = false;
+    }
+}
+
+/// The queued checks by policy, cost and time, each group in the order its
+/// checks came.
+fn groups(waiting: Vec<Queued>) -> Vec<Vec<Queued>> {
+    let mut groups: Vec<Vec<Queued>> = Vec::new();
+    for queued in waiting {
+        let same = |group: &&mut Vec<Queued>| {
+            let first = &group[0];
+            first.waiter.cost == queued.waiter.cost
+                && first.now == queued.now
+                && first.policy == queued.policy
+        };
+        match groups.iter_mut().find(same) {
+            Some(group) => group.push(queued),
+            None => groups.push(vec![queued]),
+        }
+    }
+    groups
+}
