@@ -28,39 +28,12 @@ use tokio::time::Instant;
 use super::RedisStore;
 use super::check;
 use super::link::lock;
-use super::queue::{self, Waiter};
-use super::store::Backend;
+use super::queue::{self, Queued, Waiter};
 use limiter_core::{Decision, Error, Policy};
 
 /// The most keys one call decides: the script holds Redis while it runs
 /// (several microseconds a key).
 const MAX_KEYS: usize = 128;
-
-/// The checks waiting for the call in flight to the store's Redis.
-#[derive(Default)]
-pub(crate) struct Gathering {
-    state: std::sync::Mutex<State>,
-}
-
-#[derive(Default)]
-struct State {
-    /// A call is in flight: a check queues rather than sending its own.
-    busy: bool,
-    /// The call in flight is the batches' task's, which answers every
-    /// caller by its deadline; while it is a check's own, whose future its
-    /// caller may stop polling without dropping it, the callers queued
-    /// behind it keep a timer of their own.
-    in_task: bool,
-    waiting: Vec<Queued>,
-}
-
-/// A queued check: its key and what it is checked with, and its caller.
-struct Queued {
-    key: Box<str>,
-    policy: Policy,
-    now: Option<u64>,
-    waiter: Waiter,
-}
 
 /// A check of `key`: in a call of its own when none is in flight to the
 /// store's Redis (or on a Cluster), else queued for the next call.
@@ -71,7 +44,7 @@ pub(crate) async fn decide(
     cost: u64,
     now: Option<u64>,
 ) -> Result<Decision, Error> {
-    if matches!(store.inner.backend, Backend::Cluster(_)) {
+    if store.is_cluster() {
         return check::decide_one(store, key, policy, cost, now).await;
     }
     let queued = {

@@ -41,6 +41,33 @@ pub(crate) struct Waiter {
     pub(crate) answer: oneshot::Sender<Result<Decision, Error>>,
 }
 
+/// The checks of other keys waiting for the call in flight to the store's
+/// Redis, as batching across keys (`node_batch.rs`) queues them.
+#[derive(Default)]
+pub(crate) struct Gathering {
+    pub(crate) state: Mutex<Gathered>,
+}
+
+#[derive(Default)]
+pub(crate) struct Gathered {
+    /// A call is in flight: a check queues rather than sending its own.
+    pub(crate) busy: bool,
+    /// The call in flight is the batches' task's, which answers every
+    /// caller by its deadline; while it is a check's own, whose future its
+    /// caller may stop polling without dropping it, the callers queued
+    /// behind it keep a timer of their own.
+    pub(crate) in_task: bool,
+    pub(crate) waiting: Vec<Queued>,
+}
+
+/// A queued check: its key and what it is checked with, and its caller.
+pub(crate) struct Queued {
+    pub(crate) key: Box<str>,
+    pub(crate) policy: Policy,
+    pub(crate) now: Option<u64>,
+    pub(crate) waiter: Waiter,
+}
+
 /// A queued caller's answer: given by the task that sends its call, which
 /// keeps its deadline; or, while the call in flight is another caller's
 /// own (`own_timer`), within `timeout` of its own.

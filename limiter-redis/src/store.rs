@@ -15,7 +15,6 @@ use crate::announcer::Announcer;
 use crate::cluster;
 use crate::config::RedisConfig;
 use crate::link::Link;
-use crate::node_batch;
 use crate::primary::{Locator, Primary};
 use crate::queue;
 use crate::redis_error;
@@ -67,7 +66,7 @@ pub(crate) struct Inner {
     /// The checks waiting for their key's call in flight (coalescing).
     pub(crate) pending: queue::Pending,
     /// The checks of other keys waiting for the call in flight.
-    pub(crate) gathering: node_batch::Gathering,
+    pub(crate) gathering: queue::Gathering,
     /// Resets announced to every instance, and this one's subscription.
     pub(crate) announcer: Announcer,
     /// The blocks, plan assignments and live overrides, as this instance
@@ -234,7 +233,7 @@ impl RedisStore {
                 backend,
                 config,
                 pending: queue::Pending::default(),
-                gathering: node_batch::Gathering::default(),
+                gathering: queue::Gathering::default(),
                 announcer: Announcer::default(),
                 tables,
             }),
