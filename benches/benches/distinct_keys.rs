@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use limiter_benches::redis_stats::{admins, cpu_usec, evalsha_stats, reset};
 use limiter_benches::{redis_instances, thousands};
-use limiter_core::{Policy, Rule, Store};
+use limiter_core::{Key, Policy, Rule, Store};
 use limiter_redis::RedisStore;
 use limiter_tests::{RedisCluster, RedisServer};
 use redis::aio::MultiplexedConnection;
@@ -91,7 +91,7 @@ async fn run(
                 let mut latencies = Vec::new();
                 let mut n = task + round * 7_919;
                 while !stop.load(Ordering::Relaxed) {
-                    let key = format!("distinct:{}", n % KEYS);
+                    let key = Key::from(format!("distinct:{}", n % KEYS));
                     let began = Instant::now();
                     let decision = store.check(&key, &policy, 1).await;
                     latencies.push(began.elapsed().as_micros() as u32);

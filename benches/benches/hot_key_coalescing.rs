@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use limiter_benches::redis_stats::{admins, evalsha_stats, reset};
 use limiter_benches::{process_cpu_us, redis_instances, thousands};
-use limiter_core::{Policy, Rate, Rule, Store};
+use limiter_core::{Key, Policy, Rate, Rule, Store};
 use limiter_redis::RedisStore;
 use limiter_tests::{RedisCluster, RedisServer};
 use redis::aio::MultiplexedConnection;
@@ -103,9 +103,9 @@ async fn run(stores: &[RedisStore], load: Load, duration: Duration) -> (u64, Dur
             let (policy, stop) = (Arc::clone(&policy), Arc::clone(&stop));
             tokio::spawn(async move {
                 let mut done = 0u64;
-                let key = if load == Load::Flood { "flood" } else { "hot" };
+                let key = Key::from(if load == Load::Flood { "flood" } else { "hot" });
                 while !stop.load(Ordering::Relaxed) {
-                    let decision = store.check(key, &policy, 1).await;
+                    let decision = store.check(&key, &policy, 1).await;
                     let allowed = decision.expect("a decision").allowed();
                     assert!(allowed || load == Load::Flood, "the bucket never denies");
                     done += 1;

@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use cap::Cap;
 
-use limiter_core::{Algorithm, ManualClock, MemoryStore, Policy, Rate, Rule, Store};
+use limiter_core::{Algorithm, Key, ManualClock, MemoryStore, Policy, Rate, Rule, Store};
 use limiter_redis::RedisStore;
 
 fn policy(algorithm: &str) -> Policy {
@@ -64,15 +64,17 @@ static HEAP: Cap<System> = Cap::new(System, usize::MAX);
 const ALGORITHMS: [Algorithm; 6] = Algorithm::ALL;
 
 /// A client key as the layer builds it for `by = ip`, written into `key`.
-fn write_client_key(key: &mut String, i: u32) {
+fn write_client_key(key: &mut Key, i: u32) {
     use std::fmt::Write;
     let [a, b, c, d] = (0x0A00_0000 + i).to_be_bytes();
-    key.clear();
-    let _ = write!(key, "rate_limit:{a}.{b}.{c}.{d}:posts-create_post");
+    let address = |text: &mut String| {
+        let _ = write!(text, "{a}.{b}.{c}.{d}");
+    };
+    key.set("rate_limit:", address, "posts-create_post");
 }
 
-fn client_key(i: u32) -> String {
-    let mut key = String::new();
+fn client_key(i: u32) -> Key {
+    let mut key = Key::new();
     write_client_key(&mut key, i);
     key
 }
@@ -105,7 +107,7 @@ struct Measured {
 fn measure(algorithm: &str, keys: std::ops::Range<u32>, capacity: usize) {
     let policy = policy(algorithm);
     // Keys are written into one buffer, so only the store's memory grows.
-    let mut key = String::with_capacity(64);
+    let mut key = Key::new();
     let (before, heap_before) = (status_bytes("VmRSS:"), HEAP.allocated());
     let clock = ManualClock::new(Duration::from_secs(1_750_000_000));
     let store = MemoryStore::with_clock(clock.clone()).with_capacity(capacity);
@@ -189,7 +191,7 @@ fn main() {
         runtime
             .block_on(redis.check(&key, &policy, 1))
             .expect("a check");
-        let usage = server.command(&["MEMORY", "USAGE", &key, "SAMPLES", "0"]);
+        let usage = server.command(&["MEMORY", "USAGE", key.as_str(), "SAMPLES", "0"]);
         println!(
             "| {} | {:.0} | {} |",
             algorithm.name(),
@@ -241,7 +243,7 @@ fn print_new_identities() {
         let clock = ManualClock::new(start);
         let store = MemoryStore::with_clock(clock.clone());
         let everything = MemoryStore::with_clock(clock.clone()).with_capacity(usize::MAX / 2);
-        let mut key = String::new();
+        let mut key = Key::new();
         for i in 0..IDENTITY_FLOOD {
             // The flood lasts one second.
             clock.set(
@@ -344,7 +346,7 @@ fn false_denials(algorithm: Algorithm, flood: u32, flood_seconds: u64) -> FalseD
     let flood_ms = flood_seconds * 1_000;
     let mut report = FalseDenials::default();
     let mut affected = std::collections::HashSet::new();
-    let mut key = String::with_capacity(64);
+    let mut key = Key::new();
     for ms in 0..SIMULATED_SECONDS * 1_000 {
         clock.set(Duration::from_micros(t0 + ms * 1_000));
         if ms < flood_ms {

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use limiter_benches::{evalsha_field, thousands};
-use limiter_core::{Algorithm, Policy, Rate, Rule, Store};
+use limiter_core::{Algorithm, Key, Policy, Rate, Rule, Store};
 use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::RedisServer;
 use redis::aio::MultiplexedConnection;
@@ -88,7 +88,7 @@ impl Side {
     async fn check(&mut self, key: &str) -> bool {
         match self {
             Side::Store(store, policy) => store
-                .check(key, policy, 1)
+                .check(&Key::from(key), policy, 1)
                 .await
                 .unwrap_or_else(|e| panic!("store check failed: {e}"))
                 .allowed(),

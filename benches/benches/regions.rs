@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use limiter_core::{Policy, Rule, Store};
+use limiter_core::{Key, Policy, Rule, Store};
 use limiter_regional::{Region, RegionStats, RegionalConfig, RegionalStore};
 use limiter_tests::RedisServer;
 use limiter_tests::proxy::LatencyProxy;
@@ -187,7 +187,7 @@ async fn run(stores: &[RegionalStore], scheme: Scheme, traffic: Traffic, key: &s
             continue;
         }
         let store = stores[region].clone();
-        let (policy, key, records) = (policy.clone(), key.to_owned(), Arc::clone(&records));
+        let (policy, key, records) = (policy.clone(), Key::from(key), Arc::clone(&records));
         let interval = WINDOW / per_window as u32;
         generators.push(tokio::spawn(async move {
             let mut checks = Vec::new();
@@ -237,9 +237,10 @@ async fn run(stores: &[RegionalStore], scheme: Scheme, traffic: Traffic, key: &s
 /// one. A key of its own per run, so no earlier run's ask holds it back.
 async fn warm_up(stores: &[RegionalStore], key: &str) {
     let policy = Policy::fixed_window(Rule::new(1, WINDOW).unwrap());
+    let key = Key::from(key);
     for store in stores {
         for _ in 0..2 {
-            store.check(key, &policy, 1).await.expect("a decision");
+            store.check(&key, &policy, 1).await.expect("a decision");
         }
         store.idle().await;
     }

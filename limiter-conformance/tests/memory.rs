@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use limiter_conformance::{self as conformance, Harness};
-use limiter_core::{Capabilities, Decision, Error, ManualClock, MemoryStore, Policy, Store};
+use limiter_core::{Capabilities, Decision, Error, Key, ManualClock, MemoryStore, Policy, Store};
 
 struct Memory;
 
@@ -57,7 +57,7 @@ struct Remote(MemoryStore<ManualClock>);
 impl Capabilities for Remote {}
 
 impl Store for Remote {
-    async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+    async fn check(&self, key: &Key, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.0.check(key, policy, cost).await
     }
 }

@@ -28,7 +28,7 @@ use criterion::{BenchmarkGroup, BenchmarkId, Criterion, criterion_group, criteri
 use futures_util::FutureExt;
 use governor::clock::{Clock as _, QuantaClock};
 use governor::{Quota, RateLimiter};
-use limiter_core::{Clock, ManualClock, MemoryStore, Policy, Rate, Rule, Store, SystemClock};
+use limiter_core::{Clock, Key, ManualClock, MemoryStore, Policy, Rate, Rule, Store, SystemClock};
 
 type Group<'a> = BenchmarkGroup<'a, criterion::measurement::WallTime>;
 
@@ -41,23 +41,25 @@ const KEY_COUNTS: [usize; 2] = [1, 100_000];
 /// 114.000019 s < 120 s, so at most 9 (resp. 19) earlier entries are in a window.
 const SLIDING_LOG_SPACING_US: u64 = 6_000_001;
 
-/// Keys built before the measurement, so that formatting is not measured.
-fn keys(count: usize) -> Vec<String> {
-    (0..count).map(|i| format!("user:{i}")).collect()
+/// Keys built before the measurement, so that formatting is not measured:
+/// `String`s for governor, [`Key`]s for the store, each of which hashes its
+/// key's text on every check.
+fn keys<K: From<String>>(count: usize) -> Vec<K> {
+    (0..count).map(|i| K::from(format!("user:{i}"))).collect()
 }
 
 /// Visits the keys in turn (a bounds-checked index, the same for every row).
-struct Cycle<'a> {
-    keys: &'a [String],
+struct Cycle<'a, K> {
+    keys: &'a [K],
     next: usize,
 }
 
-impl<'a> Cycle<'a> {
-    fn new(keys: &'a [String]) -> Self {
+impl<'a, K> Cycle<'a, K> {
+    fn new(keys: &'a [K]) -> Self {
         Self { keys, next: 0 }
     }
 
-    fn next_key(&mut self) -> &'a String {
+    fn next_key(&mut self) -> &'a K {
         let key = &self.keys[self.next];
         self.next += 1;
         if self.next == self.keys.len() {
@@ -99,12 +101,12 @@ fn sliding_log_two_rules() -> Policy {
 /// every key) and kept across criterion's samples. The bench fails on any
 /// denial, and unless every key holds state before and after (`held` counts
 /// them): only checks of existing keys on the allowed path are measured.
-fn bench_check(
+fn bench_check<K>(
     group: &mut Group<'_>,
     name: &str,
-    keys: &[String],
+    keys: &[K],
     warm_passes: usize,
-    mut check: impl FnMut(&String) -> bool,
+    mut check: impl FnMut(&K) -> bool,
     held: impl Fn() -> usize,
 ) {
     let mut cycle = Cycle::new(keys);
@@ -130,7 +132,8 @@ fn store_for<C: Clock>(clock: C, keys: usize) -> MemoryStore<C> {
 fn checks(c: &mut Criterion) {
     let mut group = c.benchmark_group("check");
     for count in KEY_COUNTS {
-        let keys = keys(count);
+        let texts: Vec<String> = keys(count);
+        let keys: Vec<Key> = keys(count);
 
         // governor's keyed limiter with its defaults (DashMap, quanta clock).
         let one = NonZeroU32::new(1).expect("non-zero");
@@ -139,7 +142,7 @@ fn checks(c: &mut Criterion) {
         bench_check(
             &mut group,
             "governor_keyed",
-            &keys,
+            &texts,
             1,
             |key| governor.check_key(key).is_ok(),
             || governor.len(),

@@ -129,7 +129,7 @@ impl fmt::Debug for Attempt {
 /// A store's refund of a key it recorded.
 pub(crate) struct StoreRefund<S> {
     pub(crate) store: S,
-    pub(crate) key: String,
+    pub(crate) key: crate::Key,
     pub(crate) policy: Arc<Policy>,
     pub(crate) receipt: Receipt,
 }

@@ -11,7 +11,7 @@ use crate::key::push_identity;
 use crate::store::{Capabilities, Store};
 use crate::wait::Waiters;
 use crate::{Change, KeyState, Permits, SharedControl};
-use crate::{Decision, Error, Policy, Rule};
+use crate::{Decision, Error, Key, Policy, Rule};
 
 /// The key prefix unless another is set: keys look like `rate_limit:user={user}:{action}`.
 pub const DEFAULT_PREFIX: &str = "rate_limit";
@@ -92,6 +92,7 @@ impl<S: Store> Limiter<S> {
         Identity::push_user_key(&mut key, user.as_bytes());
         key.push(':');
         push_identity(&mut key, action);
+        let key = Key::from(key);
         if self.block_of_key(&key).is_some() {
             return Ok(false);
         }
@@ -116,8 +117,7 @@ impl<S: Store> Limiter<S> {
         policy: &Policy,
         cost: u64,
     ) -> Result<Decision, Error> {
-        let mut full = self.key_with_prefix();
-        full.push_str(key);
+        let full = self.full_key(key);
         if let Some(left) = self.block_of_key(&full) {
             return Ok(Decision::blocked(policy, left));
         }
@@ -154,14 +154,15 @@ impl<S: Store> Limiter<S> {
         policy: &Policy,
         max_wait: Duration,
     ) -> Result<Decision, Error> {
-        let mut full = self.key_with_prefix();
-        full.push_str(key);
+        let full = self.full_key(key);
         if let Some(left) = self.block_of_key(&full) {
             return Ok(Decision::blocked(policy, left));
         }
         let cost = policy.cost();
         self.waiters
-            .acquire(&full, max_wait, || self.store.check(&full, policy, cost))
+            .acquire(full.as_str(), max_wait, || {
+                self.store.check(&full, policy, cost)
+            })
             .await
     }
 
@@ -176,8 +177,7 @@ impl<S: Store> Limiter<S> {
     where
         S: Permits,
     {
-        let mut full = self.key_with_prefix();
-        full.push_str(key);
+        let full = self.prefixed(key);
         self.store.store().acquire_permit(&full, limit).await
     }
 
@@ -203,9 +203,9 @@ impl<S: Store> Limiter<S> {
     where
         S: KeyState,
     {
-        let mut full = self.key_with_prefix();
-        full.push_str(key);
-        self.store.peek(&full, policy, policy.cost()).await
+        self.store
+            .peek(&self.full_key(key), policy, policy.cost())
+            .await
     }
 
     /// Forgets the state of `{prefix}:{key}` under `policy`: the next check
@@ -229,9 +229,7 @@ impl<S: Store> Limiter<S> {
     where
         S: KeyState,
     {
-        let mut full = self.key_with_prefix();
-        full.push_str(key);
-        self.store.reset(&full, policy).await
+        self.store.reset(&self.full_key(key), policy).await
     }
 
     /// Checks a request on `{prefix}:{key}` that counts only if its outcome
@@ -266,8 +264,7 @@ impl<S: Store> Limiter<S> {
     where
         S: KeyState + Clone,
     {
-        let mut full = self.key_with_prefix();
-        full.push_str(key);
+        let full = self.full_key(key);
         let policy = Arc::new(policy.clone());
         if let Some(left) = self.block_of_key(&full) {
             return Ok(Attempt::refused(Refused::Blocked(left), policy));
@@ -359,13 +356,13 @@ impl<S: Store> Limiter<S> {
     /// The block of the identity `full` (a key under the prefix) starts
     /// with, when the store holds any: `{prefix}:{identity}` is the key up
     /// to the first `:` after the prefix (an identity escapes its own).
-    fn block_of_key(&self, full: &str) -> Option<Duration> {
+    fn block_of_key(&self, full: &Key) -> Option<Duration> {
         let tables = self.store.as_shared_control()?.tables();
         // An empty list costs one atomic load.
         if tables.blocks().is_empty() {
             return None;
         }
-        let identity = crate::identity_key_of(full, self.prefix.len() + 1)?;
+        let identity = crate::identity_key_of(full.as_str(), self.prefix.len() + 1)?;
         tables.blocked(identity)
     }
 
@@ -377,6 +374,18 @@ impl<S: Store> Limiter<S> {
     /// The key prefix.
     pub fn prefix(&self) -> &str {
         &self.prefix
+    }
+
+    /// `{prefix}:{key}`, the one key of a call.
+    fn full_key(&self, key: &str) -> Key {
+        Key::from(self.prefixed(key))
+    }
+
+    /// `{prefix}:{key}` as text.
+    fn prefixed(&self, key: &str) -> String {
+        let mut full = self.key_with_prefix();
+        full.push_str(key);
+        full
     }
 
     fn key_with_prefix(&self) -> String {

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use limiter_core::{
     Acquired, Capabilities, Change, ConcurrencyLimit, ControlTables, Decision, Error, Forgetter,
-    KeyState, Leases, MAX_REPORTERS, Override, Permits, Policy, Receipt, Report, SharedControl,
-    Store, async_trait, validate_limit_name, validate_override_duration, validate_report,
+    Key, KeyState, Leases, MAX_REPORTERS, Override, Permits, Policy, Receipt, Report,
+    SharedControl, Store, async_trait, validate_limit_name, validate_override_duration,
+    validate_report,
 };
 
 use super::announce::{self, ResetInFlight};
@@ -31,9 +32,9 @@ impl Capabilities for RedisStore {
 
     /// On a Redis Cluster, the node serving `key`'s slot (as last read from
     /// `CLUSTER SLOTS`); 0 for a standalone Redis, which fails as a whole.
-    fn failure_domain(&self, key: &str) -> u64 {
+    fn failure_domain(&self, key: &Key) -> u64 {
         match &self.inner.backend {
-            Backend::Cluster(cluster) => cluster.slots.domain(key),
+            Backend::Cluster(cluster) => cluster.slots.domain(key.as_str()),
             Backend::Primary(_) => 0,
         }
     }
@@ -78,26 +79,27 @@ impl Capabilities for RedisStore {
 /// it is idempotent.
 #[async_trait]
 impl KeyState for RedisStore {
-    async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
-        self.peek_at_time(key, policy, cost, self.test_now()).await
+    async fn peek(&self, key: &Key, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        (self.peek_at_time(key.as_str(), policy, cost, self.test_now())).await
     }
 
-    async fn reset(&self, key: &str, _policy: &Policy) -> Result<(), Error> {
-        announce::reset_and_announce(self, key).await
+    async fn reset(&self, key: &Key, _policy: &Policy) -> Result<(), Error> {
+        announce::reset_and_announce(self, key.as_str()).await
     }
 
     async fn check_refundable(
         &self,
-        key: &str,
+        key: &Key,
         policy: &Policy,
         cost: u64,
     ) -> Result<(Decision, Option<Receipt>), Error> {
-        refund::check_refundable_at_time(self, key, policy, cost, self.test_now()).await
+        let now = self.test_now();
+        refund::check_refundable_at_time(self, key.as_str(), policy, cost, now).await
     }
 
-    async fn refund(&self, key: &str, policy: &Policy, receipt: &Receipt) -> Result<(), Error> {
+    async fn refund(&self, key: &Key, policy: &Policy, receipt: &Receipt) -> Result<(), Error> {
         policy.counts_by_outcome()?;
-        let call = refund::refund_call(key, policy, receipt);
+        let call = refund::refund_call(key.as_str(), policy, receipt);
         self.bounded_call(scripts::refund(), &call).await?;
         Ok(())
     }
@@ -276,8 +278,8 @@ impl Leases for RedisStore {
 }
 
 impl Store for RedisStore {
-    async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
-        coalesce::run(self, key, policy, cost, self.test_now()).await
+    async fn check(&self, key: &Key, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        coalesce::run(self, key.as_str(), policy, cost, self.test_now()).await
     }
 }
 

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use limiter_core::{
-    BlockOrigin, Capabilities, Change, ControlTables, Decision, Error, Forgetter, KeyState,
+    BlockOrigin, Capabilities, Change, ControlTables, Decision, Error, Forgetter, Key, KeyState,
     Penalty, Policy, Receipt, SharedControl, Store, async_trait,
 };
 
@@ -192,25 +192,26 @@ impl RegionalStore {
 /// the quota still holds across regions.
 #[async_trait]
 impl KeyState for RegionalStore {
-    async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
-        counts::peek_when(self, key, policy, cost, self.test_now()).await
+    async fn peek(&self, key: &Key, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        counts::peek_when(self, key.as_str(), policy, cost, self.test_now()).await
     }
 
-    async fn reset(&self, key: &str, policy: &Policy) -> Result<(), Error> {
-        counts::reset_everywhere(self, key, policy).await
+    async fn reset(&self, key: &Key, policy: &Policy) -> Result<(), Error> {
+        counts::reset_everywhere(self, key.as_str(), policy).await
     }
 
     async fn check_refundable(
         &self,
-        key: &str,
+        key: &Key,
         policy: &Policy,
         cost: u64,
     ) -> Result<(Decision, Option<Receipt>), Error> {
-        counts::check_refundable_when(self, key, policy, cost, self.test_now()).await
+        let now = self.test_now();
+        counts::check_refundable_when(self, key.as_str(), policy, cost, now).await
     }
 
-    async fn refund(&self, key: &str, policy: &Policy, receipt: &Receipt) -> Result<(), Error> {
-        counts::refund_here(self, key, policy, receipt).await
+    async fn refund(&self, key: &Key, policy: &Policy, receipt: &Receipt) -> Result<(), Error> {
+        counts::refund_here(self, key.as_str(), policy, receipt).await
     }
 }
 
@@ -239,7 +240,7 @@ impl RegionalStore {
 }
 
 impl Store for RegionalStore {
-    async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
-        store::run(self, key, policy, cost, self.test_now()).await
+    async fn check(&self, key: &Key, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        store::run(self, key.as_str(), policy, cost, self.test_now()).await
     }
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Weak};
 use http::StatusCode;
 use limiter_core::{
     Acquired, Capabilities, ConcurrencyLimit, ControlTables, Decision, Error, GuardConfig, Guarded,
-    HotKeys, Identity, OnStoreError, Policy, Store, Verdict, Waiters, required,
+    HotKeys, Identity, Key, OnStoreError, Policy, Store, Verdict, Waiters, required,
 };
 
 use crate::client_ip::ClientIp;
@@ -29,17 +29,17 @@ pub(crate) type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output 
 pub(crate) trait DynStore: Send + Sync + 'static {
     /// Decides at once when the store can (see [`Store::try_check_now`]);
     /// `None`: await [`check_owned`](Self::check_owned).
-    fn check_now(&self, key: &str, policy: &Policy, cost: u64) -> Option<Result<Decision, Error>>;
+    fn check_now(&self, key: &Key, policy: &Policy, cost: u64) -> Option<Result<Decision, Error>>;
 
     /// Checks `key`, and gives it back with the verdict (a limit's
     /// denial counts the identity it names among its offenders).
     fn check_owned(
         self: Arc<Self>,
-        key: String,
+        key: Key,
         policy: Arc<Policy>,
         cost: u64,
         on_error: Option<OnStoreError>,
-    ) -> BoxFuture<(Result<Verdict, Error>, String)>;
+    ) -> BoxFuture<(Result<Verdict, Error>, Key)>;
 
     /// Takes a permit of `limit` on `key` (see [`limiter_core::Permits`]);
     /// a guarded store decides by `on_error` when it fails (its own
@@ -102,17 +102,17 @@ impl<S> LayerStore<S> {
 
 impl<S: Store> DynStore for LayerStore<S> {
     #[inline]
-    fn check_now(&self, key: &str, policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
+    fn check_now(&self, key: &Key, policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
         self.store.try_check_now(key, policy, cost)
     }
 
     fn check_owned(
         self: Arc<Self>,
-        key: String,
+        key: Key,
         policy: Arc<Policy>,
         cost: u64,
         on_error: Option<OnStoreError>,
-    ) -> BoxFuture<(Result<Verdict, Error>, String)> {
+    ) -> BoxFuture<(Result<Verdict, Error>, Key)> {
         Box::pin(async move {
             // The guard applies the failure policy the policy names.
             let policy = self.under(&policy, on_error);

@@ -6,7 +6,8 @@ use std::ops::Deref;
 use std::time::Duration;
 
 use limiter_core::{
-    Acquired, ConcurrencyLimit, Decision, Error, ManualClock, MemoryStore, Permits, Policy, Store,
+    Acquired, ConcurrencyLimit, Decision, Error, Key, ManualClock, MemoryStore, Permits, Policy,
+    Store,
 };
 use limiter_redis::{RedisConfig, RedisStore};
 
@@ -36,7 +37,7 @@ impl<S> At<S> {
 }
 
 impl<S: Store> At<S> {
-    /// Checks `key` at `now` µs.
+    /// Checks `key` (given as text) at `now` µs.
     pub async fn check_at(
         &self,
         key: &str,
@@ -44,7 +45,7 @@ impl<S: Store> At<S> {
         cost: u64,
         now: u64,
     ) -> Result<Decision, Error> {
-        self.now(now).check(key, policy, cost).await
+        self.now(now).check(&Key::from(key), policy, cost).await
     }
 }
 
@@ -63,7 +64,7 @@ impl At<MemoryStore<ManualClock>> {
         Self::memory_with(|store| store)
     }
 
-    /// Checks `key` at `now` µs, at once.
+    /// Checks `key` (given as text) at `now` µs, at once.
     pub fn decide_at(
         &self,
         key: &str,
@@ -71,7 +72,7 @@ impl At<MemoryStore<ManualClock>> {
         cost: u64,
         now: u64,
     ) -> Result<Decision, Error> {
-        self.now(now).check_now(key, policy, cost)
+        self.now(now).check_now(&Key::from(key), policy, cost)
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use limiter_core::{Policy, Store};
+use limiter_core::{Key, Policy, Store};
 use tokio::task::JoinSet;
 
 /// Tasks checking one key in a loop, a millisecond apart.
@@ -45,8 +45,9 @@ impl SteadyLoad {
             let (store, policy) = (store.clone(), policy.clone());
             let (allowed, checks, stop) = (allowed.clone(), checks.clone(), stop.clone());
             set.spawn(async move {
+                let key = Key::from(key);
                 while !stop.load(Ordering::SeqCst) {
-                    let decision = store.check(key, &policy, 1).await;
+                    let decision = store.check(&key, &policy, 1).await;
                     checks.fetch_add(1, Ordering::SeqCst);
                     match decision {
                         Ok(d) => allowed.fetch_add(usize::from(d.allowed()), Ordering::SeqCst),

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use limiter_core::{Policy, Rule, Store};
+use limiter_core::{Key, Policy, Rule, Store};
 use limiter_regional::{Region, RegionalConfig, RegionalStore};
 
 use crate::proxy::LatencyProxy;
@@ -110,9 +110,10 @@ impl Network {
 /// at once, asks the other regions.
 pub async fn warm_up(stores: &[RegionalStore]) {
     let warm_up = Policy::fixed_window(Rule::new(1, Duration::from_secs(1)).unwrap());
+    let key = Key::from("warm-up");
     for store in stores {
         for _ in 0..2 {
-            store.check("warm-up", &warm_up, 1).await.unwrap();
+            store.check(&key, &warm_up, 1).await.unwrap();
         }
         store.idle().await;
     }

@@ -180,7 +180,7 @@ pub async fn penalties<H: Harness>(harness: &H) {
             now += [0, 1, 1_000, 300_000_000, 1_000_000_000][rng.range(0, 4) as usize]
                 + rng.range(0, 999);
             store.at(now);
-            let answered = match shared.penalize(&key, &penalty, &key).await {
+            let answered = match shared.penalize(key.as_str(), &penalty, key.as_str()).await {
                 Ok(block) => block,
                 Err(error) => fail(
                     CHECK,

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::{ALGORITHMS, Harness, Support};
-use limiter_core::{Algorithm, Decision, Error, ManualClock};
+use limiter_core::{Algorithm, Decision, Error, Key, ManualClock};
 
 /// Where the checks' times start (µs since the Unix epoch, mid-2025).
 const T0: u64 = 1_750_000_000_000_000;
@@ -64,8 +64,8 @@ impl Keys {
     }
 
     /// The key `key` of case `case` of `algorithm`.
-    fn key(&self, algorithm: Algorithm, case: u64, key: usize) -> String {
-        format!("{}:{algorithm}:{case}:k{key}", self.run)
+    fn key(&self, algorithm: Algorithm, case: u64, key: usize) -> Key {
+        Key::from(format!("{}:{algorithm}:{case}:k{key}", self.run))
     }
 }
 

@@ -13,7 +13,7 @@ use tokio::task::JoinSet;
 use super::{Keys, algorithms, decided, fail};
 use crate::traces::lasting;
 use crate::{Harness, Support};
-use limiter_core::{Algorithm, Decision, Error, Policy, Store};
+use limiter_core::{Algorithm, Decision, Error, Key, Policy, Store};
 
 /// How long a check may take on a store that answers (a loaded test
 /// machine included) before the suite calls it hung.
@@ -39,7 +39,7 @@ pub async fn concurrency<H: Harness>(harness: &H) {
     let keys = Keys::new(CHECK);
     for (algorithm, _) in algorithms(harness, &[Support::Exact, Support::LimitOnly]) {
         let policy = Arc::new(lasting(algorithm, QUOTA).policy());
-        let key: Arc<str> = keys.key(algorithm, 0, 0).into();
+        let key = Arc::new(keys.key(algorithm, 0, 0));
         let start = Arc::new(Barrier::new(TASKS));
         let mut tasks = JoinSet::new();
         for _ in 0..TASKS {
@@ -137,7 +137,7 @@ async fn fill<S: Store>(
     algorithm: Algorithm,
     at: &str,
     store: &S,
-    key: &str,
+    key: &Key,
     policy: &Policy,
     most: u64,
 ) -> u64 {

@@ -40,7 +40,7 @@ pub async fn permits<H: Harness>(harness: &H) {
     let what = format!("a concurrency limit of {MAX}");
     let keys = Keys::new(CHECK);
     // Permits are no algorithm's: the keys are named after the sliding log.
-    let key = keys.key(Algorithm::SlidingLog, 0, 0);
+    let key = keys.key(Algorithm::SlidingLog, 0, 0).into_string();
     let mut held: Vec<Permit> = Vec::new();
     for i in 0..MAX {
         match acquire(&what, &*store, &key, &limit).await {
@@ -72,7 +72,7 @@ pub async fn permits<H: Harness>(harness: &H) {
     drop((again, held));
 
     const TASKS: usize = 16;
-    let key: Arc<str> = keys.key(Algorithm::SlidingLog, 1, 0).into();
+    let key: Arc<str> = keys.key(Algorithm::SlidingLog, 1, 0).into_string().into();
     let start = Arc::new(Barrier::new(TASKS));
     let mut tasks = JoinSet::new();
     for _ in 0..TASKS {

@@ -50,7 +50,7 @@ impl Capabilities for Down {
 }
 
 impl Store for Down {
-    async fn check(&self, _: &str, _: &Policy, _: u64) -> Result<crate::Decision, Error> {
+    async fn check(&self, _: &crate::Key, _: &Policy, _: u64) -> Result<crate::Decision, Error> {
         Err(Error::Protocol("down".into()))
     }
 }
@@ -110,7 +110,12 @@ async fn a_store_without_permits_says_so() {
     struct RatesOnly;
     impl Capabilities for RatesOnly {}
     impl Store for RatesOnly {
-        async fn check(&self, _: &str, p: &Policy, _: u64) -> Result<crate::Decision, Error> {
+        async fn check(
+            &self,
+            _: &crate::Key,
+            p: &Policy,
+            _: u64,
+        ) -> Result<crate::Decision, Error> {
             Ok(crate::Decision::unchecked(p))
         }
     }

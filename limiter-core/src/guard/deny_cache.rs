@@ -123,8 +123,9 @@ mod tests {
     fn denial_at(now: u64) -> Decision {
         let store = MemoryStore::new();
         let policy = Policy::sliding_log([Rule::new(1, Duration::from_secs(10)).unwrap()]).unwrap();
-        store.check_at("k", &policy, 1, now).unwrap();
-        store.check_at("k", &policy, 1, now).unwrap()
+        let key = crate::Key::from("k");
+        store.check_at(&key, &policy, 1, now).unwrap();
+        store.check_at(&key, &policy, 1, now).unwrap()
     }
 
     #[test]

@@ -90,7 +90,7 @@ mod tests {
     use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 
     use crate::{
-        BreakerState, Capabilities, Decision, Error, GuardConfig, Guarded, ManualClock,
+        BreakerState, Capabilities, Decision, Error, GuardConfig, Guarded, Key, ManualClock,
         MemoryStore, OnStoreError, Policy, Rule, Store, Verdict,
     };
 
@@ -103,7 +103,7 @@ mod tests {
     }
 
     impl Store for TwoNodes {
-        async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        async fn check(&self, key: &Key, policy: &Policy, cost: u64) -> Result<Decision, Error> {
             if self.failure_domain(key) == 1 {
                 self.calls_to_the_dead_node.fetch_add(1, Ordering::SeqCst);
                 return Err(Error::Protocol("node 1 is down".into()));
@@ -113,8 +113,8 @@ mod tests {
     }
 
     impl Capabilities for TwoNodes {
-        fn failure_domain(&self, key: &str) -> u64 {
-            if key.starts_with('a') { 1 } else { 2 }
+        fn failure_domain(&self, key: &Key) -> u64 {
+            if key.as_str().starts_with('a') { 1 } else { 2 }
         }
 
         fn failure_domain_name(&self, domain: u64) -> String {
@@ -143,7 +143,7 @@ mod tests {
             runtime.block_on(async {
                 let mut verdicts = Vec::new();
                 for i in 0..10 {
-                    for key in [format!("a{i}"), format!("b{i}")] {
+                    for key in [format!("a{i}"), format!("b{i}")].map(Key::from) {
                         let verdict = guarded
                             .check_with(&key, &policy, 1, OnStoreError::default())
                             .await

@@ -11,7 +11,7 @@ use crate::concurrency::{Acquired, ConcurrencyLimit, Permit};
 use crate::hot::{LeaseGrant, LeaseRequest};
 use crate::store::memory::MemoryStore;
 use crate::store::{Forget, Store, required};
-use crate::{Decision, Error, OnStoreError, Policy, Verdict};
+use crate::{Decision, Error, Key, OnStoreError, Policy, Verdict};
 
 /// How long one store call may take unless configured: tens of
 /// milliseconds, not the client's default of half a second.
@@ -148,10 +148,10 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
     /// ([`Capabilities::failure_domain`](crate::Capabilities::failure_domain)), such as
     /// a node of a Redis Cluster.
     pub fn breaker_state_of(&self, key: &str) -> BreakerState {
-        self.breaker(key).state()
+        self.breaker(&Key::from(key)).state()
     }
 
-    fn breaker(&self, key: &str) -> super::domains::BreakerRef<'_, C> {
+    fn breaker(&self, key: &Key) -> super::domains::BreakerRef<'_, C> {
         let store = &self.inner.store;
         let domain = store.failure_domain(key);
         self.inner
@@ -162,7 +162,7 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
     /// Checks like [`Store::check`], deciding by `on_error` if the store fails.
     pub async fn check_with(
         &self,
-        key: &str,
+        key: &Key,
         policy: &Policy,
         cost: u64,
         on_error: OnStoreError,
@@ -180,7 +180,7 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
     /// cache or the failure policy decided.
     async fn decide_with<T, F: Future<Output = Result<(Decision, T), Error>>>(
         &self,
-        key: &str,
+        key: &Key,
         policy: &Policy,
         cost: u64,
         on_error: OnStoreError,
@@ -194,7 +194,7 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
         if let Some(decision) = inner
             .deny_cache
             .as_ref()
-            .and_then(|c| c.get(key, cost, now))
+            .and_then(|c| c.get(key.as_str(), cost, now))
             .filter(|d| denied_by_rule_of(d, policy))
         {
             metrics::counter!("limiter_deny_cache_hits_total").increment(1);
@@ -205,7 +205,7 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
             Called::Answered(answer) => {
                 let (decision, besides) = answer?;
                 if let Some(cache) = inner.deny_cache.as_ref().filter(|_| !decision.allowed()) {
-                    cache.insert(key, cost, now, decision);
+                    cache.insert(key.as_str(), cost, now, decision);
                 }
                 Ok((Verdict::Store(decision), Some(besides)))
             }
@@ -281,7 +281,7 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
     fn on_failure(
         &self,
         breaker: &Breaker<C>,
-        key: &str,
+        key: &Key,
         policy: &Policy,
         cost: u64,
         on_error: OnStoreError,
@@ -344,7 +344,7 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
     ) -> Result<Acquired, Error> {
         let permits = required(self.inner.store.as_permits(), "concurrency limits")?;
         let inner = &*self.inner;
-        let breaker = self.breaker(key);
+        let breaker = self.breaker(&Key::from(key));
         match self
             .call(&breaker, || permits.acquire_permit(key, limit))
             .await

@@ -2,19 +2,25 @@
 //! of the guarded store, answered through the guard (the deadline, the
 //! key's breaker, and what the guard remembers of the key).
 
+use std::sync::LazyLock;
+
 use async_trait::async_trait;
 
 use super::*;
 use crate::CONTROL_STATE_KEY;
+
+/// [`CONTROL_STATE_KEY`] as a key, built once: the key of the breaker that
+/// control writes and reports go through.
+static CONTROL_STATE: LazyLock<Key> = LazyLock::new(|| Key::from(CONTROL_STATE_KEY));
 use crate::store::{Capabilities, Change, ControlTables, KeyState, SharedControl, forwarded};
-use crate::{Leases, Permits};
+use crate::{Key, Leases, Permits};
 
 impl<S: Store, C: Clock + Clone> Store for Guarded<S, C> {
     /// Checks with the policy's failure policy, or the guard's when it has
     /// none, saying who decided ([`Decision::decider`]): failing open
     /// answers an allowed decision with every rule's whole quota
     /// remaining; failing closed answers [`Error::Unavailable`].
-    async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+    async fn check(&self, key: &Key, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         let on_error = self.on_error(policy.on_store_error());
         (self.check_with(key, policy, cost, on_error).await?).into_decision(policy)
     }
@@ -37,7 +43,7 @@ impl<S: Store, C: Clock + Clone> Capabilities for Guarded<S, C> {
         )
     }
 
-    fn failure_domain(&self, key: &str) -> u64 {
+    fn failure_domain(&self, key: &Key) -> u64 {
         self.inner.store.failure_domain(key)
     }
 
@@ -92,7 +98,7 @@ impl<S: Store, C: Clock + Clone> Leases for Guarded<S, C> {
         request: &LeaseRequest,
     ) -> Result<LeaseGrant, Error> {
         let leases = required(self.inner.store.as_leases(), "leases")?;
-        self.through_breaker(key, || leases.lease(key, policy, request))
+        self.through_breaker(&Key::from(key), || leases.lease(key, policy, request))
             .await
     }
 
@@ -115,7 +121,7 @@ impl<S: Store, C: Clock + Clone> Leases for Guarded<S, C> {
 /// counted by outcome with the failure policy.
 #[async_trait]
 impl<S: Store, C: Clock + Clone> KeyState for Guarded<S, C> {
-    async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+    async fn peek(&self, key: &Key, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         let state = self.key_state()?;
         self.through_breaker(key, || state.peek(key, policy, cost))
             .await
@@ -124,7 +130,7 @@ impl<S: Store, C: Clock + Clone> KeyState for Guarded<S, C> {
     /// Resets the store and forgets the key here too, before the store
     /// does and again after (a denial cached meanwhile came from the state
     /// being reset).
-    async fn reset(&self, key: &str, policy: &Policy) -> Result<(), Error> {
+    async fn reset(&self, key: &Key, policy: &Policy) -> Result<(), Error> {
         let state = self.key_state()?;
         self.forget_local(key, policy);
         let reset = self.through_breaker(key, || state.reset(key, policy)).await;
@@ -137,7 +143,7 @@ impl<S: Store, C: Clock + Clone> KeyState for Guarded<S, C> {
     /// it was).
     async fn check_refundable(
         &self,
-        key: &str,
+        key: &Key,
         policy: &Policy,
         cost: u64,
     ) -> Result<(Decision, Option<crate::Receipt>), Error> {
@@ -152,7 +158,7 @@ impl<S: Store, C: Clock + Clone> KeyState for Guarded<S, C> {
     /// end it).
     async fn refund(
         &self,
-        key: &str,
+        key: &Key,
         policy: &Policy,
         receipt: &crate::Receipt,
     ) -> Result<(), Error> {
@@ -161,7 +167,7 @@ impl<S: Store, C: Clock + Clone> KeyState for Guarded<S, C> {
             .through_breaker(key, || state.refund(key, policy, receipt))
             .await;
         if let Some(cache) = &self.inner.deny_cache {
-            cache.remove(key);
+            cache.remove(key.as_str());
         }
         refunded
     }
@@ -178,7 +184,7 @@ impl<S: Store, C: Clock + Clone> SharedControl for Guarded<S, C> {
     async fn change(&self, change: Change<'_>) -> Result<(), Error> {
         let shared = self.shared_control()?;
         unconfirmed(
-            self.through_breaker(CONTROL_STATE_KEY, || shared.change(change))
+            self.through_breaker(&CONTROL_STATE, || shared.change(change))
                 .await,
         )
     }
@@ -198,7 +204,7 @@ impl<S: Store, C: Clock + Clone> SharedControl for Guarded<S, C> {
         block_key: &str,
     ) -> Result<Option<Duration>, Error> {
         let shared = self.shared_control()?;
-        self.through_breaker(key, || shared.penalize(key, penalty, block_key))
+        self.through_breaker(&Key::from(key), || shared.penalize(key, penalty, block_key))
             .await
     }
 
@@ -217,7 +223,7 @@ impl<S: Store, C: Clock + Clone> SharedControl for Guarded<S, C> {
         ttl: Duration,
     ) -> Result<(), Error> {
         let shared = self.shared_control()?;
-        self.through_breaker(CONTROL_STATE_KEY, || {
+        self.through_breaker(&CONTROL_STATE, || {
             shared.publish_report(board, instance, body, ttl)
         })
         .await
@@ -225,7 +231,7 @@ impl<S: Store, C: Clock + Clone> SharedControl for Guarded<S, C> {
 
     async fn reports(&self, board: &str) -> Result<Vec<crate::Report>, Error> {
         let shared = self.shared_control()?;
-        (self.through_breaker(CONTROL_STATE_KEY, || shared.reports(board))).await
+        (self.through_breaker(&CONTROL_STATE, || shared.reports(board))).await
     }
 }
 
@@ -249,7 +255,7 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
     /// [`Store::check`], which applies it; a peek or a reset fails).
     async fn through_breaker<T, F: Future<Output = Result<T, Error>>>(
         &self,
-        key: &str,
+        key: &Key,
         call: impl FnOnce() -> F,
     ) -> Result<T, Error> {
         let breaker = self.breaker(key);
@@ -263,9 +269,9 @@ impl<S: Store, C: Clock + Clone> Guarded<S, C> {
 
     /// Forgets what this instance remembers of `key`: a denial in the
     /// deny cache, the fallback's state.
-    fn forget_local(&self, key: &str, policy: &Policy) {
+    fn forget_local(&self, key: &Key, policy: &Policy) {
         if let Some(cache) = &self.inner.deny_cache {
-            cache.remove(key);
+            cache.remove(key.as_str());
         }
         self.inner
             .fallback

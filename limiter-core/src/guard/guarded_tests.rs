@@ -14,10 +14,15 @@ struct Down {
 impl crate::Capabilities for Down {}
 
 impl Store for Down {
-    async fn check(&self, _: &str, _: &Policy, _: u64) -> Result<Decision, Error> {
+    async fn check(&self, _: &Key, _: &Policy, _: u64) -> Result<Decision, Error> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         Err(Error::Protocol("down".into()))
     }
+}
+
+/// The key every test checks.
+fn k() -> Key {
+    Key::from("k")
 }
 
 fn policy() -> Policy {
@@ -35,10 +40,10 @@ async fn a_policy_names_its_own_failure_policy_to_a_shared_guard() {
         ..GuardConfig::default()
     };
     let guarded = Guarded::with_clock(Down::default(), config, clock);
-    let closed = guarded.check("k", &policy(), 1).await;
+    let closed = guarded.check(&k(), &policy(), 1).await;
     assert!(matches!(closed, Err(Error::Unavailable(d)) if d == Duration::from_secs(1)));
     let open = policy().with_on_store_error(OnStoreError::FailOpen);
-    let decision = guarded.check("k", &open, 1).await.unwrap();
+    let decision = guarded.check(&k(), &open, 1).await.unwrap();
     assert_eq!(decision.decider(), crate::Decider::FailedOpen);
     assert_eq!((decision.allowed(), decision.remaining()), (true, 4));
     assert_eq!(Verdict::of(Ok(decision)).unwrap(), Verdict::FailedOpen);
@@ -53,7 +58,7 @@ async fn a_policy_names_its_own_failure_policy_to_a_shared_guard() {
         ]
     );
     assert_eq!(
-        Verdict::of(guarded.check("k", &policy(), 1).await).unwrap(),
+        Verdict::of(guarded.check(&k(), &policy(), 1).await).unwrap(),
         Verdict::FailedClosed {
             retry_after: Duration::from_secs(1)
         }
@@ -68,7 +73,7 @@ async fn three_checks(
 ) -> Vec<(bool, crate::Decider)> {
     let mut answers = Vec::new();
     for _ in 0..3 {
-        let decision = guarded.check("k", policy, 1).await.unwrap();
+        let decision = guarded.check(&k(), policy, 1).await.unwrap();
         answers.push((decision.allowed(), decision.decider()));
     }
     answers
@@ -83,7 +88,7 @@ async fn each_policy_decides_while_the_store_is_down() {
     let mut allowed = Vec::new();
     for _ in 0..3 {
         let verdict = guarded
-            .check_with("k", &policy(), 1, fallback)
+            .check_with(&k(), &policy(), 1, fallback)
             .await
             .unwrap();
         assert!(matches!(verdict, Verdict::Fallback(_)));
@@ -91,12 +96,12 @@ async fn each_policy_decides_while_the_store_is_down() {
     }
     assert_eq!(allowed, [true, true, false]);
     let open = guarded
-        .check_with("k", &policy(), 1, OnStoreError::FailOpen)
+        .check_with(&k(), &policy(), 1, OnStoreError::FailOpen)
         .await
         .unwrap();
     assert_eq!(open, Verdict::FailedOpen);
     let closed = guarded
-        .check_with("k", &policy(), 1, OnStoreError::FailClosed)
+        .check_with(&k(), &policy(), 1, OnStoreError::FailClosed)
         .await
         .unwrap();
     assert_eq!(
@@ -110,7 +115,7 @@ async fn each_policy_decides_while_the_store_is_down() {
     assert_eq!(guarded.breaker_state(), BreakerState::Open);
     clock.advance(Duration::from_secs(1));
     guarded
-        .check_with("k", &policy(), 1, fallback)
+        .check_with(&k(), &policy(), 1, fallback)
         .await
         .unwrap();
     assert_eq!(
@@ -126,7 +131,7 @@ async fn a_probe_with_an_invalid_cost_leaves_the_breaker_probing_again() {
     let guarded = Guarded::with_clock(Down::default(), GuardConfig::default(), clock.clone());
     for _ in 0..3 {
         guarded
-            .check_with("k", &policy(), 1, OnStoreError::FailOpen)
+            .check_with(&k(), &policy(), 1, OnStoreError::FailOpen)
             .await
             .unwrap();
     }
@@ -134,11 +139,11 @@ async fn a_probe_with_an_invalid_cost_leaves_the_breaker_probing_again() {
     clock.advance(Duration::from_secs(1));
     // Refused before the breaker admits it: not the probe.
     let refused = guarded
-        .check_with("k", &policy(), 5, OnStoreError::FailOpen)
+        .check_with(&k(), &policy(), 5, OnStoreError::FailOpen)
         .await;
     assert!(matches!(refused, Err(Error::Config(_))));
     guarded
-        .check_with("k", &policy(), 1, OnStoreError::FailOpen)
+        .check_with(&k(), &policy(), 1, OnStoreError::FailOpen)
         .await
         .unwrap();
     assert_eq!(
@@ -159,7 +164,7 @@ struct Switch {
 impl crate::Capabilities for Switch {}
 
 impl Store for Switch {
-    async fn check(&self, _: &str, policy: &Policy, _: u64) -> Result<Decision, Error> {
+    async fn check(&self, _: &Key, policy: &Policy, _: u64) -> Result<Decision, Error> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         match self.mode.load(Ordering::SeqCst) {
             0 => Err(Error::Protocol("down".into())),
@@ -178,7 +183,7 @@ async fn a_cancelled_probe_does_not_keep_the_breaker_open() {
     let fail_open = OnStoreError::FailOpen;
     for _ in 0..3 {
         guarded
-            .check_with("k", &policy(), 1, fail_open)
+            .check_with(&k(), &policy(), 1, fail_open)
             .await
             .unwrap();
     }
@@ -187,7 +192,8 @@ async fn a_cancelled_probe_does_not_keep_the_breaker_open() {
     // The probe reaches a hung store; its request is cancelled there.
     guarded.store().mode.store(1, Ordering::SeqCst);
     let hung = policy();
-    let probe = guarded.check_with("k", &hung, 1, fail_open);
+    let key = k();
+    let probe = guarded.check_with(&key, &hung, 1, fail_open);
     assert!(
         probe.now_or_never().is_none(),
         "the probe waits on the store"
@@ -197,7 +203,7 @@ async fn a_cancelled_probe_does_not_keep_the_breaker_open() {
     // The store is back: the very next call probes it and closes the breaker.
     guarded.store().mode.store(2, Ordering::SeqCst);
     let verdict = guarded
-        .check_with("k", &policy(), 1, fail_open)
+        .check_with(&k(), &policy(), 1, fail_open)
         .await
         .unwrap();
     assert!(matches!(verdict, Verdict::Store(_)));
@@ -215,9 +221,9 @@ async fn a_denial_is_answered_locally_until_it_ends() {
     };
     let guarded = Guarded::with_clock(counted, GuardConfig::default(), clock.clone());
     let policy = Policy::sliding_log([Rule::new(1, Duration::from_secs(10)).unwrap()]).unwrap();
-    assert!(guarded.check("k", &policy, 1).await.unwrap().allowed());
+    assert!(guarded.check(&k(), &policy, 1).await.unwrap().allowed());
     for _ in 0..100 {
-        let denied = guarded.check("k", &policy, 1).await.unwrap();
+        let denied = guarded.check(&k(), &policy, 1).await.unwrap();
         assert_eq!(denied.retry_after(), Some(Duration::from_secs(10)));
     }
     assert_eq!(
@@ -226,7 +232,7 @@ async fn a_denial_is_answered_locally_until_it_ends() {
         "one denial from the store"
     );
     clock.advance(Duration::from_secs(10));
-    assert!(guarded.check("k", &policy, 1).await.unwrap().allowed());
+    assert!(guarded.check(&k(), &policy, 1).await.unwrap().allowed());
     assert_eq!(guarded.store().calls.load(Ordering::SeqCst), 3);
 }
 
@@ -242,12 +248,12 @@ async fn a_cached_denial_serves_only_a_policy_with_the_rule_that_denied() {
     let per_minute =
         |n| Policy::sliding_log([Rule::new(n, Duration::from_secs(60)).unwrap()]).unwrap();
     let (free, pro) = (per_minute(1), per_minute(5));
-    assert!(guarded.check("k", &free, 1).await.unwrap().allowed());
-    assert!(!guarded.check("k", &free, 1).await.unwrap().allowed());
-    assert!(!guarded.check("k", &free, 1).await.unwrap().allowed());
+    assert!(guarded.check(&k(), &free, 1).await.unwrap().allowed());
+    assert!(!guarded.check(&k(), &free, 1).await.unwrap().allowed());
+    assert!(!guarded.check(&k(), &free, 1).await.unwrap().allowed());
     assert_eq!(guarded.store().calls.load(Ordering::SeqCst), 2);
     // The key's plan is raised: its cached denial by 1-per-60s does not hold.
-    assert!(guarded.check("k", &pro, 1).await.unwrap().allowed());
+    assert!(guarded.check(&k(), &pro, 1).await.unwrap().allowed());
     assert_eq!(guarded.store().calls.load(Ordering::SeqCst), 3);
 }
 
@@ -260,7 +266,7 @@ struct Counted {
 impl crate::Capabilities for Counted {}
 
 impl Store for Counted {
-    async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+    async fn check(&self, key: &Key, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         self.inner.check(key, policy, cost).await
     }
@@ -272,7 +278,7 @@ struct Slow {
 }
 
 impl Store for Slow {
-    async fn check(&self, _: &str, policy: &Policy, _: u64) -> Result<Decision, Error> {
+    async fn check(&self, _: &Key, policy: &Policy, _: u64) -> Result<Decision, Error> {
         tokio::time::sleep(Duration::from_millis(80)).await;
         Ok(Decision::unchecked(policy))
     }
@@ -298,7 +304,7 @@ async fn a_store_bounding_its_calls_within_the_deadline_keeps_the_one_timer() {
         GuardConfig::default(),
     );
     let verdict = within
-        .check_with("k", &policy, 1, OnStoreError::FailClosed)
+        .check_with(&k(), &policy, 1, OnStoreError::FailClosed)
         .await
         .unwrap();
     assert!(matches!(verdict, Verdict::Store(_)), "{verdict:?}");
@@ -309,7 +315,7 @@ async fn a_store_bounding_its_calls_within_the_deadline_keeps_the_one_timer() {
         GuardConfig::default(),
     );
     let verdict = beyond
-        .check_with("k", &policy, 1, OnStoreError::FailClosed)
+        .check_with(&k(), &policy, 1, OnStoreError::FailClosed)
         .await
         .unwrap();
     assert!(
@@ -339,7 +345,7 @@ impl crate::Capabilities for Hung {
 }
 
 impl Store for Hung {
-    async fn check(&self, _: &str, policy: &Policy, _: u64) -> Result<Decision, Error> {
+    async fn check(&self, _: &Key, policy: &Policy, _: u64) -> Result<Decision, Error> {
         Ok(Decision::unchecked(policy))
     }
 }
@@ -367,25 +373,25 @@ impl crate::SharedControl for Hung {
 
 #[crate::async_trait]
 impl crate::KeyState for Hung {
-    async fn peek(&self, _: &str, _: &Policy, _: u64) -> Result<Decision, Error> {
+    async fn peek(&self, _: &Key, _: &Policy, _: u64) -> Result<Decision, Error> {
         Err(Error::Unsupported("peek"))
     }
 
-    async fn reset(&self, _: &str, _: &Policy) -> Result<(), Error> {
+    async fn reset(&self, _: &Key, _: &Policy) -> Result<(), Error> {
         tokio::time::sleep(Duration::from_secs(5)).await;
         Ok(())
     }
 
     async fn check_refundable(
         &self,
-        _: &str,
+        _: &Key,
         _: &Policy,
         _: u64,
     ) -> Result<(Decision, Option<crate::Receipt>), Error> {
         Err(Error::Unsupported("refunds"))
     }
 
-    async fn refund(&self, _: &str, _: &Policy, _: &crate::Receipt) -> Result<(), Error> {
+    async fn refund(&self, _: &Key, _: &Policy, _: &crate::Receipt) -> Result<(), Error> {
         Err(Error::Unsupported("refunds"))
     }
 }
@@ -417,7 +423,7 @@ impl crate::Capabilities for FullBlocks {
 }
 
 impl Store for FullBlocks {
-    async fn check(&self, _: &str, _: &Policy, _: u64) -> Result<Decision, Error> {
+    async fn check(&self, _: &Key, _: &Policy, _: u64) -> Result<Decision, Error> {
         Err(Error::Unsupported("checks"))
     }
 }
@@ -458,7 +464,7 @@ async fn an_admin_change_cut_short_by_the_deadline_is_unconfirmed() {
     let answers = [
         guarded.change(block).await,
         guarded.change(Change::Unblock { key: "k" }).await,
-        guarded.reset("k", &policy()).await,
+        guarded.reset(&k(), &policy()).await,
     ];
     for answer in answers {
         assert!(

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::clock::ManualClock;
 use crate::store::{Forget, Store};
-use crate::{Decision, Error, Policy, Verdict};
+use crate::{Decision, Error, Key, Policy, Verdict};
 
 use super::HotKey;
 use super::lease::Leases;
@@ -46,16 +46,17 @@ impl HotState {
 ///
 /// ```
 /// use std::time::Duration;
-/// use limiter_core::{HotKeys, Lease, MemoryStore, Policy, Rule, Store};
+/// use limiter_core::{HotKeys, Key, Lease, MemoryStore, Policy, Rule, Store};
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
 /// let store = HotKeys::new(MemoryStore::new());
 /// let policy = Policy::sliding_log([Rule::new(2, Duration::from_secs(1))?])?
 ///     .with_lease(Lease::up_to(50)?)?;
+/// let trending = Key::from("trending");
 /// // The memory store decides in process: a lease would gain nothing.
-/// assert!(store.check("trending", &policy, 1).await?.allowed());
-/// assert!(store.check("trending", &policy, 1).await?.allowed());
-/// assert!(!store.check("trending", &policy, 1).await?.allowed());
+/// assert!(store.check(&trending, &policy, 1).await?.allowed());
+/// assert!(store.check(&trending, &policy, 1).await?.allowed());
+/// assert!(!store.check(&trending, &policy, 1).await?.allowed());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// # }).unwrap();
 /// ```
@@ -137,7 +138,7 @@ impl<S: Store> HotKeys<S> {
     /// Checks a request of `cost` on `key`, honouring the policy's hot-key
     /// mode, saying who decided: a guarded store applies the policy's
     /// failure policy (or its own), also when a lease cannot be taken.
-    async fn honour(&self, key: &str, policy: &Policy, cost: u64) -> Result<Verdict, Error> {
+    async fn honour(&self, key: &Key, policy: &Policy, cost: u64) -> Result<Verdict, Error> {
         let (hot, store) = (&self.state, &self.store);
         match policy.hot_key() {
             // A store that honours the modes itself (a `HotKeys`) decides.
@@ -194,9 +195,10 @@ mod tests {
         let inner = HotKeys::with_clock(MemoryStore::with_clock(clock.clone()), clock.clone());
         let twice = HotKeys::with_clock(inner, clock.clone());
         let (mut a, mut b) = (Vec::new(), Vec::new());
+        let key = Key::from("k");
         for _ in 0..40 {
-            a.push(once.check("k", &policy, 1).await.unwrap().allowed());
-            b.push(twice.check("k", &policy, 1).await.unwrap().allowed());
+            a.push(once.check(&key, &policy, 1).await.unwrap().allowed());
+            b.push(twice.check(&key, &policy, 1).await.unwrap().allowed());
             tokio::task::yield_now().await;
         }
         assert_eq!(a, b);

@@ -5,16 +5,16 @@ use async_trait::async_trait;
 
 use super::*;
 use crate::store::{Capabilities, KeyState, SharedControl, forwarded, required};
-use crate::{Leases, Permits};
+use crate::{Key, Leases, Permits};
 
 impl<S: Store> Store for HotKeys<S> {
-    async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+    async fn check(&self, key: &Key, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         (self.honour(key, policy, cost).await?).into_decision(policy)
     }
 
     fn try_check_now(
         &self,
-        key: &str,
+        key: &Key,
         policy: &Policy,
         cost: u64,
     ) -> Option<Result<Decision, Error>> {
@@ -38,7 +38,7 @@ impl<S: Store> Capabilities for HotKeys<S> {
         self.store.deadline()
     }
 
-    fn failure_domain(&self, key: &str) -> u64 {
+    fn failure_domain(&self, key: &Key) -> u64 {
         self.store.failure_domain(key)
     }
 
@@ -75,19 +75,19 @@ impl<S: Store> Capabilities for HotKeys<S> {
 /// outcome go to the store directly.
 #[async_trait]
 impl<S: Store> KeyState for HotKeys<S> {
-    async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+    async fn peek(&self, key: &Key, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         let state = required(self.store.as_key_state(), "key state")?;
         self.peek_by(state, key, policy, cost).await
     }
 
-    async fn reset(&self, key: &str, policy: &Policy) -> Result<(), Error> {
+    async fn reset(&self, key: &Key, policy: &Policy) -> Result<(), Error> {
         let state = required(self.store.as_key_state(), "key state")?;
         self.reset_by(state, key, policy).await
     }
 
     async fn check_refundable(
         &self,
-        key: &str,
+        key: &Key,
         policy: &Policy,
         cost: u64,
     ) -> Result<(Decision, Option<crate::Receipt>), Error> {
@@ -97,7 +97,7 @@ impl<S: Store> KeyState for HotKeys<S> {
 
     async fn refund(
         &self,
-        key: &str,
+        key: &Key,
         policy: &Policy,
         receipt: &crate::Receipt,
     ) -> Result<(), Error> {
@@ -114,7 +114,7 @@ impl<S: Store> HotKeys<S> {
     async fn peek_by(
         &self,
         peek: &dyn KeyState,
-        key: &str,
+        key: &Key,
         policy: &Policy,
         cost: u64,
     ) -> Result<Decision, Error> {
@@ -133,12 +133,12 @@ impl<S: Store> HotKeys<S> {
     async fn reset_by(
         &self,
         reset: &dyn KeyState,
-        key: &str,
+        key: &Key,
         policy: &Policy,
     ) -> Result<(), Error> {
         let state = &self.state;
-        state.leases.forget(key);
-        state.samples.forget(key);
+        state.leases.forget(key.as_str());
+        state.samples.forget(key.as_str());
         let result = match policy.hot_key() {
             Some(HotKey::Shard { shards }) if !self.store.honours_hot_keys() => {
                 let (keys, share) = crate::hot::shard::shards_of(key, policy, shards);
@@ -150,8 +150,8 @@ impl<S: Store> HotKeys<S> {
             _ => reset.reset(key, policy).await,
         };
         // A lease or sample taken meanwhile came from the state being reset.
-        state.leases.forget(key);
-        state.samples.forget(key);
+        state.leases.forget(key.as_str());
+        state.samples.forget(key.as_str());
         result
     }
 }

@@ -19,7 +19,7 @@ use hashbrown::HashMap;
 use tokio::sync::Notify;
 
 use crate::store::Store;
-use crate::{Decision, Error, Policy, Verdict};
+use crate::{Decision, Error, Key, Policy, Verdict};
 
 use super::Lease;
 use super::grant::{LeaseGrant, LeaseRequest};
@@ -150,14 +150,14 @@ pub(super) async fn check<S: Store>(
     hot: &Arc<Instance>,
     leases: &Leases,
     store: &Arc<S>,
-    key: &str,
+    key: &Key,
     policy: &Policy,
     lease: Lease,
     cost: u64,
 ) -> Result<Verdict, Error> {
     policy.validate_cost(cost)?;
-    let length = lease.ttl_us();
-    let Some(state) = leases.state(key, hot.clock.now(), length) else {
+    let (length, text) = (lease.ttl_us(), key.as_str());
+    let Some(state) = leases.state(text, hot.clock.now(), length) else {
         return direct(hot, store, key, policy, cost).await;
     };
     // Each fetch serves some waiters (or denies them all); one that lost
@@ -173,7 +173,7 @@ pub(super) async fn check<S: Store>(
         };
         if let Some(ended) = ended {
             let expired = now >= ended.end;
-            spawn_return(store, key, policy, ended, expired);
+            spawn_return(store, text, policy, ended, expired);
         }
         let notify = match step {
             Step::Served(decision) => return Ok(Verdict::Store(decision)),
@@ -184,7 +184,7 @@ pub(super) async fn check<S: Store>(
                 let waiting = Arc::clone(&notify).notified_owned();
                 let mut waiting = std::pin::pin!(waiting);
                 waiting.as_mut().enable();
-                spawn_fetch(hot, store, key, policy, &state, notify, request, sent);
+                spawn_fetch(hot, store, text, policy, &state, notify, request, sent);
                 waiting.await;
                 continue;
             }
@@ -261,7 +261,7 @@ fn next_step(
 async fn direct<S: Store>(
     hot: &Arc<Instance>,
     store: &Arc<S>,
-    key: &str,
+    key: &Key,
     policy: &Policy,
     cost: u64,
 ) -> Result<Verdict, Error> {
@@ -272,7 +272,7 @@ async fn direct<S: Store>(
         id: hot.next_id(),
         at: hot.store_time.then(|| hot.clock.now()),
     };
-    match take(&**store, key, policy, &request).await {
+    match take(&**store, key.as_str(), policy, &request).await {
         Ok(grant) => Ok(Verdict::Store(grant.decision)),
         Err(Error::Config(error)) => Err(error.into()),
         Err(_) if store.is_guarded() => super::verdict_of(&**store, key, policy, cost).await,

@@ -29,7 +29,7 @@ pub use engine::HotKeys;
 /// `store`'s check, saying who decided (see [`Verdict::of`](crate::Verdict::of)).
 async fn verdict_of<S: crate::Store>(
     store: &S,
-    key: &str,
+    key: &crate::Key,
     policy: &crate::Policy,
     cost: u64,
 ) -> Result<crate::Verdict, crate::Error> {

@@ -16,7 +16,7 @@ use hashbrown::HashMap;
 use tokio::sync::{Notify, oneshot};
 
 use crate::store::Store;
-use crate::{Decision, Error, Policy, Verdict};
+use crate::{Decision, Error, Key, Policy, Verdict};
 
 use super::state::{Instance, MAX_TRACKED_KEYS, SweepGate};
 
@@ -51,7 +51,7 @@ pub(super) async fn check<S: Store>(
     hot: &Instance,
     samples: &Arc<Samples>,
     store: &Arc<S>,
-    key: &str,
+    key: &Key,
     policy: &Policy,
     every: u32,
     cost: u64,
@@ -61,7 +61,7 @@ pub(super) async fn check<S: Store>(
     policy.validate_cost(weight)?;
     for _ in 0..MAX_ROUNDS {
         let now = hot.clock.now();
-        let (notify, sampler) = match samples.step(key, now) {
+        let (notify, sampler) = match samples.step(key.as_str(), now) {
             Step::Decided(verdict) => {
                 metrics::counter!("limiter_sampled_skips_total").increment(1);
                 return Ok(verdict);
@@ -75,10 +75,10 @@ pub(super) async fn check<S: Store>(
             // sample half-taken: the others wait for it.
             let (sent, answer) = oneshot::channel();
             let (samples, store) = (Arc::clone(samples), Arc::clone(store));
-            let (key, policy) = (key.to_owned(), policy.clone());
+            let (key, policy) = (key.clone(), policy.clone());
             tokio::spawn(async move {
                 let outcome = super::verdict_of(&*store, &key, &policy, weight).await;
-                samples.record(&key, every - 1, outcome.as_ref().ok().copied(), now);
+                samples.record(key.as_str(), every - 1, outcome.as_ref().ok().copied(), now);
                 notify.notify_waiters();
                 let _ = sent.send(outcome);
             });
@@ -89,7 +89,7 @@ pub(super) async fn check<S: Store>(
         let waiting = Arc::clone(&notify).notified_owned();
         let mut waiting = std::pin::pin!(waiting);
         waiting.as_mut().enable();
-        if samples.is_sampling(key, &notify) {
+        if samples.is_sampling(key.as_str(), &notify) {
             waiting.await;
         }
     }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use crate::store::Store;
-use crate::{Error, Policy, Verdict};
+use crate::{Error, Key, Policy, Verdict};
 
 use super::state::Instance;
 
@@ -16,24 +16,24 @@ use super::state::Instance;
 const SLOTS: u32 = 16_384;
 
 /// The sub-key and policy of each shard of `key`.
-pub(super) fn shards_of(key: &str, policy: &Policy, shards: u32) -> (Vec<String>, Policy) {
+pub(super) fn shards_of(key: &Key, policy: &Policy, shards: u32) -> (Vec<Key>, Policy) {
     let keys = (0..shards)
-        .map(|shard| shard_key(key, shard, shards))
+        .map(|shard| shard_key_of(key, shard, shards))
         .collect();
     (keys, policy.divided(shards))
 }
 
 /// The shard the next request of `key` goes to, without taking the turn.
-pub(super) fn next(hot: &Instance, key: &str, policy: &Policy, shards: u32) -> (String, Policy) {
+pub(super) fn next(hot: &Instance, key: &Key, policy: &Policy, shards: u32) -> (Key, Policy) {
     let turn = hot.turn.load(Ordering::Relaxed);
     let shard = (turn % u64::from(shards)) as u32;
-    (shard_key(key, shard, shards), policy.divided(shards))
+    (shard_key_of(key, shard, shards), policy.divided(shards))
 }
 
 pub(super) async fn check<S: Store>(
     hot: &Instance,
     store: &Arc<S>,
-    key: &str,
+    key: &Key,
     policy: &Policy,
     shards: u32,
     cost: u64,
@@ -43,8 +43,13 @@ pub(super) async fn check<S: Store>(
     metrics::counter!("limiter_shard_picks_total", "shard" => shard.to_string()).increment(1);
     let share = policy.divided(shards);
     share.validate_cost(cost)?;
-    let sub_key = shard_key(key, shard, shards);
+    let sub_key = shard_key_of(key, shard, shards);
     super::verdict_of(&**store, &sub_key, &share, cost).await
+}
+
+/// [`shard_key`] as a store takes it.
+fn shard_key_of(key: &Key, shard: u32, shards: u32) -> Key {
+    Key::from(shard_key(key.as_str(), shard, shards))
 }
 
 /// The key of shard `shard` of `shards`: the key with a hash tag that puts

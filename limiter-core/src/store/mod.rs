@@ -17,7 +17,7 @@
 
 use std::future::Future;
 
-use crate::{Decision, Error, Policy};
+use crate::{Decision, Error, Key, Policy};
 
 pub(crate) mod assigned;
 pub(crate) mod blocks;
@@ -53,7 +53,7 @@ pub use traits::{
 ///
 /// ```
 /// use limiter_core::{
-///     Acquired, Capabilities, ConcurrencyLimit, Decision, Error, Permits, Policy, Store,
+///     Acquired, Capabilities, ConcurrencyLimit, Decision, Error, Key, Permits, Policy, Store,
 ///     async_trait,
 /// };
 ///
@@ -61,7 +61,7 @@ pub use traits::{
 /// struct Shared;
 ///
 /// impl Store for Shared {
-///     async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+///     async fn check(&self, key: &Key, policy: &Policy, cost: u64) -> Result<Decision, Error> {
 ///         # let _ = (key, policy, cost);
 ///         // one atomic step on the backend
 ///         # unimplemented!()
@@ -69,8 +69,8 @@ pub use traits::{
 /// }
 ///
 /// impl Capabilities for Shared {
-///     fn failure_domain(&self, key: &str) -> u64 {
-///         key.len() as u64 % 3 // the node that serves `key`
+///     fn failure_domain(&self, key: &Key) -> u64 {
+///         key.as_str().len() as u64 % 3 // the node that serves `key`
 ///     }
 ///
 ///     fn as_permits(&self) -> Option<&dyn Permits> {
@@ -93,7 +93,7 @@ pub use traits::{
 pub trait Store: Capabilities {
     /// Checks a request of `cost` against `policy` on `key`, and records it if
     /// allowed. `key` is used as given (the [`Limiter`](crate::Limiter) adds
-    /// its prefix).
+    /// its prefix); its text ([`Key::as_str`]) is what the store keeps.
     ///
     /// Fails with [`Error::Config`] when `cost` could never pass the policy,
     /// and with a store error when the store cannot answer. A store that
@@ -102,7 +102,7 @@ pub trait Store: Capabilities {
     /// has one), saying so in [`Decision::decider`].
     fn check(
         &self,
-        key: &str,
+        key: &Key,
         policy: &Policy,
         cost: u64,
     ) -> impl Future<Output = Result<Decision, Error>> + Send;
@@ -116,7 +116,7 @@ pub trait Store: Capabilities {
     /// exactly as [`check`](Self::check) would have done it.
     fn try_check_now(
         &self,
-        key: &str,
+        key: &Key,
         policy: &Policy,
         cost: u64,
     ) -> Option<Result<Decision, Error>> {

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 
 use crate::concurrency::{Acquired, ConcurrencyLimit};
 use crate::hot::{LeaseGrant, LeaseRequest};
-use crate::{Decision, Error, Policy};
+use crate::{Decision, Error, Key, Policy};
 
 use super::control::{Change, ControlTables};
 
@@ -45,7 +45,7 @@ pub trait Capabilities: Send + Sync + 'static {
     /// of a Redis Cluster): a guard keeps a circuit breaker per part, so a
     /// part that is down costs only its keys. 0 (the default) is the whole
     /// store. Called before every guarded call: it must be cheap.
-    fn failure_domain(&self, key: &str) -> u64 {
+    fn failure_domain(&self, key: &Key) -> u64 {
         let _ = key;
         0
     }
@@ -155,16 +155,17 @@ pub trait Leases: Send + Sync + 'static {
 ///
 /// ```
 /// use std::time::Duration;
-/// use limiter_core::{KeyState, MemoryStore, Policy, Rule};
+/// use limiter_core::{Key, KeyState, MemoryStore, Policy, Rule};
 ///
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// let store = MemoryStore::new();
 /// let failures = Policy::sliding_log([Rule::new(1, Duration::from_secs(60))?])?;
-/// let (decision, receipt) = store.check_refundable("login:ada", &failures, 1).await?;
+/// let ada = Key::from("login:ada");
+/// let (decision, receipt) = store.check_refundable(&ada, &failures, 1).await?;
 /// assert!(decision.allowed());
 /// // The login succeeded: it does not count.
-/// store.refund("login:ada", &failures, &receipt.unwrap()).await?;
-/// let (again, _) = store.check_refundable("login:ada", &failures, 1).await?;
+/// store.refund(&ada, &failures, &receipt.unwrap()).await?;
+/// let (again, _) = store.check_refundable(&ada, &failures, 1).await?;
 /// assert!(again.allowed());
 /// # Ok::<(), limiter_core::Error>(())
 /// # }).unwrap();
@@ -175,11 +176,11 @@ pub trait KeyState: Send + Sync + 'static {
     /// (allowed, remaining per rule, retry after, reset after), recording
     /// nothing: the next check answers as if this call had not been made.
     /// Fails with [`Error::Config`] for a cost the check would refuse.
-    async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error>;
+    async fn peek(&self, key: &Key, policy: &Policy, cost: u64) -> Result<Decision, Error>;
 
     /// Forgets what `key` holds under `policy`: its next check finds the
     /// whole quota. Resetting a key without state does nothing.
-    async fn reset(&self, key: &str, policy: &Policy) -> Result<(), Error>;
+    async fn reset(&self, key: &Key, policy: &Policy) -> Result<(), Error>;
 
     /// Checks like [`Store::check`](super::Store::check), and answers what it recorded when the
     /// request is allowed (`None` when denied). Fails with
@@ -187,7 +188,7 @@ pub trait KeyState: Send + Sync + 'static {
     /// exactly ([`Policy::counts_by_outcome`]).
     async fn check_refundable(
         &self,
-        key: &str,
+        key: &Key,
         policy: &Policy,
         cost: u64,
     ) -> Result<(Decision, Option<crate::Receipt>), Error>;
@@ -198,7 +199,7 @@ pub trait KeyState: Send + Sync + 'static {
     /// is not given back.
     async fn refund(
         &self,
-        key: &str,
+        key: &Key,
         policy: &Policy,
         receipt: &crate::Receipt,
     ) -> Result<(), Error>;

@@ -98,17 +98,18 @@ impl Waitable for Acquired {
 ///
 /// ```
 /// use std::time::Duration;
-/// use limiter_core::{ManualClock, MemoryStore, Policy, Rule, Store, Waiters};
+/// use limiter_core::{Key, ManualClock, MemoryStore, Policy, Rule, Store, Waiters};
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
 /// let clock = ManualClock::new(Duration::from_secs(1_000));
 /// let store = MemoryStore::with_clock(clock.clone());
 /// let waiters = Waiters::with_clock(clock.clone());
 /// let replies = Policy::sliding_log([Rule::new(1, Duration::from_secs(2))?])?;
-/// assert!(store.check("laoqian", &replies, 1).await?.allowed());
+/// let laoqian = Key::from("laoqian");
+/// assert!(store.check(&laoqian, &replies, 1).await?.allowed());
 /// // Over the limit: waits up to 5 s instead of failing.
-/// let waiting = waiters.acquire("laoqian", Duration::from_secs(5), || {
-///     store.check("laoqian", &replies, 1)
+/// let waiting = waiters.acquire(laoqian.as_str(), Duration::from_secs(5), || {
+///     store.check(&laoqian, &replies, 1)
 /// });
 /// let mover = async {
 ///     tokio::task::yield_now().await;

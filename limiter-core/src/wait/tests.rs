@@ -32,7 +32,7 @@ impl Counted {
 
     fn check(&self, key: &str, policy: &Policy) -> Result<Decision, Error> {
         self.checks.fetch_add(1, Ordering::SeqCst);
-        self.store.check_now(key, policy, 1)
+        self.store.check_text(key, policy, 1)
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use limiter_core::{Decision, Error, KeyState, ManualClock, Policy, Rule};
+use limiter_core::{Decision, Error, Key, KeyState, ManualClock, Policy, Rule};
 use limiter_regional::{Region, RegionalConfig, RegionalStore, RegionsNotConfirmed};
 use limiter_tests::RedisServer;
 use limiter_tests::at::At;
@@ -245,7 +245,13 @@ async fn a_reset_reaches_every_region_and_keeps_the_leases() {
     world.idle().await;
     let peek = |region: usize| {
         let (store, policy) = (world.stores[region].clone(), policy.clone());
-        async move { store.now(at).peek("reset", &policy, 1).await.unwrap() }
+        async move {
+            store
+                .now(at)
+                .peek(&Key::from("reset"), &policy, 1)
+                .await
+                .unwrap()
+        }
     };
     // A region's lease: what it counted, and what remains of it besides
     // the request a peek asks about.
@@ -261,7 +267,10 @@ async fn a_reset_reaches_every_region_and_keeps_the_leases() {
         "leases {leases:?}, admitted {admitted:?}"
     );
     assert_eq!(admitted, [10, 0, 10]);
-    world.stores[0].reset("reset", &fixed()).await.unwrap();
+    world.stores[0]
+        .reset(&Key::from("reset"), &fixed())
+        .await
+        .unwrap();
     // The counts are gone in every region, the leases kept.
     for (region, held) in leases.into_iter().enumerate() {
         assert_eq!(lease(0, peek(region).await), held, "region {region}");
@@ -282,7 +291,7 @@ async fn a_reset_names_the_region_it_could_not_reach() {
     };
     let policy = fixed();
     check(&store, "cut", &policy, BASE).await;
-    let error = store.reset("cut", &policy).await.unwrap_err();
+    let error = store.reset(&Key::from("cut"), &policy).await.unwrap_err();
     let Error::Backend(backend) = &error else {
         panic!("not a backend error: {error}");
     };
@@ -292,7 +301,11 @@ async fn a_reset_names_the_region_it_could_not_reach() {
     assert_eq!(not_confirmed, ["south"]);
     assert_eq!(missed.confirmed().collect::<Vec<_>>(), ["north"]);
     // North holds it.
-    let peek = store.now(BASE).peek("cut", &policy, 1).await.unwrap();
+    let peek = store
+        .now(BASE)
+        .peek(&Key::from("cut"), &policy, 1)
+        .await
+        .unwrap();
     assert_eq!(peek.remaining(), 15 - 1);
 }
 
@@ -301,33 +314,30 @@ async fn a_refund_is_given_back_where_it_was_counted() {
     let world = World::start();
     let north = &world.stores[0];
     let policy = fixed();
-    let at = BASE + 100_000;
+    let (at, refund) = (BASE + 100_000, Key::from("refund"));
     let (first, receipt) = north
         .now(at)
-        .check_refundable("refund", &policy, 1)
+        .check_refundable(&refund, &policy, 1)
         .await
         .unwrap();
     assert_eq!(first.remaining(), 9);
     north
-        .refund("refund", &policy, &receipt.unwrap())
+        .refund(&refund, &policy, &receipt.unwrap())
         .await
         .unwrap();
-    let peek = north.now(at).peek("refund", &policy, 1).await.unwrap();
+    let peek = north.now(at).peek(&refund, &policy, 1).await.unwrap();
     assert_eq!(peek.remaining(), 9, "the refunded request is not counted");
     // A refund of a window that is over gives nothing back.
     let (_, old) = north
         .now(at)
-        .check_refundable("refund", &policy, 1)
+        .check_refundable(&refund, &policy, 1)
         .await
         .unwrap();
     check(north, "refund", &policy, BASE + 2 * W).await;
-    north
-        .refund("refund", &policy, &old.unwrap())
-        .await
-        .unwrap();
+    north.refund(&refund, &policy, &old.unwrap()).await.unwrap();
     let later = north
         .now(BASE + 2 * W)
-        .peek("refund", &policy, 1)
+        .peek(&refund, &policy, 1)
         .await
         .unwrap();
     assert_eq!(later.remaining(), 8);

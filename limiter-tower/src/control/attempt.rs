@@ -19,8 +19,7 @@ pub(super) async fn attempt(
     key: &str,
     policy: &Policy,
 ) -> Result<Attempt, Error> {
-    let mut full = String::from(&*control.context.key_start);
-    full.push_str(key);
+    let full = control.full_key(key);
     let policy = Arc::new(policy.clone());
     if let Some(left) = control.block_of_key(&full) {
         return Ok(Attempt::refused(Refused::Blocked(left), policy));

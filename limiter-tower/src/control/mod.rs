@@ -25,7 +25,7 @@ pub use unanswered::changes_need_the_store;
 use std::fmt;
 use std::sync::Arc;
 
-use limiter_core::{Change, Decision, Error, Identity, IdentityKind, Policy, required};
+use limiter_core::{Change, Decision, Error, Identity, IdentityKind, Key, Policy, required};
 
 use crate::context::Context;
 use crate::key::Source;
@@ -194,8 +194,7 @@ impl Control {
     /// # }).unwrap();
     /// ```
     pub async fn check(&self, key: &str, policy: &Policy) -> Result<Decision, Error> {
-        let mut full = String::from(&*self.context.key_start);
-        full.push_str(key);
+        let full = self.full_key(key);
         if let Some(left) = self.block_of_key(&full) {
             return Ok(Decision::blocked(policy, left));
         }
@@ -260,7 +259,7 @@ impl Control {
     }
 
     /// Forgets `keys` (this handle's limits') in its store.
-    async fn reset_keys(&self, keys: Vec<(&Named, String)>) -> Result<usize, Error> {
+    async fn reset_keys(&self, keys: Vec<(&Named, Key)>) -> Result<usize, Error> {
         let count = keys.len();
         let resets = required(
             self.context.store.capabilities().as_key_state(),
@@ -274,7 +273,7 @@ impl Control {
                 .as_ref()
                 .is_some_and(|b| b.penalty.is_some());
             if penalized {
-                let penalty_key = format!("{key}:penalty");
+                let penalty_key = Key::from(format!("{key}:penalty"));
                 resets.reset(&penalty_key, policy).await?;
             }
             resets.reset(&key, policy).await?;
@@ -311,9 +310,17 @@ impl Control {
     /// The block of the identity a key under the prefix starts with: the
     /// key up to its first `:` after the prefix (an identity escapes its
     /// own), as [`Identity::push_key`] and `:{action}` build it.
-    fn block_of_key(&self, full: &str) -> Option<std::time::Duration> {
-        let identity = limiter_core::identity_key_of(full, self.context.key_start.len())?;
-        self.block_of(identity)
+    fn block_of_key(&self, full: &Key) -> Option<std::time::Duration> {
+        let start = self.context.key_start.len();
+        self.block_of(limiter_core::identity_key_of(full.as_str(), start)?)
+    }
+
+    /// `key` (the application's) under the layer's prefix: the one key of
+    /// a call.
+    fn full_key(&self, key: &str) -> Key {
+        let mut full = String::from(&*self.context.key_start);
+        full.push_str(key);
+        Key::from(full)
     }
 
     /// How long the block of `key` (an identity's) lasts, as this instance
@@ -340,7 +347,7 @@ impl Control {
     }
 
     /// The key of each limit that applies to `identity`.
-    fn keys_of(&self, identity: &Identity) -> Vec<(&Named, String)> {
+    fn keys_of(&self, identity: &Identity) -> Vec<(&Named, Key)> {
         self.limits
             .iter()
             .filter_map(|named| Some((named, self.key_of(&named.limit, identity)?)))
@@ -350,7 +357,7 @@ impl Control {
     /// The key of `limit` for `identity`, as its requests write it; `None`
     /// when the limit does not count by `identity`'s kind (a global limit;
     /// a limit by address, and `identity` is a user...).
-    fn key_of(&self, limit: &RouteLimit, identity: &Identity) -> Option<String> {
+    fn key_of(&self, limit: &RouteLimit, identity: &Identity) -> Option<Key> {
         let counts_by_kind = match (&limit.source.0, identity.kind()) {
             (Source::Ip | Source::UserOrIp, IdentityKind::Address)
             | (Source::User | Source::UserOrIp, IdentityKind::User)
@@ -368,8 +375,7 @@ impl Control {
             .as_deref()
             .unwrap_or(&self.context.key_start);
         let push = |key: &mut String| self.push_identity(key, identity);
-        let key = limiter_core::Key::of_identity(start, push, &limit.name);
-        Some(key.into_string())
+        Some(Key::of_identity(start, push, &limit.name))
     }
 
     /// Sets the name of this instance, under which its top offenders are

@@ -13,8 +13,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use limiter_core::{
-    Acquired, ConcurrencyLimit, Decision, Error, OnStoreError, Penalty, Policy, Receipt, Verdict,
-    Waiters, required,
+    Acquired, ConcurrencyLimit, Decision, Error, Key, OnStoreError, Penalty, Policy, Receipt,
+    Verdict, Waiters, required,
 };
 
 use super::route::RouteLimit;
@@ -34,13 +34,13 @@ pub(crate) struct Admission {
     pub(crate) refund: Option<Box<Refund>>,
     /// The request's key, given back by the checks (a denial counts the
     /// identity it names).
-    pub(crate) key: String,
+    pub(crate) key: Key,
 }
 
 impl Admission {
     /// The answer of a rate check alone, and its key.
     #[inline]
-    pub(crate) fn rate((verdict, key): (Result<Verdict, Error>, String)) -> Self {
+    pub(crate) fn rate((verdict, key): (Result<Verdict, Error>, Key)) -> Self {
         Self {
             permit: None,
             verdict: Some(verdict),
@@ -95,7 +95,7 @@ pub(crate) struct PlanFields {
 /// What one request's checks need, owned so they can outlive `call`.
 pub(crate) struct Checks {
     pub(crate) store: Arc<dyn DynStore>,
-    pub(crate) key: String,
+    pub(crate) key: Key,
     pub(crate) rate: Option<(Arc<Policy>, u64)>,
     pub(crate) concurrency: Option<ConcurrencyLimit>,
     pub(crate) on_error: Option<OnStoreError>,
@@ -110,7 +110,7 @@ pub(crate) struct Checks {
 /// An admission under way.
 pub(crate) enum Pending {
     /// A rate check alone: the store's own future, not boxed again.
-    Rate(BoxFuture<(Result<Verdict, Error>, String)>),
+    Rate(BoxFuture<(Result<Verdict, Error>, Key)>),
     /// A permit, or waiting: the steps in one future.
     Steps(BoxFuture<Admission>),
 }
@@ -186,7 +186,7 @@ async fn steps(checks: Checks) -> Admission {
                     async move { check.await.0 }
                 };
                 admission.verdict = Some(match &waiters {
-                    Some((waiters, max)) => waiters.acquire(&key, *max, check).await,
+                    Some((waiters, max)) => waiters.acquire(key.as_str(), *max, check).await,
                     None => check().await,
                 });
             }
@@ -199,7 +199,9 @@ async fn steps(checks: Checks) -> Admission {
                             refundable_verdict(checked)
                         };
                         match &waiters {
-                            Some((waiters, max)) => waiters.acquire(&key, *max, check).await,
+                            Some((waiters, max)) => {
+                                waiters.acquire(key.as_str(), *max, check).await
+                            }
                             None => check().await,
                         }
                     }
@@ -246,7 +248,7 @@ fn refundable_verdict(
 
 /// Counts a denial of `key` by `penalty`, and blocks `block_key` when it
 /// earns a block. A store that fails here leaves the denial as it is.
-async fn penalize(store: Arc<dyn DynStore>, key: String, penalty: Arc<Penalty>, block_key: String) {
+async fn penalize(store: Arc<dyn DynStore>, key: Key, penalty: Arc<Penalty>, block_key: String) {
     let blocked = match required(store.capabilities().as_shared_control(), "penalties") {
         Ok(shared) => {
             let penalty_key = format!("{key}:penalty");
@@ -266,7 +268,7 @@ async fn penalize(store: Arc<dyn DynStore>, key: String, penalty: Arc<Penalty>, 
         Err(unsupported) => Err(unsupported),
     };
     if let Err(error) = blocked {
-        tracing::warn!(%error, key, "a penalty could not be counted or applied");
+        tracing::warn!(%error, %key, "a penalty could not be counted or applied");
     }
 }
 
@@ -276,7 +278,7 @@ const REFUNDS: &str = "limiter_refunds_total";
 /// What gives one admitted request back.
 pub(crate) struct Refund {
     pub(crate) store: Arc<dyn DynStore>,
-    pub(crate) key: String,
+    pub(crate) key: Key,
     pub(crate) policy: Arc<Policy>,
     pub(crate) receipt: Receipt,
     pub(crate) counts: CountWhen,
@@ -287,7 +289,7 @@ impl Refund {
     /// no response settles it.
     pub(crate) fn always_counted(
         store: Arc<dyn DynStore>,
-        key: String,
+        key: Key,
         policy: Arc<Policy>,
         receipt: Receipt,
     ) -> Self {

@@ -23,7 +23,8 @@ use std::time::Duration;
 use axum::response::Response;
 use http::{Request, StatusCode};
 use limiter_core::{
-    ConcurrencyLimit, Decision, Error, Identity, MaxWait, Override, OverrideMode, Penalty, Policy,
+    ConcurrencyLimit, Decision, Error, Identity, Key, MaxWait, Override, OverrideMode, Penalty,
+    Policy,
 };
 use tower_service::Service;
 
@@ -42,7 +43,7 @@ use crate::scope::Current;
 thread_local! {
     /// The key buffer of this thread's checks, reused so that a check on a
     /// store that decides at once allocates no key.
-    static KEY_BUFFER: Cell<String> = const { Cell::new(String::new()) };
+    static KEY_BUFFER: Cell<Key> = const { Cell::new(Key::new()) };
 }
 
 impl RouteLimit {
@@ -152,12 +153,7 @@ impl RouteLimit {
     }
 
     /// The wait for the store's answer.
-    fn pending(
-        self: &Arc<Self>,
-        context: &Arc<Context>,
-        key: String,
-        checks: RequestChecks,
-    ) -> Next {
+    fn pending(self: &Arc<Self>, context: &Arc<Context>, key: Key, checks: RequestChecks) -> Next {
         let policy = checks.reading.policy(self);
         let rate = checks.cost.map(|cost| (Arc::clone(policy), cost));
         let penalty = checks
@@ -441,7 +437,7 @@ impl RouteLimit {
     pub(crate) async fn check_identity(
         &self,
         context: &Context,
-        key: String,
+        key: Key,
         identity: &Identity,
         block_key: String,
         refundable: bool,

@@ -19,6 +19,7 @@ mod admission;
 mod answer;
 mod decide;
 mod future;
+mod request_key;
 mod route;
 
 pub(crate) use admission::Refund;

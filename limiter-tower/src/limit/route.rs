@@ -1,7 +1,8 @@
 //! One route's limit, as a [`LimitLayer`](crate::LimitLayer) or
-//! `#[rate_limit]` configures it: who a request is for it (its key, its
-//! identity, the lists and the block it is on), how its decisions are
-//! counted, and the answers it gives without asking the store.
+//! `#[rate_limit]` configures it: who a request is for it (its identity,
+//! the lists and the block it is on; its key is `request_key.rs`'s), how
+//! its decisions are counted, and the answers it gives without asking the
+//! store.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -12,11 +13,9 @@ use http::Request;
 use http::request::Parts;
 use limiter_core::{ControlTables, Identity, Key, OnStoreError, Policy};
 
-use crate::client_ip::push_ipv4;
 use crate::context::Context;
 use crate::counters::{Counted, DecisionCounters, ShadowCounter};
 use crate::key::{ClientAddress, KeySource, Source};
-use crate::misconfigured::Missing;
 use crate::options::{ClientList, CommonOptions, RouteOptions};
 use crate::response::RouteFields;
 
@@ -102,72 +101,7 @@ impl RouteLimit {
     }
 }
 
-/// Why no key could be built for a request.
-pub(crate) enum NoKey {
-    /// The request carries no identity of this kind: the client's fault.
-    NotInRequest,
-    /// The application is not set up for this key source.
-    NotSetUp(Missing),
-}
-
 impl RouteLimit {
-    /// Writes `{prefix}:{identity}:{name}`, or `{prefix}:{name}` for a global
-    /// limit, into `key` (cleared first, so a buffer can be reused).
-    pub(crate) fn write_key<B>(
-        &self,
-        key: &mut String,
-        context: &Context,
-        request: &mut Request<B>,
-    ) -> Result<(), NoKey> {
-        let start = self.key_start.as_deref().unwrap_or(&context.key_start);
-        key.clear();
-        key.reserve(start.len() + self.name.len() + 48);
-        key.push_str(start);
-        let present = |identity: Option<String>| identity.filter(|i| !i.is_empty());
-        match &self.source.0 {
-            Source::Ip => {
-                let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<SocketAddr>>()
-                else {
-                    return Err(NoKey::NotSetUp(Missing::PeerAddress));
-                };
-                match context.client_ip.resolve(peer.ip(), request.headers()) {
-                    IpAddr::V4(v4) => push_ipv4(key, v4),
-                    v6 => context.client_ip.push_identity(key, v6),
-                }
-            }
-            Source::User => {
-                let Some(resolve) = &context.user else {
-                    return Err(NoKey::NotSetUp(Missing::UserResolver));
-                };
-                let user = present(with_parts(request, |parts| resolve(parts)))
-                    .ok_or(NoKey::NotInRequest)?;
-                Identity::push_user_key(key, user.as_bytes());
-            }
-            Source::UserOrIp => push_user_or_ip(key, context, request)?,
-            Source::Header(header) => {
-                let value = request
-                    .headers()
-                    .get(header)
-                    .filter(|v| !v.is_empty())
-                    .ok_or(NoKey::NotInRequest)?;
-                Identity::push_header_key(key, header.as_str(), value.as_bytes());
-            }
-            Source::Global => {
-                key.push_str(&self.name);
-                return Ok(());
-            }
-            Source::Custom(resolve) => {
-                note_client_address(context, request);
-                let identity = present(with_parts(request, |parts| resolve(parts)))
-                    .ok_or(NoKey::NotInRequest)?;
-                Identity::push_custom_key(key, identity.as_bytes());
-            }
-        }
-        key.push(':');
-        key.push_str(&self.name);
-        Ok(())
-    }
-
     /// How long the request stays blocked: the block of its identity for
     /// this limit (`{prefix}:{identity}` under the router layer's prefix,
     /// of the identity's kind), or of its client address, which covers
@@ -176,7 +110,7 @@ impl RouteLimit {
     #[inline(always)]
     pub(crate) fn block_of<B>(
         &self,
-        key: &str,
+        key: &Key,
         context: &Context,
         request: &Request<B>,
     ) -> Option<Duration> {
@@ -194,7 +128,7 @@ impl RouteLimit {
     fn block_in_list<B>(
         &self,
         blocks: &ControlTables,
-        key: &str,
+        key: &Key,
         context: &Context,
         request: &Request<B>,
     ) -> Option<Duration> {
@@ -202,7 +136,7 @@ impl RouteLimit {
             (Source::Global, _) => None,
             // The key starts with the block's key: read it in place (this
             // runs on every request while the store holds any block).
-            (_, None) => Key::identity_key_in(key, &self.name).and_then(|k| blocks.blocked(k)),
+            (_, None) => key.identity_key().and_then(|k| blocks.blocked(k)),
             (_, Some(_)) => blocks.blocked(&self.block_key(key, context)),
         };
         let address = match &self.source.0 {
@@ -222,10 +156,9 @@ impl RouteLimit {
     }
 
     /// The key of the block of `key`'s identity (see [`block_of`](Self::block_of)).
-    pub(crate) fn block_key(&self, key: &str, context: &Context) -> String {
-        let start = self.key_start.as_deref().unwrap_or(&context.key_start);
+    pub(crate) fn block_key(&self, key: &Key, context: &Context) -> String {
         let mut block_key = String::from(&*context.key_start);
-        block_key.push_str(Key::identity_part_in(key, start, &self.name).unwrap_or_default());
+        block_key.push_str(key.identity_part().unwrap_or_default());
         block_key
     }
 
@@ -388,47 +321,9 @@ impl RouteLimit {
     }
 }
 
-/// Writes the user `by = user_or_ip` finds into `key`, else the client's
-/// address. Out of line, as [`push_client_ip`]: written in place, either
-/// made the `by = ip` path of `write_key` about 180 instructions a request
-/// dearer (`http_instructions.sh`, a limit on its route).
-#[inline(never)]
-fn push_user_or_ip<B>(
-    key: &mut String,
-    context: &Context,
-    request: &mut Request<B>,
-) -> Result<(), NoKey> {
-    let Some(resolve) = &context.user else {
-        return Err(NoKey::NotSetUp(Missing::UserResolver));
-    };
-    match with_parts(request, |parts| resolve(parts)).filter(|user| !user.is_empty()) {
-        Some(user) => Identity::push_user_key(key, user.as_bytes()),
-        None => push_client_ip(key, context, request)?,
-    }
-    Ok(())
-}
-
-/// Writes the client's address as `by = ip` keys it (an IPv6 client as its
-/// network) into `key`: for a request `by = user_or_ip` finds no user for.
-#[inline(never)]
-fn push_client_ip<B>(
-    key: &mut String,
-    context: &Context,
-    request: &Request<B>,
-) -> Result<(), NoKey> {
-    let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<SocketAddr>>() else {
-        return Err(NoKey::NotSetUp(Missing::PeerAddress));
-    };
-    match context.client_ip.resolve(peer.ip(), request.headers()) {
-        IpAddr::V4(v4) => push_ipv4(key, v4),
-        v6 => context.client_ip.push_identity(key, v6),
-    }
-    Ok(())
-}
-
 /// Puts the client's address, as `by = ip` finds it, into the request's
 /// extensions for a custom resolver to read ([`ClientAddress`]), once.
-fn note_client_address<B>(context: &Context, request: &mut Request<B>) {
+pub(super) fn note_client_address<B>(context: &Context, request: &mut Request<B>) {
     if request.extensions().get::<ClientAddress>().is_none()
         && let Some(ip) = client_ip(context, request)
     {

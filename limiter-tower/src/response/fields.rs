@@ -218,7 +218,9 @@ mod tests {
         );
         let clock = limiter_core::ManualClock::new(Duration::from_secs(1));
         let store = MemoryStore::with_clock(clock);
-        let d = store.check_now("k", &policy, 3).unwrap();
+        let d = store
+            .check_now(&limiter_core::Key::from("k"), &policy, 3)
+            .unwrap();
         assert_eq!(
             fields.state(&d),
             "\"10-per-60s\";r=7;t=60, \"20-per-120s\";r=17;t=120"

@@ -8,8 +8,8 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use axum::routing::post;
 use limiter_core::{
-    Acquired, Capabilities, ConcurrencyLimit, Decision, Error, Identity, KeyState, Permits, Policy,
-    Receipt, Rule, Store, async_trait,
+    Acquired, Capabilities, ConcurrencyLimit, Decision, Error, Identity, Key, KeyState, Permits,
+    Policy, Receipt, Rule, Store, async_trait,
 };
 use limiter_tower::{Control, KeySource, LimitLayer, Limiter, LimiterLayer, MemoryStore};
 use tower::ServiceExt;
@@ -35,7 +35,7 @@ impl Capabilities for PermitsFail {
 }
 
 impl Store for PermitsFail {
-    async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+    async fn check(&self, key: &Key, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.0.check(key, policy, cost).await
     }
 }
@@ -49,24 +49,24 @@ impl Permits for PermitsFail {
 
 #[async_trait]
 impl KeyState for PermitsFail {
-    async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+    async fn peek(&self, key: &Key, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.0.peek(key, policy, cost).await
     }
 
-    async fn reset(&self, key: &str, policy: &Policy) -> Result<(), Error> {
+    async fn reset(&self, key: &Key, policy: &Policy) -> Result<(), Error> {
         self.0.reset(key, policy).await
     }
 
     async fn check_refundable(
         &self,
-        key: &str,
+        key: &Key,
         policy: &Policy,
         cost: u64,
     ) -> Result<(Decision, Option<Receipt>), Error> {
         self.0.check_refundable(key, policy, cost).await
     }
 
-    async fn refund(&self, key: &str, policy: &Policy, receipt: &Receipt) -> Result<(), Error> {
+    async fn refund(&self, key: &Key, policy: &Policy, receipt: &Receipt) -> Result<(), Error> {
         self.0.refund(key, policy, receipt).await
     }
 }

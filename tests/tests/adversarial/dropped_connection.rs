@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use limiter_core::{GuardConfig, Guarded, OnStoreError, Policy, Rule, Store, Verdict};
+use limiter_core::{GuardConfig, Guarded, Key, OnStoreError, Policy, Rule, Store, Verdict};
 use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::RedisServer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -84,7 +84,7 @@ impl Tally {
 
 async fn check(store: &Guarded<RedisStore>, key: &str) -> Verdict {
     store
-        .check_with(key, &ten_a_minute(), 1, OnStoreError::default())
+        .check_with(&Key::from(key), &ten_a_minute(), 1, OnStoreError::default())
         .await
         .expect("the failure policy always decides")
 }
@@ -286,7 +286,10 @@ async fn a_command_in_flight_when_its_connection_drops_is_never_sent_again() {
     );
     // Redis counted the request once: the next check, straight to Redis,
     // is its second.
-    let next = direct.check(key, &ten_a_minute(), 1).await.unwrap();
+    let next = direct
+        .check(&Key::from(key), &ten_a_minute(), 1)
+        .await
+        .unwrap();
     assert_eq!(
         next.remaining(),
         LIMIT - 2,

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use limiter_core::{BreakerState, GuardConfig, Guarded, OnStoreError, Policy, Rule, Verdict};
+use limiter_core::{BreakerState, GuardConfig, Guarded, Key, OnStoreError, Policy, Rule, Verdict};
 use limiter_regional::{Region, RegionalConfig, RegionalStore};
 use limiter_tests::RedisServer;
 use tokio::task::JoinSet;
@@ -102,7 +102,7 @@ async fn a_regions_redis_back_after_a_quiet_period_decides_the_first_check() {
         let (guarded, policy) = (guarded.clone(), policy.clone());
         async move {
             guarded
-                .check_with(key, &policy, 1, OnStoreError::default())
+                .check_with(&Key::from(key), &policy, 1, OnStoreError::default())
                 .await
                 .expect("the failure policy always decides")
         }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use limiter_core::{Decision, Error, Store};
+use limiter_core::{Decision, Error, Key, Store};
 use limiter_regional::RegionStats;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -230,7 +230,7 @@ fn send_junk(
             };
             run.junk_sent += 1;
             let (store, policy) = (store.clone(), policy.clone());
-            let key = format!("junk:{region}:{tick}:{k}");
+            let key = Key::from(format!("junk:{region}:{tick}:{k}"));
             let errors = Arc::clone(&run.junk_errors);
             checks.spawn(async move {
                 if store.check(&key, &policy, JUNK_COST).await.is_err() {
@@ -293,7 +293,7 @@ pub(crate) async fn run(world: &World, plan: &Plan) -> Run {
                 .entry((sent - first_window) / WINDOW_US)
                 .or_default() += 1;
             real_checks.spawn(async move {
-                let decision = store.check(key, &policy, 1).await;
+                let decision = store.check(&Key::from(key), &policy, 1).await;
                 let answered = now_us();
                 Real {
                     region,

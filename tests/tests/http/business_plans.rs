@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use limiter_core::{Algorithm, MemoryStore, Plan, Plans, Policy, Rate, Rule, Store};
+use limiter_core::{Algorithm, Key, MemoryStore, Plan, Plans, Policy, Rate, Rule, Store};
 use limiter_tests::redis;
 use tokio::task::JoinSet;
 
@@ -57,7 +57,7 @@ async fn load<S: Store + Clone>(
             store.clone(),
             plans.clone(),
             plan.to_owned(),
-            key.to_owned(),
+            Key::from(key),
         );
         tasks.spawn(async move {
             let plan = plans.get(&plan).unwrap();
@@ -119,7 +119,7 @@ async fn a_plan_lowered_under_load_admits_nothing_above_it<S: Store + Clone>(
         let answered = Arc::new(AtomicUsize::new(0));
         let mut tasks = JoinSet::new();
         for _ in 0..64 {
-            let (store, plans, key) = (store.clone(), plans.clone(), key.clone());
+            let (store, plans, key) = (store.clone(), plans.clone(), Key::from(&key));
             let (table, answered) = (Arc::clone(&table), Arc::clone(&answered));
             tasks.spawn(async move {
                 let name = *table.lock().unwrap();

@@ -13,7 +13,7 @@
 use std::time::{Duration, Instant};
 
 use limiter_core::{
-    Error, Forget, GuardConfig, Guarded, KeyState, OnStoreError, Policy, Rule, SharedControl,
+    Error, Forget, GuardConfig, Guarded, Key, KeyState, OnStoreError, Policy, Rule, SharedControl,
     Store, Verdict,
 };
 use limiter_redis::{RedisConfig, RedisStore};
@@ -68,13 +68,20 @@ async fn warm_up(a: &RedisStore, b: &RedisStore) {
     a.unblock("test:warm-b").await.unwrap();
     a.assign_plan("test:warm", Some("pro")).await.unwrap();
     a.assign_plan("test:warm", None).await.unwrap();
-    a.reset("test:warm", &once_a_minute()).await.unwrap();
+    a.reset(&Key::from("test:warm"), &once_a_minute())
+        .await
+        .unwrap();
 }
 
 /// B's check of [`RESET`]: `true` when allowed.
 async fn allowed_on(b: &Guarded<RedisStore>) -> bool {
     let verdict = b
-        .check_with(RESET, &once_a_minute(), 1, OnStoreError::FailClosed)
+        .check_with(
+            &Key::from(RESET),
+            &once_a_minute(),
+            1,
+            OnStoreError::FailClosed,
+        )
         .await
         .unwrap();
     verdict.allowed()
@@ -84,11 +91,11 @@ async fn allowed_on(b: &Guarded<RedisStore>) -> bool {
 /// out on the live connection) answer `Unconfirmed`, the cause the
 /// deadline, and A applies none of them itself.
 async fn change_while_hung(a: &Guarded<RedisStore>) {
-    let policy = once_a_minute();
+    let (policy, reset_key) = (once_a_minute(), Key::from(RESET));
     let (block, plan, reset) = tokio::join!(
         a.operator_block(BLOCKED, Duration::from_secs(600)),
         a.assign_plan(PLANNED, Some("pro")),
-        a.reset(RESET, &policy),
+        a.reset(&reset_key, &policy),
     );
     for answer in [&block, &plan, &reset] {
         assert!(
@@ -105,10 +112,20 @@ async fn with_cached_denial(url: &str) -> (Guarded<RedisStore>, Guarded<RedisSto
     let a = guarded(instance(url).await);
     let b = guarded(instance(url).await);
     warm_up(a.store(), b.store()).await;
-    assert!(a.check(RESET, &once_a_minute(), 1).await.unwrap().allowed());
+    assert!(
+        a.check(&Key::from(RESET), &once_a_minute(), 1)
+            .await
+            .unwrap()
+            .allowed()
+    );
     assert!(!allowed_on(&b).await);
     let cached = b
-        .check_with(RESET, &once_a_minute(), 1, OnStoreError::FailClosed)
+        .check_with(
+            &Key::from(RESET),
+            &once_a_minute(),
+            1,
+            OnStoreError::FailClosed,
+        )
         .await
         .unwrap();
     assert!(matches!(cached, Verdict::Cached(_)), "{cached:?}");

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use limiter_conformance::poll_then_drop;
 use limiter_core::{
-    BreakerState, GuardConfig, Guarded, OnStoreError, Policy, Rule, Store, Verdict,
+    BreakerState, GuardConfig, Guarded, Key, OnStoreError, Policy, Rule, Store, Verdict,
 };
 use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::{RedisServer, http::send};
@@ -35,13 +35,13 @@ fn limit(n: u64) -> Policy {
 async fn a_probe_cancelled_on_a_hung_redis_does_not_keep_the_breaker_open() {
     let server = RedisServer::start();
     let store = guarded(&server.url());
-    let policy = limit(1_000_000);
+    let (policy, key) = (limit(1_000_000), Key::from("k"));
     let on_error = OnStoreError::default();
-    store.check_with("k", &policy, 1, on_error).await.unwrap();
+    store.check_with(&key, &policy, 1, on_error).await.unwrap();
 
     server.signal("STOP");
     for _ in 0..3 {
-        let verdict = store.check_with("k", &policy, 1, on_error).await.unwrap();
+        let verdict = store.check_with(&key, &policy, 1, on_error).await.unwrap();
         assert!(matches!(verdict, Verdict::Fallback(_)));
     }
     assert_eq!(store.breaker_state(), BreakerState::Open);
@@ -49,7 +49,7 @@ async fn a_probe_cancelled_on_a_hung_redis_does_not_keep_the_breaker_open() {
     // The probe waits on the hung Redis; its request goes away meanwhile.
     let cancelled = tokio::time::timeout(
         Duration::from_millis(5),
-        store.check_with("k", &policy, 1, on_error),
+        store.check_with(&key, &policy, 1, on_error),
     )
     .await;
     assert!(cancelled.is_err(), "the probe was still waiting");
@@ -58,7 +58,7 @@ async fn a_probe_cancelled_on_a_hung_redis_does_not_keep_the_breaker_open() {
     server.signal("CONT");
     let started = Instant::now();
     loop {
-        let verdict = store.check_with("k", &policy, 1, on_error).await.unwrap();
+        let verdict = store.check_with(&key, &policy, 1, on_error).await.unwrap();
         if matches!(verdict, Verdict::Store(_)) {
             break;
         }
@@ -93,7 +93,7 @@ async fn a_redis_check_dropped_at_every_await_point_leaves_the_store_sound() {
             .await
             .unwrap();
         let store = RedisStore::open(&server.url()).unwrap();
-        let key = format!("k{polls}");
+        let key = Key::from(format!("k{polls}"));
         let dropped = poll_then_drop(store.check(&key, &policy, 1), polls).await;
         if let Some(decision) = dropped {
             assert!(decision.unwrap().allowed());
@@ -105,7 +105,7 @@ async fn a_redis_check_dropped_at_every_await_point_leaves_the_store_sound() {
         for _ in 0..8 {
             allowed += usize::from(store.check(&key, &policy, 1).await.unwrap().allowed());
         }
-        let entries: usize = raw.zcard(&key).await.unwrap();
+        let entries: usize = raw.zcard(key.as_str()).await.unwrap();
         // The dropped call either ran (one entry) or did not; with the
         // newest-entry marker the log holds the allowed entries plus one.
         let dropped_ran = entries - 1 - allowed;

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use limiter_core::{
-    Capabilities, Change, ConcurrencyLimit, Decision, Error, GuardConfig, Guarded, HotKeys,
+    Capabilities, Change, ConcurrencyLimit, Decision, Error, GuardConfig, Guarded, HotKeys, Key,
     KeyState, MemoryStore, Override, Penalty, Permits, Policy, Rule, SharedControl, Store,
     async_trait,
 };
@@ -50,7 +50,7 @@ trait Checked: Capabilities {
 #[async_trait]
 impl<S: Store> Checked for S {
     async fn check_one(&self, key: &str, policy: &Policy) -> Result<Decision, Error> {
-        self.check(key, policy, 1).await
+        self.check(&Key::from(key), policy, 1).await
     }
 }
 
@@ -159,7 +159,7 @@ fn same_as_inner(
     let hot = shape.contains("HotKeys");
     assert_eq!(outer.honours_hot_keys(), hot, "{case}: honours_hot_keys");
     let mut domains = BTreeSet::new();
-    for k in (0..SPREAD).map(|n| format!("{key}:spread:{n}")) {
+    for k in (0..SPREAD).map(|n| Key::from(format!("{key}:spread:{n}"))) {
         let (domain, outside) = (inner.failure_domain(&k), outer.failure_domain(&k));
         assert_eq!(outside, domain, "{case}: failure_domain({k})");
         domains.insert(domain);
@@ -187,7 +187,9 @@ fn ok<T>(case: &str, call: &str, result: Result<T, Error>) -> T {
 async fn reach(case: &str, store: &dyn Checked, key: &str, policy: &Policy, every_row: bool) {
     let policy = policy.clone();
     if let Some(state) = store.as_key_state() {
-        let peeked = state.peek(&format!("{key}:peek"), &policy, 1).await;
+        let peeked = state
+            .peek(&Key::from(format!("{key}:peek")), &policy, 1)
+            .await;
         let peeked = ok(case, "peek", peeked);
         // What a check would answer: allowed, one request fewer left.
         let answer = (peeked.allowed(), peeked.remaining());
@@ -264,7 +266,7 @@ async fn resets(case: &str, store: &dyn Checked, reset: &dyn KeyState, key: &str
     }
     let denied = ok(case, "check", store.check_one(key, policy).await);
     assert!(!denied.allowed(), "{case}: the check past the quota");
-    ok(case, "reset", reset.reset(key, policy).await);
+    ok(case, "reset", reset.reset(&Key::from(key), policy).await);
     let again = ok(case, "check", store.check_one(key, policy).await);
     let answer = (again.allowed(), again.remaining());
     assert_eq!(answer, (true, LIMIT - 1), "{case}: check after the reset");
@@ -273,13 +275,18 @@ async fn resets(case: &str, store: &dyn Checked, reset: &dyn KeyState, key: &str
 /// A refunded request no longer counts.
 async fn refunds_back(case: &str, refunds: &dyn KeyState, key: &str, policy: &Policy) {
     let peek = refunds;
-    let checked = refunds.check_refundable(key, policy, 1).await;
+    let checked = refunds.check_refundable(&Key::from(key), policy, 1).await;
     let (decision, receipt) = ok(case, "check_refundable", checked);
     assert!(decision.allowed(), "{case}: check_refundable");
     let receipt = receipt.unwrap_or_else(|| panic!("{case}: no receipt"));
-    let remaining = async || ok(case, "peek", peek.peek(key, policy, 1).await).remaining();
+    let remaining =
+        async || ok(case, "peek", peek.peek(&Key::from(key), policy, 1).await).remaining();
     assert_eq!(remaining().await, LIMIT - 2, "{case}: before the refund");
-    ok(case, "refund", refunds.refund(key, policy, &receipt).await);
+    ok(
+        case,
+        "refund",
+        refunds.refund(&Key::from(key), policy, &receipt).await,
+    );
     assert_eq!(remaining().await, LIMIT - 1, "{case}: after the refund");
 }
 
@@ -371,7 +378,7 @@ async fn redis_cluster() {
 /// start (every key is domain 0 while the table is unknown).
 fn slots_known(store: &RedisStore) {
     let domains: std::collections::BTreeSet<u64> = (0..32)
-        .map(|i| store.failure_domain(&format!("cluster:connect:{i}")))
+        .map(|i| store.failure_domain(&Key::from(format!("cluster:connect:{i}"))))
         .collect();
     assert!(!domains.contains(&0), "a key without its node: {domains:?}");
     assert_eq!(

@@ -6,7 +6,8 @@
 use std::time::{Duration, Instant};
 
 use limiter_core::{
-    BreakerState, Capabilities, GuardConfig, Guarded, OnStoreError, Policy, Rule, Store, Verdict,
+    BreakerState, Capabilities, GuardConfig, Guarded, Key, OnStoreError, Policy, Rule, Store,
+    Verdict,
 };
 use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::{RedisCluster, SteadyLoad};
@@ -50,7 +51,7 @@ async fn every_call_keeps_its_deadline_while_a_master_is_dead() {
         .unwrap();
     let keys = keys_per_node(&cluster, 5);
     for key in keys.iter().flatten() {
-        store.check(key, &roomy(), 1).await.unwrap();
+        store.check(&Key::from(key), &roomy(), 1).await.unwrap();
     }
 
     cluster.nodes[0].kill();
@@ -68,7 +69,7 @@ async fn every_call_keeps_its_deadline_while_a_master_is_dead() {
         );
         for key in keys.iter().flatten() {
             let call = Instant::now();
-            let outcome = store.check(key, &roomy(), 1).await;
+            let outcome = store.check(&Key::from(key), &roomy(), 1).await;
             let took = call.elapsed();
             longest = longest.max(took);
             assert!(took < BOUND, "a call took {took:?} ({outcome:?})");
@@ -83,7 +84,7 @@ async fn every_call_keeps_its_deadline_while_a_master_is_dead() {
         }
     }
     println!("{failures} failed calls, the longest took {longest:?}");
-    let after = store.check(&keys[1][0], &roomy(), 1).await;
+    let after = store.check(&Key::from(&keys[1][0]), &roomy(), 1).await;
     assert!(
         after.is_err(),
         "the cluster is down for every key: {after:?}"
@@ -107,7 +108,7 @@ async fn check_all(guarded: &Guarded<RedisStore>, keys: &[Vec<String>], tallies:
     for (shard, keys) in keys.iter().enumerate() {
         for key in keys {
             match guarded
-                .check_with(key, &roomy(), 1, OnStoreError::default())
+                .check_with(&Key::from(key), &roomy(), 1, OnStoreError::default())
                 .await
                 .unwrap()
             {
@@ -154,7 +155,7 @@ async fn a_dead_master_costs_only_its_own_keys_until_its_replica_takes_over() {
     while keys
         .iter()
         .flatten()
-        .any(|k| guarded.store().failure_domain(k) == 0)
+        .any(|k| guarded.store().failure_domain(&Key::from(k)) == 0)
     {
         assert!(
             started.elapsed() < Duration::from_secs(10),
@@ -163,12 +164,9 @@ async fn a_dead_master_costs_only_its_own_keys_until_its_replica_takes_over() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     for shard in &keys {
-        let domain = guarded.store().failure_domain(&shard[0]);
-        assert!(
-            shard
-                .iter()
-                .all(|k| guarded.store().failure_domain(k) == domain)
-        );
+        let domain_of = |k| guarded.store().failure_domain(&Key::from(k));
+        let domain = domain_of(&shard[0]);
+        assert!(shard.iter().all(|k| domain_of(k) == domain));
     }
     let mut tallies = vec![Tally::default(); 3];
     check_all(&guarded, &keys, &mut tallies).await;
@@ -268,7 +266,11 @@ async fn control_writes_go_through_the_control_nodes_breaker() {
     let other = (control + 1) % keys.len();
     let key = &keys[other][0];
     let started = Instant::now();
-    while guarded.store().failure_domain(key) == guarded.store().failure_domain(CONTROL_STATE_KEY) {
+    while guarded.store().failure_domain(&Key::from(key))
+        == guarded
+            .store()
+            .failure_domain(&Key::from(CONTROL_STATE_KEY))
+    {
         assert!(
             started.elapsed() < Duration::from_secs(10),
             "slots never read"
@@ -297,7 +299,7 @@ async fn control_writes_go_through_the_control_nodes_breaker() {
         // "Never hangs": one deadline, and a loaded machine's slack.
         assert!(called.elapsed() < deadline * 2, "{:?}", called.elapsed());
         let checked = guarded
-            .check_with(key, &roomy(), 1, OnStoreError::default())
+            .check_with(&Key::from(key), &roomy(), 1, OnStoreError::default())
             .await
             .unwrap();
         // The first check after the first timeout may wait on the cluster

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use limiter_conformance::Params;
-use limiter_core::{Decision, Limiter, Policy, Rate, Rule, Store};
+use limiter_core::{Decision, Key, Limiter, Policy, Rate, Rule, Store};
 use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::at::{self, At};
 use limiter_tests::property::each_case_on;
@@ -238,7 +238,7 @@ async fn coalescing_turned_off_decides_the_same() {
             let decided = store.check_at(&key, &policy, 1, T0).await.unwrap();
             assert_eq!(decided, expected, "{name}");
         }
-        assert!(store.check(&key, &policy, 1).await.is_ok());
+        assert!(store.check(&Key::from(&key), &policy, 1).await.is_ok());
     }
 }
 
@@ -253,12 +253,13 @@ async fn callers_giving_up_leave_the_batch_intact() {
         .await
         .unwrap();
     let policy = Policy::fixed_window(Rule::new(1_000, Duration::from_secs(3600)).unwrap());
+    let cancel = Key::from("cancel");
     let spawn_check = || {
-        let (store, policy) = (store.clone(), policy.clone());
-        tokio::spawn(async move { store.check("cancel", &policy, 1).await.unwrap() })
+        let (store, policy, cancel) = (store.clone(), policy.clone(), cancel.clone());
+        tokio::spawn(async move { store.check(&cancel, &policy, 1).await.unwrap() })
     };
     let settle = || tokio::time::sleep(Duration::from_millis(100));
-    assert!(store.check("cancel", &policy, 1).await.unwrap().allowed());
+    assert!(store.check(&cancel, &policy, 1).await.unwrap().allowed());
 
     // Hung: the first check's call stays in flight while the others queue.
     server.signal("STOP");

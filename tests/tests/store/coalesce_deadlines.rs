@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use limiter_core::{Error, Policy, Rule, Store};
+use limiter_core::{Error, Key, Policy, Rule, Store};
 use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::RedisServer;
 use limiter_tests::proxy::LatencyProxy;
@@ -33,7 +33,7 @@ fn policy() -> Policy {
 /// A check's outcome and how long its caller waited.
 async fn timed_check(store: &RedisStore, key: &str) -> (Result<bool, Error>, Duration) {
     let start = Instant::now();
-    let outcome = store.check(key, &policy(), 1).await;
+    let outcome = store.check(&Key::from(key), &policy(), 1).await;
     (outcome.map(|d| d.allowed()), start.elapsed())
 }
 
@@ -117,8 +117,8 @@ async fn callers_queued_behind_a_first_check_left_unpolled_time_out() {
         .await
         .unwrap();
     assert!(timed_check(&store, "stalled").await.0.unwrap(), "allowed");
-    let policy = policy();
-    let mut first = Box::pin(store.check("stalled", &policy, 1));
+    let (policy, stalled) = (policy(), Key::from("stalled"));
+    let mut first = Box::pin(store.check(&stalled, &policy, 1));
     std::future::poll_fn(|cx| {
         match first.as_mut().poll(cx) {
             Poll::Pending => {}

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use limiter_core::{GuardConfig, Guarded, OnStoreError, Policy, Rule, Verdict};
+use limiter_core::{GuardConfig, Guarded, Key, OnStoreError, Policy, Rule, Verdict};
 use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::RedisServer;
 use metrics_util::debugging::{DebugValue, Snapshotter};
@@ -61,7 +61,7 @@ async fn hot_checks(
 ) -> Vec<tokio::task::JoinHandle<Verdict>> {
     (0..CHECKS)
         .map(|_| {
-            let (store, key) = (Arc::clone(store), key.to_owned());
+            let (store, key) = (Arc::clone(store), Key::from(key));
             tokio::spawn(async move {
                 store
                     .check_with(&key, &roomy(), 1, OnStoreError::default())
@@ -94,7 +94,7 @@ fn redis_failing_mid_batch_fails_each_waiting_check_once() {
 /// and the script are ready.
 async fn decided_by_redis(store: &Guarded<RedisStore>, key: &str) {
     let warm = store
-        .check_with(key, &roomy(), 1, OnStoreError::default())
+        .check_with(&Key::from(key), &roomy(), 1, OnStoreError::default())
         .await;
     assert!(matches!(warm, Ok(Verdict::Store(_))), "{warm:?}");
 }

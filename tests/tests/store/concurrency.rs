@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use limiter_core::{MemoryStore, Policy, Rate, Rule, Store};
+use limiter_core::{Key, MemoryStore, Policy, Rate, Rule, Store};
 use tokio::task::JoinSet;
 
 const CHECKS: usize = 1_000;
@@ -33,7 +33,7 @@ async fn allowed_of<S: Store + Clone>(stores: &[S], key: &str, policy: &Policy) 
     for i in 0..CHECKS {
         let (store, key, policy) = (
             stores[i % stores.len()].clone(),
-            key.to_owned(),
+            Key::from(key),
             policy.clone(),
         );
         tasks.spawn(async move { store.check(&key, &policy, 1).await.unwrap().allowed() });

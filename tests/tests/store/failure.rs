@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use limiter_core::{GuardConfig, Guarded, OnStoreError, Policy, Rule, Store, Verdict};
+use limiter_core::{GuardConfig, Guarded, Key, OnStoreError, Policy, Rule, Store, Verdict};
 use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::http::{send, status_of};
 use limiter_tests::{RedisServer, UgcServer, until};
@@ -48,7 +48,7 @@ async fn run_for(store: &Guarded<RedisStore>, key: &str, period: Duration) -> Ta
     while Instant::now() < until {
         let started = Instant::now();
         let verdict = store
-            .check_with(key, &roomy(), 1, OnStoreError::default())
+            .check_with(&Key::from(key), &roomy(), 1, OnStoreError::default())
             .await
             .expect("the failure policy always decides");
         let took = started.elapsed();
@@ -75,8 +75,8 @@ async fn until_redis_decides(store: &Guarded<RedisStore>, key: &str) -> Duration
         Duration::from_millis(5),
         || "Redis never decided again".into(),
         async || {
-            let policy = roomy();
-            let checked = store.check_with(key, &policy, 1, OnStoreError::default());
+            let (policy, key) = (roomy(), Key::from(key));
+            let checked = store.check_with(&key, &policy, 1, OnStoreError::default());
             matches!(checked.await.unwrap(), Verdict::Store(_))
         },
     )
@@ -114,7 +114,7 @@ async fn redis_killed_mid_load_then_restarted_empty() {
     for i in 0..30 {
         let instance = if i % 2 == 0 { &store } else { &other_instance };
         let verdict = instance
-            .check_with("shared", &ten, 1, OnStoreError::default())
+            .check_with(&Key::from("shared"), &ten, 1, OnStoreError::default())
             .await
             .unwrap();
         assert!(
@@ -173,7 +173,7 @@ async fn a_flood_from_a_denied_client_costs_one_redis_call() {
     let store = guarded(&server.url());
     let once = Policy::sliding_log([Rule::new(1, Duration::from_secs(60)).unwrap()]).unwrap();
     // Load the script first, so only the flood's own calls are counted.
-    store.check("warm-up", &once, 1).await.unwrap();
+    store.check(&Key::from("warm-up"), &once, 1).await.unwrap();
     // The first check also subscribes to the store's notices, in a task
     // that reads the blocks (a script: an EVALSHA) and then the plans
     // (HGETALL): wait for it, or under load its call lands in the count.
@@ -190,9 +190,10 @@ async fn a_flood_from_a_denied_client_costs_one_redis_call() {
     }
     assert!(subscribed(), "the store subscribed to its notices");
     server.command(&["CONFIG", "RESETSTAT"]);
-    assert!(store.check("flooder", &once, 1).await.unwrap().allowed());
+    let flooder = Key::from("flooder");
+    assert!(store.check(&flooder, &once, 1).await.unwrap().allowed());
     for _ in 0..1_000 {
-        let denied = store.check("flooder", &once, 1).await.unwrap();
+        let denied = store.check(&flooder, &once, 1).await.unwrap();
         assert!(!denied.allowed());
     }
     let stats = server.command(&["INFO", "commandstats"]);

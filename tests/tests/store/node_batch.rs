@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use limiter_conformance::Params;
-use limiter_core::{GuardConfig, Guarded, Limiter, OnStoreError, Policy, Rule, Verdict};
+use limiter_core::{GuardConfig, Guarded, Key, Limiter, OnStoreError, Policy, Rule, Verdict};
 use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::at::{self, At};
 use limiter_tests::property::each_case_on;
@@ -175,13 +175,15 @@ async fn killed_mid_batch(snapshotter: &Snapshotter) {
     };
     let store = Arc::new(Guarded::new(redis, guard));
     let policy = default_log();
-    let warm = store.check_with("warm", &policy, 1, OnStoreError::default());
+    let warm = Key::from("warm");
+    let warm = store.check_with(&warm, &policy, 1, OnStoreError::default());
     assert!(matches!(warm.await, Ok(Verdict::Store(_))));
     batch_sizes(snapshotter);
 
     server.signal("STOP");
     let check = |key: String| {
         let (store, policy) = (Arc::clone(&store), policy.clone());
+        let key = Key::from(key);
         tokio::spawn(async move {
             let verdict = store.check_with(&key, &policy, 1, OnStoreError::default());
             verdict.await.expect("the failure policy decides")

@@ -315,7 +315,7 @@ async fn every_key_written_expires_when_its_state_means_nothing() {
         Policy::gcra(per_minute, 5).unwrap(),
     ] {
         let key = redis.key(policy.algorithm().name());
-        let d = limiter_core::Store::check(&store, &key, &policy, 1)
+        let d = limiter_core::Store::check(&store, &limiter_core::Key::from(&key), &policy, 1)
             .await
             .unwrap();
         let ttl_ms: i64 = raw.pttl(&key).await.unwrap();

@@ -8,8 +8,8 @@
 use std::time::Duration;
 
 use limiter_core::{
-    BreakerConfig, Capabilities, GuardConfig, Guarded, OnStoreError, Policy, Rate, Rule, Store,
-    Verdict,
+    BreakerConfig, Capabilities, GuardConfig, Guarded, Key, OnStoreError, Policy, Rate, Rule,
+    Store, Verdict,
 };
 use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::RedisServer;
@@ -65,7 +65,7 @@ async fn over_maxmemory_every_script_is_refused_and_nothing_is_recorded() {
 
     for (algorithm, policy) in every_algorithm().iter().enumerate() {
         for user in 0..20 {
-            let key = format!("new:{algorithm}:{user}");
+            let key = Key::from(format!("new:{algorithm}:{user}"));
             let error = store
                 .check(&key, policy, 1)
                 .await
@@ -89,7 +89,7 @@ async fn over_maxmemory_every_script_is_refused_and_nothing_is_recorded() {
         },
     );
     for (algorithm, policy) in every_algorithm().iter().enumerate() {
-        let key = format!("guarded:{algorithm}");
+        let key = Key::from(format!("guarded:{algorithm}"));
         let verdict = guarded
             .check_with(&key, policy, 1, OnStoreError::default())
             .await
@@ -105,7 +105,7 @@ async fn over_maxmemory_every_script_is_refused_and_nothing_is_recorded() {
     // Room again: Redis decides and records.
     server.command(&["CONFIG", "SET", "maxmemory", "0"]);
     for (algorithm, policy) in every_algorithm().iter().enumerate() {
-        let key = format!("new:{algorithm}:0");
+        let key = Key::from(format!("new:{algorithm}:0"));
         assert!(store.check(&key, policy, 1).await.unwrap().allowed());
     }
     assert_eq!(keys(&server), 1 + every_algorithm().len() as u64);

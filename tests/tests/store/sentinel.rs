@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 use limiter_core::{
-    BreakerState, GuardConfig, Guarded, OnStoreError, Policy, Rule, Store, Verdict,
+    BreakerState, GuardConfig, Guarded, Key, OnStoreError, Policy, Rule, Store, Verdict,
 };
 use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::{RedisSentinel, RedisServer, until};
@@ -39,8 +39,9 @@ async fn a_requested_failover_moves_every_decision_to_the_new_primary() {
     let store = RedisStore::connect_sentinel(urls.iter().map(String::as_str), SERVICE, config())
         .await
         .unwrap();
+    let key = Key::from("k");
     for _ in 0..100 {
-        assert!(store.check("k", &hundred(), 1).await.unwrap().allowed());
+        assert!(store.check(&key, &hundred(), 1).await.unwrap().allowed());
     }
     replicated(old);
 
@@ -60,7 +61,7 @@ async fn a_requested_failover_moves_every_decision_to_the_new_primary() {
             if new.command_calls("evalsha").succeeded() > 0 {
                 return true;
             }
-            match store.check("k", &hundred(), 1).await {
+            match store.check(&key, &hundred(), 1).await {
                 Ok(decision) => assert!(!decision.allowed()),
                 Err(_) => failed += 1,
             }
@@ -75,7 +76,7 @@ async fn a_requested_failover_moves_every_decision_to_the_new_primary() {
     // From now on every decision is the new primary's, none the old one's.
     let (on_old, on_new) = (old.command_calls("evalsha"), new.command_calls("evalsha"));
     for _ in 0..50 {
-        let decision = store.check("k", &hundred(), 1).await.unwrap();
+        let decision = store.check(&key, &hundred(), 1).await.unwrap();
         assert!(!decision.allowed());
     }
     assert_eq!(old.command_calls("evalsha"), on_old);
@@ -120,8 +121,8 @@ async fn a_killed_primary_is_replaced_and_its_empty_restart_never_decides() {
             ..GuardConfig::default()
         },
     );
-    let policy = hundred();
-    let check = || guarded.check_with("k", &policy, 1, OnStoreError::default());
+    let (policy, key) = (hundred(), Key::from("k"));
+    let check = || guarded.check_with(&key, &policy, 1, OnStoreError::default());
     let mut admitted_by_redis = 0;
     for _ in 0..60 {
         let verdict = check().await.unwrap();
@@ -222,8 +223,9 @@ async fn a_primary_demoted_behind_its_name_answers_readonly_and_is_left_at_once(
         .await
         .unwrap();
     let ten = Policy::sliding_log([Rule::new(10, Duration::from_secs(600)).unwrap()]).unwrap();
+    let key = Key::from("k");
     for _ in 0..5 {
-        assert!(store.check("k", &ten, 1).await.unwrap().allowed());
+        assert!(store.check(&key, &ten, 1).await.unwrap().allowed());
     }
     let deadline = Instant::now() + Duration::from_secs(30);
     while !new
@@ -248,7 +250,7 @@ async fn a_primary_demoted_behind_its_name_answers_readonly_and_is_left_at_once(
     // the name, and the same call is decided by the new primary.
     let mut allowed = 0;
     for _ in 0..10 {
-        let decision = store.check("k", &ten, 1).await.unwrap();
+        let decision = store.check(&key, &ten, 1).await.unwrap();
         allowed += usize::from(decision.allowed());
     }
     assert_eq!(allowed, 5);

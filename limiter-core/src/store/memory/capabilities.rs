@@ -30,25 +30,25 @@ impl<C: Clock> Capabilities for MemoryStore<C> {
 
 #[async_trait]
 impl<C: Clock> KeyState for MemoryStore<C> {
-    async fn peek(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+    async fn peek(&self, key: &Key, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.peek_at(key, policy, cost, self.inner.clock.now_micros())
     }
 
-    async fn reset(&self, key: &str, policy: &Policy) -> Result<(), Error> {
+    async fn reset(&self, key: &Key, policy: &Policy) -> Result<(), Error> {
         self.reset_at(key, policy, self.inner.clock.now_micros());
         Ok(())
     }
 
     async fn check_refundable(
         &self,
-        key: &str,
+        key: &Key,
         policy: &Policy,
         cost: u64,
     ) -> Result<(Decision, Option<Receipt>), Error> {
         self.check_refundable_at(key, policy, cost, self.inner.clock.now_micros())
     }
 
-    async fn refund(&self, key: &str, policy: &Policy, receipt: &Receipt) -> Result<(), Error> {
+    async fn refund(&self, key: &Key, policy: &Policy, receipt: &Receipt) -> Result<(), Error> {
         self.refund_now(key, policy, receipt)
     }
 }
@@ -129,7 +129,7 @@ impl<C: Clock> MemoryStore<C> {
     /// (see [`KeyState::peek`](crate::KeyState::peek)).
     pub(crate) fn peek_at(
         &self,
-        key: &str,
+        key: &Key,
         policy: &Policy,
         cost: u64,
         now: u64,
@@ -141,7 +141,7 @@ impl<C: Clock> MemoryStore<C> {
     /// and answers what it recorded when allowed (see [`KeyState::check_refundable`](crate::KeyState::check_refundable)).
     pub(crate) fn check_refundable_at(
         &self,
-        key: &str,
+        key: &Key,
         policy: &Policy,
         cost: u64,
         now: u64,
@@ -153,9 +153,10 @@ impl<C: Clock> MemoryStore<C> {
     }
 
     /// Gives back what `receipt` recorded on `key` (see [`KeyState::check_refundable`](crate::KeyState::check_refundable)).
-    pub fn refund_now(&self, key: &str, policy: &Policy, receipt: &Receipt) -> Result<(), Error> {
+    pub fn refund_now(&self, key: &Key, policy: &Policy, receipt: &Receipt) -> Result<(), Error> {
         policy.counts_by_outcome()?;
         let (at_us, cost) = (receipt.at_us(), receipt.cost());
+        let key = key.as_str();
         let hash = self.inner.hasher.hash_one(key);
         let at = Lookup {
             key,
@@ -199,7 +200,8 @@ impl<C: Clock> MemoryStore<C> {
     }
 
     /// Forgets `key`'s state at `now` (see [`KeyState::reset`](crate::KeyState::reset)).
-    pub(crate) fn reset_at(&self, key: &str, policy: &Policy, now: u64) {
+    pub(crate) fn reset_at(&self, key: &Key, policy: &Policy, now: u64) {
+        let key = key.as_str();
         self.inner.penalties.forget(key);
         let hash = self.inner.hasher.hash_one(key);
         let at = Lookup {

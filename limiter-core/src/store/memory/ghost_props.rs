@@ -106,7 +106,7 @@ fn run(
         clock.advance(ms(step.advance_ms));
         let key = format!("key{}", step.key);
         let policy = &policies[step.key % 3];
-        let decision = small.check_now(&key, policy, step.cost).unwrap();
+        let decision = small.check_text(&key, policy, step.cost).unwrap();
         judge(&key, policy, step.cost, decision, clock.now_micros())?;
     }
     Ok(())
@@ -122,7 +122,9 @@ fn replays(algorithm: Algorithm, remembered: usize, steps: &[Step]) -> Result<()
         steps,
         |key, policy, cost, decision, now| {
             if decision.allowed() {
-                let replayed = referee.check_at(key, policy, cost, now).unwrap();
+                let replayed = referee
+                    .check_at(&Key::from(key), policy, cost, now)
+                    .unwrap();
                 prop_assert!(replayed.allowed(), "{key} at {now}: {replayed:?}");
             }
             Ok(())

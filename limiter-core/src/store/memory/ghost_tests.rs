@@ -45,8 +45,8 @@ impl Twins {
     /// The decisions of the bounded store and of the twin.
     fn check(&self, key: &str, policy: &Policy, cost: u64) -> (Decision, Decision) {
         (
-            self.bounded.check_now(key, policy, cost).unwrap(),
-            self.twin.check_now(key, policy, cost).unwrap(),
+            self.bounded.check_text(key, policy, cost).unwrap(),
+            self.twin.check_text(key, policy, cost).unwrap(),
         )
     }
 
@@ -67,7 +67,7 @@ impl Twins {
             .filter(|k| (self.bounded.ghost_slot(k, CAPACITY) == slot) == same_slot)
             .take(2 * CAPACITY);
         for flood in keys {
-            self.bounded.check_now(&flood, policy, 1).unwrap();
+            self.bounded.check_text(&flood, policy, 1).unwrap();
         }
         assert!(!self.bounded.holds(key), "{key} was evicted");
     }
@@ -143,7 +143,7 @@ fn assert_starts_afresh(twins: &Twins, policy: &Policy) {
     assert_eq!(bounded, twin);
     assert_eq!(
         bounded,
-        twins.twin.check_now("never-seen", policy, 1).unwrap()
+        twins.twin.check_text("never-seen", policy, 1).unwrap()
     );
 }
 

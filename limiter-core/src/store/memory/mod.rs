@@ -43,7 +43,7 @@ use crate::backend::Kind;
 use crate::clock::{Clock, SystemClock};
 use crate::concurrency::{Acquired, ConcurrencyLimit};
 use crate::store::{ControlTables, DEFAULT_MAX_PENALTY_BLOCKS, Store};
-use crate::{Decision, Error, Penalty, Policy, Receipt};
+use crate::{Decision, Error, Key, Penalty, Policy, Receipt};
 use penalties::Penalized;
 use permits::Permits;
 use shard::{Keys, Lookup, Shard, Tables};
@@ -63,17 +63,18 @@ pub const DEFAULT_CAPACITY: usize = 100_000;
 ///
 /// ```
 /// use std::time::Duration;
-/// use limiter_core::{ManualClock, MemoryStore, Policy, Rule};
+/// use limiter_core::{Key, ManualClock, MemoryStore, Policy, Rule};
 ///
 /// let clock = ManualClock::new(Duration::from_secs(1_000));
 /// let store = MemoryStore::with_clock(clock.clone());
 /// let policy = Policy::sliding_log([Rule::new(2, Duration::from_secs(60))?])?;
-/// assert!(store.check_now("k", &policy, 1)?.allowed());
-/// assert!(store.check_now("k", &policy, 1)?.allowed());
-/// let denied = store.check_now("k", &policy, 1)?;
+/// let key = Key::from("k");
+/// assert!(store.check_now(&key, &policy, 1)?.allowed());
+/// assert!(store.check_now(&key, &policy, 1)?.allowed());
+/// let denied = store.check_now(&key, &policy, 1)?;
 /// assert_eq!(denied.retry_after(), Some(Duration::from_secs(60)));
 /// clock.advance(Duration::from_secs(60));
-/// assert!(store.check_now("k", &policy, 1)?.allowed());
+/// assert!(store.check_now(&key, &policy, 1)?.allowed());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct MemoryStore<C = SystemClock> {
@@ -181,26 +182,28 @@ impl<C: Clock> MemoryStore<C> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use limiter_core::{ManualClock, MemoryStore, Policy, Rule};
+    /// use limiter_core::{Key, ManualClock, MemoryStore, Policy, Rule};
     ///
     /// let clock = ManualClock::new(Duration::from_secs(1_000));
     /// let store = MemoryStore::with_clock_and_shards(clock.clone(), 1).with_capacity(64);
     /// let replies = Policy::sliding_log([Rule::new(5, Duration::from_secs(60))?])?;
+    /// let laoqian = Key::from("laoqian");
     /// for _ in 0..5 {
-    ///     assert!(store.check_now("laoqian", &replies, 1)?.allowed());
+    ///     assert!(store.check_now(&laoqian, &replies, 1)?.allowed());
     /// }
     /// // 192 other users use their whole quota and evict "laoqian"...
     /// for i in 0..192 {
+    ///     let user = Key::from(format!("user{i}"));
     ///     for _ in 0..5 {
-    ///         store.check_now(&format!("user{i}"), &replies, 1)?;
+    ///         store.check_now(&user, &replies, 1)?;
     ///     }
     /// }
     /// assert!(store.len() <= 64);
     /// // ...but cannot give it a fresh quota,
-    /// let denied = store.check_now("laoqian", &replies, 1)?;
+    /// let denied = store.check_now(&laoqian, &replies, 1)?;
     /// assert_eq!(denied.retry_after(), Some(Duration::from_secs(60)));
     /// // nor take one from a user the store has never seen.
-    /// assert_eq!(store.check_now("xiaoming", &replies, 1)?.remaining(), 4);
+    /// assert_eq!(store.check_now(&Key::from("xiaoming"), &replies, 1)?.remaining(), 4);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn with_capacity(self, keys: usize) -> Self {
@@ -258,7 +261,7 @@ impl<C: Clock> MemoryStore<C> {
 
     /// Checks a request now, synchronously: the memory store never waits.
     #[inline]
-    pub fn check_now(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+    pub fn check_now(&self, key: &Key, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.check_at(key, policy, cost, self.inner.clock.now_micros())
     }
 
@@ -267,7 +270,7 @@ impl<C: Clock> MemoryStore<C> {
     #[inline]
     pub(crate) fn check_at(
         &self,
-        key: &str,
+        key: &Key,
         policy: &Policy,
         cost: u64,
         now: u64,
@@ -278,13 +281,14 @@ impl<C: Clock> MemoryStore<C> {
     #[inline(always)]
     fn decide_at(
         &self,
-        key: &str,
+        key: &Key,
         policy: &Policy,
         cost: u64,
         now: u64,
         record: Record,
     ) -> Result<Decision, Error> {
         policy.validate_cost(cost)?;
+        let key = key.as_str();
         let hash = self.inner.hasher.hash_one(key);
         let at = Lookup {
             key,
@@ -410,6 +414,16 @@ impl<C: Clock> MemoryStore<C> {
 
 #[cfg(test)]
 impl<C: Clock> MemoryStore<C> {
+    /// [`check_now`](Self::check_now) of a key given as text.
+    pub(crate) fn check_text(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+    ) -> Result<Decision, Error> {
+        self.check_now(&Key::from(key), policy, cost)
+    }
+
     /// Whether `key` holds live state (not counting ghosts).
     fn holds(&self, key: &str) -> bool {
         let hash = self.inner.hasher.hash_one(key);
@@ -440,13 +454,13 @@ fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
 }
 
 impl<C: Clock> Store for MemoryStore<C> {
-    async fn check(&self, key: &str, policy: &Policy, cost: u64) -> Result<Decision, Error> {
+    async fn check(&self, key: &Key, policy: &Policy, cost: u64) -> Result<Decision, Error> {
         self.check_now(key, policy, cost)
     }
 
     fn try_check_now(
         &self,
-        key: &str,
+        key: &Key,
         policy: &Policy,
         cost: u64,
     ) -> Option<Result<Decision, Error>> {

@@ -9,7 +9,7 @@ use crate::{ManualClock, Rate, Rule};
 /// Checks `key` until it is denied: its whole quota used.
 fn use_up(store: &MemoryStore<ManualClock>, key: &str, policy: &Policy) -> usize {
     (0..)
-        .take_while(|_| store.check_now(key, policy, 1).unwrap().allowed())
+        .take_while(|_| store.check_text(key, policy, 1).unwrap().allowed())
         .count()
 }
 
@@ -31,10 +31,10 @@ fn a_flood_of_three_times_the_capacity_denies_no_new_key() {
         let mut denied = 0;
         for i in 0..100 {
             let key = format!("new{i}");
-            let decision = store.check_now(&key, &policy, 1).unwrap();
+            let decision = store.check_text(&key, &policy, 1).unwrap();
             assert_eq!(
                 decision,
-                fresh.check_now(&key, &policy, 1).unwrap(),
+                fresh.check_text(&key, &policy, 1).unwrap(),
                 "{name}"
             );
             denied += usize::from(!decision.allowed());
@@ -54,8 +54,8 @@ fn every_evicted_key_that_returns_gets_exactly_its_state() {
             let key = format!("flood{i}");
             for _ in 0..2 {
                 assert_eq!(
-                    store.check_now(&key, &policy, 1).unwrap(),
-                    twin.check_now(&key, &policy, 1).unwrap(),
+                    store.check_text(&key, &policy, 1).unwrap(),
+                    twin.check_text(&key, &policy, 1).unwrap(),
                     "{name}"
                 );
             }
@@ -67,8 +67,8 @@ fn every_evicted_key_that_returns_gets_exactly_its_state() {
             for i in 0..192 {
                 let key = format!("flood{i}");
                 assert_eq!(
-                    store.check_now(&key, &policy, 1).unwrap(),
-                    twin.check_now(&key, &policy, 1).unwrap(),
+                    store.check_text(&key, &policy, 1).unwrap(),
+                    twin.check_text(&key, &policy, 1).unwrap(),
                     "{name}, {key} at T0 + {since} s"
                 );
             }
@@ -89,7 +89,7 @@ fn the_default_store_keeps_new_users_whole_after_a_flood() {
     clock.advance(S);
     let denied = (0..2_000)
         .filter(|i| {
-            let decision = store.check_now(&format!("new{i}"), &replies, 1).unwrap();
+            let decision = store.check_text(&format!("new{i}"), &replies, 1).unwrap();
             decision.remaining() != 4
         })
         .count();
@@ -98,7 +98,7 @@ fn the_default_store_keeps_new_users_whole_after_a_flood() {
     let readmitted = (0..19_200)
         .filter(|i| {
             store
-                .check_now(&format!("flood{i}"), &replies, 1)
+                .check_text(&format!("flood{i}"), &replies, 1)
                 .unwrap()
                 .allowed()
         })
@@ -141,7 +141,7 @@ fn past_its_bound_the_table_merges_what_expires_soonest() {
     // "early" went to the slots: it inherits a merge's full count, never a
     // fresh quota.
     let store = flooded_past_its_bound(&clock, &policy);
-    let early = store.check_now("early", &policy, 1).unwrap();
+    let early = store.check_text("early", &policy, 1).unwrap();
     assert!(!early.allowed());
     assert_eq!(early.remaining(), 0);
 }
@@ -195,7 +195,7 @@ fn as_many_keys_as_the_capacity_fit_without_eviction() {
     for capacity in [64, 6_400, DEFAULT_CAPACITY] {
         let store = MemoryStore::with_clock(clock.clone()).with_capacity(capacity);
         for i in 0..capacity {
-            store.check_now(&format!("k{i}"), &policy, 1).unwrap();
+            store.check_text(&format!("k{i}"), &policy, 1).unwrap();
         }
         assert_eq!(store.len(), capacity, "capacity {capacity}");
         assert_eq!(
@@ -207,12 +207,12 @@ fn as_many_keys_as_the_capacity_fit_without_eviction() {
         for i in 0..capacity {
             let key = format!("k{i}");
             assert!(
-                store.check_now(&key, &policy, 1).unwrap().allowed(),
+                store.check_text(&key, &policy, 1).unwrap().allowed(),
                 "{key}"
             );
         }
         for i in 0..capacity {
-            store.check_now(&format!("more{i}"), &policy, 1).unwrap();
+            store.check_text(&format!("more{i}"), &policy, 1).unwrap();
         }
         let held = store.len();
         assert!(

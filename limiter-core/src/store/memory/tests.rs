@@ -12,7 +12,7 @@ fn keys_whose_windows_passed_are_swept_as_new_keys_arrive() {
     let store = MemoryStore::with_clock_and_shards(clock.clone(), 1);
     // One request's GCRA state lasts one emission interval (100 ms).
     let policy = Policy::gcra(Rate::per_second(10).unwrap(), 5).unwrap();
-    let check = |key: String| assert!(store.check_now(&key, &policy, 1).unwrap().allowed());
+    let check = |key: String| assert!(store.check_text(&key, &policy, 1).unwrap().allowed());
     (0..MIN_SWEEP_LEN).for_each(|i| check(format!("old{i}")));
     assert_eq!(store.len(), MIN_SWEEP_LEN);
     clock.advance(Duration::from_millis(100));
@@ -34,30 +34,30 @@ fn a_full_store_evicts_expired_keys_first_then_the_least_recently_used() {
     let short = Policy::fixed_window(Rule::new(5, Duration::from_secs(1)).unwrap());
     let long = Policy::fixed_window(Rule::new(5, Duration::from_secs(3600)).unwrap());
     for i in 0..40 {
-        store.check_now(&format!("short{i}"), &short, 1).unwrap();
+        store.check_text(&format!("short{i}"), &short, 1).unwrap();
     }
     for i in 0..40 {
         clock.advance(Duration::from_millis(1));
-        store.check_now(&format!("long{i}"), &long, 1).unwrap();
+        store.check_text(&format!("long{i}"), &long, 1).unwrap();
     }
     assert_eq!(store.len(), 80);
     // The short windows have passed: they make room first.
     clock.advance(Duration::from_secs(2));
-    store.check_now("new0", &long, 1).unwrap();
+    store.check_text("new0", &long, 1).unwrap();
     assert_eq!(store.len(), 41);
     for i in 1..40 {
-        store.check_now(&format!("new{i}"), &long, 1).unwrap();
+        store.check_text(&format!("new{i}"), &long, 1).unwrap();
     }
     // Touch long0 so it is recent; the next new key evicts the oldest eighth
     // of 80 (long1..long10), not long0.
-    store.check_now("long0", &long, 1).unwrap();
-    store.check_now("newest", &long, 1).unwrap();
+    store.check_text("long0", &long, 1).unwrap();
+    store.check_text("newest", &long, 1).unwrap();
     assert_eq!(store.len(), 71);
     assert!((1..=10).all(|i| !store.holds(&format!("long{i}"))));
     assert!((11..40).all(|i| store.holds(&format!("long{i}"))));
-    assert_eq!(store.check_now("long0", &long, 1).unwrap().remaining(), 2);
+    assert_eq!(store.check_text("long0", &long, 1).unwrap().remaining(), 2);
     assert_eq!(
-        store.check_now("long11", &long, 1).unwrap().remaining(),
+        store.check_text("long11", &long, 1).unwrap().remaining(),
         3,
         "kept"
     );
@@ -70,7 +70,7 @@ fn eviction_picks_the_least_recently_used_over_every_kind_of_state() {
     let gcra = Policy::gcra(Rate::per_second(1).unwrap(), 10).unwrap();
     let window = Policy::fixed_window(Rule::new(10, Duration::from_secs(3600)).unwrap());
     let remaining =
-        |key: &str, policy: &Policy| store.check_now(key, policy, 1).unwrap().remaining();
+        |key: &str, policy: &Policy| store.check_text(key, policy, 1).unwrap().remaining();
     // Oldest first: window0..7, then gcra0..7; then window0 is used again.
     for i in 0..8 {
         assert_eq!(remaining(&format!("window{i}"), &window), 9);
@@ -94,7 +94,7 @@ fn a_key_reused_with_another_algorithm_starts_fresh() {
     let store = MemoryStore::with_clock(ManualClock::new(Duration::from_secs(1)));
     let log = Policy::sliding_log([Rule::new(1, Duration::from_secs(60)).unwrap()]).unwrap();
     let bucket = Policy::token_bucket(Rate::per_second(1).unwrap(), 3).unwrap();
-    assert!(store.check_now("k", &log, 1).unwrap().allowed());
-    assert_eq!(store.check_now("k", &bucket, 1).unwrap().remaining(), 2);
+    assert!(store.check_text("k", &log, 1).unwrap().allowed());
+    assert_eq!(store.check_text("k", &bucket, 1).unwrap().remaining(), 2);
     assert_eq!(store.len(), 1);
 }

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use limiter_core::{
-    ConfigError, Error, ManualClock, MemoryStore, Override, OverrideMode, Policy, Rule, Store,
+    ConfigError, Error, Key, ManualClock, MemoryStore, Override, OverrideMode, Policy, Rule, Store,
 };
 use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::control::ControlCalls;
@@ -22,7 +22,7 @@ async fn shared(a: &RedisStore, b: &RedisStore) {
     // `b` subscribes at its first call; it then learns of an override by
     // its notice, or by reading them all as it subscribes.
     assert!(
-        b.check("warm-up", &per_minute(1), 1)
+        b.check(&Key::from("warm-up"), &per_minute(1), 1)
             .await
             .unwrap()
             .allowed()
@@ -172,7 +172,7 @@ async fn an_override_survives_a_sentinel_failover() {
     // has checked a key there).
     let new = &deployment.nodes[1];
     while new.command_calls("evalsha").succeeded() == 0 {
-        let _ = a.check("follow", &per_minute(1000), 1).await;
+        let _ = a.check(&Key::from("follow"), &per_minute(1000), 1).await;
         assert!(
             Instant::now() < deadline,
             "the first store never reached the new primary"
