@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use limiter_conformance::Params;
-use limiter_core::{GuardConfig, Guarded, Key, Limiter, OnStoreError, Policy, Rule, Verdict};
+use limiter_core::{GuardConfig, Guarded, Key, Limiter, OnStoreError, Policy, Rate, Rule, Verdict};
 use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::at::{self, At};
 use limiter_tests::property::each_case_on;
@@ -99,7 +99,7 @@ fn batch_sizes(snapshotter: &Snapshotter) -> Vec<f64> {
 /// While Redis is stopped, a check's call is in flight: ten checks of ten
 /// other keys queue behind it and go in one call once Redis goes on, and a
 /// check whose caller gave up while it waited is left out (its key holds
-/// nothing).
+/// nothing); checks under two policies go in one call each.
 #[test]
 fn checks_meeting_a_call_in_flight_go_in_the_next_call_and_a_gone_caller_is_left_out() {
     limiter_tests::with_own_recorder(|snapshotter| async move {
@@ -152,6 +152,33 @@ async fn meeting_a_call_in_flight(snapshotter: &Snapshotter) {
         .await
         .unwrap();
     assert_eq!(held, [false, true]);
+
+    // Checks under two policies (two algorithms) meeting a call in flight
+    // go in one call per policy.
+    let gcra = Policy::gcra(Rate::new(1, Duration::from_secs(60)).unwrap(), 5).unwrap();
+    server.signal("STOP");
+    let first = check("second first");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mixed: Vec<_> = (0..8)
+        .map(|i| {
+            let policy = if i % 2 == 0 {
+                default_log()
+            } else {
+                gcra.clone()
+            };
+            let (limiter, key) = (limiter.clone(), format!("mixed{i}"));
+            tokio::spawn(async move { (i, limiter.check(&key, &policy).await.unwrap()) })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    server.signal("CONT");
+    assert!(first.await.unwrap().allowed());
+    for check in mixed {
+        let (i, decision) = check.await.unwrap();
+        assert!(decision.allowed());
+        assert_eq!(decision.remaining(), if i % 2 == 0 { 9 } else { 4 }, "{i}");
+    }
+    assert_eq!(batch_sizes(snapshotter), [1.0, 4.0, 4.0]);
 }
 
 /// Redis killed while a check's call is in flight and ten checks of other
