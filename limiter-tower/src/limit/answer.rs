@@ -12,7 +12,7 @@ use limiter_core::{Acquired, Decision, Error, Permit, Verdict};
 
 use super::admission::{Admission, Reading};
 use super::future::Next;
-use super::request_key::NoKey;
+use super::route::NoKey;
 use super::route::RouteLimit;
 use crate::context::Context;
 use crate::counters::Counted;

@@ -19,7 +19,6 @@ mod admission;
 mod answer;
 mod decide;
 mod future;
-mod request_key;
 mod route;
 
 pub(crate) use admission::Refund;
