@@ -46,7 +46,7 @@ use crate::store::{ControlTables, DEFAULT_MAX_PENALTY_BLOCKS, Store};
 use crate::{Decision, Error, Key, Penalty, Policy, Receipt};
 use penalties::Penalized;
 use permits::Permits;
-use shard::{Keys, Lookup, Shard, Tables};
+use shard::{Keys, Lookup, Run, Shard, Tables, on_option};
 use std::time::Duration;
 
 /// Shards when none are asked for: enough that 2–64 cores rarely meet on one lock.
@@ -311,61 +311,51 @@ impl<C: Clock> MemoryStore<C> {
                         now,
                     ))
                 },
-                |log: &mut Option<Log>| {
-                    record.run(log, |log| {
-                        let entries = log.get_or_insert_with(Log::new);
-                        let decision = sliding_log::check_within(
-                            entries,
-                            policy.rules(),
-                            policy.longest_window_us(),
-                            now,
-                            cost,
-                        );
-                        if entries.is_empty() {
-                            *log = None;
-                        }
-                        decision
-                    })
+                LogCheck {
+                    policy,
+                    now,
+                    cost,
+                    record,
                 },
             ),
             Kind::FixedWindow => shard.check(
                 |t: &mut Tables| &mut t.windows,
                 at,
                 |merged, _| Some(fixed_window::inherit(merged.count, quota, now)),
-                |w| record.run(w, |w| fixed_window::check(w, quota, now, cost)),
+                on_option(|w| record.run(w, |w| fixed_window::check(w, quota, now, cost))),
             ),
             Kind::SlidingWindow => shard.check(
                 |t: &mut Tables| &mut t.counters,
                 at,
                 |merged, expires_at| merged.inherit(expires_at, quota, now),
-                |c| record.run(c, |c| sliding_window::check(c, quota, now, cost)),
+                on_option(|c| record.run(c, |c| sliding_window::check(c, quota, now, cost))),
             ),
             Kind::TokenBucket(params) => shard.check(
                 |t: &mut Tables| &mut t.buckets,
                 at,
                 |_, empty_at| bucket::empty_by(empty_at, params, now),
-                |l| {
+                on_option(|l| {
                     record.run(l, |l| {
                         bucket::check(l, params, quota, now, cost, Pacing::Off)
                     })
-                },
+                }),
             ),
             Kind::LeakyBucket(params) => shard.check(
                 |t: &mut Tables| &mut t.buckets,
                 at,
                 |_, empty_at| bucket::empty_by(empty_at, params, now),
-                |l| {
+                on_option(|l| {
                     record.run(l, |l| {
                         bucket::check(l, params, quota, now, cost, Pacing::On)
                     })
-                },
+                }),
             ),
             Kind::Gcra(params) => shard.check(
                 |t: &mut Tables| &mut t.gcra,
                 at,
                 // GCRA's state is a bucket's water: merged the same way.
                 |_, empty_at| bucket::empty_by(empty_at, params, now),
-                |t| record.run(t, |t| gcra::check(t, params, quota, now, cost)),
+                on_option(|t| record.run(t, |t| gcra::check(t, params, quota, now, cost))),
             ),
         })
     }
@@ -465,6 +455,54 @@ impl<C: Clock> Store for MemoryStore<C> {
         cost: u64,
     ) -> Option<Result<Decision, Error>> {
         Some(self.check_now(key, policy, cost))
+    }
+}
+
+/// A check of the sliding log, which runs in place on a live key's log:
+/// taking it out of its entry and putting it back would cost about a
+/// fifth of the check.
+struct LogCheck<'a> {
+    policy: &'a Policy,
+    now: u64,
+    cost: u64,
+    record: Record,
+}
+
+impl LogCheck<'_> {
+    #[inline(always)]
+    fn on(&self, entries: &mut Log) -> Decision {
+        let policy = self.policy;
+        let (rules, longest) = (policy.rules(), policy.longest_window_us());
+        sliding_log::check_within(entries, rules, longest, self.now, self.cost)
+    }
+}
+
+impl Run<Log> for LogCheck<'_> {
+    #[inline(always)]
+    fn live(self, log: &mut Log) -> Decision {
+        match self.record {
+            Record::Yes => {
+                let decision = self.on(log);
+                if log.is_empty() {
+                    // Its buffer goes, as a new key's empty log would.
+                    *log = Log::new();
+                }
+                decision
+            }
+            Record::No => self.on(&mut log.clone()),
+        }
+    }
+
+    #[inline(always)]
+    fn fresh(self, log: &mut Option<Log>) -> Decision {
+        self.record.run(log, |log| {
+            let entries = log.get_or_insert_with(Log::new);
+            let decision = self.on(entries);
+            if entries.is_empty() {
+                *log = None;
+            }
+            decision
+        })
     }
 }
 

@@ -116,6 +116,41 @@ pub(super) struct Lookup<'a> {
     pub(super) hasher: &'a RandomState,
 }
 
+/// What a check runs on a key's state.
+pub(super) trait Run<S> {
+    /// Runs on a live entry's state.
+    fn live(self, state: &mut S) -> Decision;
+    /// Runs on a key new to the table: the state its ghost gave back, or
+    /// none; what is left in `state` is kept.
+    fn fresh(self, state: &mut Option<S>) -> Decision;
+}
+
+/// An algorithm of the model, which takes its state as an `Option`
+/// wherever it is: a live entry's is taken out and put back.
+pub(super) struct OnOption<F>(F);
+
+/// `algorithm` as a [`Run`] (a function, so that the closure's argument
+/// takes any lifetime).
+#[inline(always)]
+pub(super) fn on_option<S, F: FnOnce(&mut Option<S>) -> Decision>(algorithm: F) -> OnOption<F> {
+    OnOption(algorithm)
+}
+
+impl<S: Default, F: FnOnce(&mut Option<S>) -> Decision> Run<S> for OnOption<F> {
+    #[inline(always)]
+    fn live(self, state: &mut S) -> Decision {
+        let mut taken = Some(mem::take(state));
+        let decision = (self.0)(&mut taken);
+        *state = taken.unwrap_or_default();
+        decision
+    }
+
+    #[inline(always)]
+    fn fresh(self, state: &mut Option<S>) -> Decision {
+        (self.0)(state)
+    }
+}
+
 impl Shard {
     pub(super) fn new(capacity: usize, keys: Arc<Keys>) -> Self {
         Self {
@@ -140,15 +175,13 @@ impl Shard {
         table: fn(&mut Tables) -> &mut Table<S>,
         at: Lookup<'_>,
         inherit: impl FnOnce(&S::Summary, Micros) -> Option<S>,
-        algorithm: impl FnOnce(&mut Option<S>) -> Decision,
+        algorithm: impl Run<S>,
     ) -> Decision {
         self.tick = self.tick.wrapping_add(1);
         let tick = self.tick;
         let tables = &mut self.tables;
         if let Some(entry) = table(tables).find(at) {
-            let mut state = Some(mem::take(&mut entry.state));
-            let decision = algorithm(&mut state);
-            entry.state = state.unwrap_or_default();
+            let decision = algorithm.live(&mut entry.state);
             entry.expires_at = at.now + decision.reset_after_us();
             entry.last_used = tick;
             return decision;
@@ -161,7 +194,7 @@ impl Shard {
                 expires_at,
             } => inherit(summary, expires_at),
         };
-        let decision = algorithm(&mut state);
+        let decision = algorithm.fresh(&mut state);
         if let Some(state) = state {
             self.insert(table, at, decision.reset_after_us(), state);
         }
