@@ -5,12 +5,13 @@
 # while its entries last), as the call is sent: EVALSHA of the script the
 # store runs; FCALL of the same functions loaded once as a library
 # (FUNCTION LOAD), whose per-call values become the library's upvalues;
-# one EVALSHA deciding 16 distinct keys in turn; and an EVALSHA of a script
-# that does nothing. redis-server runs under callgrind for about 5,000 and
+# FCALL of the script whole as a function's body (what FCALL alone saves);
+# one EVALSHA deciding 16 distinct keys in turn, and the same as FCALL; and
+# an EVALSHA of a script that does nothing (CALLS=... runs only some). redis-server runs under callgrind for about 5,000 and
 # then 15,000 decisions from redis-benchmark -c 4 (312 and 936 calls of 16
 # keys); the difference in instructions over the difference in decisions
 # is one decision, start-up left out. Deterministic where Redis's
-# microseconds per call on a shared VM are not. About 2 minutes. Run from
+# microseconds per call on a shared VM are not. About 3 minutes. Run from
 # the workspace root. Needs valgrind, redis-server (redis-benchmark,
 # redis-cli) and python3.
 set -eu
@@ -20,7 +21,7 @@ trap 'rm -rf "$out"' EXIT
 
 # Several keys' checks in one call, each decided alone, one after another,
 # as the store sends the checks of other keys meeting a call in flight.
-{ printf '#!lua\n'; cat "$scripts/prelude.lua" "$scripts/sliding_log.lua" "$scripts/sliding_log_keys.lua" \
+{ printf '#!lua flags=allow-cross-slot-keys\n'; cat "$scripts/prelude.lua" "$scripts/sliding_log.lua" "$scripts/sliding_log_keys.lua" \
   "$scripts/keys.lua"; } >"$out/batch.lua"
 # A script that does nothing with the same arguments: the cost of any call.
 printf '#!lua\nreturn { -1 }\n' >"$out/empty.lua"
@@ -55,6 +56,20 @@ end)
 """)
 EOF
 
+# Each script whole as a function's body (its functions made anew on each
+# call, as EVALSHA does): what FCALL itself saves.
+python3 - "$scripts" "$out/whole.lua" <<'EOF2'
+import sys
+d = sys.argv[1]
+src = lambda *names: "".join(open(d + "/" + n).read() for n in names)
+single = src("prelude.lua", "sliding_log.lua", "single.lua")
+batch = src("prelude.lua", "sliding_log.lua", "sliding_log_keys.lua", "keys.lua")
+open(sys.argv[2], "w").write("#!lua name=limiter_whole\n"
+  + "redis.register_function('whole', function(KEYS, ARGV)\n" + single + "\nend)\n"
+  + "redis.register_function{function_name='whole_batch', flags={'allow-cross-slot-keys'},\n"
+  + "  callback=function(KEYS, ARGV)\n" + batch + "\nend}\n")
+EOF2
+
 # Prints the instructions of a server that answered $2 calls of $1 over $3 keys.
 count() {
   port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -66,17 +81,23 @@ count() {
   empty=$(redis-cli -p "$port" script load "$(cat "$out/empty.lua")")
   batch=$(redis-cli -p "$port" script load "$(cat "$out/batch.lua")")
   redis-cli -p "$port" function load "$(cat "$out/library.lua")" >/dev/null
-  keys="1 key:__rand_int__"
+  redis-cli -p "$port" function load "$(cat "$out/whole.lua")" >/dev/null
+  # The call's keys, declared, or after the arguments with their count
+  # and '-' (not on a Cluster), as the store sends a call of several keys.
+  keys="1 key:__rand_int__" after=""
+  sixteen="$(printf ' key:__rand_int__%.0s' $(seq 16)) 16 -"
   case $1 in
     empty) call="evalsha $empty" ;;
     evalsha) call="evalsha $sha" ;;
     fcall) call="fcall sliding_log" ;;
-    batch) call="evalsha $batch" keys="16$(printf ' key:__rand_int__%.0s' $(seq 16))" ;;
+    whole) call="fcall whole" ;;
+    batch) call="evalsha $batch" keys=0 after=$sixteen ;;
+    whole_batch) call="fcall whole_batch" keys=0 after=$sixteen ;;
   esac
   # Each answers as the store reads a check: allowed, with each rule's count.
-  [ "$(redis-cli -p "$port" $call 1 probe "" 1 120000 120000000 2 10 60000000 20 120000000 | head -n 1)" = -1 ]
+  [ "$(redis-cli -p "$port" $call $keys "" 1 120000 120000000 2 10 60000000 20 120000000 $after | head -n 1)" = -1 ]
   redis-benchmark -p "$port" -n "$2" -r "$3" -c 4 \
-    $call $keys "" 1 120000 120000000 2 10 60000000 20 120000000 >/dev/null
+    $call $keys "" 1 120000 120000000 2 10 60000000 20 120000000 $after >/dev/null
   redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
   wait "$server" || true
   callgrind_annotate "$out/cg" | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }'
@@ -84,9 +105,9 @@ count() {
 
 echo "| sent as | decisions a call | per decision, a new key each | 1,000 keys, each checked again |"
 echo "|---|---:|---:|---:|"
-for call in empty evalsha fcall batch; do
+for call in ${CALLS:-empty evalsha fcall whole batch whole_batch}; do
   decisions=1 calls=5000
-  [ "$call" = batch ] && decisions=16 calls=312
+  case $call in *batch) decisions=16 calls=312 ;; esac
   row="| $call | $decisions |"
   for keys in 100000 1000; do
     small=$(count "$call" "$calls" "$keys")

@@ -3,7 +3,7 @@
 //! two) over 100,000 keys, batched (the default: checks of other keys
 //! meeting a call in flight go together in the next call) and direct
 //! (`RedisConfig::coalesce(false)`: a call per check), on a standalone
-//! Redis and a 3-master cluster (which keeps a call per key either way).
+//! Redis and a 3-master cluster (batched per node).
 //!
 //! Two instances (two `RedisStore`s, each on connections of its own) run 64
 //! tasks each, every task cycling through its share of the keys, as fast as

@@ -358,7 +358,12 @@ impl RedisStore {
     ) -> Result<Vec<Decision>, Error> {
         policy.validate_cost(cost)?;
         let (now, deadline) = (self.test_now(), self.deadline());
-        super::check::decide_keys(self, keys, policy, cost, now, deadline).await
+        // The node of the first key: on a Cluster, the others it does not
+        // serve are checked on their own.
+        let node = (keys.first()).and_then(|key| super::node_batch::node_of(self, key));
+        let node = node.unwrap_or(0);
+        let decided = super::check::decide_keys(self, node, keys, policy, cost, now, deadline);
+        decided.await?.into_iter().collect()
     }
 
     /// Tells every instance using this Redis that `key` was reset, without

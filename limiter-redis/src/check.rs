@@ -2,7 +2,7 @@
 //! coalesced batch of them, or the requests of several keys, within the
 //! response timeout as a whole.
 
-use redis::Cmd;
+use redis::{Cmd, Value};
 use tokio::time::Instant;
 
 use super::scripts::{self, Lua};
@@ -48,19 +48,33 @@ pub(crate) async fn decide_batch(
 }
 
 /// A request of `cost` on each of `keys`, in this order, in one call of the
-/// algorithm's script of several keys, answered by `until` (the latest of
-/// its callers' deadlines) or abandoned.
+/// algorithm's script of several keys, to the Redis of the store or the
+/// Cluster node of failure domain `node`, answered by `until` (the latest
+/// of its callers' deadlines) or abandoned. On a Cluster, a key the node
+/// does not serve, and each key of a call the node refused whole (it is a
+/// replica now, the cluster is down), is checked in a call of its own:
+/// nothing of it ran.
 pub(crate) async fn decide_keys(
     store: &RedisStore,
+    node: u64,
     keys: &[&str],
     policy: &Policy,
     cost: u64,
     now: Option<u64>,
     until: Instant,
-) -> Result<Vec<Decision>, Error> {
+) -> Result<Vec<Result<Decision, Error>>, Error> {
     let lua = scripts::sources::keys(policy.algorithm());
-    let call = scripts::evalsha_keys(lua, keys, policy, cost, now);
-    let replies: Vec<Vec<i64>> = script_until(store, lua, &call, keys.len(), until).await?;
+    let on_cluster = store.is_cluster();
+    let call = scripts::evalsha_keys(lua, keys, policy, cost, now, on_cluster);
+    metrics::counter!(CALLS).increment(1);
+    metrics::histogram!(BATCH_SIZE).record(keys.len() as f64);
+    let node = on_cluster.then_some(node);
+    let replies = match store.bounded_call_to(lua, &call, node, until).await {
+        Ok(replies) => replies,
+        Err(error) if on_cluster && refused_whole(&error) => vec![Value::Nil; keys.len()],
+        Err(error) => return Err(error),
+    };
+    let replies: Vec<Value> = replies;
     if replies.len() != keys.len() {
         return Err(Error::Protocol(format!(
             "{} replies to the checks of {} keys",
@@ -68,9 +82,36 @@ pub(crate) async fn decide_keys(
             keys.len()
         )));
     }
-    (replies.iter())
-        .map(|reply| scripts::parse_reply(reply, policy, cost))
-        .collect()
+    let mut answers = Vec::with_capacity(keys.len());
+    let mut elsewhere = Vec::new();
+    for (index, reply) in replies.into_iter().enumerate() {
+        if reply == Value::Nil {
+            elsewhere.push(index);
+            answers.push(Err(Error::Protocol("not checked".into())));
+            continue;
+        }
+        let reply = redis::from_redis_value::<Vec<i64>>(reply);
+        let reply = reply.map_err(|error| crate::redis_error(error.into()));
+        answers.push(reply.and_then(|reply| scripts::parse_reply(&reply, policy, cost)));
+    }
+    let again = elsewhere
+        .iter()
+        .map(|&index| decide_one(store, keys[index], policy, cost, now));
+    let decided = futures_util::future::join_all(again).await;
+    for (index, decision) in elsewhere.into_iter().zip(decided) {
+        answers[index] = decision;
+    }
+    Ok(answers)
+}
+
+/// Whether a Cluster node refused a call before running any of it.
+fn refused_whole(error: &Error) -> bool {
+    match error {
+        Error::Backend(error) => {
+            (error.downcast_ref::<redis::RedisError>()).is_some_and(crate::cluster::did_not_run)
+        }
+        _ => false,
+    }
 }
 
 /// Runs `call` (deciding `decisions` requests) within the response

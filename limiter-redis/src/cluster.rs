@@ -17,7 +17,7 @@ use std::time::Duration;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, ErrorKind, RedisError, RedisResult, ServerErrorKind};
 
-use super::lua::{self, Asking, Lua, Routed};
+use super::lua::{self, Lua, OnNode, Routed};
 
 /// Redirections followed for one call; the call's deadline (the store's
 /// response timeout, which covers the whole call) bounds the time.
@@ -37,10 +37,11 @@ pub(crate) async fn run<T: redis::FromRedisValue>(
         let outcome = match &asking {
             None => lua::run(&mut Routed(connection), lua, call).await,
             Some((host, port)) => {
-                let mut node = Asking {
+                let mut node = OnNode {
                     connection,
                     host,
                     port: *port,
+                    asking: true,
                 };
                 lua::run(&mut node, lua, call).await
             }
@@ -77,6 +78,50 @@ pub(crate) async fn run<T: redis::FromRedisValue>(
             _ => return Err(error),
         }
     }
+}
+
+/// Runs `call`, a script of undeclared keys, on the node at `address`
+/// (`host:port`), loading it there on NOSCRIPT. Nothing else is retried: a
+/// refusal that proves nothing ran (READONLY, CLUSTERDOWN, TRYAGAIN) is
+/// the caller's to answer, by sending each key's check on its own.
+pub(crate) async fn run_on<T: redis::FromRedisValue>(
+    connection: &mut ClusterConnection,
+    lua: &Lua,
+    call: &Cmd,
+    address: &str,
+) -> RedisResult<T> {
+    let Some((host, port)) = address
+        .rsplit_once(':')
+        .and_then(|(host, port)| Some((host, port.parse().ok()?)))
+    else {
+        return Err(RedisError::from((
+            ErrorKind::Client,
+            "a node without an address",
+            address.to_owned(),
+        )));
+    };
+    let mut node = OnNode {
+        connection,
+        host,
+        port,
+        asking: false,
+    };
+    lua::run(&mut node, lua, call).await
+}
+
+/// Whether `error` proves that the call did not run (the node refused it
+/// whole): what may be sent again.
+pub(crate) fn did_not_run(error: &RedisError) -> bool {
+    matches!(
+        error.kind(),
+        ErrorKind::Server(
+            ServerErrorKind::Moved
+                | ServerErrorKind::Ask
+                | ServerErrorKind::ReadOnly
+                | ServerErrorKind::TryAgain
+                | ServerErrorKind::ClusterDown
+        )
+    )
 }
 
 /// The `host:port` an ASK names.

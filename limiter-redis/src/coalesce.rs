@@ -176,6 +176,7 @@ impl Batches {
             .collect();
         let call =
             check::decide_batch(&self.store, &self.key, &self.policy, &costs, self.now, last);
+        let call = async { Ok(call.await?.into_iter().map(Ok).collect()) };
         queue::answer_by_deadlines(call, answers, self.store.inner.config.response_timeout).await;
     }
 }

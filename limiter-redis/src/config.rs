@@ -72,10 +72,11 @@ impl RedisConfig {
     ///   process's further checks of that key under the same policy go
     ///   together in the next call. A hot key then costs Redis one call per
     ///   round trip rather than one per check;
-    /// - checks of other keys, on a standalone Redis or behind Sentinel:
-    ///   while a check's call is in flight, the first checks of other keys
-    ///   go together in the next call, one for each policy among them. Many
-    ///   distinct keys then cost Redis a call's fixed part once a batch.
+    /// - checks of other keys: while a check's call is in flight to a
+    ///   node (the Redis, or on a Cluster the node serving the key's slot),
+    ///   the first checks of other keys of that node go together in the
+    ///   next call to it, one for each policy among them. Many distinct
+    ///   keys then cost Redis a call's fixed part once a batch.
     ///
     /// A check that meets no call in flight sends its own at once. `false`
     /// sends every check in a call of its own.

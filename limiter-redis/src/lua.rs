@@ -21,6 +21,9 @@ pub const SHEBANG: &str = "#!lua\n";
 /// The shebang of a script that only reads: Redis runs it while over
 /// `maxmemory`, and refuses a write in it.
 pub const READ_ONLY_SHEBANG: &str = "#!lua flags=no-writes\n";
+/// The shebang of the scripts checking several keys of one node: on a
+/// Cluster, in any of the node's slots (they declare no keys).
+pub const CROSS_SLOT_SHEBANG: &str = "#!lua flags=allow-cross-slot-keys\n";
 /// The part every script shares: the time (the server's, or the caller's
 /// under test) and the cost, read from the arguments, and `db`, the
 /// `call` and `pcall` of Redis through which the helpers reach it.
@@ -98,6 +101,14 @@ impl Lua {
         cmd
     }
 
+    /// `EVALSHA {sha} 0`, for a script whose keys are among its arguments
+    /// (a Cluster cannot route it: it goes to a node named).
+    pub fn call_undeclared(&self) -> Cmd {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(self.hash()).arg(0);
+        cmd
+    }
+
     /// `SCRIPT LOAD`, for a server that answered NOSCRIPT.
     pub fn load_command(&self) -> Cmd {
         let mut cmd = redis::cmd("SCRIPT");
@@ -147,15 +158,17 @@ impl<C: ConnectionLike + Send> Node for Routed<'_, C> {
     }
 }
 
-/// One node of a cluster that answered ASK: the call goes after `ASKING`,
-/// in a pipeline, and the script is loaded on that node.
-pub(crate) struct Asking<'a> {
+/// One node of a cluster, by its address: a call whose keys the cluster
+/// cannot route, or one that answered ASK (`asking`: the call goes after
+/// `ASKING`, in a pipeline). The script is loaded on that node.
+pub(crate) struct OnNode<'a> {
     pub(crate) connection: &'a mut ClusterConnection,
     pub(crate) host: &'a str,
     pub(crate) port: u16,
+    pub(crate) asking: bool,
 }
 
-impl Asking<'_> {
+impl OnNode<'_> {
     fn node(&self) -> SingleNodeRoutingInfo {
         SingleNodeRoutingInfo::ByAddress {
             host: self.host.to_owned(),
@@ -164,11 +177,17 @@ impl Asking<'_> {
     }
 }
 
-impl Node for Asking<'_> {
+impl Node for OnNode<'_> {
     async fn send<T: FromRedisValue>(&mut self, call: &Cmd) -> RedisResult<T> {
+        let node = self.node();
+        if !self.asking {
+            let reply = (self.connection)
+                .route_command(call.clone(), RoutingInfo::SingleNode(node))
+                .await?;
+            return redis::from_redis_value(reply).map_err(Into::into);
+        }
         let mut pipeline = redis::pipe();
         pipeline.cmd("ASKING").add_command(call.clone());
-        let node = self.node();
         let reply = self.connection.route_pipeline(pipeline, 1, 1, node).await?;
         let value = reply.into_iter().next().unwrap_or(redis::Value::Nil);
         redis::from_redis_value(value).map_err(Into::into)

@@ -18,9 +18,13 @@
 //! abandoned in flight would. A call that fails answers each of its
 //! callers with its error.
 //!
-//! On a standalone Redis and behind Sentinel only: a Cluster runs a script
-//! only on keys of one slot, which the keys of distinct identities seldom
-//! share, so there every check keeps a call of its own.
+//! On a Cluster, the queue is per node: a call goes to one node and
+//! checks keys of any of its slots, which it names among its arguments (a
+//! Cluster runs a script on declared keys of one slot only, which the keys
+//! of distinct identities seldom share). A key whose slot has moved is
+//! refused by that node before anything of it is written, and checked
+//! again in a call of its own. While the slots' owners are not known yet,
+//! every check has a call of its own.
 
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -29,14 +33,15 @@ use super::RedisStore;
 use super::check;
 use super::link::lock;
 use super::queue::{self, Queued, Waiter};
+use super::store::Backend;
 use limiter_core::{Decision, Error, Policy};
 
 /// The most keys one call decides: the script holds Redis while it runs
 /// (several microseconds a key).
 const MAX_KEYS: usize = 128;
 
-/// A check of `key`: in a call of its own when none is in flight to the
-/// store's Redis (or on a Cluster), else queued for the next call.
+/// A check of `key`: in a call of its own when none is in flight to its
+/// node, else queued for the next call.
 pub(crate) async fn decide(
     store: &RedisStore,
     key: &str,
@@ -44,11 +49,12 @@ pub(crate) async fn decide(
     cost: u64,
     now: Option<u64>,
 ) -> Result<Decision, Error> {
-    if store.is_cluster() {
+    let Some(node) = node_of(store, key) else {
         return check::decide_one(store, key, policy, cost, now).await;
-    }
+    };
     let queued = {
-        let mut state = lock(&store.inner.gathering.state);
+        let mut nodes = lock(&store.inner.gathering.nodes);
+        let state = nodes.entry(node).or_default();
         if state.busy {
             let (answer, receiver) = oneshot::channel();
             state.waiting.push(Queued {
@@ -73,9 +79,19 @@ pub(crate) async fn decide(
         }
         None => {
             // Hands the queue over when this call ends or is dropped.
-            let _turn = Turn { store };
+            let _turn = Turn { store, node };
             check::decide_one(store, key, policy, cost, now).await
         }
+    }
+}
+
+/// The node whose queue `key`'s check joins: 0, the store's one Redis; on
+/// a Cluster, the failure domain of the node serving its slot, `None`
+/// while the slots' owners are not known.
+pub(crate) fn node_of(store: &RedisStore, key: &str) -> Option<u64> {
+    match &store.inner.backend {
+        Backend::Primary(_) => Some(0),
+        Backend::Cluster(cluster) => Some(cluster.slots.domain(key)).filter(|&node| node != 0),
     }
 }
 
@@ -83,15 +99,17 @@ pub(crate) async fn decide(
 /// the checks that queued meanwhile go, in a task.
 struct Turn<'a> {
     store: &'a RedisStore,
+    node: u64,
 }
 
 impl Drop for Turn<'_> {
     fn drop(&mut self) {
-        let Some(waiting) = next(self.store) else {
+        let Some(waiting) = next(self.store, self.node) else {
             return;
         };
         let batches = Batches {
             store: self.store.clone(),
+            node: self.node,
             ended: false,
         };
         match tokio::runtime::Handle::try_current() {
@@ -105,11 +123,12 @@ impl Drop for Turn<'_> {
 /// The checks queued during the call that just ended, which the batches'
 /// task takes over; none (and the next check sends its own call) when none
 /// queued.
-fn next(store: &RedisStore) -> Option<Vec<Queued>> {
-    let mut state = lock(&store.inner.gathering.state);
+fn next(store: &RedisStore, node: u64) -> Option<Vec<Queued>> {
+    let mut nodes = lock(&store.inner.gathering.nodes);
+    let state = nodes.entry(node).or_default();
     if state.waiting.is_empty() {
-        state.busy = false;
-        state.in_task = false;
+        // An idle node holds no entry.
+        nodes.remove(&node);
         return None;
     }
     state.in_task = true;
@@ -120,6 +139,7 @@ fn next(store: &RedisStore) -> Option<Vec<Queued>> {
 /// during the last one.
 struct Batches {
     store: RedisStore,
+    node: u64,
     /// The queue was handed back (`next` found it empty).
     ended: bool,
 }
@@ -144,7 +164,7 @@ impl Batches {
                 }
             }
             futures_util::future::join_all(calls).await;
-            match next(&self.store) {
+            match next(&self.store, self.node) {
                 Some(more) => waiting = more,
                 None => {
                     self.ended = true;
@@ -168,7 +188,7 @@ impl Batches {
             answers.push((queued.waiter.deadline, queued.waiter.answer));
         }
         let keys: Vec<&str> = keys.iter().map(|key| &**key).collect();
-        let call = check::decide_keys(&self.store, &keys, &policy, cost, now, last);
+        let call = check::decide_keys(&self.store, self.node, &keys, &policy, cost, now, last);
         let timeout = self.store.inner.config.response_timeout;
         queue::answer_by_deadlines(call, answers, timeout).await;
     }
@@ -181,10 +201,7 @@ impl Drop for Batches {
         if self.ended {
             return;
         }
-        let mut state = lock(&self.store.inner.gathering.state);
-        state.waiting.clear();
-        state.busy = false;
-        state.in_task = false;
+        lock(&self.store.inner.gathering.nodes).remove(&self.node);
     }
 }
 

@@ -42,10 +42,11 @@ pub(crate) struct Waiter {
 }
 
 /// The checks of other keys waiting for the call in flight to the store's
-/// Redis, as batching across keys (`node_batch.rs`) queues them.
+/// Redis, or to each node of a Cluster (by failure domain), as batching
+/// across keys (`node_batch.rs`) queues them.
 #[derive(Default)]
 pub(crate) struct Gathering {
-    pub(crate) state: Mutex<Gathered>,
+    pub(crate) nodes: Mutex<HashMap<u64, Gathered>>,
 }
 
 #[derive(Default)]
@@ -93,7 +94,7 @@ pub(crate) async fn answer_of(
 /// before the call ends, unless Redis is slow); once every caller has
 /// timed out, the call is abandoned in flight.
 pub(crate) async fn answer_by_deadlines(
-    call: impl Future<Output = Result<Vec<Decision>, Error>>,
+    call: impl Future<Output = Result<Vec<Result<Decision, Error>>, Error>>,
     answers: Vec<(Instant, oneshot::Sender<Result<Decision, Error>>)>,
     timeout: Duration,
 ) {
@@ -126,7 +127,7 @@ pub(crate) async fn answer_by_deadlines(
         Ok(decisions) => {
             for (answer, decision) in waiting.zip(decisions) {
                 if let Some(answer) = answer {
-                    let _ = answer.send(Ok(decision));
+                    let _ = answer.send(decision);
                 }
             }
         }

@@ -20,7 +20,8 @@
 //!   guard that lets only reads of the given keys through),
 //!   `hash_batch.lua` and `sliding_log_batch.lua` (coalesced checks,
 //!   `batch.rs`), `keys.lua` and `sliding_log_keys.lua` (checks of several
-//!   keys, `node_batch.rs`).
+//!   keys of one node, `node_batch.rs`, whose shebang lets them reach keys
+//!   of several slots of a Cluster's node).
 //!
 //! No file opens a block another closes, nor uses another's locals but
 //! those it defines at its top level: each compiles on its own.
@@ -181,16 +182,21 @@ pub(crate) fn evalsha_of(
     with_arguments(lua.call(key), policy, cost, now)
 }
 
-/// `EVALSHA {sha} {n} {keys...} {now} {cost} {parameters...}`: a call of
-/// `lua` checking each of `keys` (`sources::keys`).
+/// `EVALSHA {sha} 0 {now} {cost} {parameters...} {keys...} {n} {on a
+/// Cluster}`: a call of `lua` checking each of `keys` (`sources::keys`).
 pub(crate) fn evalsha_keys(
     lua: &Lua,
     keys: &[&str],
     policy: &Policy,
     cost: u64,
     now: Option<u64>,
+    on_cluster: bool,
 ) -> Cmd {
-    with_arguments(lua.call_keys(keys), policy, cost, now)
+    let mut cmd = with_arguments(lua.call_undeclared(), policy, cost, now);
+    cmd.arg(keys)
+        .arg(keys.len())
+        .arg(if on_cluster { "1" } else { "" });
+    cmd
 }
 
 /// `cmd` followed by a check's arguments: the time, the cost, the policy's

@@ -324,8 +324,21 @@ impl RedisStore {
         call: &Cmd,
         until: Instant,
     ) -> Result<T, Error> {
+        self.bounded_call_to(lua, call, None, until).await
+    }
+
+    /// [`bounded_call_until`](Self::bounded_call_until) of a call to the
+    /// Cluster node of failure domain `node`, when given.
+    pub(crate) async fn bounded_call_to<T: redis::FromRedisValue>(
+        &self,
+        lua: &Lua,
+        call: &Cmd,
+        node: Option<u64>,
+        until: Instant,
+    ) -> Result<T, Error> {
         let timeout = self.inner.config.response_timeout;
-        let reply = match tokio::time::timeout_at(until, self.call(lua, call)).await {
+        let sent = self.call_to(lua, call, node);
+        let reply = match tokio::time::timeout_at(until, sent).await {
             // The connection's own timer (its health check, as long as the
             // store's deadline and started later) can fire in the same tick
             // as the deadline, before it: the call timed out all the same.
@@ -357,10 +370,28 @@ impl RedisStore {
         lua: &Lua,
         call: &Cmd,
     ) -> Result<T, Error> {
+        self.call_to(lua, call, None).await
+    }
+
+    /// `call` on the primary; on a Cluster, on the node of failure domain
+    /// `node` when given, else on the key's.
+    async fn call_to<T: redis::FromRedisValue>(
+        &self,
+        lua: &Lua,
+        call: &Cmd,
+        node: Option<u64>,
+    ) -> Result<T, Error> {
         match &self.inner.backend {
             Backend::Primary(primary) => primary.run(lua, call, &self.inner.config).await,
             Backend::Cluster(cluster) => {
                 let connection = self.cluster(cluster).await?;
+                if let Some(node) = node {
+                    let address = (cluster.slots.name(node))
+                        .ok_or_else(|| Error::Protocol(format!("no Cluster node {node}")))?;
+                    return cluster::run_on(&mut connection.clone(), lua, call, &address)
+                        .await
+                        .map_err(crate::redis_error);
+                }
                 let refresh = || {
                     cluster
                         .slots

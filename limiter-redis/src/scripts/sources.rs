@@ -2,7 +2,7 @@
 //! order (the layout is described in `scripts.rs`).
 
 use super::Lua;
-use crate::lua::{READ_ONLY_SHEBANG, SHEBANG};
+use crate::lua::{CROSS_SLOT_SHEBANG, READ_ONLY_SHEBANG, SHEBANG};
 use limiter_core::Algorithm;
 
 /// The shebang, then `files`, each whole.
@@ -26,6 +26,14 @@ macro_rules! sliding_log {
     };
 }
 
+/// The checks of several keys of one node: the cross-slot shebang, then
+/// `files`, each whole, the last `keys.lua`.
+macro_rules! keys {
+    ($($file:literal),+) => {
+        Lua::new(&[CROSS_SLOT_SHEBANG, $(include_str!($file)),+, include_str!("keys.lua")])
+    };
+}
+
 /// A hash algorithm's `file` after the helpers, then its `decide`
 /// (`hash_decide.lua`) and `driver`.
 macro_rules! hashed {
@@ -37,6 +45,13 @@ macro_rules! hashed {
             "hash_decide.lua",
             $driver
         )
+    };
+}
+
+/// A hash algorithm's checks of several keys.
+macro_rules! hashed_keys {
+    ($file:literal) => {
+        keys!("prelude.lua", "helpers.lua", $file, "hash_decide.lua")
     };
 }
 
@@ -62,33 +77,28 @@ static SLIDING_LOG: Scripts = Scripts {
     single: sliding_log!("single.lua"),
     peek: sliding_log!("peek.lua"),
     batch: sliding_log!("sliding_log_batch.lua"),
-    keys: script!(
-        "prelude.lua",
-        "sliding_log.lua",
-        "sliding_log_keys.lua",
-        "keys.lua"
-    ),
+    keys: keys!("prelude.lua", "sliding_log.lua", "sliding_log_keys.lua"),
     receipted: Some(sliding_log!("receipted.lua")),
 };
 static FIXED_WINDOW: Scripts = Scripts {
     single: hashed!("fixed_window.lua", "single.lua"),
     peek: hashed!("fixed_window.lua", "peek.lua"),
     batch: hash_batch!("fixed_window.lua"),
-    keys: hashed!("fixed_window.lua", "keys.lua"),
+    keys: hashed_keys!("fixed_window.lua"),
     receipted: Some(hashed!("fixed_window.lua", "receipted.lua")),
 };
 static SLIDING_WINDOW: Scripts = Scripts {
     single: hashed!("sliding_window.lua", "single.lua"),
     peek: hashed!("sliding_window.lua", "peek.lua"),
     batch: hash_batch!("sliding_window.lua"),
-    keys: hashed!("sliding_window.lua", "keys.lua"),
+    keys: hashed_keys!("sliding_window.lua"),
     receipted: Some(hashed!("sliding_window.lua", "receipted.lua")),
 };
 static METER: Scripts = Scripts {
     single: hashed!("meter.lua", "single.lua"),
     peek: hashed!("meter.lua", "peek.lua"),
     batch: hash_batch!("meter.lua"),
-    keys: hashed!("meter.lua", "keys.lua"),
+    keys: hashed_keys!("meter.lua"),
     receipted: None,
 };
 
@@ -253,10 +263,11 @@ mod tests {
     }
 
     #[test]
-    fn every_script_starts_with_a_shebang_without_flags_but_the_read_only_one() {
+    fn every_script_starts_with_a_shebang_without_flags_but_the_read_only_and_cross_slot_ones() {
         for (name, lua) in all() {
             let shebang = match name.as_str() {
                 "reports" => "#!lua flags=no-writes",
+                keys if keys.ends_with(" keys") => "#!lua flags=allow-cross-slot-keys",
                 _ => "#!lua",
             };
             assert_eq!(lua.source().lines().next(), Some(shebang), "{name}");

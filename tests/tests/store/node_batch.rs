@@ -4,7 +4,9 @@
 //! and the reference model, every algorithm); checks meeting a call in
 //! flight go together in the next call, a caller that gave up is left out
 //! of it, Redis killed meanwhile fails each check once; and many tasks over
-//! many keys admit exactly each key's limit.
+//! many keys admit exactly each key's limit. On a Cluster, checks queue per
+//! node and a call reaches keys of several slots of its node; a key the
+//! node does not serve is checked again on its own.
 
 use crate::coalesce_failure::take_recorded;
 use crate::differential::{Reference, params};
@@ -14,11 +16,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use limiter_conformance::Params;
-use limiter_core::{GuardConfig, Guarded, Key, Limiter, OnStoreError, Policy, Rate, Rule, Verdict};
+use limiter_core::{
+    GuardConfig, Guarded, Key, Limiter, OnStoreError, Policy, Rate, Rule, Store, Verdict,
+};
 use limiter_redis::{RedisConfig, RedisStore};
 use limiter_tests::at::{self, At};
 use limiter_tests::property::each_case_on;
-use limiter_tests::{RedisServer, TestRedis};
+use limiter_tests::{RedisCluster, RedisServer, TestRedis};
 use metrics_util::debugging::Snapshotter;
 use params::params;
 use proptest::prelude::*;
@@ -230,26 +234,41 @@ async fn killed_mid_batch(snapshotter: &Snapshotter) {
 }
 
 /// 4 instances of 64 tasks each check 50 keys 15 times each at once: every
-/// key admits exactly its 10, batched or not.
+/// key admits exactly its 10, batched or not, on one Redis and on a Cluster.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn many_tasks_over_many_keys_admit_exactly_each_keys_limit() {
+    let redis = limiter_tests::redis();
+    let cluster = RedisCluster::start();
+    for coalesce in [true, false] {
+        let config = || {
+            (RedisConfig::new())
+                .response_timeout(Duration::from_secs(5))
+                .coalesce(coalesce)
+        };
+        let mut standalone = Vec::new();
+        let mut clustered = Vec::new();
+        for _ in 0..4 {
+            let store = RedisStore::connect_with(redis.url(), config())
+                .await
+                .unwrap();
+            standalone.push(Limiter::new(store));
+            clustered.push(Limiter::new(cluster.store_with(config()).await));
+        }
+        let prefix = format!("{}:many:{coalesce}", redis.prefix());
+        admit_exactly(&standalone, &prefix).await;
+        admit_exactly(&clustered, &format!("many:{coalesce}")).await;
+    }
+}
+
+async fn admit_exactly(limiters: &[Limiter<RedisStore>], prefix: &str) {
     const KEYS: usize = 50;
     const CHECKS_PER_KEY: usize = 15;
-    let redis = limiter_tests::redis();
-    for coalesce in [true, false] {
-        let mut limiters = Vec::new();
-        for _ in 0..4 {
-            let config = RedisConfig::new()
-                .response_timeout(Duration::from_secs(5))
-                .coalesce(coalesce);
-            let store = RedisStore::connect_with(redis.url(), config).await.unwrap();
-            limiters.push(Limiter::new(store));
-        }
+    {
         let policy = default_log();
         let mut tasks = Vec::new();
         for task in 0..256 {
             let (limiter, policy) = (limiters[task % 4].clone(), policy.clone());
-            let prefix = format!("{}:many:{coalesce}", redis.prefix());
+            let prefix = prefix.to_owned();
             tasks.push(tokio::spawn(async move {
                 let mut allowed = vec![0usize; KEYS];
                 // The task's share of the checks, spread over every key.
@@ -267,6 +286,117 @@ async fn many_tasks_over_many_keys_admit_exactly_each_keys_limit() {
                 *total += some;
             }
         }
-        assert_eq!(allowed, vec![10; KEYS], "coalesce {coalesce}");
+        assert_eq!(allowed, vec![10; KEYS], "{prefix}");
+    }
+}
+
+/// On a Cluster, while node 0 is stopped with a check's call in flight,
+/// checks of ten other keys of that node, in ten slots, queue and go in one
+/// call to it; a check of a key of another node goes on its own at once.
+#[test]
+fn on_a_cluster_checks_meeting_a_call_in_flight_go_in_one_call_to_their_node() {
+    limiter_tests::with_own_recorder(|snapshotter| async move {
+        on_a_cluster(&snapshotter).await;
+    });
+}
+
+/// `n` keys of users whose key `Limiter::check` sends to node `node`.
+fn keys_on(cluster: &RedisCluster, node: usize, n: usize) -> Vec<String> {
+    (0..)
+        .map(|i| format!("user{i}"))
+        .filter(|key| cluster.owner_of(&format!("rate_limit:{key}")) == node)
+        .take(n)
+        .collect()
+}
+
+async fn on_a_cluster(snapshotter: &Snapshotter) {
+    let cluster = RedisCluster::start();
+    let limiter = Limiter::new(cluster.store().await);
+    let policy = default_log();
+    let on_node_0 = keys_on(&cluster, 0, 12);
+    let elsewhere = keys_on(&cluster, 1, 1).remove(0);
+    // The connections made, the slots known, the check's script loaded.
+    assert!(
+        limiter
+            .check(&on_node_0[0], &policy)
+            .await
+            .unwrap()
+            .allowed()
+    );
+    assert!(limiter.check(&elsewhere, &policy).await.unwrap().allowed());
+    batch_sizes(snapshotter);
+
+    cluster.nodes[0].signal("STOP");
+    let check = |key: &str| {
+        let (limiter, policy, key) = (limiter.clone(), policy.clone(), key.to_owned());
+        tokio::spawn(async move { limiter.check(&key, &policy).await.unwrap() })
+    };
+    let first = check(&on_node_0[1]);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let others: Vec<_> = on_node_0[2..].iter().map(|key| check(key)).collect();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Node 1 is not held up by node 0's queue.
+    let decision = limiter.check(&elsewhere, &policy).await.unwrap();
+    assert_eq!(decision.remaining(), 8);
+    // The first check's call to node 0 (in flight), and node 1's.
+    assert_eq!(batch_sizes(snapshotter), [1.0, 1.0]);
+    cluster.nodes[0].signal("CONT");
+
+    assert!(first.await.unwrap().allowed());
+    for other in others {
+        assert_eq!(other.await.unwrap().remaining(), 9);
+    }
+    assert_eq!(batch_sizes(snapshotter), [10.0]);
+    let slots: std::collections::BTreeSet<String> = (on_node_0[2..].iter())
+        .map(|key| {
+            let key = format!("rate_limit:{key}");
+            assert_eq!(cluster.nodes[0].command(&["EXISTS", &key]).trim(), "1");
+            cluster.nodes[0].command(&["CLUSTER", "KEYSLOT", &key])
+        })
+        .collect();
+    assert_eq!(slots.len(), 10);
+}
+
+/// A call of several keys sent to node 0 with keys of the other nodes
+/// among them (as when their slots moved since the store last read the
+/// owners): node 0 decides its own and refuses the others before writing
+/// anything of them, and each of those is checked on its own node, once.
+#[test]
+fn keys_a_node_does_not_serve_are_checked_on_their_own_node_once() {
+    limiter_tests::with_own_recorder(|snapshotter| async move {
+        not_served(&snapshotter).await;
+    });
+}
+
+async fn not_served(snapshotter: &Snapshotter) {
+    let cluster = RedisCluster::start();
+    let store = cluster.store().await;
+    let policy = default_log();
+    let mut keys = keys_on(&cluster, 0, 2);
+    keys.extend(keys_on(&cluster, 1, 2));
+    keys.extend(keys_on(&cluster, 2, 1));
+    let keys: Vec<String> = keys.iter().map(|key| format!("rate_limit:{key}")).collect();
+    let names: Vec<&str> = keys.iter().map(String::as_str).collect();
+    // The slots' owners known.
+    assert!(
+        store
+            .check(&Key::from("warm"), &policy, 1)
+            .await
+            .unwrap()
+            .allowed()
+    );
+    batch_sizes(snapshotter);
+
+    for remaining in [9, 8] {
+        let decisions = store.check_keys(&names, &policy, 1).await.unwrap();
+        let left: Vec<u64> = decisions.iter().map(|d| d.remaining()).collect();
+        assert_eq!(left, [remaining; 5]);
+        // The call to node 0, then one call for each key it refused.
+        assert_eq!(batch_sizes(snapshotter), [5.0, 1.0, 1.0, 1.0]);
+    }
+    for (key, node) in keys.iter().zip([0, 0, 1, 1, 2]) {
+        let entries = cluster.nodes[node].command(&["ZCARD", key]);
+        // Two entries and the member marking the newest.
+        assert_eq!(entries.trim(), "3", "{key}");
     }
 }
