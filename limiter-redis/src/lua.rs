@@ -184,13 +184,14 @@ impl Node for OnNode<'_> {
             let reply = (self.connection)
                 .route_command(call.clone(), RoutingInfo::SingleNode(node))
                 .await?;
-            return redis::from_redis_value(reply).map_err(Into::into);
+            // A server's error comes as a value: NOSCRIPT must be an error.
+            return redis::from_redis_value(reply.extract_error()?).map_err(Into::into);
         }
         let mut pipeline = redis::pipe();
         pipeline.cmd("ASKING").add_command(call.clone());
         let reply = self.connection.route_pipeline(pipeline, 1, 1, node).await?;
         let value = reply.into_iter().next().unwrap_or(redis::Value::Nil);
-        redis::from_redis_value(value).map_err(Into::into)
+        redis::from_redis_value(value.extract_error()?).map_err(Into::into)
     }
 
     async fn load(&mut self, lua: &Lua) -> RedisResult<()> {
