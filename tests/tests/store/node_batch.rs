@@ -6,7 +6,7 @@
 //! of it, Redis killed meanwhile fails each check once; and many tasks over
 //! many keys admit exactly each key's limit. On a Cluster, checks queue per
 //! node and a call reaches keys of several slots of its node; a key the
-//! node does not serve is checked again on its own.
+//! node does not serve, or that migrated away, is checked again on its own.
 
 use crate::coalesce_failure::take_recorded;
 use crate::differential::{Reference, params};
@@ -399,4 +399,55 @@ async fn not_served(snapshotter: &Snapshotter) {
         // Two entries and the member marking the newest.
         assert_eq!(entries.trim(), "3", "{key}");
     }
+}
+
+/// A slot migrating: MIGRATING on its owner, one key of it moved to the
+/// importing node. A call of several keys to the owner refuses the moved
+/// key before writing anything of it, and that key is checked on the node
+/// it moved to, on the log it carried: nothing counted twice, nothing lost.
+#[tokio::test]
+async fn a_key_migrated_away_is_checked_where_it_went_on_the_log_it_carried() {
+    let cluster = RedisCluster::start();
+    let store = cluster.store().await;
+    let policy = default_log();
+    let keys: Vec<String> = (keys_on(&cluster, 0, 3).iter())
+        .map(|key| format!("rate_limit:{key}"))
+        .collect();
+    let names: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let remaining = |decisions: Vec<limiter_core::Decision>| -> Vec<u64> {
+        decisions.iter().map(|d| d.remaining()).collect()
+    };
+    let first = store.check_keys(&names, &policy, 1).await.unwrap();
+    assert_eq!(remaining(first), [9, 9, 9]);
+
+    let nodes = &cluster.nodes;
+    let moved = &keys[1];
+    let slot = nodes[0].command(&["CLUSTER", "KEYSLOT", moved]);
+    let slot = slot.trim();
+    let (source, target) = (nodes[0].id(), nodes[1].id());
+    nodes[1].command(&["CLUSTER", "SETSLOT", slot, "IMPORTING", &source]);
+    nodes[0].command(&["CLUSTER", "SETSLOT", slot, "MIGRATING", &target]);
+    let port = nodes[1].port().to_string();
+    let migrated = nodes[0].command(&[
+        "MIGRATE",
+        "127.0.0.1",
+        &port,
+        "",
+        "0",
+        "5000",
+        "KEYS",
+        moved,
+    ]);
+    assert!(migrated.contains("OK"), "MIGRATE answered {migrated:?}");
+
+    let second = store.check_keys(&names, &policy, 1).await.unwrap();
+    assert_eq!(remaining(second), [8, 8, 8]);
+    // The source holds no key of that name: it sends a read of it on.
+    let on_source = nodes[0].command(&["EXISTS", moved]);
+    assert!(on_source.starts_with("ASK "), "{on_source}");
+    for node in nodes {
+        node.command(&["CLUSTER", "SETSLOT", slot, "NODE", &target]);
+    }
+    // Two entries and the member marking the newest, on the new owner.
+    assert_eq!(nodes[1].command(&["ZCARD", moved]).trim(), "3");
 }
