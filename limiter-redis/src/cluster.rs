@@ -10,14 +10,23 @@
 //! demoted to a replica, which refuses the script before running it: the
 //! call is routed again once the slot map is refreshed), TRYAGAIN and
 //! CLUSTERDOWN, and NOSCRIPT (the script is loaded on that node first). The
-//! store's response timeout bounds the whole of it.
+//! store's response timeout bounds the whole of it. A call of several keys
+//! goes to the node it names ([`run_on`]). Also here: what the store holds
+//! of a Cluster ([`Cluster`]).
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use limiter_core::Error;
+use redis::Client;
+use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, ErrorKind, RedisError, RedisResult, ServerErrorKind};
 
+use super::link::Link;
 use super::lua::{self, Lua, OnNode, Routed};
+use super::redis_error;
+use super::slots::SlotTable;
 
 /// Redirections followed for one call; the call's deadline (the store's
 /// response timeout, which covers the whole call) bounds the time.
@@ -129,4 +138,42 @@ fn address(error: &RedisError) -> Option<(String, u16)> {
     let (node, _slot) = error.redirect_node()?;
     let (host, port) = node.rsplit_once(':')?;
     Some((host.to_owned(), port.parse().ok()?))
+}
+
+/// A Cluster as the store reaches it.
+pub(crate) struct Cluster {
+    pub(crate) client: ClusterClient,
+    /// The seeds as given: how to reach a node (its credentials too).
+    pub(crate) seeds: Vec<redis::ConnectionInfo>,
+    /// Made once: the cluster connection follows the cluster's changes itself.
+    pub(crate) link: Arc<Link<ClusterConnection>>,
+    /// Which node serves which slot: the failure domain of each key.
+    pub(crate) slots: Arc<SlotTable>,
+}
+
+impl Cluster {
+    /// A client for the node serving `name`'s slot, as last read; the first
+    /// seed while the slots are not known.
+    pub(crate) fn channel_node(&self, name: &str) -> Result<Client, Error> {
+        let seed = (self.seeds.first().cloned())
+            .ok_or_else(|| Error::Protocol("a Cluster without seeds".into()))?;
+        let node = self
+            .slots
+            .name(self.slots.domain(name))
+            .and_then(|address| tcp(&address));
+        let info = match node {
+            Some(address) => seed.set_addr(address),
+            None => seed,
+        };
+        Client::open(info).map_err(redis_error)
+    }
+}
+
+/// `host:port` as a connection address.
+fn tcp(address: &str) -> Option<redis::ConnectionAddr> {
+    let (host, port) = address.rsplit_once(':')?;
+    Some(redis::ConnectionAddr::Tcp(
+        host.to_owned(),
+        port.parse().ok()?,
+    ))
 }

@@ -12,7 +12,7 @@ use redis::{Client, Cmd};
 use tokio::time::Instant;
 
 use crate::announcer::Announcer;
-use crate::cluster;
+use crate::cluster::{self, Cluster};
 use crate::config::RedisConfig;
 use crate::link::Link;
 use crate::primary::{Locator, Primary};
@@ -31,8 +31,8 @@ use limiter_core::Error;
 /// connects afresh. Every call keeps [`RedisConfig::response_timeout`], the
 /// connection included. Time is the Redis server's. Checks that meet a
 /// call in flight go together in the next call, with the same decisions:
-/// those of one key, and on a standalone Redis or behind Sentinel those of
-/// other keys ([`RedisConfig::coalesce`]).
+/// those of one key, and those of other keys of its node (on a Cluster, in
+/// any of the node's slots) ([`RedisConfig::coalesce`]).
 ///
 /// ```no_run
 /// use limiter_core::Limiter;
@@ -78,34 +78,6 @@ pub(crate) enum Backend {
     /// A standalone Redis, at a URL or behind Sentinel.
     Primary(Box<Primary>),
     Cluster(Box<Cluster>),
-}
-
-pub(crate) struct Cluster {
-    client: ClusterClient,
-    /// The seeds as given: how to reach a node (its credentials too).
-    seeds: Vec<redis::ConnectionInfo>,
-    /// Made once: the cluster connection follows the cluster's changes itself.
-    pub(crate) link: Arc<Link<ClusterConnection>>,
-    /// Which node serves which slot: the failure domain of each key.
-    pub(crate) slots: Arc<SlotTable>,
-}
-
-impl Cluster {
-    /// A client for the node serving `name`'s slot, as last read; the first
-    /// seed while the slots are not known.
-    pub(crate) fn channel_node(&self, name: &str) -> Result<Client, Error> {
-        let seed = (self.seeds.first().cloned())
-            .ok_or_else(|| Error::Protocol("a Cluster without seeds".into()))?;
-        let node = self
-            .slots
-            .name(self.slots.domain(name))
-            .and_then(|address| tcp(&address));
-        let info = match node {
-            Some(address) => seed.set_addr(address),
-            None => seed,
-        };
-        Client::open(info).map_err(redis_error)
-    }
 }
 
 impl RedisStore {
@@ -417,13 +389,4 @@ impl fmt::Debug for RedisStore {
             .field("config", &self.inner.config)
             .finish_non_exhaustive()
     }
-}
-
-/// `host:port` as a connection address.
-fn tcp(address: &str) -> Option<redis::ConnectionAddr> {
-    let (host, port) = address.rsplit_once(':')?;
-    Some(redis::ConnectionAddr::Tcp(
-        host.to_owned(),
-        port.parse().ok()?,
-    ))
 }
