@@ -36,7 +36,12 @@ fn case() -> impl Strategy<Value = (Params, u64, Vec<Step>)> {
     (params(), 0u64..1_000_000_000).prop_flat_map(|(params, start)| {
         let longest = params.span_us();
         let step = (
-            prop_oneof![3 => Just(0u64), 4 => 0..=longest / 4, 2 => 0..=longest * 2],
+            prop_oneof![
+                3 => Just(0u64),
+                4 => 0..=longest / 4,
+                2 => 0..=longest * 2,
+                2 => params::edge(&params),
+            ],
             0..KEYS,
             prop_oneof![3 => Just(1u64), 1 => 1..=params.max_cost()],
         )
@@ -184,7 +189,12 @@ fn memory_redis_and_the_model_agree_when_plans_change() {
         let longest = a.span_us().max(b.span_us());
         let cost = a.max_cost().min(b.max_cost());
         let step = (
-            prop_oneof![3 => Just(0u64), 4 => 0..=longest / 4, 2 => 0..=longest * 2],
+            prop_oneof![
+                3 => Just(0u64),
+                4 => 0..=longest / 4,
+                2 => 0..=longest * 2,
+                2 => params::edge(&a),
+            ],
             0..KEYS,
             prop_oneof![3 => Just(1u64), 1 => 1..=cost],
             any::<bool>(),

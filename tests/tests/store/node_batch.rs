@@ -39,7 +39,12 @@ fn case() -> impl Strategy<Value = (Params, Vec<Call>)> {
         let longest = params.span_us();
         let cost = prop_oneof![2 => Just(1u64), 1 => 1..=params.max_cost()];
         let call = (
-            prop_oneof![2 => Just(0u64), 3 => 0..=longest / 4, 1 => 0..=longest * 2],
+            prop_oneof![
+                2 => Just(0u64),
+                3 => 0..=longest / 4,
+                1 => 0..=longest * 2,
+                1 => params::edge(&params),
+            ],
             prop::collection::vec(0..KEYS, 1..10),
             cost,
         );

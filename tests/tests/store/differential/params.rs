@@ -25,3 +25,15 @@ pub(crate) fn params() -> impl Strategy<Value = Params> {
         (1u64..11, window(), 1u64..7).prop_map(|(a, p, b)| Params::Gcra(a, p, b)),
     ]
 }
+
+/// Steps that land on a window's edge: exactly one of the policy's windows
+/// (or its period), or 1 µs less or more. After a step that recorded a
+/// request, such a step puts it exactly where a bound off by 1 µs decides
+/// otherwise.
+pub(crate) fn edge(params: &Params) -> impl Strategy<Value = u64> + use<> {
+    let spans: Vec<u64> = match params {
+        Params::SlidingLog(rules) => rules.iter().map(|rule| rule.1).collect(),
+        other => vec![other.span_us()],
+    };
+    (prop::sample::select(spans), -1i64..=1).prop_map(|(span, off)| span.saturating_add_signed(off))
+}
