@@ -1,6 +1,7 @@
 -- The live reports of the hash KEYS[1] (see `report.lua`): instance, age
 -- in µs and body, flat. Read-only, so Redis runs it while over `maxmemory`:
--- the reports past their time leave at the next publication.
+-- the reports past their time leave when an instance new to the board
+-- publishes.
 local live = {}
 local all = redis.call('HGETALL', KEYS[1])
 for i = 1, #all, 2 do

@@ -160,7 +160,8 @@ async fn a_board_holds_only_the_live_reports() {
     store.now(t0 + 100 * second);
     assert!(reports.reports("board").await.unwrap().is_empty());
     assert_eq!(held().trim(), "20");
-    // ...until the next publication, which leaves the live ones only.
+    // ...until an instance new to the board publishes, which leaves the
+    // live ones only.
     reports
         .publish_report("board", "live", "counts", ttl)
         .await
@@ -168,4 +169,22 @@ async fn a_board_holds_only_the_live_reports() {
     assert_eq!(held().trim(), "1");
     let read = reports.reports("board").await.unwrap();
     assert_eq!((read.len(), &*read[0].instance), (1, "live"));
+    // An instance already on the board publishes again without reading
+    // the others' reports.
+    let board_reads = || {
+        let stats = server.command(&["INFO", "commandstats"]);
+        let line = stats
+            .lines()
+            .find(|line| line.starts_with("cmdstat_hgetall:"));
+        line.map(str::to_owned)
+    };
+    let before = board_reads();
+    store.now(t0 + 105 * second);
+    reports
+        .publish_report("board", "live", "more counts", ttl)
+        .await
+        .unwrap();
+    assert_eq!(board_reads(), before);
+    let read = reports.reports("board").await.unwrap();
+    assert_eq!(&*read[0].body, "more counts");
 }
