@@ -99,10 +99,7 @@ pub(crate) async fn run_on<T: redis::FromRedisValue>(
     call: &Cmd,
     address: &str,
 ) -> RedisResult<T> {
-    let Some((host, port)) = address
-        .rsplit_once(':')
-        .and_then(|(host, port)| Some((host, port.parse().ok()?)))
-    else {
+    let Some((host, port)) = host_port(address) else {
         return Err(RedisError::from((
             ErrorKind::Client,
             "a node without an address",
@@ -136,8 +133,14 @@ pub(crate) fn did_not_run(error: &RedisError) -> bool {
 /// The `host:port` an ASK names.
 fn address(error: &RedisError) -> Option<(String, u16)> {
     let (node, _slot) = error.redirect_node()?;
-    let (host, port) = node.rsplit_once(':')?;
-    Some((host.to_owned(), port.parse().ok()?))
+    let (host, port) = host_port(node)?;
+    Some((host.to_owned(), port))
+}
+
+/// `host:port` cut at its last colon (a host may be an IPv6 address).
+fn host_port(address: &str) -> Option<(&str, u16)> {
+    let (host, port) = address.rsplit_once(':')?;
+    Some((host, port.parse().ok()?))
 }
 
 /// A Cluster as the store reaches it.
@@ -171,9 +174,6 @@ impl Cluster {
 
 /// `host:port` as a connection address.
 fn tcp(address: &str) -> Option<redis::ConnectionAddr> {
-    let (host, port) = address.rsplit_once(':')?;
-    Some(redis::ConnectionAddr::Tcp(
-        host.to_owned(),
-        port.parse().ok()?,
-    ))
+    let (host, port) = host_port(address)?;
+    Some(redis::ConnectionAddr::Tcp(host.to_owned(), port))
 }

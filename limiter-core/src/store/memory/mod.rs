@@ -459,8 +459,8 @@ impl<C: Clock> Store for MemoryStore<C> {
 }
 
 /// A check of the sliding log, which runs in place on a live key's log:
-/// taking it out of its entry and putting it back would cost about a
-/// fifth of the check.
+/// taking it out of its entry and putting it back cost about a tenth of
+/// the check.
 struct LogCheck<'a> {
     policy: &'a Policy,
     now: u64,
