@@ -9,7 +9,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::{Decision, Error, KeyState, Policy, Receipt};
+use crate::{Decision, Error, Policy, Receipt};
 
 /// A refund under way.
 pub type Refunding = Pin<Box<dyn Future<Output = Result<(), Error>> + Send>>;
@@ -123,27 +123,5 @@ impl fmt::Debug for Attempt {
             .field("refused", &self.refused)
             .field("refundable", &self.give_back.is_some())
             .finish_non_exhaustive()
-    }
-}
-
-/// A store's refund of a key it recorded.
-pub(crate) struct StoreRefund<S> {
-    pub(crate) store: S,
-    pub(crate) key: crate::Key,
-    pub(crate) policy: Arc<Policy>,
-    pub(crate) receipt: Receipt,
-}
-
-impl<S: KeyState + Clone> GiveBack for StoreRefund<S> {
-    fn receipt(&self) -> &Receipt {
-        &self.receipt
-    }
-
-    fn give_back(self: Box<Self>) -> Refunding {
-        Box::pin(async move {
-            (self.store)
-                .refund(&self.key, &self.policy, &self.receipt)
-                .await
-        })
     }
 }

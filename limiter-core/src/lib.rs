@@ -2,7 +2,8 @@
 //!
 //! `limiter-core` is the runtime: the [`Store`] contract and its
 //! [`Capabilities`], the in-memory store, the guard, the hot-key engine,
-//! waiting, and the programmatic API, [`Limiter`]. It re-exports the model
+//! waiting, the decision pipeline every check of a limit takes
+//! ([`decide`]), and the programmatic API, [`Limiter`]. It re-exports the model
 //! (rules, policies, decisions, errors: the crate `limiter-model`). The
 //! Tower layer and the `#[rate_limit]` macro for axum live in
 //! `limiter-tower`.
@@ -54,6 +55,7 @@ mod attempt;
 pub mod backend;
 mod clock;
 mod concurrency;
+pub mod decide;
 mod guard;
 pub mod hot;
 mod identity;

@@ -3,12 +3,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::attempt::{Attempt, Refused, StoreRefund};
+use crate::attempt::Attempt;
 use crate::concurrency::{Acquired, ConcurrencyLimit};
+use crate::decide::{Offenders, Shared, default_instance, tables_of, unguarded};
 use crate::hot::HotKeys;
 use crate::identity::Identity;
 use crate::key::push_identity;
-use crate::store::{Capabilities, Store};
+use crate::store::Store;
 use crate::wait::Waiters;
 use crate::{Change, KeyState, Permits, SharedControl};
 use crate::{Decision, Error, Key, Policy, Rule};
@@ -40,8 +41,10 @@ pub const DEFAULT_PREFIX: &str = "rate_limit";
 pub struct Limiter<S> {
     /// The store, honouring the policies' hot-key modes.
     store: HotKeys<S>,
-    prefix: Box<str>,
-    waiters: Waiters,
+    /// What its checks share with every check of a named limit (see
+    /// [`decide`](crate::decide)): the same store, its tables, the key
+    /// prefix and the waiting queues; checks of its keys take its steps.
+    shared: Shared,
 }
 
 impl<S: Store> Limiter<S> {
@@ -53,23 +56,31 @@ impl<S: Store> Limiter<S> {
     /// A limiter over a store whose hot-key modes keep their state as
     /// `store` says (such as on a test's clock: [`HotKeys::with_clock`]).
     pub fn from_hot_keys(store: HotKeys<S>) -> Self {
-        Self {
-            store,
-            prefix: DEFAULT_PREFIX.into(),
+        let erased = unguarded(store.clone());
+        let shared = Shared {
+            tables: tables_of(&*erased),
+            store: erased,
+            on_store_error: None,
+            key_start: format!("{DEFAULT_PREFIX}:").into(),
             waiters: Waiters::new(),
-        }
+            // Its keys name no limit: nobody is counted among offenders.
+            offenders: Arc::new(Offenders::new(default_instance(), Duration::ZERO)),
+        };
+        Self { store, shared }
     }
 
     /// Sets the prefix of every key this limiter builds.
     pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into().into_boxed_str();
+        let mut start = prefix.into();
+        start.push(':');
+        self.shared.key_start = start.into_boxed_str();
         self
     }
 
     /// Sets the queues [`acquire`](Self::acquire) waits in (their clock
     /// and bound; by default [`Waiters::new`]).
     pub fn with_waiters(mut self, waiters: Waiters) -> Self {
-        self.waiters = waiters;
+        self.shared.waiters = waiters;
         self
     }
 
@@ -92,11 +103,11 @@ impl<S: Store> Limiter<S> {
         Identity::push_user_key(&mut key, user.as_bytes());
         key.push(':');
         push_identity(&mut key, action);
-        let key = Key::from(key);
-        if self.block_of_key(&key).is_some() {
-            return Ok(false);
-        }
-        Ok(self.store.check(&key, &policy, 1).await?.allowed())
+        Ok(self
+            .shared
+            .check_key(Key::from(key), &policy, 1)
+            .await?
+            .allowed())
     }
 
     /// Checks a request on `{prefix}:{key}` at the policy's cost and records it if allowed.
@@ -117,11 +128,9 @@ impl<S: Store> Limiter<S> {
         policy: &Policy,
         cost: u64,
     ) -> Result<Decision, Error> {
-        let full = self.full_key(key);
-        if let Some(left) = self.block_of_key(&full) {
-            return Ok(Decision::blocked(policy, left));
-        }
-        self.store.check(&full, policy, cost).await
+        self.shared
+            .check_key(self.full_key(key), policy, cost)
+            .await
     }
 
     /// Checks a request on `{prefix}:{key}` like [`check`](Self::check),
@@ -155,13 +164,10 @@ impl<S: Store> Limiter<S> {
         max_wait: Duration,
     ) -> Result<Decision, Error> {
         let full = self.full_key(key);
-        if let Some(left) = self.block_of_key(&full) {
-            return Ok(Decision::blocked(policy, left));
-        }
         let cost = policy.cost();
-        self.waiters
+        (self.shared.waiters)
             .acquire(full.as_str(), max_wait, || {
-                self.store.check(&full, policy, cost)
+                self.shared.check_key(full.clone(), policy, cost)
             })
             .await
     }
@@ -262,26 +268,9 @@ impl<S: Store> Limiter<S> {
     /// ```
     pub async fn attempt(&self, key: &str, policy: &Policy) -> Result<Attempt, Error>
     where
-        S: KeyState + Clone,
+        S: KeyState,
     {
-        let full = self.full_key(key);
-        let policy = Arc::new(policy.clone());
-        if let Some(left) = self.block_of_key(&full) {
-            return Ok(Attempt::refused(Refused::Blocked(left), policy));
-        }
-        let (decision, receipt) = (self.store.store())
-            .check_refundable(&full, &policy, policy.cost())
-            .await?;
-        let attempt = Attempt::new(decision, Arc::clone(&policy));
-        Ok(match receipt {
-            Some(receipt) => attempt.giving_back(Box::new(StoreRefund {
-                store: self.store.store().clone(),
-                key: full,
-                policy,
-                receipt,
-            })),
-            None => attempt,
-        })
+        self.shared.attempt_key(self.full_key(key), policy).await
     }
 
     /// Blocks `identity` (the key `{prefix}:{identity}`, its kind's
@@ -353,19 +342,6 @@ impl<S: Store> Limiter<S> {
         key
     }
 
-    /// The block of the identity `full` (a key under the prefix) starts
-    /// with, when the store holds any: `{prefix}:{identity}` is the key up
-    /// to the first `:` after the prefix (an identity escapes its own).
-    fn block_of_key(&self, full: &Key) -> Option<Duration> {
-        let tables = self.store.as_shared_control()?.tables();
-        // An empty list costs one atomic load.
-        if tables.blocks().is_empty() {
-            return None;
-        }
-        let identity = crate::identity_key_of(full.as_str(), self.prefix.len() + 1)?;
-        tables.blocked(identity)
-    }
-
     /// The store.
     pub fn store(&self) -> &S {
         self.store.store()
@@ -373,7 +349,8 @@ impl<S: Store> Limiter<S> {
 
     /// The key prefix.
     pub fn prefix(&self) -> &str {
-        &self.prefix
+        let start = &self.shared.key_start;
+        &start[..start.len() - 1]
     }
 
     /// `{prefix}:{key}`, the one key of a call.
@@ -389,9 +366,9 @@ impl<S: Store> Limiter<S> {
     }
 
     fn key_with_prefix(&self) -> String {
-        let mut key = String::with_capacity(self.prefix.len() + 48);
-        key.push_str(&self.prefix);
-        key.push(':');
+        let start = &self.shared.key_start;
+        let mut key = String::with_capacity(start.len() + 48);
+        key.push_str(start);
         key
     }
 }

@@ -75,12 +75,10 @@
 mod client_ip;
 mod context;
 mod control;
-mod counters;
 mod key;
 mod limit;
 mod limiter_layer;
 mod misconfigured;
-mod offenders;
 mod options;
 mod peer;
 #[cfg(feature = "prometheus")]

@@ -2,42 +2,20 @@
 //! its route decides a request, and counting by outcome (given back when
 //! the outcome says it does not count).
 
-use std::sync::Arc;
-
 use axum::response::Response;
-use limiter_core::{
-    Attempt, ConfigError, Decision, Error, GiveBack, Identity, Policy, Receipt, Refunding, Refused,
-    required,
-};
+use limiter_core::decide::{Check, Checked, Listed};
+use limiter_core::{Attempt, ConfigError, Decision, Error, Identity, Policy, Refused};
 
 use super::Control;
-use crate::context::COUNTING;
-use crate::limit::{Checked, LimitLayer, Refund, RouteLimit};
+use crate::limit::{LimitLayer, RouteLimit};
 
 pub(super) async fn attempt(
     control: &Control,
     key: &str,
     policy: &Policy,
 ) -> Result<Attempt, Error> {
-    let full = control.full_key(key);
-    let policy = Arc::new(policy.clone());
-    if let Some(left) = control.block_of_key(&full) {
-        return Ok(Attempt::refused(Refused::Blocked(left), policy));
-    }
-    let store = &control.context.store;
-    let (decision, receipt) = required(store.capabilities().as_key_state(), COUNTING)?
-        .check_refundable(&full, &policy, policy.cost())
-        .await?;
-    let attempt = Attempt::new(decision, Arc::clone(&policy));
-    Ok(match receipt {
-        Some(receipt) => attempt.giving_back(Box::new(Refund::always_counted(
-            Arc::clone(store),
-            full,
-            policy,
-            receipt,
-        ))),
-        None => attempt,
-    })
+    let shared = &control.context.shared;
+    shared.attempt_key(control.full_key(key), policy).await
 }
 
 pub(super) async fn attempt_on(
@@ -89,16 +67,6 @@ impl AttemptResponse for Attempt {
     }
 }
 
-impl GiveBack for Refund {
-    fn receipt(&self) -> &Receipt {
-        &self.receipt
-    }
-
-    fn give_back(self: Box<Self>) -> Refunding {
-        Box::pin(async move { self.refund_now().await })
-    }
-}
-
 /// `limit`'s check of `identity`, under the limit's own settings or
 /// this handle's router layer's, as its route decides a request.
 async fn check_limit(
@@ -109,12 +77,26 @@ async fn check_limit(
 ) -> Result<Checked, Error> {
     let Some(key) = control.key_of(limit, identity) else {
         return Err(Error::Config(ConfigError::NoIdentity {
-            limit: limit.name.to_string(),
+            limit: limit.name().to_string(),
         }));
     };
     let context = limit.context.as_ref().unwrap_or(&control.context);
-    let block_key = control.identity_key(identity);
-    limit
-        .check_identity(context, key, identity, block_key, refundable)
-        .await
+    let listed = if limit.lists_identity(context, identity, |common| &common.deny) {
+        Some(Listed::Denied)
+    } else if limit.lists_identity(context, identity, |common| &common.allow) {
+        Some(Listed::Allowed)
+    } else {
+        None
+    };
+    let route = limit.options.as_deref();
+    let check = Check {
+        key,
+        identity,
+        block_key: control.identity_key(identity),
+        listed,
+        shadow: limit.shadow_set(context),
+        penalty: route.and_then(|r| r.penalty.clone()),
+        refundable,
+    };
+    limit.named.check(&context.shared, check).await
 }

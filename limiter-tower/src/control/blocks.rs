@@ -66,7 +66,7 @@ fn every_block_store<'a>(
 ) -> Result<Vec<(&'a Control, &'a dyn SharedControl)>, Error> {
     (control.parts())
         .map(|part| {
-            let shared = part.context.store.capabilities().as_shared_control();
+            let shared = part.context.shared.store.capabilities().as_shared_control();
             Ok((part, required(shared, what)?))
         })
         .collect()

@@ -18,7 +18,7 @@ pub use overrides::{OverrideState, WrittenRules};
 pub use router::DEFAULT_API_KEY_HEADER;
 #[allow(deprecated)]
 pub use state::OverrideHeld;
-use state::{InForce, states_of};
+use state::states_of;
 pub use state::{LimitInfo, LimitState, OverrideInForce};
 pub use unanswered::changes_need_the_store;
 
@@ -97,7 +97,7 @@ impl Control {
             limits: Arc::new([]),
             api_key_header: router::DEFAULT_API_KEY_HEADER.into(),
             merged: Arc::new([]),
-            instance: context.offenders.instance(),
+            instance: context.shared.offenders.instance(),
         }
     }
 
@@ -194,16 +194,10 @@ impl Control {
     /// # }).unwrap();
     /// ```
     pub async fn check(&self, key: &str, policy: &Policy) -> Result<Decision, Error> {
-        let full = self.full_key(key);
-        if let Some(left) = self.block_of_key(&full) {
-            return Ok(Decision::blocked(policy, left));
-        }
-        let policy = Arc::new(policy.clone());
-        let (verdict, _) = Arc::clone(&self.context.store)
-            .check_owned(full, Arc::clone(&policy), policy.cost(), None)
-            .await;
-        let verdict = verdict?;
-        (verdict).into_decision(&policy)
+        let shared = &self.context.shared;
+        shared
+            .check_key(self.full_key(key), policy, policy.cost())
+            .await
     }
 
     /// What each limit of `identity` would answer its next request, rule
@@ -220,12 +214,11 @@ impl Control {
             for (named, key) in part.keys_of(identity) {
                 let limit = &named.limit;
                 let context = limit.context.as_ref().unwrap_or(&part.context);
-                let overridden = limit.override_left(context);
-                let in_force = InForce::of(overridden.as_ref());
-                let policy = in_force.policy.unwrap_or(&limit.policy);
-                let decision = if in_force.checked {
+                let in_force = limit.in_force(context);
+                let policy = in_force.override_rules().unwrap_or(limit.policy());
+                let decision = if in_force.checked() {
                     let peek = required(
-                        part.context.store.capabilities().as_key_state(),
+                        part.context.shared.store.capabilities().as_key_state(),
                         "reading a key without counting",
                     )?;
                     peek.peek(&key, policy, policy.cost()).await?
@@ -262,11 +255,11 @@ impl Control {
     async fn reset_keys(&self, keys: Vec<(&Named, Key)>) -> Result<usize, Error> {
         let count = keys.len();
         let resets = required(
-            self.context.store.capabilities().as_key_state(),
+            self.context.shared.store.capabilities().as_key_state(),
             "resetting a key",
         )?;
         for (named, key) in keys {
-            let policy = &named.limit.policy;
+            let policy = named.limit.policy();
             let penalized = named
                 .limit
                 .options
@@ -290,7 +283,7 @@ impl Control {
     /// identities have a plan: past it, a plan for a new one is refused.
     pub async fn assign_plan(&self, identity: &Identity, plan: Option<&str>) -> Result<(), Error> {
         let key = self.identity_key(identity);
-        let shared = self.context.store.capabilities().as_shared_control();
+        let shared = self.context.shared.store.capabilities().as_shared_control();
         let assign = Change::AssignPlan { key: &key, plan };
         required(shared, "plan assignments")?.change(assign).await
     }
@@ -298,27 +291,19 @@ impl Control {
     /// The plan `identity` has, as this instance knows it now (without a
     /// call); `None` for the default.
     pub fn assigned_plan(&self, identity: &Identity) -> Option<Arc<str>> {
-        let tables = self.context.tables.as_ref()?;
+        let tables = self.context.shared.tables.as_ref()?;
         tables.assigned_plan(&self.identity_key(identity))
     }
 
     /// How many identities have a plan other than the default.
     pub fn assigned_plans(&self) -> usize {
-        (self.context.tables.as_ref()).map_or(0, |tables| tables.plans().len())
-    }
-
-    /// The block of the identity a key under the prefix starts with: the
-    /// key up to its first `:` after the prefix (an identity escapes its
-    /// own), as [`Identity::push_key`] and `:{action}` build it.
-    fn block_of_key(&self, full: &Key) -> Option<std::time::Duration> {
-        let start = self.context.key_start.len();
-        self.block_of(limiter_core::identity_key_of(full.as_str(), start)?)
+        (self.context.shared.tables.as_ref()).map_or(0, |tables| tables.plans().len())
     }
 
     /// `key` (the application's) under the layer's prefix: the one key of
     /// a call.
     fn full_key(&self, key: &str) -> Key {
-        let mut full = String::from(&*self.context.key_start);
+        let mut full = String::from(&*self.context.shared.key_start);
         full.push_str(key);
         Key::from(full)
     }
@@ -326,14 +311,14 @@ impl Control {
     /// How long the block of `key` (an identity's) lasts, as this instance
     /// knows it.
     fn block_of(&self, key: &str) -> Option<std::time::Duration> {
-        self.context.tables.as_ref()?.blocked(key)
+        self.context.shared.tables.as_ref()?.blocked(key)
     }
 
     /// `{prefix}:{identity}`: the key of its block and plan, and how its
     /// limits' keys start. An address is written as the layer's requests
     /// write it (an IPv6 address as its network).
     fn identity_key(&self, identity: &Identity) -> String {
-        let mut key = String::from(&*self.context.key_start);
+        let mut key = String::from(&*self.context.shared.key_start);
         self.push_identity(&mut key, identity);
         key
     }
@@ -373,9 +358,9 @@ impl Control {
         let start = limit
             .key_start
             .as_deref()
-            .unwrap_or(&self.context.key_start);
+            .unwrap_or(&self.context.shared.key_start);
         let push = |key: &mut String| self.push_identity(key, identity);
-        Some(Key::of_identity(start, push, &limit.name))
+        Some(Key::of_identity(start, push, limit.name()))
     }
 
     /// Sets the name of this instance, under which its top offenders are
@@ -387,9 +372,9 @@ impl Control {
     /// before serving, and give each instance sharing a store its own.
     /// Visible ASCII: any other character is replaced by `_`.
     pub fn instance_id(mut self, id: impl Into<String>) -> Self {
-        self.instance = crate::offenders::sanitized(&id.into());
+        self.instance = limiter_core::decide::sanitized(&id.into());
         // Its counts are published under the same name.
-        (self.context.offenders).set_instance(Arc::clone(&self.instance));
+        (self.context.shared.offenders).set_instance(Arc::clone(&self.instance));
         self
     }
 
@@ -419,7 +404,7 @@ impl Control {
 impl fmt::Debug for Control {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Control")
-            .field("key_start", &self.context.key_start)
+            .field("key_start", &self.context.shared.key_start)
             .field(
                 "limits",
                 &self.limits.iter().map(|n| &*n.route).collect::<Vec<_>>(),

@@ -9,7 +9,7 @@ use limiter_core::{DeniedReport, Error, Identity, IdentityKind};
 use serde::ser::{Serialize, SerializeStruct, Serializer};
 
 use super::Control;
-use crate::offenders::board;
+use limiter_core::decide::board;
 
 /// A limit's most denied identities across the instances that share the
 /// store ([`Control::top_denied`]), and how fresh each instance's counts
@@ -128,11 +128,11 @@ pub(super) async fn top_denied(
     let (part, found) = control
         .parts()
         .flat_map(|part| part.limits.iter().map(move |named| (part, named)))
-        .find(|(_, named)| &*named.limit.name == limit)
+        .find(|(_, named)| named.limit.name() == limit)
         .ok_or_else(|| UnknownLimit(limit.to_owned()))?;
     // The limit's own router layer's, when it has one, as it records.
     let context = found.limit.context.as_ref().unwrap_or(&part.context);
-    let offenders = &context.offenders;
+    let offenders = &context.shared.offenders;
     let instance = offenders.instance();
     let mut reports = vec![offenders.report(limit)];
     let mut instances = vec![Reporting {
@@ -140,8 +140,12 @@ pub(super) async fn top_denied(
         age: Duration::ZERO,
     }];
     let mut unread = None;
-    let published = match context.store.capabilities().as_shared_control() {
-        Some(shared) => shared.reports(&board(&context.key_start, limit)).await,
+    let published = match context.shared.store.capabilities().as_shared_control() {
+        Some(shared) => {
+            shared
+                .reports(&board(&context.shared.key_start, limit))
+                .await
+        }
         None => Err(Error::Unsupported("reports")),
     };
     match published {
@@ -234,7 +238,7 @@ mod tests {
 
     #[test]
     fn instance_names_are_header_values() {
-        use crate::offenders::{default_instance, sanitized};
+        use limiter_core::decide::{default_instance, sanitized};
         assert_eq!(&*sanitized("web 1\né"), "web_1__");
         assert!(default_instance().ends_with(&format!("-{}", std::process::id())));
     }

@@ -124,9 +124,9 @@ pub(super) async fn set_override(
 ) -> Result<(), Error> {
     let (part, named) = named(control, limit)?;
     validate_override_duration(duration)?;
-    let value = value.for_limit(limit, &named.limit.policy)?;
+    let value = value.for_limit(limit, named.limit.policy())?;
     let shared = required(
-        part.context.store.capabilities().as_shared_control(),
+        part.context.shared.store.capabilities().as_shared_control(),
         OVERRIDES,
     )?;
     let change = Change::SetOverride {
@@ -145,7 +145,7 @@ pub(super) async fn set_written_override(
     duration: Duration,
 ) -> Result<(), Error> {
     let (_, named) = named(control, limit)?;
-    let value = match (written.policy(named.limit.policy.algorithm())?, mode) {
+    let value = match (written.policy(named.limit.policy().algorithm())?, mode) {
         (None, OverrideMode::Off) => Override::off(),
         (Some(_), OverrideMode::Off) => {
             return Err(ConfigError::InvalidOverride {
@@ -169,7 +169,7 @@ pub(super) async fn set_written_override(
 pub(super) async fn clear_override(control: &Control, limit: &str) -> Result<(), Error> {
     let (part, _) = named(control, limit)?;
     let shared = required(
-        part.context.store.capabilities().as_shared_control(),
+        part.context.shared.store.capabilities().as_shared_control(),
         OVERRIDES,
     )?;
     shared.change(Change::ClearOverride { limit }).await
@@ -179,11 +179,11 @@ pub(super) fn overrides(control: &Control) -> Vec<OverrideState> {
     let mut states: Vec<OverrideState> = control
         .parts()
         .flat_map(|part| {
-            let tables = part.context.tables.as_ref();
+            let tables = part.context.shared.tables.as_ref();
             let listed = tables.map(|t| t.active_overrides()).unwrap_or_default();
             listed
                 .into_iter()
-                .filter(|active| part.limits.iter().any(|n| *n.limit.name == active.limit))
+                .filter(|active| part.limits.iter().any(|n| n.limit.name() == active.limit))
                 .map(|active| OverrideState::from(&active))
                 .collect::<Vec<_>>()
         })
@@ -196,7 +196,7 @@ pub(super) fn overrides(control: &Control) -> Vec<OverrideState> {
 pub(super) fn limit_names(control: &Control) -> Vec<String> {
     let mut names: Vec<String> = control
         .parts()
-        .flat_map(|part| part.limits.iter().map(|n| n.limit.name.to_string()))
+        .flat_map(|part| part.limits.iter().map(|n| n.limit.name().to_string()))
         .collect();
     names.sort();
     names.dedup();
@@ -208,7 +208,7 @@ fn named<'a>(control: &'a Control, limit: &str) -> Result<(&'a Control, &'a Name
     control
         .parts()
         .find_map(|part| {
-            let named = part.limits.iter().find(|n| *n.limit.name == *limit)?;
+            let named = part.limits.iter().find(|n| n.limit.name() == limit)?;
             Some((part, named))
         })
         .ok_or(Error::Unsupported(

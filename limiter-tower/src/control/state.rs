@@ -1,9 +1,7 @@
 //! What the limits are, and what an identity's would answer, rule by rule.
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use limiter_core::{Decision, Override, OverrideMode, Policy};
+use limiter_core::decide::InForce;
+use limiter_core::{Decision, Policy};
 use serde::Serialize;
 
 use super::{Control, Named};
@@ -83,41 +81,20 @@ pub struct LimitInfo {
     pub overridden: Option<OverrideInForce>,
 }
 
-/// What the next check of a limit takes: a live override's rules, or the
-/// limit's own; whether it is checked at all.
-pub(super) struct InForce<'a> {
-    /// The override's rules, when it has some.
-    pub(super) policy: Option<&'a Arc<Policy>>,
-    /// `false` while an override switches the limit off.
-    pub(super) checked: bool,
-    pub(super) held: Option<OverrideInForce>,
-}
-
-impl<'a> InForce<'a> {
-    pub(super) fn of(overridden: Option<&'a (Arc<Override>, Duration)>) -> Self {
-        let Some((value, left)) = overridden else {
-            return Self {
-                policy: None,
-                checked: true,
-                held: None,
-            };
-        };
-        Self {
-            policy: value.shared_policy(),
-            checked: value.mode() != OverrideMode::Off,
-            held: Some(OverrideInForce {
-                mode: value.mode().name(),
-                seconds: u64::try_from(left.as_micros().div_ceil(1_000_000)).unwrap_or(u64::MAX),
-            }),
-        }
-    }
+/// The live override `in_force` shows, when one holds.
+fn held(in_force: &InForce) -> Option<OverrideInForce> {
+    let (value, left) = in_force.overridden.as_ref()?;
+    Some(OverrideInForce {
+        mode: value.mode().name(),
+        seconds: u64::try_from(left.as_micros().div_ceil(1_000_000)).unwrap_or(u64::MAX),
+    })
 }
 
 /// One state per rule of `decision`, of the limit `named` under `policy`.
 pub(super) fn states_of(
     named: &Named,
     kind: (&'static str, Option<String>),
-    in_force: &InForce<'_>,
+    in_force: &InForce,
     policy: &Policy,
     decision: &Decision,
 ) -> Vec<LimitState> {
@@ -130,7 +107,7 @@ pub(super) fn states_of(
         .zip(decision.rules())
         .map(|((name, rule), status)| LimitState {
             route: named.route.to_string(),
-            name: named.limit.name.to_string(),
+            name: named.limit.name().to_string(),
             kind: kind.0,
             policy: name,
             limit: rule.limit(),
@@ -143,7 +120,7 @@ pub(super) fn states_of(
             },
             reset: seconds(status.available_after()),
             retry_after: decision.retry_after().map(seconds),
-            overridden: in_force.held.clone(),
+            overridden: held(in_force),
         })
         .collect()
 }
@@ -152,27 +129,26 @@ pub(super) fn limit_list(control: &Control) -> Vec<LimitInfo> {
     let mut listed: Vec<LimitInfo> = Vec::new();
     for part in control.parts() {
         for named in part.limits.iter() {
-            if listed.iter().any(|l| *l.name == *named.limit.name) {
+            if listed.iter().any(|l| *l.name == *named.limit.name()) {
                 continue;
             }
             let limit = &named.limit;
             let context = limit.context.as_ref().unwrap_or(&part.context);
-            let overridden = limit.override_left(context);
-            let in_force = InForce::of(overridden.as_ref());
-            let policy = in_force.policy.unwrap_or(&limit.policy);
+            let in_force = limit.in_force(context);
+            let policy = in_force.override_rules().unwrap_or(limit.policy());
             let (kind, header) = match &limit.source.0 {
                 Source::Global => ("global", None),
                 source => part.kind_of(source),
             };
             listed.push(LimitInfo {
-                name: limit.name.to_string(),
+                name: limit.name().to_string(),
                 route: named.route.to_string(),
                 kind,
                 header,
                 algorithm: policy.algorithm().name(),
                 rules: policy.names(),
-                compiled: limit.policy.names(),
-                overridden: in_force.held,
+                compiled: limit.policy().names(),
+                overridden: held(&in_force),
             });
         }
     }

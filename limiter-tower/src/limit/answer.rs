@@ -10,12 +10,13 @@ use axum::response::Response;
 use http::{HeaderMap, Request};
 use limiter_core::{Acquired, Decision, Error, Permit, Verdict};
 
-use super::admission::{Admission, Reading};
+use limiter_core::decide::{Admission, Counted, Refund};
+
+use super::admission::{Reading, Settle};
 use super::future::Next;
 use super::route::NoKey;
 use super::route::RouteLimit;
 use crate::context::Context;
-use crate::counters::Counted;
 use crate::misconfigured::Missing;
 use crate::response::{self, Protocol, RateLimitHeaders};
 
@@ -53,7 +54,7 @@ pub(crate) fn answer<B>(
             // policy that lets it through).
             Permitted::Failed(error) => {
                 let next = failed(limit, &error, &reading, request.headers());
-                return next.holding(None, admission.refund);
+                return next.holding(None, settle(limit, admission.refund));
             }
         }
     }
@@ -72,7 +73,17 @@ pub(crate) fn answer<B>(
         },
         respond => respond,
     };
-    next.holding(held.permit, admission.refund)
+    next.holding(held.permit, settle(limit, admission.refund))
+}
+
+/// What settles a request the store recorded so that it can be given
+/// back: the limit's rule for which responses count.
+fn settle(limit: &RouteLimit, refund: Option<Box<Refund>>) -> Option<Settle> {
+    let counts = limit.options.as_deref()?.count_when.clone()?;
+    Some(Settle {
+        refund: refund?,
+        counts,
+    })
 }
 
 /// What follows the rate check's answer.
@@ -123,11 +134,9 @@ pub(crate) fn on_decision<B>(
             return Next::Respond(too_many_requests(limit, decision, reading, request));
         }
         delay = Duration::ZERO;
-        limit
-            .shadow_counter
-            .record(limit.policy.algorithm().name(), &limit.name);
+        limit.named.record_shadowed();
         tracing::info!(
-            limit = %limit.name,
+            limit = %limit.name(),
             rule = %decision.rule(),
             "shadow mode: would have been rate limited"
         );
@@ -160,7 +169,7 @@ fn too_many_requests<B>(
     request: &Request<B>,
 ) -> Response {
     tracing::debug!(
-        limit = %limit.name,
+        limit = %limit.name(),
         rule = %decision.rule(),
         retry_after = ?decision.retry_after(),
         "rate limited"
@@ -169,8 +178,8 @@ fn too_many_requests<B>(
     let (fields, names, policy) = match &reading.plan {
         Some(plan) => (&plan.fields, &plan.names[..], &plan.policy),
         None => {
-            own_names = limit.policy.names();
-            (&limit.fields, &own_names[..], &limit.policy)
+            own_names = limit.policy().names();
+            (&limit.fields, &own_names[..], limit.policy())
         }
     };
     let cost = reading.cost.unwrap_or_else(|| policy.cost());
@@ -203,7 +212,7 @@ fn on_permit<B>(
     let record = |counted| {
         concurrency
             .counters
-            .record(counted, || "concurrency", &limit.name, false)
+            .record(counted, || "concurrency", limit.name(), false)
     };
     let acquired = match acquired {
         Ok(acquired) => acquired,
@@ -231,8 +240,8 @@ fn on_permit<B>(
         }
         concurrency
             .shadow_counter
-            .record("concurrency", &limit.name);
-        tracing::info!(limit = %limit.name, "shadow mode: too many requests in flight");
+            .record("concurrency", limit.name());
+        tracing::info!(limit = %limit.name(), "shadow mode: too many requests in flight");
     }
     Permitted::Granted(Granted {
         permit: acquired.permit(),
@@ -252,10 +261,10 @@ pub(crate) fn failed(
 ) -> Next {
     limit.record_as(Counted::Error, reading.overridden);
     if reading.shadow {
-        tracing::error!(limit = %limit.name, %error, "the rate limiter failed (shadow mode)");
+        tracing::error!(limit = %limit.name(), %error, "the rate limiter failed (shadow mode)");
         return Next::UNCHECKED;
     }
-    tracing::error!(limit = %limit.name, %error, "the rate limiter failed");
+    tracing::error!(limit = %limit.name(), %error, "the rate limiter failed");
     let protocol = Protocol::of(request);
     Next::Respond(response::unavailable(protocol, Duration::from_secs(1)))
 }
@@ -292,7 +301,7 @@ pub(crate) fn blocked<B>(
 ) -> Next {
     limit.record(Counted::Blocked);
     limit.record_denial(context, request);
-    tracing::debug!(limit = %limit.name, ?left, "blocked");
+    tracing::debug!(limit = %limit.name(), ?left, "blocked");
     Next::Respond(response::blocked(Protocol::of(request.headers()), left))
 }
 
@@ -305,5 +314,5 @@ pub(crate) fn deny_listed<B>(limit: &RouteLimit, request: &Request<B>) -> Next {
 }
 
 pub(crate) fn misconfigured<B>(limit: &RouteLimit, missing: Missing, request: &Request<B>) -> Next {
-    Next::Respond(missing.response(&limit.name, Protocol::of(request.headers())))
+    Next::Respond(missing.response(limit.name(), Protocol::of(request.headers())))
 }

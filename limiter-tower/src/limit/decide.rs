@@ -1,43 +1,40 @@
-//! How a limit decides, top to bottom, for a request on its route
-//! ([`call`](RouteLimit::call)) and for a check made without one, in a
-//! handler ([`check_identity`](RouteLimit::check_identity)). Both take
-//! the same steps, in this order:
+//! How a request on a limit's route is decided: the pipeline's steps
+//! ([`limiter_core::decide`], which a check made in a handler takes too)
+//! with what HTTP adds around them, in this order:
 //!
 //! 1. the deny lists, then the allow lists (the limit's and the router
-//!    layer's);
-//! 2. the key: the limit's name and the identity's kind and value;
+//!    layer's), matched against the request's client address and identity;
+//! 2. the key: the limit's name and the identity's kind and value, read
+//!    from the request;
 //! 3. the identity's block (or its client address's);
 //! 4. the policy in force: a live override (its rules, shadow mode, or
-//!    off), else the request's plan, else the limit's own; and the cost;
+//!    off), else the plan a resolver finds for the request, else the
+//!    limit's own; and the request's cost;
 //! 5. the store, under the failure policy: at once when it decides at
-//!    once, else in the limit's future ([`admission`](super::admission)),
-//!    with the permit, waiting, the penalty and the refund receipt;
+//!    once, else in the limit's future ([`admit`]), with the permit,
+//!    waiting, the penalty and the refund receipt;
 //! 6. the answer ([`answer`](super::answer)): the decision counted, a
 //!    denial counted among the top offenders, shadow mode, the fields and
 //!    the 429.
 
 use std::cell::Cell;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::response::Response;
 use http::{Request, StatusCode};
-use limiter_core::{
-    ConcurrencyLimit, Decision, Error, Identity, Key, MaxWait, Override, OverrideMode, Penalty,
-    Policy,
-};
+use limiter_core::decide::{Admission, Checks, Counted, InForce, Rules, admit};
+use limiter_core::{ConcurrencyLimit, Key, MaxWait, Penalty};
 use tower_service::Service;
 
 use super::ResponseFuture;
-use super::admission::{Admission, Checks, PlanFields, Reading, Refund, admit};
+use super::admission::{PlanFields, Reading};
 use super::answer;
 use super::future::Next;
 use super::route::{RouteLimit, with_parts};
 use crate::context::Context;
-use crate::counters::Counted;
 use crate::misconfigured::Missing;
 use crate::options::{CountWhen, RouteOptions};
-use crate::response::{self, Protocol, RouteFields};
+use crate::response::{self, Protocol};
 use crate::scope::Current;
 
 thread_local! {
@@ -105,9 +102,9 @@ impl RouteLimit {
             return answer::refuse(self, no_key, context, request);
         }
         if tracing::enabled!(tracing::Level::DEBUG) {
-            tracing::debug!(limit = %self.name, %key, "checking");
+            tracing::debug!(limit = %self.name(), %key, "checking");
         }
-        if self.honours_blocks
+        if self.named.honours_blocks
             && let Some(left) = self.block_of(&key, context, request)
         {
             let next = answer::blocked(self, left, context, request);
@@ -116,7 +113,7 @@ impl RouteLimit {
         }
         // The override itself is looked up on the cold path: the plain
         // path holds nothing to drop.
-        let (cost, reading) = if optioned || self.may_be_overridden(context) {
+        let (cost, reading) = if optioned || self.named.may_be_overridden(&context.shared) {
             let checks = match self.option_checks(context, request) {
                 Ok(Some(checks)) => checks,
                 not_checked => {
@@ -133,11 +130,15 @@ impl RouteLimit {
             };
             (cost, checks.reading)
         } else {
-            (self.policy.cost(), Reading::plain(context.headers))
+            (self.policy().cost(), Reading::plain(context.headers))
         };
         // The decision step of `answer`, without wrapping the decision,
         // read where the store wrote it.
-        let next = match &context.store.check_now(&key, reading.policy(self), cost) {
+        let next = match &context
+            .shared
+            .store
+            .check_now(&key, reading.policy(self), cost)
+        {
             Some(Ok(decision)) => {
                 let counted = Counted::by_store(decision);
                 answer::on_decision(self, decision, counted, context, &reading, request)
@@ -158,18 +159,20 @@ impl RouteLimit {
         let rate = checks.cost.map(|cost| (Arc::clone(policy), cost));
         let penalty = checks
             .penalty
-            .map(|penalty| (penalty, self.block_key(&key, context)));
+            .map(|penalty| (penalty, context.shared.block_key(&key)));
         let pending = admit(Checks {
-            store: Arc::clone(&context.store),
+            store: Arc::clone(&context.shared.store),
             key,
             rate,
             concurrency: checks.concurrency,
             // `None`: the failure policy of whoever guards the store.
-            on_error: self.on_store_error.or(context.on_store_error),
-            waiters: checks.wait.map(|max| (context.waiters.clone(), max.get())),
+            on_error: (self.named.on_store_error).or(context.shared.on_store_error),
+            waiters: checks
+                .wait
+                .map(|max| (context.shared.waiters.clone(), max.get())),
             shadow: checks.reading.shadow,
             penalty,
-            count_when: checks.count_when,
+            counting: checks.count_when.is_some(),
         });
         Next::Check {
             pending,
@@ -238,27 +241,6 @@ impl RequestChecks {
 }
 
 impl RouteLimit {
-    /// Whether a live override may hold on this limit: the store holds
-    /// some (one load when it holds none).
-    #[inline]
-    pub(crate) fn may_be_overridden(&self, context: &Context) -> bool {
-        (context.tables.as_ref()).is_some_and(|tables| !tables.overrides().is_empty())
-    }
-
-    /// The live override of this limit: what every check of it, and a
-    /// peek, takes first.
-    pub(crate) fn override_of(&self, context: &Context) -> Option<Arc<Override>> {
-        self.override_left(context).map(|(found, _)| found)
-    }
-
-    /// The live override of this limit and its time left.
-    pub(crate) fn override_left(&self, context: &Context) -> Option<(Arc<Override>, Duration)> {
-        if !self.may_be_overridden(context) {
-            return None;
-        }
-        context.tables.as_ref()?.override_of(&self.name)
-    }
-
     /// How a request to a limit with options (or a live
     /// override) is checked; `None` when it is not checked at all (an
     /// unlimited plan, a cost of 0, a limit switched off, and no
@@ -273,17 +255,15 @@ impl RouteLimit {
     ) -> Result<Option<RequestChecks>, Response> {
         let route = self.options.as_deref();
         let layer = context.options.as_deref();
-        let overridden = self.override_of(context);
-        let overridden = overridden.as_deref();
-        let mode = overridden.map(Override::mode);
-        if mode == Some(OverrideMode::Off) {
+        let in_force = self.in_force(context);
+        if !in_force.checked() {
             self.record_as(Counted::OverrideOff, true);
             return Ok(None);
         }
-        let shadow = self.in_shadow(context, mode);
+        let shadow = in_force.shadow;
         let rate = match route {
             Some(route) if !route.rate => None,
-            _ => self.rate_check(route, request, overridden.and_then(Override::shared_policy))?,
+            _ => self.rate_check(route, request, &in_force)?,
         };
         let concurrency = route.and_then(|r| r.concurrency.as_ref()).map(|c| c.limit);
         if rate.is_none() && concurrency.is_none() {
@@ -321,72 +301,54 @@ impl RouteLimit {
                 shadow,
                 plan,
                 cost,
-                overridden: overridden.is_some(),
+                overridden: in_force.overridden.is_some(),
             },
         }))
     }
 
-    /// Whether this limit's denials are shadowed: by its settings, the
-    /// router layer's, or an override in `mode`.
-    pub(crate) fn in_shadow(&self, context: &Context, mode: Option<OverrideMode>) -> bool {
+    /// The pipeline's policy in force on this limit under the router layer
+    /// `context`: its live override, and shadow mode by the limit's
+    /// settings, the router layer's, or the override's.
+    pub(crate) fn in_force(&self, context: &Context) -> InForce {
+        self.named
+            .in_force(&context.shared, self.shadow_set(context))
+    }
+
+    /// Whether shadow mode is set on this limit or its router layer.
+    pub(crate) fn shadow_set(&self, context: &Context) -> bool {
         self.options.as_deref().is_some_and(|r| r.common.shadow)
             || context.options.as_deref().is_some_and(|l| l.shadow)
-            || mode == Some(OverrideMode::Shadow)
     }
 
     /// The cost a request is checked with, and the policy replacing the
-    /// limit's: a live override's (`overriding`), else its plan's (when
-    /// the limit has a plan resolver and it finds one; else the limit's own
-    /// applies); `None` when the request is not rate limited (an unlimited
-    /// plan, a cost of 0). A cost no request could pay is refused.
+    /// limit's: a live override's, else its plan's (when the limit has a
+    /// plan resolver and it finds one; else the limit's own applies);
+    /// `None` when the request is not rate limited (an unlimited plan, a
+    /// cost of 0). A cost no request could pay is refused.
     #[allow(clippy::result_large_err)]
     fn rate_check<B>(
         &self,
         route: Option<&RouteOptions>,
         request: &mut Request<B>,
-        overriding: Option<&Arc<Policy>>,
+        in_force: &InForce,
     ) -> Result<Option<RateCheck>, Response> {
-        let mut plan_fields = None;
-        if let Some(policy) = overriding {
-            // An incident's rules hold for every request, whatever its plan.
-            let names: Box<[String]> = policy.names().into();
-            plan_fields = Some(Box::new(PlanFields {
-                fields: RouteFields::named(policy, &names),
-                names,
-                policy: Arc::clone(policy),
-            }));
-        } else if let Some(resolve) = route.and_then(|r| r.plans.as_ref())
-            && let Some(plan) = with_parts(request, |parts| resolve(parts))
-        {
-            match plan.policy() {
-                None => {
-                    self.record(Counted::UnlimitedPlan);
-                    return Ok(None);
-                }
-                // A key's state carries only between policies of one
-                // algorithm (`Plans` refuses others).
-                Some(found) if found.algorithm() != self.policy.algorithm() => {
-                    tracing::error!(
-                        limit = %self.name,
-                        plan = plan.name(),
-                        "the plan runs {}, the limit {}: the limit's own policy applies",
-                        found.algorithm(),
-                        self.policy.algorithm()
-                    );
-                }
-                Some(found) => {
-                    let names: Box<[String]> = plan.names().into();
-                    plan_fields = Some(Box::new(PlanFields {
-                        fields: RouteFields::named(found, &names),
-                        names,
-                        policy: Arc::new(found.clone()),
-                    }));
-                }
+        let resolve = route.and_then(|r| r.plans.as_ref());
+        let plan = || resolve.and_then(|resolve| with_parts(request, |parts| resolve(parts)));
+        let plan_fields = match self.named.rules(in_force, plan) {
+            Rules::Unlimited => {
+                self.record(Counted::UnlimitedPlan);
+                return Ok(None);
             }
-        }
+            Rules::Compiled => None,
+            Rules::Override(policy) => {
+                let names = policy.names().into();
+                Some(PlanFields::new(policy, names))
+            }
+            Rules::Plan(policy, names) => Some(PlanFields::new(policy, names)),
+        };
         let policy = plan_fields
             .as_ref()
-            .map_or(&self.policy, |plan| &plan.policy);
+            .map_or(self.policy(), |plan| &plan.policy);
         let cost = match route.and_then(|r| r.cost.as_ref()) {
             Some(cost_of) => with_parts(request, |parts| cost_of(parts)),
             None => policy.cost(),
@@ -408,130 +370,5 @@ impl RouteLimit {
             cost,
             plan: plan_fields,
         }))
-    }
-}
-
-/// A check of a limit made without a request (in a handler, through
-/// [`Control`](crate::Control)), as the limit decided it.
-pub(crate) struct Checked {
-    pub(crate) decision: Decision,
-    /// The policy in force: a live override's, or the limit's own.
-    pub(crate) policy: Arc<Policy>,
-    /// The block's time left, when the identity is blocked.
-    pub(crate) blocked: Option<Duration>,
-    /// Whether a deny list refused the identity.
-    pub(crate) deny_listed: bool,
-    /// What gives the check back, when it was asked for and recorded.
-    pub(crate) refund: Option<Box<Refund>>,
-}
-
-impl RouteLimit {
-    /// Decides a check of `identity` (under `key`, its block under
-    /// `block_key`) made without a request, taking the steps a request on
-    /// the limit's route takes: deny and allow lists, the identity's block,
-    /// the policy in force
-    /// (a live override, else the limit's own), the store under the
-    /// failure policy, the penalty, the decision counters, the top
-    /// offenders and shadow mode. `refundable`: recorded so that it can be
-    /// given back ([`Checked::refund`]).
-    pub(crate) async fn check_identity(
-        &self,
-        context: &Context,
-        key: Key,
-        identity: &Identity,
-        block_key: String,
-        refundable: bool,
-    ) -> Result<Checked, Error> {
-        let unchecked = |policy: Arc<Policy>, blocked| Checked {
-            decision: match blocked {
-                Some(left) => Decision::blocked(&policy, left),
-                None => Decision::unchecked(&policy),
-            },
-            policy,
-            blocked,
-            deny_listed: false,
-            refund: None,
-        };
-        if self.lists_identity(context, identity, |common| &common.deny) {
-            self.record(Counted::DenyListed);
-            let policy = Arc::clone(&self.policy);
-            return Ok(Checked {
-                decision: Decision::blocked(&policy, Duration::MAX),
-                deny_listed: true,
-                ..unchecked(policy, None)
-            });
-        }
-        if self.lists_identity(context, identity, |common| &common.allow) {
-            self.record(Counted::Bypassed);
-            return Ok(unchecked(Arc::clone(&self.policy), None));
-        }
-        if self.honours_blocks
-            && let Some(left) = (context.tables.as_ref()).and_then(|t| t.blocked(&block_key))
-        {
-            self.record(Counted::Blocked);
-            self.record_denial_of(context, identity);
-            return Ok(unchecked(Arc::clone(&self.policy), Some(left)));
-        }
-        let overridden = self.override_of(context);
-        let mode = overridden.as_deref().map(Override::mode);
-        if mode == Some(OverrideMode::Off) {
-            self.record_as(Counted::OverrideOff, true);
-            return Ok(unchecked(Arc::clone(&self.policy), None));
-        }
-        let policy = match overridden.as_deref().and_then(Override::shared_policy) {
-            Some(policy) => Arc::clone(policy),
-            None => Arc::clone(&self.policy),
-        };
-        let shadow = self.in_shadow(context, mode);
-        let penalty = self.options.as_deref().and_then(|b| b.penalty.clone());
-        let counts: Option<CountWhen> = refundable
-            .then(|| Arc::new(|_: http::StatusCode, _: &http::HeaderMap| true) as CountWhen);
-        let mut pending = admit(Checks {
-            store: Arc::clone(&context.store),
-            key,
-            rate: Some((Arc::clone(&policy), policy.cost())),
-            concurrency: None,
-            on_error: self.on_store_error.or(context.on_store_error),
-            waiters: None,
-            shadow,
-            penalty: penalty.map(|penalty| (penalty, block_key)),
-            count_when: counts,
-        });
-        let admission = std::future::poll_fn(|cx| pending.poll(cx)).await;
-        let overridden = overridden.is_some();
-        let verdict = match admission.verdict {
-            Some(Ok(verdict)) => verdict,
-            Some(Err(error)) => {
-                self.record_as(Counted::Error, overridden);
-                // Shadow mode lets a failure through, as on the route.
-                return match shadow {
-                    true => Ok(unchecked(policy, None)),
-                    false => Err(error),
-                };
-            }
-            None => return Ok(unchecked(policy, None)),
-        };
-        self.record_as(Counted::of(&verdict), overridden);
-        let mut decision = match verdict.into_decision(&policy) {
-            Ok(decision) => decision,
-            Err(_) if shadow => Decision::unchecked(&policy),
-            Err(failed_closed) => return Err(failed_closed),
-        };
-        if !decision.allowed() {
-            if shadow {
-                self.shadow_counter
-                    .record(self.policy.algorithm().name(), &self.name);
-                decision = Decision::unchecked(&policy);
-            } else {
-                self.record_denial_of(context, identity);
-            }
-        }
-        Ok(Checked {
-            decision,
-            policy,
-            blocked: None,
-            deny_listed: false,
-            refund: admission.refund,
-        })
     }
 }

@@ -18,7 +18,9 @@ use limiter_core::Permit;
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use super::admission::{Detached, Pending, Reading, Refund};
+use limiter_core::decide::{Detached, Pending};
+
+use super::admission::{Reading, Settle};
 use super::route::RouteLimit;
 use crate::response::RateLimitHeaders;
 
@@ -98,7 +100,7 @@ impl Next {
     /// This, with the response body holding `permit` until it ends or is
     /// dropped, and the request given back (`refund`) if its response says
     /// it does not count. A response of the limiter's own drops both.
-    pub(crate) fn holding(self, permit: Option<Permit>, refund: Option<Box<Refund>>) -> Self {
+    pub(crate) fn holding(self, permit: Option<Permit>, refund: Option<Settle>) -> Self {
         match self {
             Self::Proceed { fields, delay, .. } => {
                 // The algorithms that give requests back never pace.
@@ -120,7 +122,7 @@ impl Next {
 /// the refund its status may call for.
 pub(crate) struct After {
     permit: Option<Permit>,
-    refund: Option<Box<Refund>>,
+    refund: Option<Settle>,
 }
 
 /// A request waiting before its inner call: the ready inner service, the

@@ -6,10 +6,10 @@
 //!   the service it wraps around the one below;
 //! - `route`: the limit itself ([`RouteLimit`]): who a request is for it,
 //!   and its counters;
-//! - `decide`: how a request, or a check made in a handler, is decided,
-//!   top to bottom;
-//! - `admission`: the store's part when the store does not decide at once,
-//!   the penalty, and refunds;
+//! - `decide`: how a request is decided, top to bottom: the steps of the
+//!   pipeline ([`limiter_core::decide`]) with what HTTP adds;
+//! - `admission`: what a request's check is read with, and how its
+//!   response settles a request counted by outcome;
 //! - `answer`: how the store's answer, or a refusal without it, becomes
 //!   the inner call or the limiter's own response;
 //! - `future`: the response future that waits for the store and the
@@ -21,8 +21,6 @@ mod decide;
 mod future;
 mod route;
 
-pub(crate) use admission::Refund;
-pub(crate) use decide::Checked;
 pub use future::ResponseFuture;
 pub(crate) use route::RouteLimit;
 
@@ -102,7 +100,7 @@ impl LimitLayer {
 
     /// The limit's own policy (a request's plan may apply another).
     pub fn policy(&self) -> &Policy {
-        &self.limit.policy
+        self.limit.policy()
     }
 
     fn limit(&mut self) -> &mut RouteLimit {
@@ -123,7 +121,7 @@ impl LimitLayer {
     /// an operator who blocks their own address (or the proxy's) is not
     /// locked out of unblocking it.
     pub fn honours_blocks(mut self, on: bool) -> Self {
-        self.limit().honours_blocks = on;
+        self.limit().named.honours_blocks = on;
         self
     }
 
@@ -213,7 +211,7 @@ impl Configure for LimitLayer {
     }
 
     fn set_on_store_error(&mut self, policy: OnStoreError) {
-        self.limit().on_store_error = Some(policy);
+        self.limit().named.on_store_error = Some(policy);
     }
 }
 

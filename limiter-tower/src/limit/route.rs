@@ -11,11 +11,11 @@ use std::time::Duration;
 use axum::extract::ConnectInfo;
 use http::Request;
 use http::request::Parts;
-use limiter_core::{ControlTables, Identity, Key, OnStoreError, Policy};
+use limiter_core::decide::{Counted, NamedLimit};
+use limiter_core::{ControlTables, Identity, Key, Policy};
 
 use crate::client_ip::push_ipv4;
 use crate::context::Context;
-use crate::counters::{Counted, DecisionCounters, ShadowCounter};
 use crate::key::{ClientAddress, KeySource, Source};
 use crate::misconfigured::Missing;
 use crate::options::{ClientList, CommonOptions, RouteOptions};
@@ -25,24 +25,19 @@ use crate::response::RouteFields;
 /// or `#[rate_limit]` configures them.
 #[derive(Debug, Clone)]
 pub(crate) struct RouteLimit {
-    /// The last part of the keys, escaped like an identity.
-    pub(crate) name: Box<str>,
-    pub(crate) policy: Arc<Policy>,
+    /// What every check of the limit takes: its name, its compiled rules,
+    /// its failure policy, whether blocks deny it, and its counters.
+    pub(crate) named: NamedLimit,
     pub(crate) source: KeySource,
     /// This route's key prefix followed by `:`, instead of the router layer's.
     pub(crate) key_start: Option<Box<str>>,
     pub(crate) message: Option<Box<str>>,
-    pub(crate) on_store_error: Option<OnStoreError>,
     pub(crate) fields: RouteFields,
-    pub(crate) counters: DecisionCounters,
     /// Whether allowed requests carry their [`Decision`](limiter_core::Decision).
     pub(crate) decision_extension: bool,
     /// Plans, allow lists, shadow mode, waiting, concurrency, costs: `None`
     /// when none is configured, so a plain limit pays one test for them.
     pub(crate) options: Option<Box<RouteOptions>>,
-    pub(crate) shadow_counter: ShadowCounter,
-    /// Whether blocks deny this limit's requests.
-    pub(crate) honours_blocks: bool,
     /// The router layer's settings when the limit carries them itself
     /// ([`LimitLayer::router_layer`](crate::LimitLayer::router_layer)):
     /// then it looks for no router layer above it.
@@ -51,23 +46,28 @@ pub(crate) struct RouteLimit {
 
 impl RouteLimit {
     pub(crate) fn new(name: &str, policy: Policy, source: KeySource) -> Self {
-        let mut escaped = String::new();
-        limiter_core::push_identity(&mut escaped, name);
         Self {
-            name: escaped.into(),
             fields: RouteFields::new(&policy),
-            policy: Arc::new(policy),
+            named: NamedLimit::new(name, policy),
             source,
             key_start: None,
             message: None,
-            on_store_error: None,
-            counters: DecisionCounters::default(),
             decision_extension: true,
             options: None,
-            shadow_counter: ShadowCounter::default(),
-            honours_blocks: true,
             context: None,
         }
+    }
+
+    /// The limit's name, escaped like an identity.
+    #[inline]
+    pub(crate) fn name(&self) -> &str {
+        &self.named.name
+    }
+
+    /// The compiled rules.
+    #[inline]
+    pub(crate) fn policy(&self) -> &Arc<Policy> {
+        &self.named.policy
     }
 
     /// Counts a denial of the request among the limit's offenders, under
@@ -77,29 +77,21 @@ impl RouteLimit {
     #[inline(never)]
     pub(crate) fn record_denial<B>(&self, context: &Context, request: &mut Request<B>) {
         if let Some(identity) = self.typed_identity(context, request) {
-            self.record_denial_of(context, &identity);
+            context.shared.record_denial(self.name(), &identity);
         }
-    }
-
-    /// Counts a denial of `identity` among the limit's offenders under the
-    /// router layer `context` ([`Control::top_denied`](crate::Control::top_denied)).
-    pub(crate) fn record_denial_of(&self, context: &Context, identity: &Identity) {
-        context.record_denial(&self.name, identity);
     }
 
     /// Counts one answer of this limit's rate check.
     #[inline]
     pub(crate) fn record(&self, counted: Counted) {
-        self.record_as(counted, false);
+        self.named.record(counted);
     }
 
     /// Counts one answer of this limit's rate check, apart when a live
     /// override decided it.
     #[inline]
     pub(crate) fn record_as(&self, counted: Counted, overridden: bool) {
-        let algorithm = || self.policy.algorithm().name();
-        self.counters
-            .record(counted, algorithm, &self.name, overridden);
+        self.named.record_as(counted, overridden);
     }
 }
 
@@ -116,7 +108,7 @@ impl RouteLimit {
         context: &Context,
         request: &Request<B>,
     ) -> Option<Duration> {
-        match &context.tables {
+        match &context.shared.tables {
             Some(tables) if !tables.blocks().is_empty() => {
                 self.block_in_list(tables, key, context, request)
             }
@@ -139,7 +131,7 @@ impl RouteLimit {
             // The key starts with the block's key: read it in place (this
             // runs on every request while the store holds any block).
             (_, None) => key.identity_key().and_then(|k| blocks.blocked(k)),
-            (_, Some(_)) => blocks.blocked(&self.block_key(key, context)),
+            (_, Some(_)) => blocks.blocked(&context.shared.block_key(key)),
         };
         let address = match &self.source.0 {
             // The identity is the address: its block was read above.
@@ -149,19 +141,12 @@ impl RouteLimit {
             // A request without its peer address has no address block; its
             // own identity's block still holds.
             _ => client_ip(context, request).and_then(|ip| {
-                let mut address_key = String::from(&*context.key_start);
+                let mut address_key = String::from(&*context.shared.key_start);
                 context.client_ip.push_identity(&mut address_key, ip);
                 blocks.blocked(&address_key)
             }),
         };
         own.max(address)
-    }
-
-    /// The key of the block of `key`'s identity (see [`block_of`](Self::block_of)).
-    pub(crate) fn block_key(&self, key: &Key, context: &Context) -> String {
-        let mut block_key = String::from(&*context.key_start);
-        block_key.push_str(key.identity_part().unwrap_or_default());
-        block_key
     }
 
     /// The request's identity for this limit as keys write it (its kind's
@@ -374,14 +359,17 @@ impl RouteLimit {
         context: &Context,
         request: &mut Request<B>,
     ) -> Result<(), NoKey> {
-        let start = self.key_start.as_deref().unwrap_or(&context.key_start);
+        let start = self
+            .key_start
+            .as_deref()
+            .unwrap_or(&context.shared.key_start);
         if let Source::Global = self.source.0 {
-            key.set_global(start, &self.name);
+            key.set_global(start, self.name());
             return Ok(());
         }
         let mut pushed = Ok(());
         let push = |text: &mut String| pushed = self.push_identity(text, context, request);
-        key.set(start, push, &self.name);
+        key.set(start, push, self.name());
         pushed
     }
 

@@ -8,15 +8,15 @@ use tower_layer::Layer;
 
 use super::LimiterService;
 use crate::client_ip::{ClientIp, ClientIpSource};
-use crate::context::tables_of;
-use crate::context::{Context, store_builder};
+use crate::context::Context;
 use crate::control::Control;
-use crate::offenders::{DEFAULT_PUBLISH_EVERY, Offenders, layer_instance};
 use crate::options::CommonOptions;
 use crate::response::HeaderOptions;
 use crate::scope;
 use crate::setters::{Configure, common_setters};
 use ipnet::IpNet;
+use limiter_core::decide::{DEFAULT_PUBLISH_EVERY, Offenders, layer_instance};
+use limiter_core::decide::{Shared, store_builder, tables_of};
 
 /// The router-level layer: the store, the key prefix, how to find the client
 /// and the user, and which headers to send. Add it once to the router, after
@@ -83,12 +83,16 @@ impl LimiterLayer {
         let store = build_store(GuardConfig::default());
         Self {
             context: Arc::new(Context {
-                tables: tables_of(&*store),
-                store,
+                shared: Shared {
+                    tables: tables_of(&*store),
+                    store,
+                    on_store_error: None,
+                    key_start: format!("{}:", limiter.prefix()).into(),
+                    waiters: Waiters::new(),
+                    offenders: Arc::new(Offenders::new(layer_instance(), DEFAULT_PUBLISH_EVERY)),
+                },
                 build_store,
                 guard: GuardConfig::default(),
-                on_store_error: None,
-                key_start: format!("{}:", limiter.prefix()).into(),
                 client_ip: ClientIp::default(),
                 user: None,
                 headers: HeaderOptions {
@@ -97,8 +101,6 @@ impl LimiterLayer {
                 },
                 missing_identity: StatusCode::UNAUTHORIZED,
                 options: None,
-                waiters: Waiters::new(),
-                offenders: Arc::new(Offenders::new(layer_instance(), DEFAULT_PUBLISH_EVERY)),
             }),
         }
     }
@@ -122,8 +124,8 @@ impl LimiterLayer {
     /// within them. `Duration::ZERO`: never published (each instance
     /// answers its own counts). Set before the first request.
     pub fn publish_offenders_every(mut self, every: Duration) -> Self {
-        let instance = self.context.offenders.instance();
-        self.context().offenders = Arc::new(Offenders::new(instance, every));
+        let instance = self.context.shared.offenders.instance();
+        self.context().shared.offenders = Arc::new(Offenders::new(instance, every));
         self
     }
 
@@ -146,8 +148,8 @@ impl LimiterLayer {
     fn set_guard(&mut self, config: GuardConfig) {
         let context = self.context();
         context.guard = config;
-        context.store = (context.build_store)(config);
-        context.tables = tables_of(&*context.store);
+        context.shared.store = (context.build_store)(config);
+        context.shared.tables = tables_of(&*context.shared.store);
     }
 
     /// The proxies whose forwarding header is believed (none by default:
@@ -216,7 +218,7 @@ impl LimiterLayer {
     /// how many may wait at once (by default [`Waiters::new`]: the system
     /// clock, [`DEFAULT_MAX_WAITERS`](crate::DEFAULT_MAX_WAITERS)).
     pub fn waiters(mut self, waiters: Waiters) -> Self {
-        self.context().waiters = waiters;
+        self.context().shared.waiters = waiters;
         self
     }
 
@@ -273,7 +275,7 @@ impl Configure for LimiterLayer {
     }
 
     fn set_on_store_error(&mut self, policy: OnStoreError) {
-        self.context().on_store_error = Some(policy);
+        self.context().shared.on_store_error = Some(policy);
         let config = GuardConfig {
             on_store_error: policy,
             ..self.context.guard

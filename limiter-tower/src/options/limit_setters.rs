@@ -198,7 +198,7 @@ impl LimitLayer {
                 algorithm: "a concurrency limit alone",
             });
         }
-        self.limit.policy.counts_by_outcome()?;
+        self.limit.policy().counts_by_outcome()?;
         self.options().count_when = Some(Arc::new(counts));
         Ok(self)
     }

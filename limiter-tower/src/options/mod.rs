@@ -14,8 +14,8 @@ use limiter_core::{ConcurrencyLimit, MaxWait, Plan};
 
 pub(crate) use clients::ClientList;
 
-use crate::counters::{DecisionCounters, ShadowCounter};
 use crate::response::RouteFields;
+use limiter_core::decide::{DecisionCounters, ShadowCounter};
 
 /// Finds the plan of a request: `None` keeps the limit's own policy.
 pub(crate) type PlanResolver = Arc<dyn Fn(&Parts) -> Option<Plan> + Send + Sync>;

@@ -1,21 +1,21 @@
 //! The identities each limit under one router layer denied, counted on
 //! this instance and published through the store every few seconds, so
 //! that any instance answers one view across all of them
-//! ([`Control::top_denied`](crate::Control::top_denied)).
+//! (limiter-tower's `Control::top_denied`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
-use limiter_core::{DeniedReport, Identity, TopDenied};
+use crate::{DeniedReport, Identity, TopDenied};
 
 /// How often an instance publishes its counts unless told otherwise.
-pub(crate) const DEFAULT_PUBLISH_EVERY: Duration = Duration::from_secs(5);
+pub const DEFAULT_PUBLISH_EVERY: Duration = Duration::from_secs(5);
 
 /// How many identities of each limit an instance publishes: the most the
 /// admin router lists.
-pub(crate) const PUBLISHED: usize = 100;
+pub const PUBLISHED: usize = 100;
 
 /// How many publishing periods a report is read for: an instance that
 /// stopped leaves the view within them.
@@ -26,7 +26,7 @@ const PERIODS_READ: u32 = 3;
 /// not per limit, so that two applications in one process (or two routers
 /// sharing a `#[rate_limit]` handler) each list their own denials.
 #[derive(Debug)]
-pub(crate) struct Offenders {
+pub struct Offenders {
     sketches: RwLock<HashMap<Box<str>, Arc<TopDenied>>>,
     /// This instance's name on the store's boards.
     instance: RwLock<Arc<str>>,
@@ -38,7 +38,7 @@ pub(crate) struct Offenders {
 
 impl Offenders {
     /// Counts published every `every`, under `instance`'s name.
-    pub(crate) fn new(instance: Arc<str>, every: Duration) -> Self {
+    pub fn new(instance: Arc<str>, every: Duration) -> Self {
         Self {
             sketches: RwLock::default(),
             instance: RwLock::new(instance),
@@ -48,7 +48,7 @@ impl Offenders {
     }
 
     /// Counts a denial of `identity` by the limit `limit`.
-    pub(crate) fn record(&self, limit: &str, identity: &Identity) {
+    pub fn record(&self, limit: &str, identity: &Identity) {
         let found = read(&self.sketches).get(limit).cloned();
         let sketch = found.unwrap_or_else(|| {
             let mut sketches = self.sketches.write().unwrap_or_else(|p| p.into_inner());
@@ -63,13 +63,13 @@ impl Offenders {
 
     /// What this instance counted of `limit`'s offenders, live; an empty
     /// report when it denied nobody.
-    pub(crate) fn report(&self, limit: &str) -> DeniedReport {
+    pub fn report(&self, limit: &str) -> DeniedReport {
         let sketch = read(&self.sketches).get(limit).cloned();
         sketch.map_or_else(DeniedReport::default, |sketch| sketch.report(PUBLISHED))
     }
 
     /// Each limit's report, by its name, as published now.
-    pub(crate) fn reports(&self) -> Vec<(Box<str>, DeniedReport)> {
+    pub fn reports(&self) -> Vec<(Box<str>, DeniedReport)> {
         let sketches: Vec<_> = read(&self.sketches)
             .iter()
             .map(|(limit, sketch)| (limit.clone(), Arc::clone(sketch)))
@@ -81,27 +81,28 @@ impl Offenders {
     }
 
     /// This instance's name on the boards.
-    pub(crate) fn instance(&self) -> Arc<str> {
+    pub fn instance(&self) -> Arc<str> {
         Arc::clone(&read(&self.instance))
     }
 
     /// Names this instance `instance` on the boards.
-    pub(crate) fn set_instance(&self, instance: Arc<str>) {
+    pub fn set_instance(&self, instance: Arc<str>) {
         *self.instance.write().unwrap_or_else(|p| p.into_inner()) = instance;
     }
 
-    pub(crate) fn every(&self) -> Duration {
+    /// How often the counts are published.
+    pub fn every(&self) -> Duration {
         self.every
     }
 
     /// How long a published report is read.
-    pub(crate) fn ttl(&self) -> Duration {
+    pub fn ttl(&self) -> Duration {
         self.every.saturating_mul(PERIODS_READ)
     }
 
     /// Whether the caller is to start the publishing task: the first time
     /// asked, and again after [`stopped_publishing`](Self::stopped_publishing).
-    pub(crate) fn starts_publishing(&self) -> bool {
+    pub fn starts_publishing(&self) -> bool {
         !self.every.is_zero()
             && !self.publishing.load(Ordering::Relaxed)
             && !self.publishing.swap(true, Ordering::AcqRel)
@@ -109,19 +110,19 @@ impl Offenders {
 
     /// The publishing task could not start (no runtime): the next denial
     /// tries again.
-    pub(crate) fn stopped_publishing(&self) {
+    pub fn stopped_publishing(&self) {
         self.publishing.store(false, Ordering::Release);
     }
 }
 
 /// The board a limit's counts are published on: the limit's keys' start
 /// (the key prefix) and its name.
-pub(crate) fn board(key_start: &str, limit: &str) -> String {
+pub fn board(key_start: &str, limit: &str) -> String {
     format!("top-denied:{key_start}{limit}")
 }
 
 /// This process's default name: the host's name and the process id.
-pub(crate) fn default_instance() -> Arc<str> {
+pub fn default_instance() -> Arc<str> {
     static INSTANCE: OnceLock<Arc<str>> = OnceLock::new();
     let instance = INSTANCE.get_or_init(|| {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -140,7 +141,7 @@ pub(crate) fn default_instance() -> Arc<str> {
 /// ([`default_instance`]), followed by `-2`, `-3`... for each layer made
 /// after the first, so that two applications in one process sharing a
 /// store count as two instances.
-pub(crate) fn layer_instance() -> Arc<str> {
+pub fn layer_instance() -> Arc<str> {
     static LAYERS: AtomicUsize = AtomicUsize::new(0);
     match LAYERS.fetch_add(1, Ordering::Relaxed) {
         0 => default_instance(),
@@ -150,7 +151,7 @@ pub(crate) fn layer_instance() -> Arc<str> {
 
 /// `id` with every character but visible ASCII replaced by `_`: a header's
 /// value.
-pub(crate) fn sanitized(id: &str) -> Arc<str> {
+pub fn sanitized(id: &str) -> Arc<str> {
     id.chars()
         .map(|c| if c.is_ascii_graphic() { c } else { '_' })
         .collect::<String>()

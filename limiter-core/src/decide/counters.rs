@@ -1,21 +1,31 @@
-//! A limit's `limiter_decisions_total` and `limiter_shadow_denied_total`
-//! counters, shared by its rate check and its concurrency limit.
+//! The pipeline's metrics: a limit's `limiter_decisions_total` and
+//! `limiter_shadow_denied_total` counters, shared by its rate check and its
+//! concurrency limit.
 
 use std::sync::OnceLock;
 
-use limiter_core::Verdict;
+use crate::Verdict;
 
 /// How a request was decided, as counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Counted {
+pub enum Counted {
+    /// The store allowed it.
     StoreAllowed,
+    /// The store denied it.
     StoreDenied,
+    /// The guard's deny cache denied it, without a store call.
     CacheDenied,
+    /// The store failed; the in-memory fallback allowed it.
     FallbackAllowed,
+    /// The store failed; the in-memory fallback denied it.
     FallbackDenied,
+    /// The store failed; the failure policy let it through.
     FailedOpen,
+    /// The store failed; the failure policy refused it.
     FailedClosed,
+    /// A verdict of another kind.
     Other,
+    /// The store failed, and no failure policy decided.
     Error,
     /// On an allow list: not checked.
     Bypassed,
@@ -53,7 +63,7 @@ const LABELS: [(&str, &str); 15] = [
 impl Counted {
     /// A decision of a store used as it is.
     #[inline]
-    pub(crate) fn by_store(decision: &limiter_core::Decision) -> Self {
+    pub fn by_store(decision: &crate::Decision) -> Self {
         if decision.allowed() {
             Self::StoreAllowed
         } else {
@@ -61,7 +71,8 @@ impl Counted {
         }
     }
 
-    pub(crate) fn of(verdict: &Verdict) -> Self {
+    /// A verdict, as counted.
+    pub fn of(verdict: &Verdict) -> Self {
         match verdict {
             Verdict::Store(d) if d.allowed() => Self::StoreAllowed,
             Verdict::Store(_) => Self::StoreDenied,
@@ -78,7 +89,7 @@ impl Counted {
 /// One route's counters, registered on first use so a request does not
 /// build labels: by the compiled limit, then under a live override.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct DecisionCounters {
+pub struct DecisionCounters {
     counters: [[OnceLock<metrics::Counter>; LABELS.len()]; 2],
 }
 
@@ -87,7 +98,7 @@ impl DecisionCounters {
     /// is read only when the counter is registered), `overridden` when a
     /// live override decided it.
     #[inline]
-    pub(crate) fn record(
+    pub fn record(
         &self,
         counted: Counted,
         algorithm: impl FnOnce() -> &'static str,
@@ -114,10 +125,11 @@ impl DecisionCounters {
 /// One limit's `limiter_shadow_denied_total`: the requests shadow mode let
 /// through that the limit denied.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct ShadowCounter(OnceLock<metrics::Counter>);
+pub struct ShadowCounter(OnceLock<metrics::Counter>);
 
 impl ShadowCounter {
-    pub(crate) fn record(&self, algorithm: &'static str, limit: &str) {
+    /// Counts one denial shadow mode let through.
+    pub fn record(&self, algorithm: &'static str, limit: &str) {
         self.0
             .get_or_init(|| {
                 metrics::counter!(
