@@ -113,7 +113,7 @@ impl RouteLimit {
         }
         // The override itself is looked up on the cold path: the plain
         // path holds nothing to drop.
-        let (cost, reading) = if optioned || self.named.may_be_overridden(&context.shared) {
+        if optioned || self.named.may_be_overridden(&context.shared) {
             let checks = match self.option_checks(context, request) {
                 Ok(Some(checks)) => checks,
                 not_checked => {
@@ -128,12 +128,26 @@ impl RouteLimit {
             let Some(cost) = checks.at_once() else {
                 return self.pending(context, key, checks);
             };
-            (cost, checks.reading)
+            self.at_once(context, key, cost, checks.reading, request)
         } else {
-            (self.policy().cost(), Reading::plain(context.headers))
-        };
-        // The decision step of `answer`, without wrapping the decision,
-        // read where the store wrote it.
+            // Apart, so that its reading is known to hold no plan to drop.
+            let reading = Reading::plain(context.headers);
+            self.at_once(context, key, self.policy().cost(), reading, request)
+        }
+    }
+
+    /// The store's decision when it decides at once (the decision step of
+    /// `answer`, without wrapping the decision, read where the store wrote
+    /// it); else the wait for it.
+    #[inline(always)]
+    fn at_once<B>(
+        self: &Arc<Self>,
+        context: &Arc<Context>,
+        key: Key,
+        cost: u64,
+        reading: Reading,
+        request: &mut Request<B>,
+    ) -> Next {
         let next = match &context
             .shared
             .store
