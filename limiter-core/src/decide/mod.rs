@@ -33,6 +33,7 @@
 mod admission;
 mod counters;
 mod offenders;
+mod shared;
 mod store;
 #[cfg(test)]
 mod tests;
@@ -42,168 +43,16 @@ pub use counters::{Counted, DecisionCounters, ShadowCounter};
 pub use offenders::{
     DEFAULT_PUBLISH_EVERY, Offenders, PUBLISHED, board, default_instance, layer_instance, sanitized,
 };
+pub use shared::Shared;
 pub(crate) use store::unguarded;
 pub use store::{BoxFuture, COUNTING, LimitStore, StoreBuilder, store_builder, tables_of};
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::{
-    Attempt, ControlTables, Decision, Error, Identity, Key, OnStoreError, Override, OverrideMode,
-    Penalty, Plan, Policy, Refused, Waiters, required,
+    Decision, Error, Identity, Key, OnStoreError, Override, OverrideMode, Penalty, Plan, Policy,
 };
-
-/// What every limit under one layer shares: the store, its control tables,
-/// the layer's failure policy, the queues of waiting checks and the top
-/// offenders.
-#[derive(Clone)]
-pub struct Shared {
-    /// The store, guarded when remote.
-    pub store: Arc<dyn LimitStore>,
-    /// The store's blocks, plans and overrides, read by every check
-    /// without a call; `None` when the store keeps none.
-    pub tables: Option<ControlTables>,
-    /// The failure policy set on the layer, for limits that set none.
-    pub on_store_error: Option<OnStoreError>,
-    /// The key prefix followed by `:`, as every key starts.
-    pub key_start: Box<str>,
-    /// The queues of checks waiting for their retry time.
-    pub waiters: Waiters,
-    /// The identities each limit denied most, on this instance.
-    pub offenders: Arc<Offenders>,
-}
-
-impl Shared {
-    /// How long the block of `block_key` (`{prefix}:{identity}`) has left;
-    /// `None` when it is not blocked.
-    pub fn blocked(&self, block_key: &str) -> Option<Duration> {
-        self.tables.as_ref()?.blocked(block_key)
-    }
-
-    /// The block of the identity a key no limit names starts with: the key
-    /// up to its first `:` after the prefix (an identity escapes its own),
-    /// as [`Identity::push_key`] and `:{action}` build it.
-    pub fn block_of_key(&self, key: &Key) -> Option<Duration> {
-        let tables = self.tables.as_ref()?;
-        // An empty list costs one atomic load.
-        if tables.blocks().is_empty() {
-            return None;
-        }
-        tables.blocked(crate::identity_key_of(key.as_str(), self.key_start.len())?)
-    }
-
-    /// A check of `key` (under the prefix) that no limit names, recorded
-    /// if allowed: the block of the identity it starts with, then the
-    /// store under its guard's failure policy (at once when the store
-    /// decides at once).
-    pub async fn check_key(&self, key: Key, policy: &Policy, cost: u64) -> Result<Decision, Error> {
-        if let Some(left) = self.block_of_key(&key) {
-            return Ok(Decision::blocked(policy, left));
-        }
-        if let Some(decided) = self.store.check_now(&key, policy, cost) {
-            return decided;
-        }
-        let policy = Arc::new(policy.clone());
-        let (verdict, _) = Arc::clone(&self.store)
-            .check_owned(key, Arc::clone(&policy), cost, None)
-            .await;
-        verdict?.into_decision(&policy)
-    }
-
-    /// A check of `key` that no limit names, counting only if its outcome
-    /// says so ([`check_key`](Self::check_key)'s steps): recorded now, and
-    /// given back by [`Attempt::refund`].
-    pub async fn attempt_key(&self, key: Key, policy: &Policy) -> Result<Attempt, Error> {
-        let policy = Arc::new(policy.clone());
-        if let Some(left) = self.block_of_key(&key) {
-            return Ok(Attempt::refused(Refused::Blocked(left), policy));
-        }
-        let (decision, receipt) = required(self.store.capabilities().as_key_state(), COUNTING)?
-            .check_refundable(&key, &policy, policy.cost())
-            .await?;
-        let attempt = Attempt::new(decision, Arc::clone(&policy));
-        Ok(match receipt {
-            Some(receipt) => attempt.giving_back(Box::new(Refund {
-                store: Arc::clone(&self.store),
-                key,
-                policy,
-                receipt,
-            })),
-            None => attempt,
-        })
-    }
-
-    /// The key of the block of `key`'s identity: `{prefix}:{identity}`.
-    pub fn block_key(&self, key: &Key) -> String {
-        let mut block_key = String::from(&*self.key_start);
-        block_key.push_str(key.identity_part().unwrap_or_default());
-        block_key
-    }
-
-    /// Counts a denial of `identity` by the limit `limit` among its top
-    /// offenders, and starts publishing them (once, when a runtime runs).
-    pub fn record_denial(&self, limit: &str, identity: &Identity) {
-        self.offenders.record(limit, identity);
-        if self.offenders.starts_publishing() {
-            match tokio::runtime::Handle::try_current() {
-                Ok(runtime) => drop(runtime.spawn(publish_offenders(
-                    Arc::downgrade(&self.offenders),
-                    Arc::clone(&self.store),
-                    self.key_start.clone(),
-                ))),
-                Err(_) => self.offenders.stopped_publishing(),
-            }
-        }
-    }
-}
-
-impl std::fmt::Debug for Shared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared")
-            .field("key_start", &self.key_start)
-            .field("on_store_error", &self.on_store_error)
-            .field("waiters", &self.waiters)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Publishes each limit's counts through `store` every period, until the
-/// layer is gone or the store keeps no reports; a failed publication is
-/// logged and tried again the next period.
-async fn publish_offenders(
-    offenders: Weak<Offenders>,
-    store: Arc<dyn LimitStore>,
-    key_start: Box<str>,
-) {
-    let Some(every) = offenders.upgrade().map(|o| o.every()) else {
-        return;
-    };
-    let mut ticks = tokio::time::interval(every);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        ticks.tick().await;
-        let Some(live) = offenders.upgrade() else {
-            return;
-        };
-        let (instance, ttl, reports) = (live.instance(), live.ttl(), live.reports());
-        drop(live);
-        let Some(shared) = store.capabilities().as_shared_control() else {
-            return;
-        };
-        // A limit that denied nobody for two sketch periods has nothing to
-        // say; what it published last is read no longer than its time.
-        for (limit, report) in reports.into_iter().filter(|(_, r)| r.counted > 0) {
-            let board = board(&key_start, &limit);
-            match (shared.publish_report(&board, &instance, &report.to_text(), ttl)).await {
-                Ok(()) => {}
-                Err(Error::Unsupported(_)) => return,
-                Err(error) => {
-                    tracing::debug!(%error, limit = &*limit, "top offenders not published")
-                }
-            }
-        }
-    }
-}
 
 /// A named limit as its checks are decided: its name, its compiled rules,
 /// its failure policy, whether blocks deny it, and its counters.

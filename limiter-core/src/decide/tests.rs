@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
-use crate::{Change, GuardConfig, ManualClock, MemoryStore, Override, Penalty, Rule};
+use crate::{Change, GuardConfig, ManualClock, MemoryStore, Override, Penalty, Rule, Waiters};
 
 /// The pipeline's shared parts over a memory store on a clock that stands
 /// still.
