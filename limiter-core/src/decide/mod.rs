@@ -29,6 +29,12 @@
 //! The route layer adds only what HTTP needs around them: the identity
 //! read from the request, a plan or cost a resolver reads from it, and the
 //! answer (the inner call with the `RateLimit` fields, or the 429).
+//!
+//! A key no limit names (the programmatic [`Limiter`](crate::Limiter)'s,
+//! and `Control::check` and `attempt`'s) has no override, plan, metrics or
+//! offenders: it takes steps 3 and 5 ([`Shared::check_key`],
+//! [`Shared::attempt_key`]). A peek, such as the admin view's, reads the
+//! state under the policy in force (step 4), counting nothing.
 
 mod admission;
 mod counters;
