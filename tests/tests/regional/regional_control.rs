@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use limiter_core::{Error, Penalty, SharedControl};
 use limiter_regional::{MAX_RELAYS_IN_FLIGHT, RegionsNotConfirmed};
 use limiter_tests::control::ControlCalls;
-use world::{MINUTE, NORTH, RELAY_BOUND, SOUTH, World};
+use world::{MINUTE, NORTH, RELAY_BOUND, SOUTH, Started, World};
 
 /// Polls `every_instance` until it is all true, within `bound`.
 async fn within(bound: Duration, mut every_instance: impl FnMut() -> Vec<bool>) -> Vec<bool> {
@@ -52,7 +52,7 @@ fn regions_of(error: &Error) -> (Vec<String>, Vec<String>) {
 async fn a_block_made_in_north_is_answered_in_every_region_once_block_returns() {
     let world = World::start().await;
     let north = &world.stores[NORTH];
-    let started = Instant::now();
+    let started = Started::now();
     north.operator_block("api:k1", MINUTE).await.unwrap();
     // South's second instance made no call: its region's notice told it.
     assert_eq!(world.blocked("api:k1", MINUTE, started), [true; 4]);
@@ -60,7 +60,7 @@ async fn a_block_made_in_north_is_answered_in_every_region_once_block_returns() 
     north.unblock("api:k1").await.unwrap();
     assert_eq!(world.unblocked("api:k1"), [true; 4]);
     // Made in south's second instance, answered in north.
-    let started = Instant::now();
+    let started = Started::now();
     let south = &world.stores[3];
     south.operator_block("api:k3", MINUTE).await.unwrap();
     assert_eq!(world.blocked("api:k3", MINUTE, started), [true; 4]);
@@ -73,7 +73,7 @@ async fn a_region_cut_off_is_named_and_repeating_the_change_completes_it() {
     let world = World::start().await;
     let north = &world.stores[NORTH];
     world.partition(SOUTH);
-    let started = Instant::now();
+    let started = Started::now();
     let error = north.operator_block("api:k1", MINUTE).await.unwrap_err();
     let (missed, made) = regions_of(&error);
     assert_eq!(
@@ -90,7 +90,7 @@ async fn a_region_cut_off_is_named_and_repeating_the_change_completes_it() {
         [true, true, false, false]
     );
     world.heal();
-    let started = Instant::now();
+    let started = Started::now();
     north.operator_block("api:k1", MINUTE).await.unwrap();
     assert_eq!(world.blocked("api:k1", MINUTE, started), [true; 4]);
 
@@ -120,7 +120,7 @@ async fn a_change_a_region_missed_reaches_it_once_it_answers() {
 
     // Cut off: the block never reached south.
     world.partition(SOUTH);
-    let started = Instant::now();
+    let started = Started::now();
     let error = north.operator_block("api:cut", MINUTE).await.unwrap_err();
     assert_eq!(regions_of(&error).0, ["south"]);
     assert_eq!(
@@ -149,15 +149,18 @@ async fn a_change_a_region_missed_reaches_it_once_it_answers() {
     for hung in [Duration::from_secs(2), Duration::from_secs(8)] {
         let key = format!("api:hung-{}s", hung.as_secs());
         world.hang(SOUTH);
-        let started = Instant::now();
+        let started = Started::now();
         // Confirmed or not, depending on when south answers.
         let _ = north.operator_block(&key, MINUTE).await;
-        tokio::time::sleep_until((started + hung).into()).await;
+        tokio::time::sleep_until((started.at + hung).into()).await;
         world.resume(SOUTH);
         let answers = within(BOUND, || world.blocked(&key, MINUTE, started)).await;
         assert_eq!(
-            answers, [true; 4],
-            "{key}: not in every region within {BOUND:?}"
+            answers,
+            [true; 4],
+            "{key}: not in every region within {BOUND:?}: time left {:?}, {:?} since",
+            world.lefts(&key),
+            started.at.elapsed()
         );
     }
 
@@ -197,7 +200,7 @@ async fn denials_in_north_and_south_add_up_to_the_penalty() {
     assert_eq!(earned.unwrap(), Some(block));
     // Its caller blocks it, as the HTTP layer does: answered here at once,
     // relayed to the others.
-    let started = Instant::now();
+    let started = Started::now();
     south.penalty_block(block_key, block).await.unwrap();
     assert!(south.blocked(block_key).is_some());
     let everywhere = within(RELAY_BOUND, || world.blocked(block_key, block, started)).await;
@@ -210,7 +213,7 @@ async fn a_block_earned_by_another_regions_count_reaches_every_region() {
     let world = World::start().await;
     let (north, south) = (&world.stores[NORTH], &world.stores[SOUTH]);
     let (penalty, key, block_key) = (three_strikes(), PENALTY_KEY, "api:k1");
-    let started = Instant::now();
+    let started = Started::now();
     // South's denial reaches north 80 ms later: after north's two, so it
     // is the third there, and the relay blocks the identity everywhere.
     let earned = south.penalize(key, &penalty, block_key).await;

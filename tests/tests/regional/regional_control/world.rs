@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use limiter_core::SharedControl;
+use limiter_core::{Clock, SharedControl, SystemClock};
 use limiter_regional::{RegionalConfig, RegionalStore};
 use limiter_tests::RedisServer;
 use limiter_tests::control::ControlCalls;
@@ -23,6 +23,31 @@ const PEER_DEADLINE: Duration = Duration::from_secs(2);
 /// again for the block it earns (its write, its notice), with room for a
 /// loaded machine.
 pub(crate) const RELAY_BOUND: Duration = Duration::from_secs(2);
+
+/// When a change was made, on the test's clock and on the one the stores
+/// measure a block's time left by ([`SystemClock`]). The two run at rates
+/// that differ by the counter's calibration, which a loaded machine makes
+/// worse: over the seconds of a hang, by more than the store's
+/// millisecond. A block's time left is compared on the stores' own clock.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Started {
+    pub(crate) at: Instant,
+    store_us: u64,
+}
+
+impl Started {
+    pub(crate) fn now() -> Self {
+        Self {
+            at: Instant::now(),
+            store_us: SystemClock.now_micros(),
+        }
+    }
+
+    /// The time since, on the stores' clock.
+    fn on_the_stores_clock(&self) -> Duration {
+        Duration::from_micros(SystemClock.now_micros().saturating_sub(self.store_us))
+    }
+}
 
 pub(crate) struct World {
     _turn: tokio::sync::MutexGuard<'static, ()>,
@@ -90,13 +115,18 @@ impl World {
     /// What each instance answers for `key`'s block now: whether it is
     /// blocked for at most `duration`, at least `duration` less the time
     /// since `since` (and the store's millisecond).
-    pub(crate) fn blocked(&self, key: &str, duration: Duration, since: Instant) -> Vec<bool> {
-        let least = duration - since.elapsed() - Duration::from_millis(1);
+    pub(crate) fn blocked(&self, key: &str, duration: Duration, since: Started) -> Vec<bool> {
+        let least = duration - since.on_the_stores_clock() - Duration::from_millis(1);
         let within = |left: Duration| left >= least && left <= duration;
         self.stores
             .iter()
             .map(|store| store.blocked(key).is_some_and(within))
             .collect()
+    }
+
+    /// Each instance's time left of `key`'s block, for a failure's message.
+    pub(crate) fn lefts(&self, key: &str) -> Vec<Option<Duration>> {
+        self.stores.iter().map(|store| store.blocked(key)).collect()
     }
 
     pub(crate) fn unblocked(&self, key: &str) -> Vec<bool> {
