@@ -57,6 +57,16 @@ async fn change(shared: &Shared, change: Change<'_>) {
     control.change(change).await.unwrap();
 }
 
+/// `value` in force on the limit `login` for a minute.
+async fn override_login(shared: &Shared, value: &Override) {
+    let set = Change::SetOverride {
+        limit: "login",
+        value,
+        duration: Duration::from_secs(60),
+    };
+    change(shared, set).await;
+}
+
 fn remaining(checked: &Checked) -> Option<u64> {
     checked
         .decision
@@ -71,12 +81,7 @@ async fn a_check_takes_the_override_then_the_compiled_rules_and_counts_its_denia
     assert_eq!(remaining(&check(&limit, &shared, "ada").await), Some(2));
 
     let tighter = Override::rules(per_minute(2));
-    let set = Change::SetOverride {
-        limit: "login",
-        value: &tighter,
-        duration: Duration::from_secs(60),
-    };
-    change(&shared, set).await;
+    override_login(&shared, &tighter).await;
     let overridden = check(&limit, &shared, "ada").await;
     assert_eq!(remaining(&overridden), Some(0));
     assert_eq!(overridden.policy.rules()[0].limit(), 2);
@@ -85,12 +90,7 @@ async fn a_check_takes_the_override_then_the_compiled_rules_and_counts_its_denia
     assert_eq!(shared.offenders.report("login").counted, 1);
 
     let off = Override::off();
-    let set = Change::SetOverride {
-        limit: "login",
-        value: &off,
-        duration: Duration::from_secs(60),
-    };
-    change(&shared, set).await;
+    override_login(&shared, &off).await;
     let unchecked = check(&limit, &shared, "ada").await;
     assert!(unchecked.decision.allowed());
     assert_eq!(unchecked.policy.rules()[0].limit(), 3);
