@@ -8,16 +8,22 @@ use crate::concurrency::{Acquired, ConcurrencyLimit};
 use crate::decide::{Offenders, Shared, default_instance, tables_of, unguarded};
 use crate::hot::HotKeys;
 use crate::identity::Identity;
-use crate::key::push_identity;
 use crate::store::Store;
 use crate::wait::Waiters;
 use crate::{Change, KeyState, Permits, SharedControl};
-use crate::{Decision, Error, Key, Policy, Rule};
+use crate::{Decision, Error, Policy};
 
 /// The key prefix unless another is set: keys look like `rate_limit:user={user}:{action}`.
 pub const DEFAULT_PREFIX: &str = "rate_limit";
 
 /// Rate limiting for anything, not only HTTP routes: a [`Store`] and a key prefix.
+///
+/// An application with an HTTP layer holds one handle instead: the layer's
+/// `Control` (limiter-tower) answers each call here, by the same name and
+/// through the same steps ([`decide::Shared`](crate::decide::Shared)), on
+/// the layer's guarded store, besides its named limits' calls. Only
+/// `reset` differs there: it forgets an identity's limits, and `reset_key`
+/// is this one.
 ///
 /// ```
 /// use std::time::Duration;
@@ -98,16 +104,9 @@ impl<S: Store> Limiter<S> {
         period: Duration,
         max_count: u64,
     ) -> Result<bool, Error> {
-        let policy = Policy::sliding_log([Rule::new(max_count, period)?])?;
-        let mut key = self.key_with_prefix();
-        Identity::push_user_key(&mut key, user.as_bytes());
-        key.push(':');
-        push_identity(&mut key, action);
-        Ok(self
-            .shared
-            .check_key(Key::from(key), &policy, 1)
-            .await?
-            .allowed())
+        (self.shared)
+            .is_action_allowed(user, action, period, max_count)
+            .await
     }
 
     /// Checks a request on `{prefix}:{key}` at the policy's cost and records it if allowed.
@@ -129,7 +128,7 @@ impl<S: Store> Limiter<S> {
         cost: u64,
     ) -> Result<Decision, Error> {
         self.shared
-            .check_key(self.full_key(key), policy, cost)
+            .check_key(self.shared.key(key), policy, cost)
             .await
     }
 
@@ -163,13 +162,8 @@ impl<S: Store> Limiter<S> {
         policy: &Policy,
         max_wait: Duration,
     ) -> Result<Decision, Error> {
-        let full = self.full_key(key);
-        let cost = policy.cost();
-        (self.shared.waiters)
-            .acquire(full.as_str(), max_wait, || {
-                self.shared.check_key(full.clone(), policy, cost)
-            })
-            .await
+        let key = self.shared.key(key);
+        self.shared.acquire_key(key, policy, max_wait).await
     }
 
     /// Takes a permit of `limit` on `{prefix}:{key}` when fewer than
@@ -183,8 +177,7 @@ impl<S: Store> Limiter<S> {
     where
         S: Permits,
     {
-        let full = self.prefixed(key);
-        self.store.store().acquire_permit(&full, limit).await
+        self.shared.permit_key(self.shared.key(key), limit).await
     }
 
     /// What [`check`](Self::check) would answer now on `{prefix}:{key}`
@@ -209,9 +202,7 @@ impl<S: Store> Limiter<S> {
     where
         S: KeyState,
     {
-        self.store
-            .peek(&self.full_key(key), policy, policy.cost())
-            .await
+        self.shared.peek_key(&self.shared.key(key), policy).await
     }
 
     /// Forgets the state of `{prefix}:{key}` under `policy`: the next check
@@ -235,7 +226,7 @@ impl<S: Store> Limiter<S> {
     where
         S: KeyState,
     {
-        self.store.reset(&self.full_key(key), policy).await
+        self.shared.reset_key(&self.shared.key(key), policy).await
     }
 
     /// Checks a request on `{prefix}:{key}` that counts only if its outcome
@@ -270,7 +261,7 @@ impl<S: Store> Limiter<S> {
     where
         S: KeyState,
     {
-        self.shared.attempt_key(self.full_key(key), policy).await
+        self.shared.attempt_key(self.shared.key(key), policy).await
     }
 
     /// Blocks `identity` (the key `{prefix}:{identity}`, its kind's
@@ -337,7 +328,7 @@ impl<S: Store> Limiter<S> {
     /// `{prefix}:{identity}`: the key of `identity`'s block, and how its
     /// limits' keys start (append `:{action}`).
     pub fn identity_key(&self, identity: &Identity) -> String {
-        let mut key = self.key_with_prefix();
+        let mut key = String::from(&*self.shared.key_start);
         identity.push_key(&mut key);
         key
     }
@@ -351,24 +342,5 @@ impl<S: Store> Limiter<S> {
     pub fn prefix(&self) -> &str {
         let start = &self.shared.key_start;
         &start[..start.len() - 1]
-    }
-
-    /// `{prefix}:{key}`, the one key of a call.
-    fn full_key(&self, key: &str) -> Key {
-        Key::from(self.prefixed(key))
-    }
-
-    /// `{prefix}:{key}` as text.
-    fn prefixed(&self, key: &str) -> String {
-        let mut full = self.key_with_prefix();
-        full.push_str(key);
-        full
-    }
-
-    fn key_with_prefix(&self) -> String {
-        let start = &self.shared.key_start;
-        let mut key = String::with_capacity(start.len() + 48);
-        key.push_str(start);
-        key
     }
 }

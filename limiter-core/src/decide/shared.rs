@@ -5,9 +5,10 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use super::{COUNTING, LimitStore, Offenders, Refund, board};
+use crate::key::push_identity;
 use crate::{
-    Attempt, ControlTables, Decision, Error, Identity, Key, OnStoreError, Policy, Refused, Waiters,
-    required,
+    Acquired, Attempt, ConcurrencyLimit, ControlTables, Decision, Error, Identity, Key,
+    OnStoreError, Policy, Refused, Rule, Waiters, required,
 };
 
 /// What every limit under one layer shares: the store, its control tables,
@@ -65,6 +66,77 @@ impl Shared {
             .check_owned(key, Arc::clone(&policy), cost, None)
             .await;
         verdict?.into_decision(&policy)
+    }
+
+    /// `{prefix}:{key}`: the key of a call that names no limit, `key`
+    /// used as given.
+    pub fn key(&self, key: &str) -> Key {
+        let mut full = String::with_capacity(self.key_start.len() + key.len());
+        full.push_str(&self.key_start);
+        full.push_str(key);
+        Key::from(full)
+    }
+
+    /// Whether `user` may perform `action` again, at most `max_count` times
+    /// in any `period` (a sliding log) on `{prefix}:user={user}:{action}`,
+    /// both escaped; [`check_key`](Self::check_key)'s steps.
+    pub async fn is_action_allowed(
+        &self,
+        user: &str,
+        action: &str,
+        period: Duration,
+        max_count: u64,
+    ) -> Result<bool, Error> {
+        let policy = Policy::sliding_log([Rule::new(max_count, period)?])?;
+        let mut key = String::from(&*self.key_start);
+        Identity::push_user_key(&mut key, user.as_bytes());
+        key.push(':');
+        push_identity(&mut key, action);
+        let decision = self.check_key(Key::from(key), &policy, 1).await?;
+        Ok(decision.allowed())
+    }
+
+    /// [`check_key`](Self::check_key), waiting in turn with the key's
+    /// other waiters instead of being denied while the retry time is at
+    /// most `max_wait` away.
+    pub async fn acquire_key(
+        &self,
+        key: Key,
+        policy: &Policy,
+        max_wait: Duration,
+    ) -> Result<Decision, Error> {
+        let cost = policy.cost();
+        (self.waiters)
+            .acquire(key.as_str(), max_wait, || {
+                self.check_key(key.clone(), policy, cost)
+            })
+            .await
+    }
+
+    /// What [`check_key`](Self::check_key) would answer now, recording
+    /// nothing. Fails with [`Error::Unsupported`] for a store that cannot.
+    pub async fn peek_key(&self, key: &Key, policy: &Policy) -> Result<Decision, Error> {
+        let peek = required(
+            self.store.capabilities().as_key_state(),
+            "reading a key without counting",
+        )?;
+        peek.peek(key, policy, policy.cost()).await
+    }
+
+    /// Forgets `key`'s state under `policy`, on every instance sharing the
+    /// store. Fails with [`Error::Unsupported`] for a store that cannot.
+    pub async fn reset_key(&self, key: &Key, policy: &Policy) -> Result<(), Error> {
+        let reset = required(self.store.capabilities().as_key_state(), "resetting a key")?;
+        reset.reset(key, policy).await
+    }
+
+    /// Takes a permit of `limit` on `key`, given back when dropped. Fails
+    /// with [`Error::Unsupported`] for a store that keeps no permits.
+    pub async fn permit_key(&self, key: Key, limit: &ConcurrencyLimit) -> Result<Acquired, Error> {
+        let store = Arc::clone(&self.store);
+        store
+            .acquire_permit_owned(key.into_string(), *limit, None)
+            .await
     }
 
     /// A check of `key` that no limit names, counting only if its outcome

@@ -4,19 +4,10 @@
 
 use axum::response::Response;
 use limiter_core::decide::{Check, Checked, Listed};
-use limiter_core::{Attempt, ConfigError, Decision, Error, Identity, Policy, Refused};
+use limiter_core::{Attempt, ConfigError, Decision, Error, Identity, Refused};
 
 use super::Control;
 use crate::limit::{LimitLayer, RouteLimit};
-
-pub(super) async fn attempt(
-    control: &Control,
-    key: &str,
-    policy: &Policy,
-) -> Result<Attempt, Error> {
-    let shared = &control.context.shared;
-    shared.attempt_key(control.full_key(key), policy).await
-}
 
 pub(super) async fn attempt_on(
     control: &Control,

@@ -6,44 +6,127 @@
 use std::time::Duration;
 
 use axum::Router;
-use limiter_core::{Attempt, ListedBlock, Override, OverrideMode};
+use limiter_core::{Acquired, Attempt, ConcurrencyLimit, ListedBlock, Override, OverrideMode};
 
 use super::*;
 
+/// The calls of a [`Limiter`](crate::Limiter), on keys that name no limit: a program with a
+/// layer holds this one handle. Each takes the steps its namesake takes
+/// (one implementation, [`limiter_core::decide::Shared`]) through the
+/// layer's store: its guard and failure policy, its hot-key state, its
+/// waiting queues. Only [`reset`](Self::reset) differs: here it forgets an
+/// identity's limits, and [`reset_key`](Self::reset_key) forgets a key.
 impl Control {
-    /// Checks a request on `{prefix}:{key}` against `policy` that counts
-    /// only if its outcome says so, through the layer's store: recorded
-    /// now, so concurrent attempts count while in flight and no more pass
-    /// than `policy` allows, and given back by [`Attempt::refund`] (the
-    /// login succeeded). A denial becomes the layers' own 429 with
-    /// [`AttemptResponse::too_many_requests`]. `key` is used as given: build it
-    /// with [`Identity::push_key`] and `:{action}`, so that a block of that
-    /// identity denies the attempt (the identity is the key up to its
-    /// first `:`). A key names no limit, so no live override, decision
-    /// counter or top offender reaches it: check a named limit with
-    /// [`attempt_on`](Self::attempt_on) for those.
-    ///
-    /// Fails with [`Error::Config`] for a policy whose algorithm cannot
-    /// give a request back exactly (the buckets and GCRA).
+    /// Checks a request on `{prefix}:{key}` against `policy` and records
+    /// it if allowed, as [`Limiter::check`](crate::Limiter::check) does (denied while the
+    /// identity `key` starts with is blocked): the programmatic API of an
+    /// application whose store was chosen at run time, with no store type
+    /// to name. A denial becomes the layers' own 429 with
+    /// [`too_many_requests`](crate::too_many_requests).
     ///
     /// ```
     /// use std::time::Duration;
-    /// use limiter_tower::{Limiter, LimiterLayer, MemoryStore, Policy, Rule};
+    /// use limiter_tower::{Limiter, LimiterLayer, MemoryStore, Policy, Rule, too_many_requests};
     ///
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-    /// let control = LimiterLayer::new(Limiter::new(MemoryStore::new())).control();
-    /// // 5 failed logins per user in 15 minutes; successes never count.
-    /// let failures = Policy::sliding_log([Rule::new(5, Duration::from_secs(900))?])?;
-    /// for _ in 0..20 {
-    ///     let attempt = control.attempt("login:alice", &failures).await?;
-    ///     assert!(attempt.decision().allowed());
-    ///     attempt.refund().await?; // the password was right
-    /// }
+    /// // Memory or Redis, as the environment says: the layer hides which.
+    /// let layer = LimiterLayer::new(Limiter::new(MemoryStore::new()));
+    /// let control = layer.control();
+    /// let policy = Policy::sliding_log([Rule::new(1, Duration::from_secs(900))?])?;
+    /// assert!(control.check("login:alice", &policy).await?.allowed());
+    /// let denied = control.check("login:alice", &policy).await?;
+    /// assert_eq!(too_many_requests(&denied, &policy).status(), 429);
+    /// // A key of a user's action, as `Limiter::is_action_allowed` writes it.
+    /// assert!(control.is_action_allowed("alice", "export", Duration::from_secs(60), 1).await?);
+    /// assert!(!control.is_action_allowed("alice", "export", Duration::from_secs(60), 1).await?);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// # }).unwrap();
     /// ```
+    pub async fn check(&self, key: &str, policy: &Policy) -> Result<Decision, Error> {
+        self.check_with_cost(key, policy, policy.cost()).await
+    }
+
+    /// Checks a request of `cost` on `{prefix}:{key}` ([`Limiter::check_with_cost`](crate::Limiter::check_with_cost)).
+    pub async fn check_with_cost(
+        &self,
+        key: &str,
+        policy: &Policy,
+        cost: u64,
+    ) -> Result<Decision, Error> {
+        let shared = &self.context.shared;
+        shared.check_key(shared.key(key), policy, cost).await
+    }
+
+    /// Whether `user` may perform `action` again, at most `max_count`
+    /// times in any `period` ([`Limiter::is_action_allowed`](crate::Limiter::is_action_allowed)).
+    pub async fn is_action_allowed(
+        &self,
+        user: &str,
+        action: &str,
+        period: Duration,
+        max_count: u64,
+    ) -> Result<bool, Error> {
+        (self.context.shared)
+            .is_action_allowed(user, action, period, max_count)
+            .await
+    }
+
+    /// Checks a request on `{prefix}:{key}`, waiting instead of being
+    /// denied while its retry time is at most `max_wait` away
+    /// ([`Limiter::acquire`](crate::Limiter::acquire)), in the layer's queues.
+    pub async fn acquire(
+        &self,
+        key: &str,
+        policy: &Policy,
+        max_wait: Duration,
+    ) -> Result<Decision, Error> {
+        let shared = &self.context.shared;
+        shared.acquire_key(shared.key(key), policy, max_wait).await
+    }
+
+    /// Takes a permit of `limit` on `{prefix}:{key}` ([`Limiter::acquire_permit`](crate::Limiter::acquire_permit)).
+    /// Fails with [`Error::Unsupported`] for a store that keeps no permits.
+    pub async fn acquire_permit(
+        &self,
+        key: &str,
+        limit: &ConcurrencyLimit,
+    ) -> Result<Acquired, Error> {
+        let shared = &self.context.shared;
+        shared.permit_key(shared.key(key), limit).await
+    }
+
+    /// What [`check`](Self::check) would answer now on `{prefix}:{key}`,
+    /// recording nothing ([`Limiter::peek`](crate::Limiter::peek)). Fails with
+    /// [`Error::Unsupported`] for a store that cannot (the regional store).
+    pub async fn peek(&self, key: &str, policy: &Policy) -> Result<Decision, Error> {
+        let shared = &self.context.shared;
+        shared.peek_key(&shared.key(key), policy).await
+    }
+
+    /// Forgets the state of `{prefix}:{key}` under `policy`
+    /// ([`Limiter::reset`](crate::Limiter::reset)). Fails with [`Error::Unsupported`] for a store
+    /// that cannot (the regional store).
+    pub async fn reset_key(&self, key: &str, policy: &Policy) -> Result<(), Error> {
+        let shared = &self.context.shared;
+        shared.reset_key(&shared.key(key), policy).await
+    }
+
+    /// The key prefix ([`Limiter::prefix`](crate::Limiter::prefix)).
+    pub fn prefix(&self) -> &str {
+        let start = &self.context.shared.key_start;
+        &start[..start.len() - 1]
+    }
+
+    /// Checks a request on `{prefix}:{key}` that counts only if its
+    /// outcome says so ([`Limiter::attempt`](crate::Limiter::attempt)):
+    /// recorded now, given back by [`Attempt::refund`]. A denial becomes
+    /// the layers' own 429 with [`AttemptResponse::too_many_requests`]. A
+    /// key names no limit, so no live override, decision counter or top
+    /// offender reaches it: check a named limit with
+    /// [`attempt_on`](Self::attempt_on) for those.
     pub async fn attempt(&self, key: &str, policy: &Policy) -> Result<Attempt, Error> {
-        attempt::attempt(self, key, policy).await
+        let shared = &self.context.shared;
+        shared.attempt_key(shared.key(key), policy).await
     }
 
     /// Checks `limit` for `identity` as a request on its route would be

@@ -170,36 +170,6 @@ impl Control {
         std::iter::once(self).chain(self.merged.iter())
     }
 
-    /// Checks a request on `{prefix}:{key}` against `policy` and records
-    /// it if allowed (denied while the identity `key` starts with is
-    /// blocked: see [`attempt`](Self::attempt)), through the layer's store (its guard and failure
-    /// policy, its hot-key state): the programmatic API of an application
-    /// whose store was chosen at run time, with no store type to name. A
-    /// denial becomes the layers' own 429 with
-    /// [`too_many_requests`](crate::too_many_requests).
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use limiter_tower::{Limiter, LimiterLayer, MemoryStore, Policy, Rule, too_many_requests};
-    ///
-    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-    /// // Memory or Redis, as the environment says: the layer hides which.
-    /// let layer = LimiterLayer::new(Limiter::new(MemoryStore::new()));
-    /// let control = layer.control();
-    /// let policy = Policy::sliding_log([Rule::new(1, Duration::from_secs(900))?])?;
-    /// assert!(control.check("login:alice", &policy).await?.allowed());
-    /// let denied = control.check("login:alice", &policy).await?;
-    /// assert_eq!(too_many_requests(&denied, &policy).status(), 429);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// # }).unwrap();
-    /// ```
-    pub async fn check(&self, key: &str, policy: &Policy) -> Result<Decision, Error> {
-        let shared = &self.context.shared;
-        shared
-            .check_key(self.full_key(key), policy, policy.cost())
-            .await
-    }
-
     /// What each limit of `identity` would answer its next request, rule
     /// by rule, counting nothing: the limits that count by its kind (by
     /// address for [`Identity::ip`], by user for [`Identity::user`], by
@@ -300,14 +270,6 @@ impl Control {
         (self.context.shared.tables.as_ref()).map_or(0, |tables| tables.plans().len())
     }
 
-    /// `key` (the application's) under the layer's prefix: the one key of
-    /// a call.
-    fn full_key(&self, key: &str) -> Key {
-        let mut full = String::from(&*self.context.shared.key_start);
-        full.push_str(key);
-        Key::from(full)
-    }
-
     /// How long the block of `key` (an identity's) lasts, as this instance
     /// knows it.
     fn block_of(&self, key: &str) -> Option<std::time::Duration> {
@@ -315,9 +277,12 @@ impl Control {
     }
 
     /// `{prefix}:{identity}`: the key of its block and plan, and how its
-    /// limits' keys start. An address is written as the layer's requests
-    /// write it (an IPv6 address as its network).
-    fn identity_key(&self, identity: &Identity) -> String {
+    /// limits' keys start (append `:{action}` for a key of
+    /// [`check`](Self::check)). An address is written as the layer's
+    /// requests write it: an IPv6 address as its network (a /64 by
+    /// default), where [`Limiter::identity_key`](limiter_core::Limiter::identity_key)
+    /// writes the address.
+    pub fn identity_key(&self, identity: &Identity) -> String {
         let mut key = String::from(&*self.context.shared.key_start);
         self.push_identity(&mut key, identity);
         key

@@ -9,6 +9,8 @@
 //! through `Control` ([`property`]).
 
 use crate::overrides::common;
+#[path = "one_path/handle.rs"]
+mod handle;
 #[path = "one_path/property.rs"]
 mod property;
 
