@@ -35,9 +35,10 @@ static X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 static X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
 static X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
-/// Whole seconds, rounded up.
+/// Whole seconds, rounded up from whole microseconds (without the
+/// 128-bit division of `as_micros`: this runs on every response).
 pub(crate) fn seconds(d: Duration) -> u64 {
-    d.as_micros().div_ceil(1_000_000) as u64
+    d.as_secs() + u64::from(d.subsec_micros() > 0)
 }
 
 /// What a route's fields hold whatever the decision: built once per route.
@@ -125,33 +126,26 @@ impl RouteFields {
 
     /// Writes the `RateLimit` items into `out`, which has room for them.
     fn write_items(&self, out: &mut impl std::io::Write, decision: &Decision) {
-        let mut put = |bytes: &[u8]| out.write_all(bytes).expect("sized for every item");
-        let mut digits = [0; 20];
+        // Numbers by itoa's digit pairs: this runs on every response.
+        let mut digits = itoa::Buffer::new();
         for (i, (prefix, status)) in self.item_prefixes.iter().zip(decision.rules()).enumerate() {
             if i > 0 {
-                put(b", ");
+                put(out, b", ");
             }
-            put(prefix.as_bytes());
-            put(decimal(status.remaining(), &mut digits));
-            put(b";t=");
-            put(decimal(seconds(status.available_after()), &mut digits));
+            put(out, prefix.as_bytes());
+            put(out, digits.format(status.remaining()).as_bytes());
+            put(out, b";t=");
+            put(
+                out,
+                digits.format(seconds(status.available_after())).as_bytes(),
+            );
         }
     }
 }
 
-/// `n` in decimal ASCII digits, written into `digits` without the formatting
-/// machinery (this runs on every response).
-pub(crate) fn decimal(mut n: u64, digits: &mut [u8; 20]) -> &[u8] {
-    let mut start = digits.len();
-    loop {
-        start -= 1;
-        digits[start] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    &digits[start..]
+#[inline(always)]
+fn put(out: &mut impl std::io::Write, bytes: &[u8]) {
+    out.write_all(bytes).expect("sized for every item");
 }
 
 impl RateLimitHeaders {
@@ -228,9 +222,31 @@ mod tests {
     }
 
     #[test]
-    fn integers_are_written_in_decimal() {
-        for n in [0, 7, 10, 255, 1_000_000, u64::MAX] {
-            assert_eq!(decimal(n, &mut [0; 20]), n.to_string().as_bytes());
+    fn seconds_round_whole_microseconds_up() {
+        let cases = [
+            (Duration::ZERO, 0),
+            (Duration::from_micros(1), 1),
+            (Duration::from_secs(1), 1),
+            (Duration::from_micros(1_000_001), 2),
+            // Below a microsecond is not a decision's unit: not counted.
+            (Duration::new(1, 999), 1),
+            (Duration::from_secs(u64::MAX), u64::MAX),
+        ];
+        for (duration, expected) in cases {
+            assert_eq!(seconds(duration), expected, "{duration:?}");
         }
+    }
+
+    #[test]
+    fn numbers_are_written_whole() {
+        let policy =
+            Policy::sliding_log([Rule::new(1 << 50, Duration::from_secs(60)).unwrap()]).unwrap();
+        let fields = RouteFields::new(&policy);
+        let store = MemoryStore::with_clock(limiter_core::ManualClock::new(Duration::from_secs(1)));
+        let d = store
+            .check_now(&limiter_core::Key::from("k"), &policy, 1)
+            .unwrap();
+        let expected = format!("\"{}\";r={};t=60", policy.names()[0], (1u64 << 50) - 1);
+        assert_eq!(fields.state(&d), expected.as_str());
     }
 }
