@@ -148,12 +148,19 @@ impl Batches {
             }
             // Larger batches go in several calls at once (they run one
             // after another in Redis), so no script holds Redis for long.
-            let mut batches = Vec::new();
-            while !waiting.is_empty() {
-                let rest = waiting.split_off(waiting.len().min(MAX_BATCH));
-                batches.push(self.send(std::mem::replace(&mut waiting, rest)));
+            // One batch (the usual case) is awaited where it is made: a
+            // call's future is kilobytes, which a list would copy.
+            if waiting.len() <= MAX_BATCH {
+                self.send(std::mem::take(&mut waiting)).await;
+            } else {
+                let mut batches = Vec::new();
+                while !waiting.is_empty() {
+                    let rest = waiting.split_off(waiting.len().min(MAX_BATCH));
+                    batches.push(std::mem::replace(&mut waiting, rest));
+                }
+                let calls = batches.into_iter().map(|batch| self.send(batch));
+                futures_util::future::join_all(calls).await;
             }
-            futures_util::future::join_all(batches).await;
             match next(&self.store, &self.key, self.id) {
                 Some(more) => waiting = more,
                 None => return,
@@ -174,9 +181,13 @@ impl Batches {
             .into_iter()
             .map(|waiter| (waiter.deadline, waiter.answer))
             .collect();
-        let call =
-            check::decide_batch(&self.store, &self.key, &self.policy, &costs, self.now, last);
-        let call = async { Ok(call.await?.into_iter().map(Ok).collect()) };
+        // Made inside the block, so that the call's future is not copied
+        // into it.
+        let call = async {
+            let (store, key, policy) = (&self.store, &self.key, &self.policy);
+            let decided = check::decide_batch(store, key, policy, &costs, self.now, last).await?;
+            Ok(decided.into_iter().map(Ok).collect())
+        };
         queue::answer_by_deadlines(call, answers, self.store.inner.config.response_timeout).await;
     }
 }

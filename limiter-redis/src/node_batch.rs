@@ -156,14 +156,21 @@ impl Batches {
             for late in waiting.extract_if(.., |queued| queued.waiter.deadline <= now) {
                 let _ = late.waiter.answer.send(Err(Error::Timeout(timeout)));
             }
-            let mut calls = Vec::new();
+            let mut batches = Vec::new();
             for mut group in groups(waiting) {
                 while !group.is_empty() {
                     let rest = group.split_off(group.len().min(MAX_KEYS));
-                    calls.push(self.send(std::mem::replace(&mut group, rest)));
+                    batches.push(std::mem::replace(&mut group, rest));
                 }
             }
-            futures_util::future::join_all(calls).await;
+            // One batch (the usual case) is awaited where it is made: a
+            // call's future is kilobytes, which a list would copy.
+            if batches.len() == 1 {
+                self.send(batches.remove(0)).await;
+            } else {
+                let calls = batches.into_iter().map(|batch| self.send(batch));
+                futures_util::future::join_all(calls).await;
+            }
             match next(&self.store, self.node) {
                 Some(more) => waiting = more,
                 None => {
@@ -188,7 +195,12 @@ impl Batches {
             answers.push((queued.waiter.deadline, queued.waiter.answer));
         }
         let keys: Vec<&str> = keys.iter().map(|key| &**key).collect();
-        let call = check::decide_keys(&self.store, self.node, &keys, &policy, cost, now, last);
+        // Made inside the block, so that the call's future is not copied
+        // into it.
+        let call = async {
+            let store = &self.store;
+            check::decide_keys(store, self.node, &keys, &policy, cost, now, last).await
+        };
         let timeout = self.store.inner.config.response_timeout;
         queue::answer_by_deadlines(call, answers, timeout).await;
     }
