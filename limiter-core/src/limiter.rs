@@ -340,7 +340,6 @@ impl<S: Store> Limiter<S> {
 
     /// The key prefix.
     pub fn prefix(&self) -> &str {
-        let start = &self.shared.key_start;
-        &start[..start.len() - 1]
+        self.shared.prefix()
     }
 }

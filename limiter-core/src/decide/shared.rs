@@ -68,6 +68,12 @@ impl Shared {
         verdict?.into_decision(&policy)
     }
 
+    /// The key prefix, as [`key_start`](Self::key_start) holds it without
+    /// its `:`.
+    pub fn prefix(&self) -> &str {
+        self.key_start.strip_suffix(':').unwrap_or(&self.key_start)
+    }
+
     /// `{prefix}:{key}`: the key of a call that names no limit, `key`
     /// used as given.
     pub fn key(&self, key: &str) -> Key {

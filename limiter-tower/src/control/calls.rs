@@ -1,7 +1,8 @@
 //! Everything a [`Control`] does, each call in its concept's module
 //! (`attempt.rs`, `blocks.rs`, `overrides.rs`, `offenders.rs`,
-//! `router.rs`, `state.rs`); with `mod.rs` (how it is made), the whole
-//! of its interface.
+//! `router.rs`, `state.rs`), or for a key no limit names in
+//! [`limiter_core::decide::Shared`], as `Limiter`'s; with `mod.rs` (how
+//! it is made), the whole of its interface.
 
 use std::time::Duration;
 
@@ -113,8 +114,7 @@ impl Control {
 
     /// The key prefix ([`Limiter::prefix`](crate::Limiter::prefix)).
     pub fn prefix(&self) -> &str {
-        let start = &self.context.shared.key_start;
-        &start[..start.len() - 1]
+        self.context.shared.prefix()
     }
 
     /// Checks a request on `{prefix}:{key}` that counts only if its

@@ -54,7 +54,8 @@ macro_rules! script {
         ));
         attempt.refund().await.unwrap();
         note(show(h.peek(&key("attempt"), &policy).await));
-        // A permit of 1 concurrent: the second waits for the first's drop.
+        // A permit of 1 concurrent: the second is denied until the first
+        // is dropped.
         let exports = ConcurrencyLimit::new(1).unwrap();
         let first = h.acquire_permit(&key("permit"), &exports).await.unwrap();
         let second = h.acquire_permit(&key("permit"), &exports).await.unwrap();
@@ -97,7 +98,8 @@ fn permit(acquired: &Acquired) -> String {
     }
 }
 
-/// The two handles over one memory store and clock.
+/// A `Limiter` and its layer's `Control`, over one memory store on one
+/// manual clock.
 fn handles() -> (Limiter<MemoryStore<ManualClock>>, Control, ManualClock) {
     let clock = ManualClock::new(T0);
     let limiter = Limiter::new(MemoryStore::with_clock(clock.clone()));
@@ -111,7 +113,7 @@ async fn the_layers_control_answers_every_limiter_call_alike() {
     let by_limiter = script!(limiter, clock);
     let (_, control, clock) = handles();
     let by_control = script!(control, clock);
-    assert_eq!(by_limiter.len(), 21);
+    assert_eq!((by_limiter.len(), by_control.len()), (21, 21));
     for (step, (l, c)) in by_limiter.iter().zip(&by_control).enumerate() {
         assert_eq!(l, c, "step {step}");
     }
